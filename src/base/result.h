@@ -1,0 +1,94 @@
+// Result<T>: a value or an Error, shaped like C++23 std::expected.
+//
+// Used for expected runtime outcomes (a refused connect, EAGAIN, a bad address):
+// the caller decides what to do. Bugs are assertions (base/assert.h) and start-up
+// failures in the server may throw; neither goes through Result.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "base/assert.h"
+
+namespace tern {
+
+// An errno value plus the operation that failed. `what` must point to a string
+// with static storage ("connect", "bind"), so making an Error never allocates.
+struct Error {
+  int code = 0;
+  const char* what = "";
+
+  // "connect: Connection refused"
+  std::string message() const {
+    std::string s(what);
+    if (code != 0) {
+      s += ": ";
+      s += std::strerror(code);
+    }
+    return s;
+  }
+  friend bool operator==(const Error&, const Error&) = default;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(Error error) : v_(std::in_place_index<1>, error) {}         // NOLINT
+
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & {
+    TERN_CHECK_MSG(ok(), "Result::value() on an error: {}", std::get<1>(v_).message());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    TERN_CHECK_MSG(ok(), "Result::value() on an error: {}", std::get<1>(v_).message());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    TERN_CHECK_MSG(ok(), "Result::value() on an error: {}", std::get<1>(v_).message());
+    return std::get<0>(std::move(v_));
+  }
+  T value_or(T fallback) const& { return ok() ? std::get<0>(v_) : std::move(fallback); }
+
+  const Error& error() const {
+    TERN_CHECK(!ok());
+    return std::get<1>(v_);
+  }
+
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(error), ok_(false) {}  // NOLINT: implicit by design
+
+  bool ok() const { return ok_; }
+  explicit operator bool() const { return ok_; }
+  const Error& error() const {
+    TERN_CHECK(!ok_);
+    return error_;
+  }
+
+ private:
+  Error error_;
+  bool ok_ = true;
+};
+
+// Builds an Error from the current errno. Read errno once, right after the call.
+inline Error errno_error(const char* what, int code) { return Error{code, what}; }
+
+}  // namespace tern

@@ -1,0 +1,108 @@
+// Buffer: a growable byte buffer for socket input and output.
+//
+//   +-------------------+------------------+------------------+
+//   | prependable bytes |  readable bytes  |  writable bytes  |
+//   +-------------------+------------------+------------------+
+//   0      <=      reader_     <=     writer_     <=     capacity_
+//
+// The layout is muduo's: reading advances reader_, writing advances writer_,
+// and a few bytes stay free at the front so a protocol can prepend a length
+// or header without moving the payload. Growth first slides the readable bytes
+// back to the front and reallocates only when that is not enough. Storage is
+// not zero-filled on growth.
+//
+// read_fd() reads with readv into the free space plus a 64 KiB stack area, so
+// one system call drains a socket even when the buffer is small, and a buffer
+// only grows by what actually arrived.
+//
+// Not thread-safe: a Buffer belongs to one connection on one loop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace tern::net {
+
+class Buffer {
+ public:
+  static constexpr size_t kCheapPrepend = 8;
+  static constexpr size_t kInitialSize = 2048;
+  static constexpr size_t kSpillSize = 64 * 1024;
+
+  explicit Buffer(size_t initial_size = kInitialSize);
+  Buffer(Buffer&&) noexcept = default;
+  Buffer& operator=(Buffer&&) noexcept = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  size_t readable_bytes() const { return writer_ - reader_; }
+  size_t writable_bytes() const { return capacity_ - writer_; }
+  size_t prependable_bytes() const { return reader_; }
+  size_t capacity() const { return capacity_; }
+  bool empty() const { return reader_ == writer_; }
+
+  const char* peek() const { return data_.get() + reader_; }
+  std::string_view view() const { return {peek(), readable_bytes()}; }
+
+  // Position of the first "\r\n" (or '\n') at or after `start`, or nullptr.
+  const char* find_crlf() const { return find_crlf(peek()); }
+  const char* find_crlf(const char* start) const;
+  const char* find_eol() const;
+
+  // Consuming.
+  void retrieve(size_t len);
+  void retrieve_until(const char* end);
+  void retrieve_all() { reader_ = writer_ = kCheapPrepend; }
+  std::string retrieve_as_string(size_t len);
+  std::string retrieve_all_as_string() { return retrieve_as_string(readable_bytes()); }
+
+  // Appending.
+  void append(std::string_view data) { append(data.data(), data.size()); }
+  void append(const void* data, size_t len);
+  void ensure_writable(size_t len) {
+    if (writable_bytes() < len) make_space(len);
+  }
+  char* begin_write() { return data_.get() + writer_; }
+  void has_written(size_t len) { writer_ += len; }
+  void unwrite(size_t len);
+
+  // Prepending into the reserved front space; len must fit.
+  void prepend(const void* data, size_t len);
+
+  // Integers in network byte order.
+  void append_u8(uint8_t v) { append(&v, 1); }
+  void append_u16(uint16_t v);
+  void append_u32(uint32_t v);
+  void append_u64(uint64_t v);
+  uint8_t peek_u8() const;
+  uint16_t peek_u16() const;
+  uint32_t peek_u32() const;
+  uint64_t peek_u64() const;
+
+  // Releases memory beyond what the readable bytes plus `reserve` need. Used
+  // by pooled connections so that one large transfer does not pin memory.
+  void shrink(size_t reserve);
+
+  void swap(Buffer& other) noexcept;
+
+  // Reads from fd into the buffer (see class comment). Returns bytes read, 0
+  // on end of stream, -1 with *saved_errno on error. *capacity_offered, if
+  // given, receives how much the call could have read: a result below it means
+  // the socket was drained.
+  ssize_t read_fd(int fd, int* saved_errno, size_t* capacity_offered = nullptr);
+
+ private:
+  void make_space(size_t len);
+
+  std::unique_ptr<char[]> data_;
+  size_t capacity_ = 0;
+  size_t reader_ = kCheapPrepend;
+  size_t writer_ = kCheapPrepend;
+};
+
+}  // namespace tern::net

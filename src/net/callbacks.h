@@ -1,0 +1,60 @@
+// Callback types shared by TcpServer, TcpClient and TcpConnection.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace tern::net {
+
+class Buffer;
+class EventLoop;
+class TcpConnection;
+
+// Level-triggered: the kernel reports readiness for as long as it lasts.
+// Edge-triggered: once per change; handlers read and write until EAGAIN, and a
+// connection keeps EPOLLOUT registered instead of toggling it with epoll_ctl.
+enum class TriggerMode : uint8_t { kLevel, kEdge };
+
+// Names a connection across threads and across time. A connection object is
+// recycled after close, with a new generation, so an old id finds nothing.
+struct ConnectionId {
+  EventLoop* loop = nullptr;
+  uint32_t slot = UINT32_MAX;
+  uint32_t generation = 0;
+  bool valid() const { return loop != nullptr; }
+  friend bool operator==(const ConnectionId&, const ConnectionId&) = default;
+};
+
+// A region of an open file to send with sendfile(2). `keep_alive` (optional)
+// is held until the region has been sent or the connection closed, so the fd
+// stays open that long; an open-file cache hands out its entry here.
+struct FileRegion {
+  int fd = -1;
+  off_t offset = 0;
+  size_t length = 0;
+  std::shared_ptr<const void> keep_alive;
+};
+
+// What a connection calls. One instance is shared by every connection of a
+// server (connections hold a pointer, so accepting copies no std::function);
+// the server keeps it alive longer than its connections.
+struct ConnectionCallbacks {
+  // Connection established and connection closed: check conn.connected().
+  std::function<void(TcpConnection&)> on_connection;
+  // Bytes arrived; consume what you can from the buffer, leave the rest.
+  std::function<void(TcpConnection&, Buffer&)> on_message;
+  // Every queued byte has been handed to the kernel.
+  std::function<void(TcpConnection&)> on_write_complete;
+  // Queued output crossed high_water_mark going up (stop producing until
+  // write-complete; see TcpConnection::stop_reading for the input side).
+  std::function<void(TcpConnection&, size_t queued)> on_high_water_mark;
+  size_t high_water_mark = 64 * 1024 * 1024;
+  // Internal: called after on_connection on close, for the owner's bookkeeping.
+  std::function<void(TcpConnection&)> on_close;
+};
+
+}  // namespace tern::net

@@ -1,0 +1,72 @@
+#include "net/channel.h"
+
+#include <sys/epoll.h>
+
+#include "base/assert.h"
+#include "net/event_loop.h"
+
+namespace tern::net {
+
+static_assert(Channel::kReadEvents == (EPOLLIN | EPOLLPRI | EPOLLRDHUP));
+static_assert(Channel::kWriteEvents == EPOLLOUT);
+
+Channel::Channel(EventLoop* loop, int fd) : loop_(loop), fd_(fd) {}
+
+Channel::~Channel() {
+  // Destroying a registered channel would leave a dangling pointer in epoll.
+  TERN_CHECK_MSG(poller_state_ != PollerState::kAdded, "channel for fd {} destroyed while registered", fd_);
+}
+
+void Channel::reset(int fd) {
+  TERN_CHECK(poller_state_ != PollerState::kAdded);
+  fd_ = fd;
+  ++epoch_;
+  events_ = 0;
+  poller_state_ = PollerState::kNew;
+  edge_triggered_ = false;
+}
+
+void Channel::set_edge_triggered(bool on) {
+  if (edge_triggered_ == on) return;
+  edge_triggered_ = on;
+  if (!is_none_event()) update(events_);
+}
+
+uint32_t Channel::poller_events() const {
+  return events_ | (edge_triggered_ ? static_cast<uint32_t>(EPOLLET) : 0u);
+}
+
+void Channel::update(uint32_t events) {
+  events_ = events;
+  loop_->update_channel(this);
+}
+
+void Channel::remove() {
+  events_ = 0;
+  loop_->remove_channel(this);
+}
+
+void Channel::handle_event(uint32_t revents) {
+  // Ordering follows redis ae: readable before writable, so a reply produced
+  // by the read handler can be written in the same round. Each step checks
+  // the channel again: a handler may have closed it, in which case the rest
+  // of the event is dropped (the owner object stays alive until the round
+  // ends, see EventLoop), or rebound it to a new fd, in which case the event
+  // belongs to the old one.
+  const uint32_t epoch = epoch_;
+  auto live = [this, epoch] { return epoch == epoch_ && !is_none_event(); };
+  if ((revents & EPOLLHUP) && !(revents & EPOLLIN)) {
+    if (close_cb_ && live()) close_cb_();
+  }
+  if (revents & EPOLLERR) {
+    if (error_cb_ && live()) error_cb_();
+  }
+  if (revents & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) {
+    if (read_cb_ && live() && is_reading()) read_cb_();
+  }
+  if (revents & EPOLLOUT) {
+    if (write_cb_ && live()) write_cb_();
+  }
+}
+
+}  // namespace tern::net

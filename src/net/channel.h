@@ -1,0 +1,87 @@
+// Channel: the interest in one file descriptor's events, and what to call
+// when they happen.
+//
+// A Channel does not own its fd; the object that owns the fd (a Socket inside
+// a TcpConnection, the Acceptor, the EventLoop's wake-up eventfd) owns the
+// Channel too and must remove() it before closing the fd. Events use the
+// poll/epoll bit values (EPOLLIN == POLLIN and so on), so a future io_uring
+// poller can use them unchanged.
+//
+// Loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace tern::net {
+
+class EventLoop;
+
+class Channel {
+ public:
+  using Callback = std::function<void()>;
+
+  Channel(EventLoop* loop, int fd);
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Rebinds a channel that is not registered to another fd (pooled connections).
+  void reset(int fd);
+
+  void set_read_callback(Callback cb) { read_cb_ = std::move(cb); }
+  void set_write_callback(Callback cb) { write_cb_ = std::move(cb); }
+  void set_close_callback(Callback cb) { close_cb_ = std::move(cb); }
+  void set_error_callback(Callback cb) { error_cb_ = std::move(cb); }
+
+  // Edge-triggered channels report each readiness change once; the handler
+  // must then read or write until EAGAIN. Set before the first enable_*().
+  void set_edge_triggered(bool on);
+  bool edge_triggered() const { return edge_triggered_; }
+
+  void enable_reading() { update(events_ | kReadEvents); }
+  void disable_reading() { update(events_ & ~kReadEvents); }
+  void enable_writing() { update(events_ | kWriteEvents); }
+  void disable_writing() { update(events_ & ~kWriteEvents); }
+  void enable_all() { update(events_ | kReadEvents | kWriteEvents); }
+  void disable_all() { update(0); }
+  bool is_reading() const { return (events_ & kReadEvents) != 0; }
+  bool is_writing() const { return (events_ & kWriteEvents) != 0; }
+  bool is_none_event() const { return events_ == 0; }
+
+  // Unregisters from the poller. Call before the fd is closed.
+  void remove();
+
+  // Called by EventLoop with what the poller reported.
+  void handle_event(uint32_t revents);
+
+  int fd() const { return fd_; }
+  EventLoop* owner_loop() const { return loop_; }
+  // Interest set for the poller, including EPOLLET when edge-triggered.
+  uint32_t poller_events() const;
+  uint32_t events() const { return events_; }
+
+  // Poller bookkeeping: whether and how this channel is registered.
+  enum class PollerState : uint8_t { kNew, kAdded, kDetached };
+  PollerState poller_state() const { return poller_state_; }
+  void set_poller_state(PollerState s) { poller_state_ = s; }
+
+  static constexpr uint32_t kReadEvents = 0x001 | 0x002 | 0x2000;  // IN | PRI | RDHUP
+  static constexpr uint32_t kWriteEvents = 0x004;                  // OUT
+
+ private:
+  void update(uint32_t events);
+
+  EventLoop* const loop_;
+  int fd_;
+  uint32_t events_ = 0;
+  PollerState poller_state_ = PollerState::kNew;
+  bool edge_triggered_ = false;
+  uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
+  Callback read_cb_;
+  Callback write_cb_;
+  Callback close_cb_;
+  Callback error_cb_;
+};
+
+}  // namespace tern::net

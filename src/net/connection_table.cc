@@ -1,0 +1,71 @@
+#include "net/connection_table.h"
+
+#include "base/assert.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+
+namespace tern::net {
+
+ConnectionTable::ConnectionTable(EventLoop* loop) : loop_(loop) {}
+
+ConnectionTable::~ConnectionTable() = default;
+
+TcpConnection* ConnectionTable::open(Socket socket, const InetAddress& peer,
+                                     const ConnectionCallbacks* callbacks, const void* owner,
+                                     TriggerMode trigger) {
+  loop_->assert_in_loop_thread();
+  uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    TERN_CHECK(slots_.size() < UINT32_MAX);
+    slot = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  auto& object = slots_[slot];
+  if (!object) object = std::make_unique<TcpConnection>(loop_, slot);
+  object->open(std::move(socket), peer, callbacks, owner, trigger);
+  ++live_;
+  loop_->load().connections.fetch_add(1, std::memory_order_relaxed);
+  return object.get();
+}
+
+void ConnectionTable::establish(TcpConnection* conn) { conn->establish(); }
+
+TcpConnection* ConnectionTable::find(ConnectionId id) {
+  loop_->assert_in_loop_thread();
+  if (id.loop != loop_ || id.slot >= slots_.size()) return nullptr;
+  TcpConnection* conn = slots_[id.slot].get();
+  if (conn == nullptr || conn->generation_ != id.generation) return nullptr;
+  if (conn->state_ == TcpConnection::State::kIdle || conn->disconnected()) return nullptr;
+  return conn;
+}
+
+void ConnectionTable::close_all(const void* owner) {
+  loop_->assert_in_loop_thread();
+  for (auto& conn : slots_) {
+    if (conn && conn->owner() == owner) conn->handle_close();
+  }
+}
+
+void ConnectionTable::release(TcpConnection* conn) {
+  TERN_DCHECK(live_ > 0);
+  --live_;
+  loop_->load().connections.fetch_sub(1, std::memory_order_relaxed);
+  closing_.push_back(conn->slot_);
+}
+
+void ConnectionTable::reap() {
+  for (uint32_t slot : closing_) {
+    if (free_.size() < kMaxPooled) {
+      slots_[slot]->recycle();
+    } else {
+      slots_[slot].reset();
+    }
+    free_.push_back(slot);
+  }
+  closing_.clear();
+}
+
+}  // namespace tern::net

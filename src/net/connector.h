@@ -1,0 +1,80 @@
+// Connector: opens one outgoing TCP connection, retrying with back-off.
+//
+// Each attempt is a non-blocking connect() watched for writability, bounded by
+// a connect timeout. A failed attempt is retried after a delay that doubles
+// from initial_backoff up to max_backoff, with "equal jitter" (half the delay
+// fixed, half random) so that many clients cut off together do not return in
+// lock-step. The back-off resets when a connection succeeds. A connect to a
+// local port can connect a socket to itself; that counts as a failure.
+//
+// Owned by TcpClient. Loop thread only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <random>
+
+#include "base/result.h"
+#include "net/channel.h"
+#include "net/inet_address.h"
+#include "net/socket.h"
+#include "net/timer_wheel.h"
+
+namespace tern::net {
+
+class EventLoop;
+
+struct ConnectorOptions {
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{30000};
+  bool retry = true;     // retry failed attempts
+  int max_attempts = 0;  // give up after this many failed attempts; 0: never
+};
+
+class Connector {
+ public:
+  using ConnectedCallback = std::function<void(Socket socket)>;
+  // Every failed attempt; will_retry says whether another is scheduled.
+  using FailedCallback = std::function<void(const Error& error, bool will_retry)>;
+
+  Connector(EventLoop* loop, const InetAddress& server, ConnectorOptions options);
+  ~Connector();
+  Connector(const Connector&) = delete;
+  Connector& operator=(const Connector&) = delete;
+
+  void set_connected_callback(ConnectedCallback cb) { connected_cb_ = std::move(cb); }
+  void set_failed_callback(FailedCallback cb) { failed_cb_ = std::move(cb); }
+
+  // Starts connecting after `delay` (0: now). Cancels any attempt in progress.
+  void start(std::chrono::milliseconds delay = std::chrono::milliseconds(0));
+  // Stops the attempt in progress and any scheduled retry.
+  void stop();
+  bool active() const { return active_; }
+  int failed_attempts() const { return failed_attempts_; }
+  const InetAddress& server() const { return server_; }
+
+ private:
+  void attempt();
+  void handle_writable();
+  void handle_timeout();
+  void attempt_failed(Error error);
+  void abandon_socket();
+  std::chrono::milliseconds next_delay();
+
+  EventLoop* const loop_;
+  const InetAddress server_;
+  const ConnectorOptions options_;
+  bool active_ = false;
+  Socket socket_;
+  Channel channel_;
+  TimerId retry_timer_;
+  TimerId timeout_timer_;
+  std::chrono::milliseconds backoff_;
+  int failed_attempts_ = 0;
+  std::minstd_rand rng_;
+  ConnectedCallback connected_cb_;
+  FailedCallback failed_cb_;
+};
+
+}  // namespace tern::net

@@ -1,0 +1,143 @@
+// EventLoop: the reactor. One per thread; it waits for I/O readiness, runs
+// the handlers of ready channels, then runs work deferred to the end of the
+// round and work posted from other threads.
+//
+// Ownership: an EventLoop is created on the thread that will run it (the
+// thread that calls loop()) and owns its poller, its timer wheel and the
+// connections it serves (ConnectionTable). Objects closed while events are
+// being dispatched are destroyed, or recycled, after the round, so a handler
+// later in the same round never sees a freed object (libuv's close callback
+// rule, redis' freeClientAsync).
+//
+// Threads: everything is loop-thread only except quit(), wakeup(),
+// run_in_loop() and queue_in_loop(), which any thread may call; they wake the
+// loop through an eventfd. Loop-only methods check their thread, in release
+// builds too, and abort naming both threads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "net/channel.h"
+#include "net/poller.h"
+#include "net/socket.h"
+#include "net/timer_wheel.h"
+
+namespace tern::net {
+
+class ConnectionTable;
+
+// How busy a loop is, for the least-loaded dispatch policy. The counters are
+// written by the loop thread and read by the acceptor thread.
+struct LoopLoad {
+  std::atomic<uint32_t> connections{0};  // open on this loop
+  std::atomic<uint32_t> in_flight{0};    // handed to this loop, not yet opened
+  std::atomic<uint64_t> recent_bytes{0};  // bytes moved, decayed once a second
+  uint64_t bytes_this_period = 0;         // loop thread only
+};
+
+class EventLoop {
+ public:
+  using Functor = std::function<void()>;
+  using Millis = std::chrono::milliseconds;
+
+  EventLoop();
+  ~EventLoop();
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  // Runs until quit(). Loop thread only.
+  void loop();
+  // Any thread. The loop finishes its current round and returns from loop().
+  void quit();
+
+  // Any thread. Runs f now if called on the loop thread, else queues it.
+  void run_in_loop(Functor f);
+  // Any thread. Runs f on the loop thread after the current round.
+  void queue_in_loop(Functor f);
+  // Any thread. Interrupts the wait for events; wake-ups are coalesced.
+  void wakeup();
+
+  // Timers. Loop thread only (from another thread, wrap in run_in_loop).
+  // Deadlines count from the loop's cached clock and have 1 ms resolution.
+  TimerId run_after(Millis delay, Functor f);
+  TimerId run_every(Millis interval, Functor f);
+  bool cancel(TimerId id);
+  // Moves a pending timer's deadline to now + delay. O(1), no system call
+  // when the deadline moves later: the idle-timeout refresh path.
+  bool refresh_timer(TimerId id, Millis delay);
+
+  // Loop thread only. Runs f after every ready event of this round has been
+  // handled (and before posted functors).
+  void defer(Functor f);
+
+  // Loop thread only. Hooks run each time the loop is woken through its
+  // eventfd; a producer that has its own lock-free queue (TcpServer's accept
+  // hand-off) pushes, calls wakeup(), and drains in its hook.
+  uint64_t add_wake_hook(Functor hook);
+  void remove_wake_hook(uint64_t id);
+
+  bool is_in_loop_thread() const { return current() == this; }
+  void assert_in_loop_thread() const {
+    if (!is_in_loop_thread()) abort_not_in_loop_thread();
+  }
+  // The loop created on the calling thread, or nullptr.
+  static EventLoop* current();
+
+  const CachedClock& clock() const { return clock_; }
+  ConnectionTable& connections() { return *connections_; }
+  LoopLoad& load() { return load_; }
+  pid_t thread_id() const { return thread_id_; }
+  uint64_t iterations() const { return iterations_; }
+
+  // Used by Channel. Loop thread only.
+  void update_channel(Channel* channel);
+  void remove_channel(Channel* channel);
+
+ private:
+  [[noreturn]] void abort_not_in_loop_thread() const;
+  void handle_wakeup();
+  void handle_timer();
+  void arm_timer_if_earlier();
+  void run_deferred();
+  void run_pending();
+
+  const pid_t thread_id_;
+  std::unique_ptr<Poller> poller_;  // declared first: destroyed last
+  CachedClock clock_;
+  TimerWheel wheel_;
+  Socket wakeup_fd_;
+  Channel wakeup_channel_;
+  Socket timer_fd_;
+  Channel timer_channel_;
+  uint64_t timer_armed_at_ = UINT64_MAX;
+
+  std::atomic<bool> quit_{false};
+  bool looping_ = false;
+  bool calling_pending_ = false;
+  uint64_t iterations_ = 0;
+  std::vector<ReadyEvent> ready_;
+  std::vector<Functor> deferred_;
+  std::vector<Functor> deferred_running_;
+  std::vector<std::pair<uint64_t, Functor>> wake_hooks_;
+  uint64_t next_hook_id_ = 1;
+
+  std::atomic<bool> wake_pending_{false};
+  std::mutex pending_mu_;
+  std::vector<Functor> pending_;  // guarded by pending_mu_
+  std::vector<Functor> pending_running_;
+
+  LoopLoad load_;
+  std::unique_ptr<ConnectionTable> connections_;  // destroyed first
+};
+
+}  // namespace tern::net

@@ -1,0 +1,120 @@
+#include "net/inet_address.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace tern::net {
+
+InetAddress::InetAddress(uint16_t port, bool loopback_only, bool ipv6) {
+  std::memset(&addr6_, 0, sizeof addr6_);
+  if (ipv6) {
+    addr6_.sin6_family = AF_INET6;
+    addr6_.sin6_addr = loopback_only ? in6addr_loopback : in6addr_any;
+    addr6_.sin6_port = htons(port);
+  } else {
+    addr4_.sin_family = AF_INET;
+    addr4_.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
+    addr4_.sin_port = htons(port);
+  }
+}
+
+Result<InetAddress> InetAddress::from_ip_port(std::string_view ip, uint16_t port) {
+  char text[INET6_ADDRSTRLEN];
+  if (ip.empty() || ip.size() >= sizeof text) return Error{EINVAL, "parse address"};
+  std::memcpy(text, ip.data(), ip.size());
+  text[ip.size()] = '\0';
+
+  InetAddress addr;
+  std::memset(&addr.addr6_, 0, sizeof addr.addr6_);
+  if (inet_pton(AF_INET, text, &addr.addr4_.sin_addr) == 1) {
+    addr.addr4_.sin_family = AF_INET;
+    addr.addr4_.sin_port = htons(port);
+    return addr;
+  }
+  if (inet_pton(AF_INET6, text, &addr.addr6_.sin6_addr) == 1) {
+    addr.addr6_.sin6_family = AF_INET6;
+    addr.addr6_.sin6_port = htons(port);
+    return addr;
+  }
+  return Error{EINVAL, "parse address"};
+}
+
+Result<InetAddress> InetAddress::parse(std::string_view host_port) {
+  std::string_view host;
+  std::string_view port_text;
+  if (!host_port.empty() && host_port.front() == '[') {
+    auto close = host_port.find(']');
+    if (close == std::string_view::npos || close + 1 >= host_port.size() ||
+        host_port[close + 1] != ':') {
+      return Error{EINVAL, "parse address"};
+    }
+    host = host_port.substr(1, close - 1);
+    port_text = host_port.substr(close + 2);
+  } else {
+    auto colon = host_port.rfind(':');
+    if (colon == std::string_view::npos) return Error{EINVAL, "parse address"};
+    host = host_port.substr(0, colon);
+    port_text = host_port.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) return Error{EINVAL, "parse address"};
+  }
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port > 65535 ||
+      port_text.empty()) {
+    return Error{EINVAL, "parse port"};
+  }
+  if (host == "*" || host.empty()) return InetAddress(static_cast<uint16_t>(port));
+  return from_ip_port(host, static_cast<uint16_t>(port));
+}
+
+InetAddress InetAddress::from_sockaddr(const sockaddr_storage& storage) {
+  InetAddress addr;
+  if (storage.ss_family == AF_INET6) {
+    std::memcpy(&addr.addr6_, &storage, sizeof addr.addr6_);
+  } else {
+    std::memcpy(&addr.addr4_, &storage, sizeof addr.addr4_);
+  }
+  return addr;
+}
+
+uint16_t InetAddress::port() const {
+  return ntohs(is_ipv6() ? addr6_.sin6_port : addr4_.sin_port);
+}
+
+void InetAddress::set_port(uint16_t port) {
+  if (is_ipv6()) {
+    addr6_.sin6_port = htons(port);
+  } else {
+    addr4_.sin_port = htons(port);
+  }
+}
+
+std::string InetAddress::to_ip() const {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (is_ipv6()) {
+    inet_ntop(AF_INET6, &addr6_.sin6_addr, text, sizeof text);
+  } else {
+    inet_ntop(AF_INET, &addr4_.sin_addr, text, sizeof text);
+  }
+  return text;
+}
+
+std::string InetAddress::to_ip_port() const {
+  std::string s = is_ipv6() ? "[" + to_ip() + "]" : to_ip();
+  s += ':';
+  s += std::to_string(port());
+  return s;
+}
+
+bool operator==(const InetAddress& a, const InetAddress& b) {
+  if (a.family() != b.family() || a.port() != b.port()) return false;
+  if (a.is_ipv6()) {
+    return std::memcmp(&a.addr6_.sin6_addr, &b.addr6_.sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  return a.addr4_.sin_addr.s_addr == b.addr4_.sin_addr.s_addr;
+}
+
+}  // namespace tern::net

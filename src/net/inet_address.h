@@ -1,0 +1,51 @@
+// An IPv4 or IPv6 socket address. Value type; any thread.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+
+namespace tern::net {
+
+class InetAddress {
+ public:
+  // 0.0.0.0:port (or 127.0.0.1 with loopback_only); [::]:port / [::1] with ipv6.
+  explicit InetAddress(uint16_t port = 0, bool loopback_only = false, bool ipv6 = false);
+  explicit InetAddress(const sockaddr_in& addr) : addr4_(addr) {}
+  explicit InetAddress(const sockaddr_in6& addr) : addr6_(addr) {}
+
+  // A numeric address and a port: ("127.0.0.1", 80), ("::1", 80).
+  static Result<InetAddress> from_ip_port(std::string_view ip, uint16_t port);
+  // "127.0.0.1:8080", "[::1]:8080", "*:8080" (any IPv4 address). No DNS.
+  static Result<InetAddress> parse(std::string_view host_port);
+  // Builds from what accept()/getpeername() filled in.
+  static InetAddress from_sockaddr(const sockaddr_storage& storage);
+
+  sa_family_t family() const { return addr4_.sin_family; }
+  bool is_ipv6() const { return family() == AF_INET6; }
+  uint16_t port() const;
+  void set_port(uint16_t port);
+
+  std::string to_ip() const;       // "127.0.0.1", "::1"
+  std::string to_ip_port() const;  // "127.0.0.1:80", "[::1]:80"
+
+  const sockaddr* sockaddr_ptr() const { return reinterpret_cast<const sockaddr*>(&addr6_); }
+  socklen_t socklen() const {
+    return is_ipv6() ? static_cast<socklen_t>(sizeof addr6_) : static_cast<socklen_t>(sizeof addr4_);
+  }
+
+  friend bool operator==(const InetAddress& a, const InetAddress& b);
+
+ private:
+  union {
+    sockaddr_in addr4_;
+    sockaddr_in6 addr6_;
+  };
+};
+
+}  // namespace tern::net

@@ -1,0 +1,81 @@
+// TcpClient: one outgoing connection, established by a Connector and, if
+// asked, re-established after it closes.
+//
+//   TcpClientOptions options;
+//   options.reconnect = true;
+//   TcpClient client(&loop, server_addr, options);
+//   client.set_message_callback([](TcpConnection& c, Buffer& in) { ... });
+//   client.connect();
+//
+// Ownership: owned by the user; the connection lives in the loop's
+// ConnectionTable (tagged with this client). Destroying the client closes the
+// connection, running its close callbacks first. Loop thread only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "net/callbacks.h"
+#include "net/connector.h"
+#include "net/inet_address.h"
+
+namespace tern::net {
+
+class EventLoop;
+
+struct TcpClientOptions {
+  std::string name = "client";
+  ConnectorOptions connector;
+  // Connect again (after initial back-off) when an established connection closes.
+  bool reconnect = false;
+  TriggerMode trigger = TriggerMode::kLevel;
+  bool tcp_nodelay = true;
+};
+
+class TcpClient {
+ public:
+  TcpClient(EventLoop* loop, const InetAddress& server, TcpClientOptions options = {});
+  ~TcpClient();
+  TcpClient(const TcpClient&) = delete;
+  TcpClient& operator=(const TcpClient&) = delete;
+
+  void set_connection_callback(std::function<void(TcpConnection&)> cb) {
+    callbacks_.on_connection = std::move(cb);
+  }
+  void set_message_callback(std::function<void(TcpConnection&, Buffer&)> cb) {
+    callbacks_.on_message = std::move(cb);
+  }
+  void set_write_complete_callback(std::function<void(TcpConnection&)> cb) {
+    callbacks_.on_write_complete = std::move(cb);
+  }
+  void set_connect_failed_callback(Connector::FailedCallback cb) {
+    connector_.set_failed_callback(std::move(cb));
+  }
+
+  // Starts connecting (and retrying, as the options say).
+  void connect();
+  // Half-closes the connection after its output drains and stops reconnecting.
+  void disconnect();
+  // Stops connecting; an established connection stays open.
+  void stop();
+
+  // The live connection, or nullptr.
+  TcpConnection* connection();
+  const InetAddress& server() const { return connector_.server(); }
+  int connect_count() const { return connect_count_; }
+
+ private:
+  void on_connected(Socket socket);
+  void on_closed(TcpConnection& conn);
+
+  EventLoop* const loop_;
+  const TcpClientOptions options_;
+  ConnectionCallbacks callbacks_;
+  Connector connector_;
+  ConnectionId connection_;
+  bool wanted_ = false;  // connect() called, disconnect() not
+  int connect_count_ = 0;
+};
+
+}  // namespace tern::net

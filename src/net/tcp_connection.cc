@@ -1,0 +1,363 @@
+#include "net/tcp_connection.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "net/connection_table.h"
+#include "net/event_loop.h"
+#include "net/sockets.h"
+
+namespace tern::net {
+namespace {
+
+// Buffers larger than this are shrunk when a connection is recycled, so one
+// big transfer does not pin memory in the pool.
+constexpr size_t kRecycledBufferLimit = 64 * 1024;
+
+// A single sendfile(2) call moves at most this much; the kernel limits it to
+// about 2 GiB anyway, and smaller calls keep one transfer from hogging a loop.
+constexpr size_t kSendfileChunk = 16 * 1024 * 1024;
+
+bool is_peer_error(int err) {
+  return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH ||
+         err == ENETUNREACH;
+}
+
+}  // namespace
+
+TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
+    : loop_(loop), slot_(slot), channel_(loop, -1) {
+  channel_.set_read_callback([this] { handle_read(); });
+  channel_.set_write_callback([this] { handle_write(); });
+  channel_.set_close_callback([this] { handle_close(); });
+  channel_.set_error_callback([this] { handle_error(); });
+}
+
+TcpConnection::~TcpConnection() {
+  // Only the loop's ConnectionTable destroys connections, on the loop thread,
+  // either pooled ones or, at loop shutdown, live ones (without callbacks).
+  if (state_ != State::kIdle && state_ != State::kDisconnected) {
+    if (idle_timer_.valid()) loop_->cancel(idle_timer_);
+    channel_.remove();
+  }
+}
+
+void TcpConnection::open(Socket socket, const InetAddress& peer,
+                         const ConnectionCallbacks* callbacks, const void* owner,
+                         TriggerMode trigger) {
+  TERN_DCHECK(state_ == State::kIdle);
+  socket_ = std::move(socket);
+  channel_.reset(socket_.fd());
+  local_known_ = false;
+  peer_ = peer;
+  callbacks_ = callbacks;
+  owner_ = owner;
+  trigger_ = trigger;
+  high_water_mark_ = callbacks->high_water_mark;
+  state_ = State::kConnected;
+}
+
+const InetAddress& TcpConnection::local_address() const {
+  if (!local_known_ && socket_.valid()) {
+    local_ = sockets::local_address(socket_.fd());
+    local_known_ = true;
+  }
+  return local_;
+}
+
+void TcpConnection::establish() {
+  loop_->assert_in_loop_thread();
+  TERN_CHECK(state_ == State::kConnected);
+  reading_ = true;
+  if (trigger_ == TriggerMode::kEdge) {
+    // Registered once for both directions; see TriggerMode.
+    channel_.set_edge_triggered(true);
+    channel_.enable_all();
+  } else {
+    channel_.enable_reading();
+  }
+  if (callbacks_->on_connection) callbacks_->on_connection(*this);
+}
+
+void TcpConnection::recycle() {
+  TERN_DCHECK(state_ == State::kDisconnected);
+  ++generation_;
+  state_ = State::kIdle;
+  socket_.reset();
+  channel_.reset(-1);
+  input_.retrieve_all();
+  output_.retrieve_all();
+  if (input_.capacity() > kRecycledBufferLimit) input_.shrink(Buffer::kInitialSize);
+  if (output_.capacity() > kRecycledBufferLimit) output_.shrink(Buffer::kInitialSize);
+  files_.clear();
+  context_.reset();
+  callbacks_ = nullptr;
+  owner_ = nullptr;
+  reading_ = peer_closed_ = close_scheduled_ = false;
+  idle_timeout_ = std::chrono::milliseconds(0);
+  idle_timer_ = TimerId{};
+  bytes_received_ = bytes_sent_ = 0;
+}
+
+void TcpConnection::send(std::string_view data) {
+  loop_->assert_in_loop_thread();
+  if (state_ != State::kConnected) {
+    TERN_LOG_DEBUG("conn {} {}: send of {} bytes after close ignored", slot_, peer_.to_ip_port(),
+                   data.size());
+    return;
+  }
+  size_t written = 0;
+  if (!has_pending_output()) {
+    int err = 0;
+    ssize_t n = sockets::write(socket_.fd(), data.data(), data.size(), &err);
+    if (n < 0) {
+      if (err != EAGAIN && err != EWOULDBLOCK) return fail(err, "write");
+    } else {
+      written = static_cast<size_t>(n);
+      bytes_sent_ += written;
+      note_activity(written);
+      if (written == data.size()) {
+        if (callbacks_->on_write_complete) defer_callback(&TcpConnection::call_write_complete);
+        return;
+      }
+    }
+  }
+  size_t before = pending_output_bytes();
+  output_tail().append(data.data() + written, data.size() - written);
+  after_queue_grew(before);
+}
+
+void TcpConnection::send(Buffer& data) {
+  send(data.view());
+  data.retrieve_all();
+}
+
+void TcpConnection::send_file(FileRegion region) {
+  loop_->assert_in_loop_thread();
+  if (state_ != State::kConnected) return;
+  if (region.length == 0) return;
+  size_t before = pending_output_bytes();
+  files_.push_back(PendingFile{std::move(region), Buffer(0)});
+  if (before == 0) {
+    flush_output();
+  } else {
+    after_queue_grew(before);
+  }
+}
+
+size_t TcpConnection::pending_output_bytes() const {
+  size_t total = output_.readable_bytes();
+  for (const PendingFile& file : files_) total += file.region.length + file.after.readable_bytes();
+  return total;
+}
+
+void TcpConnection::after_queue_grew(size_t before) {
+  size_t now = pending_output_bytes();
+  if (before < high_water_mark_ && now >= high_water_mark_ && callbacks_->on_high_water_mark) {
+    callbacks_->on_high_water_mark(*this, now);
+  }
+  if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
+}
+
+void TcpConnection::shutdown() {
+  loop_->assert_in_loop_thread();
+  if (state_ != State::kConnected) return;
+  state_ = State::kDisconnecting;
+  if (!has_pending_output()) (void)sockets::shutdown_write(socket_.fd());
+}
+
+void TcpConnection::force_close() {
+  loop_->assert_in_loop_thread();
+  if (state_ == State::kConnected || state_ == State::kDisconnecting) close_at_round_end();
+}
+
+void TcpConnection::start_reading() {
+  loop_->assert_in_loop_thread();
+  if (reading_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
+  if (peer_closed_) return;
+  reading_ = true;
+  // For edge-triggered channels EPOLL_CTL_MOD re-checks readiness, so input
+  // that arrived while we were not reading is reported again.
+  channel_.enable_reading();
+}
+
+void TcpConnection::stop_reading() {
+  loop_->assert_in_loop_thread();
+  if (!reading_) return;
+  reading_ = false;
+  channel_.disable_reading();
+}
+
+void TcpConnection::set_idle_timeout(std::chrono::milliseconds timeout) {
+  loop_->assert_in_loop_thread();
+  idle_timeout_ = timeout;
+  if (idle_timer_.valid()) {
+    loop_->cancel(idle_timer_);
+    idle_timer_ = TimerId{};
+  }
+  if (timeout.count() <= 0 || state_ == State::kDisconnected || state_ == State::kIdle) return;
+  const uint32_t generation = generation_;
+  idle_timer_ = loop_->run_after(timeout, [this, generation] {
+    if (generation != generation_ || disconnected()) return;
+    idle_timer_ = TimerId{};
+    TERN_LOG_DEBUG("conn {} {}: idle for {} ms, closing", slot_, peer_.to_ip_port(),
+                   idle_timeout_.count());
+    handle_close();
+  });
+}
+
+void TcpConnection::set_tcp_nodelay(bool on) {
+  loop_->assert_in_loop_thread();
+  (void)sockets::set_tcp_nodelay(socket_.fd(), on);
+}
+
+void TcpConnection::note_activity(size_t bytes) {
+  loop_->load().bytes_this_period += bytes;
+  if (idle_timer_.valid()) loop_->refresh_timer(idle_timer_, idle_timeout_);
+}
+
+void TcpConnection::handle_read() {
+  // Level-triggered: one read per event, the loop comes back if more is
+  // waiting. Edge-triggered: read until the socket is drained or the
+  // application stops reading.
+  for (;;) {
+    int err = 0;
+    size_t offered = 0;
+    ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
+    if (n > 0) {
+      bytes_received_ += static_cast<uint64_t>(n);
+      note_activity(static_cast<size_t>(n));
+      if (callbacks_->on_message) {
+        callbacks_->on_message(*this, input_);
+      } else {
+        input_.retrieve_all();
+      }
+      if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
+          static_cast<size_t>(n) < offered) {
+        return;
+      }
+      continue;
+    }
+    if (n == 0) return handle_peer_eof();
+    if (err == EAGAIN || err == EWOULDBLOCK) return;
+    return fail(err, "read");
+  }
+}
+
+void TcpConnection::handle_peer_eof() {
+  if (!has_pending_output()) return handle_close();
+  // The peer half-closed; finish writing what we owe, then close.
+  peer_closed_ = true;
+  stop_reading();
+}
+
+void TcpConnection::handle_write() {
+  if (!has_pending_output()) {
+    if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
+    return;
+  }
+  flush_output();
+}
+
+void TcpConnection::flush_output() {
+  int err = 0;
+  for (;;) {
+    if (!output_.empty()) {
+      ssize_t n = sockets::write(socket_.fd(), output_.peek(), output_.readable_bytes(), &err);
+      if (n < 0) break;
+      output_.retrieve(static_cast<size_t>(n));
+      bytes_sent_ += static_cast<uint64_t>(n);
+      note_activity(static_cast<size_t>(n));
+      if (!output_.empty()) break;  // the socket buffer is full
+    } else if (!files_.empty()) {
+      FileRegion& region = files_.front().region;
+      size_t chunk = region.length < kSendfileChunk ? region.length : kSendfileChunk;
+      ssize_t n = sockets::sendfile(socket_.fd(), region.fd, &region.offset, chunk, &err);
+      if (n < 0) break;
+      if (n == 0) {
+        // The file is shorter than promised (truncated while we send). The
+        // peer was told a length we cannot deliver: the stream is broken.
+        TERN_LOG_WARN("conn {} {}: file fd {} ended {} bytes early, closing", slot_,
+                      peer_.to_ip_port(), region.fd, region.length);
+        return close_at_round_end();
+      }
+      region.length -= static_cast<size_t>(n);
+      bytes_sent_ += static_cast<uint64_t>(n);
+      note_activity(static_cast<size_t>(n));
+      if (region.length > 0) {
+        if (static_cast<size_t>(n) < chunk) break;  // the socket buffer is full
+        continue;
+      }
+      output_.swap(files_.front().after);
+      files_.pop_front();
+    } else {
+      return output_drained();
+    }
+  }
+  if (err != 0 && err != EAGAIN && err != EWOULDBLOCK) return fail(err, "write");
+  if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
+}
+
+void TcpConnection::output_drained() {
+  if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
+  if (callbacks_->on_write_complete) defer_callback(&TcpConnection::call_write_complete);
+  if (peer_closed_) return close_at_round_end();
+  if (state_ == State::kDisconnecting) (void)sockets::shutdown_write(socket_.fd());
+}
+
+void TcpConnection::call_write_complete() {
+  if (state_ == State::kConnected || state_ == State::kDisconnecting) {
+    callbacks_->on_write_complete(*this);
+  }
+}
+
+void TcpConnection::defer_callback(void (TcpConnection::*method)()) {
+  const uint32_t generation = generation_;
+  loop_->defer([this, generation, method] {
+    if (generation == generation_) (this->*method)();
+  });
+}
+
+void TcpConnection::fail(int err, const char* what) {
+  if (is_peer_error(err)) {
+    TERN_LOG_DEBUG("conn {} {}: {}: {}", slot_, peer_.to_ip_port(), what, std::strerror(err));
+  } else {
+    TERN_LOG_WARN("conn {} {}: {}: {}", slot_, peer_.to_ip_port(), what, std::strerror(err));
+  }
+  close_at_round_end();
+}
+
+void TcpConnection::handle_error() {
+  int err = sockets::socket_error(socket_.fd());
+  fail(err != 0 ? err : EIO, "socket error");
+}
+
+void TcpConnection::close_at_round_end() {
+  // Closing from inside a send() or a user callback would run the close
+  // callbacks re-entrantly; instead stop all I/O now and close after the
+  // round, while the object is still guaranteed to exist.
+  if (close_scheduled_ || disconnected()) return;
+  close_scheduled_ = true;
+  reading_ = false;
+  channel_.disable_all();
+  defer_callback(&TcpConnection::handle_close);
+}
+
+void TcpConnection::handle_close() {
+  if (state_ == State::kDisconnected || state_ == State::kIdle) return;
+  state_ = State::kDisconnected;
+  reading_ = false;
+  channel_.remove();
+  if (idle_timer_.valid()) {
+    loop_->cancel(idle_timer_);
+    idle_timer_ = TimerId{};
+  }
+  if (callbacks_->on_connection) callbacks_->on_connection(*this);
+  if (callbacks_->on_close) callbacks_->on_close(*this);
+  socket_.reset();
+  loop_->connections().release(this);
+}
+
+}  // namespace tern::net

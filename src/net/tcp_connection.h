@@ -1,0 +1,145 @@
+// TcpConnection: one established TCP connection, server or client side.
+//
+// Ownership: owned by its EventLoop's ConnectionTable and recycled there after
+// it closes (accept and close do not touch the allocator in steady state).
+// Code that must find it later, or from another thread, keeps its
+// ConnectionId and looks it up with ConnectionTable::find on the loop thread.
+// A reference obtained in a callback is valid until the end of the current
+// dispatch round, even if the connection closes meanwhile.
+//
+// States: kConnected -> (shutdown) kDisconnecting -> kDisconnected, or
+// straight to kDisconnected on error, EOF or force_close(). kIdle marks a
+// pooled object.
+//
+// Output: bytes go straight to the socket when nothing is queued; what the
+// kernel does not take is queued. File regions queue in order with bytes and
+// are sent with sendfile(2), continued on writability.
+//
+// Loop thread only, every method.
+#pragma once
+
+#include <any>
+#include <chrono>
+#include <deque>
+#include <string_view>
+
+#include "net/buffer.h"
+#include "net/callbacks.h"
+#include "net/channel.h"
+#include "net/inet_address.h"
+#include "net/socket.h"
+#include "net/timer_wheel.h"
+
+namespace tern::net {
+
+class ConnectionTable;
+
+class TcpConnection {
+ public:
+  enum class State : uint8_t { kIdle, kConnected, kDisconnecting, kDisconnected };
+
+  TcpConnection(EventLoop* loop, uint32_t slot);
+  ~TcpConnection();
+  TcpConnection(const TcpConnection&) = delete;
+  TcpConnection& operator=(const TcpConnection&) = delete;
+
+  ConnectionId id() const { return {loop_, slot_, generation_}; }
+  EventLoop* loop() const { return loop_; }
+  int fd() const { return socket_.fd(); }
+  // The local end; looked up with getsockname() on first use.
+  const InetAddress& local_address() const;
+  const InetAddress& peer_address() const { return peer_; }
+  State state() const { return state_; }
+  bool connected() const { return state_ == State::kConnected; }
+  bool disconnected() const { return state_ == State::kDisconnected; }
+
+  // Queue output. Ignored (logged at debug) unless connected.
+  void send(std::string_view data);
+  void send(Buffer& data);  // takes all readable bytes of `data`
+  void send_file(FileRegion region);
+  size_t pending_output_bytes() const;
+
+  // Half-close once the queued output is written; reading goes on until the
+  // peer closes (or the idle timeout fires).
+  void shutdown();
+  // Stops all I/O now; the close callbacks run at the end of this round.
+  void force_close();
+
+  // Back-pressure on input: while not reading, the kernel buffers and then
+  // the peer's window fills.
+  void start_reading();
+  void stop_reading();
+  bool is_reading() const { return reading_; }
+
+  // Closes the connection after `timeout` without a byte in either direction.
+  // Zero disables. Refreshing is O(1) and happens on every read and write.
+  void set_idle_timeout(std::chrono::milliseconds timeout);
+  void set_tcp_nodelay(bool on);
+  void set_high_water_mark(size_t bytes) { high_water_mark_ = bytes; }
+
+  Buffer& input() { return input_; }
+  // A slot for the protocol layer (parser state, a pointer to a session).
+  std::any& context() { return context_; }
+
+  uint64_t bytes_received() const { return bytes_received_; }
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  friend class ConnectionTable;
+
+  struct PendingFile {
+    FileRegion region;
+    Buffer after{0};  // bytes queued behind this file
+  };
+
+  // ConnectionTable's side.
+  void open(Socket socket, const InetAddress& peer, const ConnectionCallbacks* callbacks,
+            const void* owner, TriggerMode trigger);
+  void establish();
+  void recycle();
+  const void* owner() const { return owner_; }
+
+  void handle_read();
+  void handle_write();
+  void handle_close();
+  void handle_error();
+  void handle_peer_eof();
+  void close_at_round_end();
+  void fail(int err, const char* what);
+
+  bool has_pending_output() const { return !output_.empty() || !files_.empty(); }
+  Buffer& output_tail() { return files_.empty() ? output_ : files_.back().after; }
+  void after_queue_grew(size_t before);
+  void flush_output();
+  void output_drained();
+  void note_activity(size_t bytes);
+  void defer_callback(void (TcpConnection::*method)());
+  void call_write_complete();
+
+  EventLoop* const loop_;
+  const uint32_t slot_;
+  uint32_t generation_ = 0;
+  State state_ = State::kIdle;
+  TriggerMode trigger_ = TriggerMode::kLevel;
+  bool reading_ = false;
+  bool peer_closed_ = false;
+  bool close_scheduled_ = false;
+  Socket socket_;
+  Channel channel_;
+  mutable InetAddress local_;
+  mutable bool local_known_ = false;
+  InetAddress peer_;
+  const ConnectionCallbacks* callbacks_ = nullptr;  // not owned; outlives us
+  const void* owner_ = nullptr;                     // the server or client
+  Buffer input_;
+  Buffer output_;
+  std::deque<PendingFile> files_;
+  size_t high_water_mark_ = 0;
+  std::chrono::milliseconds idle_timeout_{0};
+  TimerId idle_timer_;
+  std::any context_;
+  uint64_t bytes_received_ = 0;
+  uint64_t bytes_sent_ = 0;
+};
+
+}  // namespace tern::net

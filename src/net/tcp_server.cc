@@ -1,0 +1,195 @@
+#include "net/tcp_server.h"
+
+#include <latch>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "net/acceptor.h"
+#include "net/connection_table.h"
+#include "net/event_loop.h"
+#include "net/event_loop_thread_pool.h"
+#include "net/sockets.h"
+#include "net/tcp_connection.h"
+
+namespace tern::net {
+namespace {
+
+constexpr size_t kHandoffQueueSize = 4096;
+constexpr EventLoop::Millis kLoadDecayPeriod{1000};
+
+}  // namespace
+
+struct TcpServer::LoopState {
+  EventLoop* loop = nullptr;
+  BoundedQueue<Handoff> handoffs{kHandoffQueueSize};
+  Socket listen_socket;                // reuseport mode, until setup_loop
+  std::unique_ptr<Acceptor> acceptor;  // reuseport mode
+  uint64_t wake_hook = 0;
+  TimerId decay_timer;
+};
+
+TcpServer::TcpServer(EventLoop* loop, const InetAddress& listen_address, TcpServerOptions options)
+    : loop_(loop),
+      listen_address_(listen_address),
+      options_(std::move(options)),
+      pool_(std::make_unique<EventLoopThreadPool>(loop, options_.name, options_.io_threads,
+                                                  options_.cpu_affinity)) {
+  TERN_CHECK(options_.io_threads >= 0);
+}
+
+TcpServer::~TcpServer() {
+  loop_->assert_in_loop_thread();
+  if (!started_) return;
+  acceptor_.reset();  // stop accepting first
+  // Each loop drops its acceptor and closes our connections on its own thread.
+  std::latch done(static_cast<std::ptrdiff_t>(loop_states_.size()));
+  for (size_t i = 0; i < loop_states_.size(); ++i) {
+    if (loop_states_[i]->loop == loop_) {
+      teardown_loop(i);
+      done.count_down();
+    } else {
+      loop_states_[i]->loop->run_in_loop([this, i, &done] {
+        teardown_loop(i);
+        done.count_down();
+      });
+    }
+  }
+  done.wait();
+  pool_.reset();  // joins the I/O threads; their loops are gone after this
+}
+
+const std::vector<EventLoop*>& TcpServer::io_loops() const { return pool_->loops(); }
+
+Result<void> TcpServer::start() {
+  loop_->assert_in_loop_thread();
+  if (started_) return {};
+  const bool reuse_port = options_.accept_mode == AcceptMode::kReusePort;
+  const size_t sockets_needed =
+      reuse_port ? static_cast<size_t>(std::max(options_.io_threads, 1)) : 1;
+
+  // Bind everything before starting threads, so a failure leaves nothing behind
+  // and the caller learns the real port (port 0 binds once, then reuses it).
+  std::vector<Socket> sockets;
+  InetAddress address = listen_address_;
+  for (size_t i = 0; i < sockets_needed; ++i) {
+    auto socket = Acceptor::bind_listen(address, reuse_port, options_.backlog);
+    if (!socket) return socket.error();
+    if (i == 0) address = sockets::local_address(socket->fd());
+    if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited
+    sockets.push_back(std::move(*socket));
+  }
+  listen_address_ = address;
+  started_ = true;
+
+  pool_->start(thread_init_);
+  const auto& loops = pool_->loops();
+  for (size_t i = 0; i < loops.size(); ++i) {
+    auto state = std::make_unique<LoopState>();
+    state->loop = loops[i];
+    if (reuse_port) state->listen_socket = std::move(sockets[i]);
+    loop_states_.push_back(std::move(state));
+  }
+
+  if (!reuse_port) {
+    acceptor_ = std::make_unique<Acceptor>(loop_, std::move(sockets[0]));
+    acceptor_->set_new_connection_callback(
+        [this](Socket socket, const InetAddress& peer) { on_accepted(std::move(socket), peer); });
+    acceptor_->listen();
+  }
+  for (size_t i = 0; i < loops.size(); ++i) {
+    loops[i]->run_in_loop([this, i] { setup_loop(i); });
+  }
+  TERN_LOG_INFO("{}: listening on {} ({} I/O loop{}, {} mode, {}-triggered)", options_.name,
+                listen_address_.to_ip_port(), loops.size(), loops.size() == 1 ? "" : "s",
+                reuse_port ? "reuseport" : "dispatch",
+                options_.trigger == TriggerMode::kEdge ? "edge" : "level");
+  return {};
+}
+
+void TcpServer::setup_loop(size_t index) {
+  LoopState& state = *loop_states_[index];
+  EventLoop* io = state.loop;
+  io->assert_in_loop_thread();
+  if (options_.accept_mode == AcceptMode::kReusePort) {
+    state.acceptor = std::make_unique<Acceptor>(io, std::move(state.listen_socket));
+    state.acceptor->set_new_connection_callback([this, io](Socket socket, const InetAddress& peer) {
+      open_connection(io, std::move(socket), peer);
+    });
+    state.acceptor->listen();
+  } else if (io != loop_) {
+    state.wake_hook = io->add_wake_hook([this, index] { drain_handoffs(index); });
+    drain_handoffs(index);  // anything handed over before the hook existed
+  }
+  if (options_.dispatch_policy == DispatchPolicy::kLeastLoaded) {
+    state.decay_timer = io->run_every(kLoadDecayPeriod, [io] {
+      LoopLoad& load = io->load();
+      uint64_t recent = load.recent_bytes.load(std::memory_order_relaxed);
+      load.recent_bytes.store(recent / 2 + load.bytes_this_period, std::memory_order_relaxed);
+      load.bytes_this_period = 0;
+    });
+  }
+}
+
+void TcpServer::teardown_loop(size_t index) {
+  LoopState& state = *loop_states_[index];
+  EventLoop* io = state.loop;
+  state.acceptor.reset();
+  if (state.wake_hook != 0) io->remove_wake_hook(state.wake_hook);
+  if (state.decay_timer.valid()) io->cancel(state.decay_timer);
+  Handoff handoff;
+  while (state.handoffs.try_pop(handoff)) sockets::close(handoff.fd);
+  io->connections().close_all(this);
+}
+
+void TcpServer::on_accepted(Socket socket, const InetAddress& peer) {
+  size_t index = pick_loop();
+  LoopState& state = *loop_states_[index];
+  if (state.loop == loop_) return open_connection(loop_, std::move(socket), peer);
+
+  state.loop->load().in_flight.fetch_add(1, std::memory_order_relaxed);
+  Handoff handoff{socket.fd(), peer};
+  if (state.handoffs.try_push(handoff)) {
+    socket.release();
+    state.loop->wakeup();
+    return;
+  }
+  // The loop is 4096 sockets behind: fall back to the locked path.
+  int fd = socket.release();
+  state.loop->queue_in_loop([this, index, fd, peer] {
+    loop_states_[index]->loop->load().in_flight.fetch_sub(1, std::memory_order_relaxed);
+    open_connection(loop_states_[index]->loop, Socket(fd), peer);
+  });
+}
+
+void TcpServer::drain_handoffs(size_t index) {
+  LoopState& state = *loop_states_[index];
+  Handoff handoff;
+  while (state.handoffs.try_pop(handoff)) {
+    state.loop->load().in_flight.fetch_sub(1, std::memory_order_relaxed);
+    open_connection(state.loop, Socket(handoff.fd), handoff.peer);
+  }
+}
+
+size_t TcpServer::pick_loop() {
+  return options_.dispatch_policy == DispatchPolicy::kLeastLoaded ? pool_->pick_least_loaded()
+                                                                   : pool_->pick_round_robin();
+}
+
+void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress& peer) {
+  io->assert_in_loop_thread();
+  ConnectionTable& table = io->connections();
+  if (options_.max_connections_per_loop != 0 &&
+      table.live() >= options_.max_connections_per_loop) {
+    TERN_LOG_EVERY_SECOND(spdlog::level::warn,
+                          "{}: {} connections on this loop, the configured maximum; closing "
+                          "new connection from {}",
+                          options_.name, table.live(), peer.to_ip_port());
+    return;  // the Socket closes
+  }
+  TcpConnection* conn =
+      table.open(std::move(socket), peer, &callbacks_, this, options_.trigger);
+  if (options_.idle_timeout.count() > 0) conn->set_idle_timeout(options_.idle_timeout);
+  table.establish(conn);
+}
+
+}  // namespace tern::net

@@ -1,0 +1,127 @@
+// TcpServer: accepts TCP connections and serves them on N I/O loops.
+//
+// Two ways to spread connections over the loops (TcpServerOptions::accept_mode):
+//   kDispatch   one Acceptor on the base loop accepts every connection and
+//               hands the socket to an I/O loop through that loop's lock-free
+//               queue and an eventfd wake-up, picking the loop round-robin or
+//               least-loaded;
+//   kReusePort  every I/O loop has its own listening socket on the same port
+//               (SO_REUSEPORT) and the kernel spreads connections by hash.
+// With io_threads == 0 the base loop does everything.
+//
+//   EventLoop loop;
+//   TcpServerOptions options;
+//   options.io_threads = 4;
+//   TcpServer server(&loop, InetAddress(7000), options);
+//   server.set_message_callback([](TcpConnection& c, Buffer& in) { c.send(in); });
+//   if (auto r = server.start(); !r) die(r.error().message());
+//   loop.loop();
+//
+// Ownership: owned by the user, on the base loop's thread. It owns the I/O
+// thread pool, the acceptors and the callbacks its connections call; the
+// connections themselves live in each loop's ConnectionTable. Destroying the
+// server closes its connections (their close callbacks run) and joins the
+// I/O threads. Every method is base-loop thread only.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/bounded_queue.h"
+#include "base/result.h"
+#include "net/callbacks.h"
+#include "net/inet_address.h"
+#include "net/socket.h"
+#include "net/timer_wheel.h"
+
+namespace tern::net {
+
+class Acceptor;
+class EventLoop;
+class EventLoopThreadPool;
+
+enum class AcceptMode : uint8_t { kDispatch, kReusePort };
+enum class DispatchPolicy : uint8_t { kRoundRobin, kLeastLoaded };
+
+struct TcpServerOptions {
+  std::string name = "tern";
+  int io_threads = 0;
+  AcceptMode accept_mode = AcceptMode::kDispatch;
+  DispatchPolicy dispatch_policy = DispatchPolicy::kRoundRobin;
+  TriggerMode trigger = TriggerMode::kLevel;
+  // CPU for I/O loop i is cpu_affinity[i % size]; empty: no pinning.
+  std::vector<int> cpu_affinity;
+  int backlog = SOMAXCONN;
+  // Connections a loop will hold; more are closed on accept. 0: no limit.
+  size_t max_connections_per_loop = 0;
+  // Close connections idle this long (no byte either way). 0: never.
+  std::chrono::milliseconds idle_timeout{0};
+  bool tcp_nodelay = true;
+};
+
+class TcpServer {
+ public:
+  using ThreadInitCallback = std::function<void(EventLoop*)>;
+
+  TcpServer(EventLoop* loop, const InetAddress& listen_address, TcpServerOptions options = {});
+  ~TcpServer();
+  TcpServer(const TcpServer&) = delete;
+  TcpServer& operator=(const TcpServer&) = delete;
+
+  // Set before start().
+  void set_connection_callback(std::function<void(TcpConnection&)> cb) {
+    callbacks_.on_connection = std::move(cb);
+  }
+  void set_message_callback(std::function<void(TcpConnection&, Buffer&)> cb) {
+    callbacks_.on_message = std::move(cb);
+  }
+  void set_write_complete_callback(std::function<void(TcpConnection&)> cb) {
+    callbacks_.on_write_complete = std::move(cb);
+  }
+  void set_high_water_mark_callback(std::function<void(TcpConnection&, size_t)> cb, size_t bytes) {
+    callbacks_.on_high_water_mark = std::move(cb);
+    callbacks_.high_water_mark = bytes;
+  }
+  // Runs on each I/O loop's thread before it serves (per-loop state lives there).
+  void set_thread_init_callback(ThreadInitCallback cb) { thread_init_ = std::move(cb); }
+
+  // Binds, listens and starts the I/O threads. Fails (and can be retried)
+  // when the address cannot be bound.
+  Result<void> start();
+
+  // The bound address; with port 0 in the constructor, the port the kernel chose.
+  const InetAddress& listen_address() const { return listen_address_; }
+  EventLoop* base_loop() const { return loop_; }
+  const std::vector<EventLoop*>& io_loops() const;
+  const TcpServerOptions& options() const { return options_; }
+
+ private:
+  struct Handoff {
+    int fd = -1;
+    InetAddress peer;
+  };
+  struct LoopState;  // per I/O loop: hand-off queue, acceptor, timers
+
+  void on_accepted(Socket socket, const InetAddress& peer);
+  void setup_loop(size_t index);
+  void teardown_loop(size_t index);
+  void drain_handoffs(size_t index);
+  void open_connection(EventLoop* loop, Socket socket, const InetAddress& peer);
+  size_t pick_loop();
+
+  EventLoop* const loop_;
+  InetAddress listen_address_;
+  const TcpServerOptions options_;
+  ConnectionCallbacks callbacks_;  // outlives every connection of ours
+  ThreadInitCallback thread_init_;
+  bool started_ = false;
+  std::unique_ptr<Acceptor> acceptor_;  // dispatch mode, on the base loop
+  std::vector<std::unique_ptr<LoopState>> loop_states_;
+  std::unique_ptr<EventLoopThreadPool> pool_;  // destroyed first
+};
+
+}  // namespace tern::net

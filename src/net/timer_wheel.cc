@@ -1,0 +1,285 @@
+#include "net/timer_wheel.h"
+
+#include <utility>
+
+#include "base/assert.h"
+
+namespace tern::net {
+namespace {
+
+constexpr uint64_t kSlotMask = TimerWheel::kSlots - 1;
+
+constexpr int shift_of(int level) { return TimerWheel::kSlotBits * level; }
+
+}  // namespace
+
+TimerWheel::TimerWheel(uint64_t now) : now_(now) {
+  heads_.fill(kNil);
+  tails_.fill(kNil);
+}
+
+TimerId TimerWheel::add(uint64_t expire, Callback cb, uint64_t interval) {
+  uint32_t index = allocate();
+  Node& node = nodes_[index];
+  node.callback = std::move(cb);
+  node.expire = expire > now_ ? expire : now_ + 1;
+  node.interval = interval;
+  node.state = State::kPending;
+  insert(index);
+  ++size_;
+  return TimerId{index, node.generation};
+}
+
+bool TimerWheel::cancel(TimerId id) {
+  Node* node = lookup(id);
+  if (node == nullptr) return false;
+  switch (node->state) {
+    case State::kPending:
+      unlink(id.index);
+      release(id.index);
+      return true;
+    case State::kRunning:
+    case State::kRearmed:
+      // The callback is on the stack in run(); it frees the node afterwards.
+      node->state = State::kCancelledWhileRunning;
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool TimerWheel::refresh(TimerId id, uint64_t expire) {
+  Node* node = lookup(id);
+  if (node == nullptr) return false;
+  expire = expire > now_ ? expire : now_ + 1;
+  if (node->state == State::kPending) {
+    // Unlinking and linking again is cheaper than checking whether the slot
+    // changed, and keeps the code path single.
+    unlink(id.index);
+    node->expire = expire;
+    insert(id.index);
+    return true;
+  }
+  if (node->state == State::kRunning || node->state == State::kRearmed) {
+    node->expire = expire;
+    node->state = State::kRearmed;
+    return true;
+  }
+  return false;
+}
+
+bool TimerWheel::pending(TimerId id) const {
+  const Node* node = lookup(id);
+  return node != nullptr &&
+         (node->state == State::kPending || node->state == State::kRearmed);
+}
+
+void TimerWheel::advance(uint64_t now) {
+  TERN_CHECK_MSG(!advancing_, "TimerWheel::advance called from a timer callback");
+  advancing_ = true;
+  while (now_ < now) {
+    // The next tick with work: a non-empty level-0 slot in this block, or the
+    // block boundary (where higher levels cascade). Ticks between are skipped.
+    uint64_t next = (now_ | kSlotMask) + 1;
+    if ((now_ & kSlotMask) != kSlotMask) {
+      int slot = find_slot(0, static_cast<int>((now_ + 1) & kSlotMask));
+      if (slot >= 0) next = (now_ & ~kSlotMask) + static_cast<uint64_t>(slot);
+    }
+    if (next > now) {
+      now_ = now;
+      break;
+    }
+    now_ = next;
+    if ((now_ & kSlotMask) == 0) cascade();
+    expire_current_slot();
+  }
+  advancing_ = false;
+}
+
+std::optional<uint64_t> TimerWheel::next_wakeup() const {
+  if (size_ == 0) return std::nullopt;
+  for (int level = 0; level < kLevels; ++level) {
+    const int shift = shift_of(level);
+    const uint64_t current = (now_ >> shift) & kSlotMask;
+    // Level 0 holds ticks > now_; higher levels hold slots after the current one.
+    const uint64_t from = level == 0 ? ((now_ + 1) & kSlotMask) : current + 1;
+    if (from == 0 || from > kSlotMask) continue;
+    int slot = find_slot(level, static_cast<int>(from));
+    if (slot < 0) continue;
+    const int block_shift = shift_of(level + 1);
+    return ((now_ >> block_shift) << block_shift) + (static_cast<uint64_t>(slot) << shift);
+  }
+  if (heads_[kOverflowList] != kNil) {
+    const int top = shift_of(kLevels);
+    return ((now_ >> top) + 1) << top;
+  }
+  // Only timers that are running right now (their nodes are in no list).
+  return std::nullopt;
+}
+
+TimerWheel::Node* TimerWheel::lookup(TimerId id) {
+  if (id.index >= nodes_.size()) return nullptr;
+  Node& node = nodes_[id.index];
+  if (node.generation != id.generation || node.state == State::kFree) return nullptr;
+  return &node;
+}
+
+const TimerWheel::Node* TimerWheel::lookup(TimerId id) const {
+  return const_cast<TimerWheel*>(this)->lookup(id);
+}
+
+uint32_t TimerWheel::allocate() {
+  if (free_head_ != kNil) {
+    uint32_t index = free_head_;
+    free_head_ = nodes_[index].next;
+    nodes_[index].next = kNil;
+    return index;
+  }
+  TERN_CHECK(nodes_.size() < kNil);
+  nodes_.emplace_back();
+  return static_cast<uint32_t>(nodes_.size() - 1);
+}
+
+void TimerWheel::release(uint32_t index) {
+  Node& node = nodes_[index];
+  node.callback = nullptr;
+  node.state = State::kFree;
+  ++node.generation;
+  node.prev = kNil;
+  node.next = free_head_;
+  free_head_ = index;
+  --size_;
+}
+
+void TimerWheel::insert(uint32_t index) {
+  const uint64_t expire = nodes_[index].expire;
+  for (int level = 0; level < kLevels; ++level) {
+    const int block_shift = shift_of(level + 1);
+    if ((expire >> block_shift) == (now_ >> block_shift)) {
+      const uint64_t slot = (expire >> shift_of(level)) & kSlotMask;
+      link(static_cast<uint16_t>(level * kSlots + static_cast<int>(slot)), index);
+      return;
+    }
+  }
+  link(kOverflowList, index);
+}
+
+void TimerWheel::link(uint16_t list, uint32_t index) {
+  Node& node = nodes_[index];
+  node.list = list;
+  node.next = kNil;
+  node.prev = tails_[list];
+  if (tails_[list] != kNil) {
+    nodes_[tails_[list]].next = index;
+  } else {
+    heads_[list] = index;
+    mark(list, true);
+  }
+  tails_[list] = index;
+}
+
+void TimerWheel::unlink(uint32_t index) {
+  Node& node = nodes_[index];
+  const uint16_t list = node.list;
+  TERN_DCHECK(list != kNoList);
+  if (node.prev != kNil) {
+    nodes_[node.prev].next = node.next;
+  } else {
+    heads_[list] = node.next;
+  }
+  if (node.next != kNil) {
+    nodes_[node.next].prev = node.prev;
+  } else {
+    tails_[list] = node.prev;
+  }
+  if (heads_[list] == kNil) mark(list, false);
+  node.prev = node.next = kNil;
+  node.list = kNoList;
+}
+
+uint32_t TimerWheel::detach_all(uint16_t list) {
+  uint32_t head = heads_[list];
+  heads_[list] = tails_[list] = kNil;
+  mark(list, false);
+  return head;
+}
+
+void TimerWheel::cascade() {
+  // Called when now_ has just reached a multiple of 256. Each level whose
+  // block starts here hands its current slot down; the highest level goes
+  // first so that what it hands down can cascade further in the same call.
+  auto redistribute = [this](uint16_t list) {
+    for (uint32_t index = detach_all(list); index != kNil;) {
+      uint32_t next = nodes_[index].next;
+      insert(index);
+      index = next;
+    }
+  };
+  if ((now_ & ((uint64_t{1} << shift_of(kLevels)) - 1)) == 0) redistribute(kOverflowList);
+  for (int level = kLevels - 1; level >= 1; --level) {
+    const uint64_t mask = (uint64_t{1} << shift_of(level)) - 1;
+    if ((now_ & mask) != 0) continue;
+    const uint64_t slot = (now_ >> shift_of(level)) & kSlotMask;
+    redistribute(static_cast<uint16_t>(level * kSlots + static_cast<int>(slot)));
+  }
+}
+
+void TimerWheel::expire_current_slot() {
+  const auto slot = static_cast<uint16_t>(now_ & kSlotMask);
+  if (heads_[slot] == kNil) return;
+  // Move the slot's timers to the expiring list first: a callback may cancel
+  // a timer that is due on this same tick, which must then not run.
+  for (uint32_t index = detach_all(slot); index != kNil;) {
+    uint32_t next = nodes_[index].next;
+    link(kExpiringList, index);
+    index = next;
+  }
+  while (heads_[kExpiringList] != kNil) run(heads_[kExpiringList]);
+}
+
+void TimerWheel::run(uint32_t index) {
+  unlink(index);
+  nodes_[index].state = State::kRunning;
+  // The callback may add timers and so reallocate nodes_: hold no reference
+  // to the node across the call.
+  Callback callback = std::move(nodes_[index].callback);
+  callback();
+
+  Node& node = nodes_[index];
+  if (node.state == State::kCancelledWhileRunning) {
+    release(index);
+  } else if (node.state == State::kRearmed) {
+    node.callback = std::move(callback);
+    node.state = State::kPending;
+    insert(index);
+  } else if (node.interval > 0) {
+    node.callback = std::move(callback);
+    node.state = State::kPending;
+    const uint64_t next = node.expire + node.interval;
+    node.expire = next > now_ ? next : now_ + 1;
+    insert(index);
+  } else {
+    release(index);
+  }
+}
+
+int TimerWheel::find_slot(int level, int from) const {
+  const auto& words = occupied_[static_cast<size_t>(level)];
+  for (int word = from / 64; word < kSlots / 64; ++word) {
+    uint64_t bits = words[static_cast<size_t>(word)];
+    if (word == from / 64) bits &= ~uint64_t{0} << (from % 64);
+    if (bits != 0) return word * 64 + __builtin_ctzll(bits);
+  }
+  return -1;
+}
+
+void TimerWheel::mark(uint16_t list, bool non_empty) {
+  if (list >= kOverflowList) return;
+  const int level = list / kSlots;
+  const int slot = list % kSlots;
+  uint64_t& word = occupied_[static_cast<size_t>(level)][static_cast<size_t>(slot / 64)];
+  const uint64_t bit = uint64_t{1} << (slot % 64);
+  word = non_empty ? (word | bit) : (word & ~bit);
+}
+
+}  // namespace tern::net
