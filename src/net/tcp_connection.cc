@@ -340,6 +340,7 @@ void TcpConnection::close_at_round_end() {
   // round, while the object is still guaranteed to exist.
   if (close_scheduled_ || disconnected()) return;
   close_scheduled_ = true;
+  state_ = State::kDisconnecting;  // no more sends are accepted
   reading_ = false;
   channel_.disable_all();
   defer_callback(&TcpConnection::handle_close);

@@ -1,0 +1,285 @@
+#include "net/tcp_connection.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "net/connection_table.h"
+#include "net/event_loop.h"
+#include "net/tcp_server.h"
+#include "support/loop_runner.h"
+#include "support/raw_socket.h"
+
+namespace tern::net {
+namespace {
+
+using namespace std::chrono_literals;
+using tern::testing::LoopRunner;
+using tern::testing::RawClient;
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// A temporary file with known content, removed on destruction.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& content) {
+    char path[] = "/tmp/tern-test-XXXXXX";
+    fd_ = ::mkstemp(path);
+    path_ = path;
+    EXPECT_EQ(::write(fd_, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  }
+  ~TempFile() {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+// A TcpServer on its own loop thread (io_threads = 0: the runner's loop does
+// everything), configured by the test before start.
+class ServerFixture : public ::testing::Test {
+ protected:
+  void start(const std::function<void(TcpServer&)>& configure, TcpServerOptions options = {}) {
+    runner_.run([&] {
+      server_ = std::make_unique<TcpServer>(runner_.loop(), InetAddress(0, true), options);
+      configure(*server_);
+      auto started = server_->start();
+      ASSERT_TRUE(started.ok()) << started.error().message();
+    });
+    port_ = server_->listen_address().port();
+  }
+  void TearDown() override {
+    runner_.run([&] { server_.reset(); });
+  }
+
+  LoopRunner runner_;
+  std::unique_ptr<TcpServer> server_;
+  uint16_t port_ = 0;
+};
+
+using TcpConnectionTest = ServerFixture;
+
+TEST_F(TcpConnectionTest, BytesAndFileRegionsArriveInTheOrderTheyWereQueued) {
+  const std::string file_content = random_bytes(3 * 1024 * 1024 + 17, 1);
+  TempFile file(file_content);
+  start([&](TcpServer& server) {
+    server.set_connection_callback([&](TcpConnection& conn) {
+      if (!conn.connected()) return;
+      conn.send("HEAD");
+      conn.send_file(FileRegion{file.fd(), 5, file_content.size() - 10, nullptr});
+      conn.send("MIDDLE");
+      conn.send_file(FileRegion{file.fd(), 0, 100, nullptr});
+      conn.send("TAIL");
+      conn.shutdown();
+    });
+  });
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  bool eof = false;
+  std::string got = client.read_to_eof(&eof);
+  std::string expected = "HEAD" + file_content.substr(5, file_content.size() - 10) + "MIDDLE" +
+                         file_content.substr(0, 100) + "TAIL";
+  EXPECT_TRUE(eof);
+  ASSERT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected);
+}
+
+TEST_F(TcpConnectionTest, ShutdownWaitsForQueuedOutputBeforeHalfClosing) {
+  const std::string payload = random_bytes(8 * 1024 * 1024, 2);
+  start([&](TcpServer& server) {
+    server.set_connection_callback([&](TcpConnection& conn) {
+      if (!conn.connected()) return;
+      conn.send(payload);
+      EXPECT_GT(conn.pending_output_bytes(), 0u);  // 8 MiB cannot fit a socket buffer
+      conn.shutdown();
+    });
+  });
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  std::this_thread::sleep_for(50ms);  // let the server fill the socket and queue the rest
+  bool eof = false;
+  std::string got = client.read_to_eof(&eof);
+  EXPECT_TRUE(eof);
+  EXPECT_EQ(got.size(), payload.size());
+  EXPECT_TRUE(got == payload);
+}
+
+TEST_F(TcpConnectionTest, PeerHalfCloseStillGetsTheReplyThatIsQueued) {
+  const std::string reply = random_bytes(4 * 1024 * 1024, 3);
+  start([&](TcpServer& server) {
+    server.set_message_callback([&](TcpConnection& conn, Buffer& input) {
+      if (input.view().find('\n') == std::string_view::npos) return;
+      input.retrieve_all();
+      conn.send(reply);
+    });
+  });
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client.send_all("request\n"));
+  client.shutdown_write();
+  bool eof = false;
+  std::string got = client.read_to_eof(&eof);
+  EXPECT_TRUE(eof);
+  EXPECT_TRUE(got == reply) << "got " << got.size() << " of " << reply.size() << " bytes";
+}
+
+TEST_F(TcpConnectionTest, ForceCloseRunsCloseCallbackAfterTheRound) {
+  std::promise<void> closed;
+  std::atomic<bool> connected_inside_round{false};
+  start([&](TcpServer& server) {
+    server.set_connection_callback([&](TcpConnection& conn) {
+      if (!conn.connected()) closed.set_value();
+    });
+    server.set_message_callback([&](TcpConnection& conn, Buffer& input) {
+      input.retrieve_all();
+      conn.force_close();
+      // The object is still valid; its state says it is going away.
+      connected_inside_round = conn.connected();
+      conn.send("ignored after force_close");
+    });
+  });
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("x"));
+  ASSERT_EQ(closed.get_future().wait_for(5s), std::future_status::ready);
+  bool eof = false;
+  EXPECT_EQ(client.read_to_eof(&eof), "");
+  EXPECT_TRUE(eof);
+  EXPECT_FALSE(connected_inside_round.load());
+}
+
+TEST_F(TcpConnectionTest, HighWaterMarkCallbackFiresOnceWhenQueueCrossesIt) {
+  std::atomic<int> calls{0};
+  std::atomic<size_t> queued_at_call{0};
+  std::promise<void> done;
+  start([&](TcpServer& server) {
+    server.set_high_water_mark_callback(
+        [&](TcpConnection&, size_t queued) {
+          calls.fetch_add(1);
+          queued_at_call = queued;
+        },
+        1024 * 1024);
+    server.set_connection_callback([&](TcpConnection& conn) {
+      if (!conn.connected()) return;
+      const std::string chunk(256 * 1024, 'x');
+      for (int i = 0; i < 40; ++i) conn.send(chunk);  // 10 MiB to a client that does not read
+      done.set_value();
+    });
+  });
+  RawClient client(port_);
+  ASSERT_EQ(done.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_GE(queued_at_call.load(), 1024u * 1024u);
+}
+
+TEST_F(TcpConnectionTest, IdleTimeoutClosesAQuietConnectionButNotAnActiveOne) {
+  TcpServerOptions options;
+  options.idle_timeout = 200ms;
+  start([&](TcpServer& server) {
+    server.set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
+  }, options);
+  RawClient active(port_);
+  RawClient quiet(port_);
+  ASSERT_TRUE(active.ok() && quiet.ok());
+  // Keep `active` busy for longer than the timeout, one byte every 50 ms.
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(active.send_all("a"));
+    ASSERT_EQ(active.read_exactly(1), "a") << "active connection closed after " << i << " rounds";
+    std::this_thread::sleep_for(50ms);
+  }
+  bool eof = false;
+  quiet.read_to_eof(&eof, 2s);
+  EXPECT_TRUE(eof) << "quiet connection was not closed";
+}
+
+TEST_F(TcpConnectionTest, ClosedConnectionIsRecycledAndItsOldIdFindsNothing) {
+  std::vector<ConnectionId> ids;
+  std::promise<void> second;
+  start([&](TcpServer& server) {
+    server.set_connection_callback([&](TcpConnection& conn) {
+      if (!conn.connected()) return;
+      ids.push_back(conn.id());
+      if (ids.size() == 2) second.set_value();
+    });
+  });
+  {
+    RawClient first(port_);
+    ASSERT_TRUE(first.send_all("x"));
+  }
+  // Wait until the first close has been seen and reaped.
+  for (int i = 0; i < 100; ++i) {
+    if (runner_.run([&] { return runner_.loop()->connections().live(); }) == 0 && !ids.empty()) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  RawClient again(port_);
+  ASSERT_EQ(second.get_future().wait_for(5s), std::future_status::ready);
+  runner_.run([&] {
+    EXPECT_EQ(ids[0].slot, ids[1].slot) << "the slot was not reused";
+    EXPECT_NE(ids[0].generation, ids[1].generation);
+    EXPECT_EQ(runner_.loop()->connections().find(ids[0]), nullptr);
+    EXPECT_NE(runner_.loop()->connections().find(ids[1]), nullptr);
+  });
+}
+
+TEST_F(TcpConnectionTest, StopReadingHoldsInputUntilStartReading) {
+  std::atomic<size_t> received{0};
+  ConnectionId id;
+  std::promise<void> first_bytes;
+  bool stopped_once = false;
+  start([&](TcpServer& server) {
+    server.set_message_callback([&](TcpConnection& conn, Buffer& input) {
+      received += input.readable_bytes();
+      input.retrieve_all();
+      if (!stopped_once) {
+        stopped_once = true;
+        id = conn.id();
+        conn.stop_reading();
+        first_bytes.set_value();
+      }
+    });
+  });
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("first"));
+  ASSERT_EQ(first_bytes.get_future().wait_for(5s), std::future_status::ready);
+  size_t before = received.load();
+  ASSERT_TRUE(client.send_all("second"));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(received.load(), before);
+  runner_.run([&] { runner_.loop()->connections().find(id)->start_reading(); });
+  for (int i = 0; i < 100 && received.load() == before; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(received.load(), before + 6);
+}
+
+TEST_F(TcpConnectionTest, SendFromAnotherThreadThroughTheConnectionId) {
+  std::promise<ConnectionId> connected;
+  start([&](TcpServer& server) {
+    server.set_connection_callback([&](TcpConnection& conn) {
+      if (conn.connected()) connected.set_value(conn.id());
+    });
+  });
+  RawClient client(port_);
+  ConnectionId id = connected.get_future().get();
+  id.loop->run_in_loop([id] {
+    if (TcpConnection* conn = id.loop->connections().find(id)) conn->send("from afar");
+  });
+  EXPECT_EQ(client.read_exactly(9), "from afar");
+}
+
+}  // namespace
+}  // namespace tern::net

@@ -1,0 +1,106 @@
+// Test support: a blocking TCP client made of plain system calls, so that the
+// code under test is checked against something that does not share its code.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tern::testing {
+
+class RawClient {
+ public:
+  // Connects to 127.0.0.1:port; fd() < 0 on failure.
+  explicit RawClient(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~RawClient() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  int fd() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+
+  bool send_all(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
+  // Reads until `len` bytes, EOF, error or timeout.
+  std::string read_exactly(size_t len, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (out.size() < len) {
+      if (!wait_readable(deadline)) break;
+      char buf[65536];
+      size_t want = std::min(sizeof buf, len - out.size());
+      ssize_t n = ::recv(fd_, buf, want, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+
+  // Reads until EOF (or error, or timeout). *eof says whether EOF was seen.
+  std::string read_to_eof(bool* eof = nullptr,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (eof) *eof = false;
+    for (;;) {
+      if (!wait_readable(deadline)) return out;
+      char buf[65536];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0 && eof) *eof = true;
+      if (n <= 0) return out;
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  bool wait_readable(std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      int r = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (r > 0) return true;
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) return false;
+      return false;
+    }
+  }
+
+  int fd_ = -1;
+};
+
+}  // namespace tern::testing
