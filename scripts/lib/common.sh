@@ -1,0 +1,42 @@
+# Shared by scripts/run and scripts/test: package installation and building.
+# Sourced, not run.
+
+TERN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# ensure_packages PKG...: installs the Debian packages that are missing.
+# Quick (one dpkg-query) when everything is present.
+ensure_packages() {
+  local missing=()
+  local pkg
+  for pkg in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+# What building libtern needs.
+BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config libspdlog-dev libfmt-dev)
+# What the tests and benchmarks need on top.
+TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev)
+
+# build_preset NAME [cmake -D args...]: configures (once) and builds a preset.
+build_preset() {
+  local preset=$1
+  shift
+  local werror=OFF
+  [ -n "${CI:-}" ] && werror=ON
+  (cd "$TERN_ROOT" && cmake --preset "$preset" -DTERN_WERROR="$werror" "$@" >/dev/null)
+  (cd "$TERN_ROOT" && cmake --build --preset "$preset")
+}
