@@ -35,6 +35,7 @@ void EventLoopThreadPool::start(const InitCallback& init) {
 }
 
 size_t EventLoopThreadPool::pick_round_robin() {
+  base_loop_->assert_in_loop_thread();
   TERN_DCHECK(started_);
   size_t index = next_;
   next_ = (next_ + 1) % loops_.size();
@@ -42,6 +43,7 @@ size_t EventLoopThreadPool::pick_round_robin() {
 }
 
 size_t EventLoopThreadPool::pick_least_loaded() {
+  base_loop_->assert_in_loop_thread();
   TERN_DCHECK(started_);
   size_t best = 0;
   uint64_t best_score = std::numeric_limits<uint64_t>::max();

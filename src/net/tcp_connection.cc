@@ -148,6 +148,7 @@ void TcpConnection::send_file(FileRegion region) {
 }
 
 size_t TcpConnection::pending_output_bytes() const {
+  loop_->assert_in_loop_thread();
   size_t total = output_.readable_bytes();
   for (const PendingFile& file : files_) total += file.region.length + file.after.readable_bytes();
   return total;
@@ -206,6 +207,21 @@ void TcpConnection::set_idle_timeout(std::chrono::milliseconds timeout) {
                    idle_timeout_.count());
     handle_close();
   });
+}
+
+void TcpConnection::set_high_water_mark(size_t bytes) {
+  loop_->assert_in_loop_thread();
+  high_water_mark_ = bytes;
+}
+
+Buffer& TcpConnection::input() {
+  loop_->assert_in_loop_thread();
+  return input_;
+}
+
+std::any& TcpConnection::context() {
+  loop_->assert_in_loop_thread();
+  return context_;
 }
 
 void TcpConnection::set_tcp_nodelay(bool on) {

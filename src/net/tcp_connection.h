@@ -75,11 +75,11 @@ class TcpConnection {
   // Zero disables. Refreshing is O(1) and happens on every read and write.
   void set_idle_timeout(std::chrono::milliseconds timeout);
   void set_tcp_nodelay(bool on);
-  void set_high_water_mark(size_t bytes) { high_water_mark_ = bytes; }
+  void set_high_water_mark(size_t bytes);
 
-  Buffer& input() { return input_; }
+  Buffer& input();
   // A slot for the protocol layer (parser state, a pointer to a session).
-  std::any& context() { return context_; }
+  std::any& context();
 
   uint64_t bytes_received() const { return bytes_received_; }
   uint64_t bytes_sent() const { return bytes_sent_; }

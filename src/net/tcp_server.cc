@@ -58,6 +58,11 @@ TcpServer::~TcpServer() {
   pool_.reset();  // joins the I/O threads; their loops are gone after this
 }
 
+void TcpServer::assert_not_started() const {
+  loop_->assert_in_loop_thread();
+  TERN_CHECK_MSG(!started_, "TcpServer callbacks must be set before start()");
+}
+
 const std::vector<EventLoop*>& TcpServer::io_loops() const { return pool_->loops(); }
 
 Result<void> TcpServer::start() {

@@ -74,20 +74,27 @@ class TcpServer {
 
   // Set before start().
   void set_connection_callback(std::function<void(TcpConnection&)> cb) {
+    assert_not_started();
     callbacks_.on_connection = std::move(cb);
   }
   void set_message_callback(std::function<void(TcpConnection&, Buffer&)> cb) {
+    assert_not_started();
     callbacks_.on_message = std::move(cb);
   }
   void set_write_complete_callback(std::function<void(TcpConnection&)> cb) {
+    assert_not_started();
     callbacks_.on_write_complete = std::move(cb);
   }
   void set_high_water_mark_callback(std::function<void(TcpConnection&, size_t)> cb, size_t bytes) {
+    assert_not_started();
     callbacks_.on_high_water_mark = std::move(cb);
     callbacks_.high_water_mark = bytes;
   }
   // Runs on each I/O loop's thread before it serves (per-loop state lives there).
-  void set_thread_init_callback(ThreadInitCallback cb) { thread_init_ = std::move(cb); }
+  void set_thread_init_callback(ThreadInitCallback cb) {
+    assert_not_started();
+    thread_init_ = std::move(cb);
+  }
 
   // Binds, listens and starts the I/O threads. Fails (and can be retried)
   // when the address cannot be bound.
@@ -106,6 +113,8 @@ class TcpServer {
   };
   struct LoopState;  // per I/O loop: hand-off queue, acceptor, timers
 
+  // Callbacks are read by I/O threads once started: set them before, on the base loop.
+  void assert_not_started() const;
   void on_accepted(Socket socket, const InetAddress& peer);
   void setup_loop(size_t index);
   void teardown_loop(size_t index);

@@ -121,6 +121,7 @@ void UdpServer::send_to(const InetAddress& peer, std::string_view data) {
 }
 
 void UdpServer::flush() {
+  loop_->assert_in_loop_thread();
   size_t done = 0;
   while (done < out_count_) {
     int n = ::sendmmsg(socket_->fd(), &out_->msgs[done], static_cast<unsigned>(out_count_ - done),

@@ -1,6 +1,8 @@
 #include "net/tcp_connection.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -279,6 +281,21 @@ TEST_F(TcpConnectionTest, SendFromAnotherThreadThroughTheConnectionId) {
     if (TcpConnection* conn = id.loop->connections().find(id)) conn->send("from afar");
   });
   EXPECT_EQ(client.read_exactly(9), "from afar");
+}
+
+TEST_F(TcpConnectionTest, AcceptedConnectionHasNagleDisabled) {
+  std::promise<int> nodelay;
+  start([&](TcpServer& server) {
+    server.set_connection_callback([&](TcpConnection& conn) {
+      if (!conn.connected()) return;
+      int value = 0;
+      socklen_t len = sizeof value;
+      ::getsockopt(conn.fd(), IPPROTO_TCP, TCP_NODELAY, &value, &len);
+      nodelay.set_value(value);
+    });
+  });
+  RawClient client(port_);
+  EXPECT_NE(nodelay.get_future().get(), 0);
 }
 
 }  // namespace
