@@ -3,6 +3,10 @@
 
 TERN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
+# ccache hits across clones in different folders (CI builds a fresh clone).
+export CCACHE_BASEDIR="$TERN_ROOT"
+export CCACHE_NOHASHDIR=1
+
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 as_root() {
@@ -26,10 +30,20 @@ ensure_packages() {
     "${missing[@]}" >/dev/null
 }
 
-# What building libtern needs.
-BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config libspdlog-dev libfmt-dev)
-# What the tests and benchmarks need on top.
-TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev)
+# What building libtern and the tern executable needs.
+BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
+  libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev)
+# What the tests, fuzzers and benchmarks need on top.
+TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+  curl apache2-utils python3-pip)
+
+# ensure_pytest: pytest for the python3 on PATH (from PyPI if it lacks one).
+ensure_pytest() {
+  python3 -m pytest --version >/dev/null 2>&1 && return 0
+  log "installing pytest"
+  python3 -m pip install --quiet pytest 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages pytest
+}
 
 # build_preset NAME [cmake -D args...]: configures (once) and builds a preset.
 build_preset() {

@@ -28,10 +28,11 @@ struct State {
   std::mutex mu;
   std::shared_ptr<spdlog::logger> logger = make_stderr_logger();
   std::shared_ptr<spdlog::details::thread_pool> pool;  // set while async
+  bool custom = false;  // init() replaced the built-in stderr logger
   // Loggers replaced by init() or shutdown(). Another thread may have loaded
   // g_logger just before the swap and still be inside a call on it, so the
-  // old objects are kept, not destroyed. init() runs once or twice a process.
-  std::vector<std::shared_ptr<void>> retired;
+  // old objects are kept, not destroyed. init() runs a few times a process.
+  std::vector<std::shared_ptr<spdlog::logger>> retired;
 };
 
 State& state() {
@@ -49,7 +50,7 @@ constexpr std::array<std::string_view, 7> kNames = {"trace", "debug", "info",   
 }  // namespace
 
 namespace detail {
-spdlog::logger* g_logger = state().logger.get();
+std::atomic<spdlog::logger*> g_logger{state().logger.get()};
 }  // namespace detail
 
 void init(const Options& options) {
@@ -84,12 +85,15 @@ void init(const Options& options) {
   logger->set_level(to_spdlog(level));
   logger->flush_on(spdlog::level::err);
 
+  // Swap first, then retire: another thread may have loaded the old pointer
+  // a moment ago, so the old logger object is kept (never destroyed), while
+  // its backend, if any, is drained and joined by dropping the pool.
+  detail::g_logger.store(logger.get(), std::memory_order_release);
   s.logger->flush();
   s.retired.push_back(s.logger);
-  if (s.pool) s.retired.push_back(s.pool);
   s.logger = logger;
-  s.pool = pool;
-  detail::g_logger = logger.get();
+  s.custom = true;
+  s.pool = pool;  // the previous pool, if any, drains and stops here
 
   // spdlog's periodic flusher walks its registry, so the logger is registered.
   spdlog::drop("tern");
@@ -100,21 +104,30 @@ void init(const Options& options) {
 void shutdown() {
   State& s = state();
   std::lock_guard lock(s.mu);
-  s.logger->flush();
-  if (!s.pool) return;
+  if (!s.custom) return;
+  // New records go to stderr from here on; the old logger stays allocated
+  // for threads that loaded it a moment ago.
   spdlog::drop("tern");
   auto fallback = make_stderr_logger();
   fallback->set_level(s.logger->level());
+  detail::g_logger.store(fallback.get(), std::memory_order_release);
+  s.logger->flush();
   s.retired.push_back(s.logger);
-  s.retired.push_back(s.pool);
   s.logger = fallback;
+  s.custom = false;
+  // Destroying the pool drains its queue in order and joins its thread, so
+  // every record logged before this point is written when we return.
   s.pool.reset();
-  detail::g_logger = fallback.get();
 }
 
-void set_level(Level level) { detail::g_logger->set_level(to_spdlog(level)); }
+void set_level(Level level) {
+  std::lock_guard lock(state().mu);
+  state().logger->set_level(to_spdlog(level));
+}
 
-Level level() { return static_cast<Level>(static_cast<int>(detail::g_logger->level())); }
+Level level() {
+  return static_cast<Level>(static_cast<int>(detail::g_logger.load(std::memory_order_acquire)->level()));
+}
 
 std::optional<Level> parse_level(std::string_view name) {
   if (name == "warning") return Level::warn;
@@ -130,7 +143,7 @@ std::string_view level_name(Level level) { return kNames[static_cast<std::size_t
 void flush_for_abort() {
   // flush() on an async logger only enqueues a request; give the backend a
   // moment to write what it holds. Never block for long: we are dying.
-  detail::g_logger->flush();
+  detail::g_logger.load(std::memory_order_acquire)->flush();
   State& s = state();
   if (s.pool) {
     for (int i = 0; i < 50 && s.pool->queue_size() > 0; ++i) {

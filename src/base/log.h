@@ -20,6 +20,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -50,7 +51,8 @@ struct Options {
 // opened (a start-up error).
 void init(const Options& options);
 
-// Flushes and stops the backend thread; the logger reverts to stderr.
+// Writes out everything logged so far, stops the backend thread, and
+// reverts to the synchronous stderr logger.
 void shutdown();
 
 void set_level(Level level);
@@ -68,14 +70,17 @@ void flush_for_abort();
 std::size_t dropped_records();
 
 namespace detail {
-extern spdlog::logger* g_logger;
+// Swapped by init() and shutdown() while other threads log: atomic, and the
+// loggers it ever pointed to are never destroyed (see log.cc).
+extern std::atomic<spdlog::logger*> g_logger;
 }  // namespace detail
 
 }  // namespace tern::log
 
 #define TERN_LOG_AT(lvl, ...)                                                        \
   do {                                                                               \
-    ::spdlog::logger* tern_log_logger_ = ::tern::log::detail::g_logger;              \
+    ::spdlog::logger* tern_log_logger_ =                                             \
+        ::tern::log::detail::g_logger.load(::std::memory_order_acquire);             \
     if (tern_log_logger_->should_log(lvl))                                           \
       tern_log_logger_->log(::spdlog::source_loc{__FILE__, __LINE__, __func__}, lvl, \
                             __VA_ARGS__);                                            \

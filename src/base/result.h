@@ -30,7 +30,9 @@ struct Error {
     }
     return s;
   }
-  friend bool operator==(const Error&, const Error&) = default;
+  friend bool operator==(const Error& a, const Error& b) {
+    return a.code == b.code && std::strcmp(a.what, b.what) == 0;
+  }
 };
 
 template <typename T>

@@ -11,9 +11,12 @@
 
 namespace tern::net {
 
-Buffer::Buffer(size_t initial_size)
-    : data_(std::make_unique_for_overwrite<char[]>(kCheapPrepend + initial_size)),
-      capacity_(kCheapPrepend + initial_size) {}
+Buffer::Buffer(size_t initial_size) {
+  if (initial_size == 0) return;
+  data_ = std::make_unique_for_overwrite<char[]>(kCheapPrepend + initial_size);
+  capacity_ = kCheapPrepend + initial_size;
+  reader_ = writer_ = kCheapPrepend;
+}
 
 const char* Buffer::find_crlf(const char* start) const {
   TERN_DCHECK(peek() <= start && start <= peek() + readable_bytes());
@@ -107,7 +110,7 @@ uint64_t Buffer::peek_u64() const {
 
 void Buffer::make_space(size_t len) {
   size_t readable = readable_bytes();
-  if (writable_bytes() + prependable_bytes() >= len + kCheapPrepend) {
+  if (capacity_ != 0 && writable_bytes() + prependable_bytes() >= len + kCheapPrepend) {
     // Enough room overall: slide the readable bytes to the front.
     std::memmove(data_.get() + kCheapPrepend, peek(), readable);
   } else {
@@ -125,6 +128,11 @@ void Buffer::make_space(size_t len) {
 void Buffer::shrink(size_t reserve) {
   size_t wanted = kCheapPrepend + readable_bytes() + reserve;
   if (capacity_ <= wanted) return;
+  if (readable_bytes() == 0 && reserve == 0) {
+    data_.reset();
+    capacity_ = reader_ = writer_ = 0;
+    return;
+  }
   auto data = std::make_unique_for_overwrite<char[]>(wanted);
   std::memcpy(data.get() + kCheapPrepend, peek(), readable_bytes());
   writer_ = kCheapPrepend + readable_bytes();

@@ -34,9 +34,14 @@ class Buffer {
   static constexpr size_t kInitialSize = 2048;
   static constexpr size_t kSpillSize = 64 * 1024;
 
+  // initial_size 0 allocates nothing until the first append.
   explicit Buffer(size_t initial_size = kInitialSize);
-  Buffer(Buffer&&) noexcept = default;
-  Buffer& operator=(Buffer&&) noexcept = default;
+  // A moved-from Buffer is empty and usable (it allocates again on append).
+  Buffer(Buffer&& other) noexcept { swap(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    Buffer(std::move(other)).swap(*this);
+    return *this;
+  }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
@@ -49,7 +54,7 @@ class Buffer {
   const char* peek() const { return data_.get() + reader_; }
   std::string_view view() const { return {peek(), readable_bytes()}; }
 
-  // Position of the first "\r\n" (or '\n') at or after `start`, or nullptr.
+  // Position of the first "\r\n" at or after `start`, or nullptr.
   const char* find_crlf() const { return find_crlf(peek()); }
   const char* find_crlf(const char* start) const;
   const char* find_eol() const;
@@ -57,7 +62,7 @@ class Buffer {
   // Consuming.
   void retrieve(size_t len);
   void retrieve_until(const char* end);
-  void retrieve_all() { reader_ = writer_ = kCheapPrepend; }
+  void retrieve_all() { reader_ = writer_ = capacity_ == 0 ? 0 : kCheapPrepend; }
   std::string retrieve_as_string(size_t len);
   std::string retrieve_all_as_string() { return retrieve_as_string(readable_bytes()); }
 
@@ -99,10 +104,11 @@ class Buffer {
  private:
   void make_space(size_t len);
 
+  // With no storage yet (capacity 0), reader_ == writer_ == 0.
   std::unique_ptr<char[]> data_;
   size_t capacity_ = 0;
-  size_t reader_ = kCheapPrepend;
-  size_t writer_ = kCheapPrepend;
+  size_t reader_ = 0;
+  size_t writer_ = 0;
 };
 
 }  // namespace tern::net

@@ -29,13 +29,16 @@ struct ConnectionId {
   friend bool operator==(const ConnectionId&, const ConnectionId&) = default;
 };
 
-// A region of an open file to send with sendfile(2). `keep_alive` (optional)
-// is held until the region has been sent or the connection closed, so the fd
-// stays open that long; an open-file cache hands out its entry here.
+// A region of an open file to send with sendfile(2), or of memory (a file
+// mapped with mmap) to send with write(2) when `memory` is set. `keep_alive`
+// (optional) is held until the region has been sent or the connection
+// closed, so the fd or mapping stays valid that long; an open-file cache
+// hands out its entry here.
 struct FileRegion {
   int fd = -1;
-  off_t offset = 0;
+  off_t offset = 0;      // into the file, or into `memory`
   size_t length = 0;
+  const char* memory = nullptr;
   std::shared_ptr<const void> keep_alive;
 };
 

@@ -53,6 +53,7 @@ Result<InetAddress> InetAddress::parse(std::string_view host_port) {
     }
     host = host_port.substr(1, close - 1);
     port_text = host_port.substr(close + 2);
+    if (host.find(':') == std::string_view::npos) return Error{EINVAL, "parse address"};
   } else {
     auto colon = host_port.rfind(':');
     if (colon == std::string_view::npos) return Error{EINVAL, "parse address"};

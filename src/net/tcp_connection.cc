@@ -147,6 +147,20 @@ void TcpConnection::send_file(FileRegion region) {
   }
 }
 
+Buffer& TcpConnection::output_tail_buffer() {
+  loop_->assert_in_loop_thread();
+  return output_tail();
+}
+
+void TcpConnection::flush() {
+  loop_->assert_in_loop_thread();
+  if (state_ != State::kConnected && state_ != State::kDisconnecting) return;
+  if (close_scheduled_ || !has_pending_output()) return;
+  // Writing when a level-triggered channel already waits for EPOLLOUT is
+  // only early, not wrong: the queue keeps its order either way.
+  flush_output();
+}
+
 size_t TcpConnection::pending_output_bytes() const {
   loop_->assert_in_loop_thread();
   size_t total = output_.readable_bytes();
@@ -290,7 +304,13 @@ void TcpConnection::flush_output() {
     } else if (!files_.empty()) {
       FileRegion& region = files_.front().region;
       size_t chunk = region.length < kSendfileChunk ? region.length : kSendfileChunk;
-      ssize_t n = sockets::sendfile(socket_.fd(), region.fd, &region.offset, chunk, &err);
+      ssize_t n;
+      if (region.memory != nullptr) {
+        n = sockets::write(socket_.fd(), region.memory + region.offset, chunk, &err);
+        if (n > 0) region.offset += n;
+      } else {
+        n = sockets::sendfile(socket_.fd(), region.fd, &region.offset, chunk, &err);
+      }
       if (n < 0) break;
       if (n == 0) {
         // The file is shorter than promised (truncated while we send). The

@@ -59,6 +59,12 @@ class TcpConnection {
   void send_file(FileRegion region);
   size_t pending_output_bytes() const;
 
+  // Serialising in place: append to output_tail_buffer() (the end of the
+  // output queue, after any queued file), then call flush(). Saves a copy
+  // for protocol layers that build their messages directly.
+  Buffer& output_tail_buffer();
+  void flush();
+
   // Half-close once the queued output is written; reading goes on until the
   // peer closes (or the idle timeout fires).
   void shutdown();
@@ -131,8 +137,9 @@ class TcpConnection {
   InetAddress peer_;
   const ConnectionCallbacks* callbacks_ = nullptr;  // not owned; outlives us
   const void* owner_ = nullptr;                     // the server or client
-  Buffer input_;
-  Buffer output_;
+  // Allocated on first use: an idle connection holds no buffer memory.
+  Buffer input_{0};
+  Buffer output_{0};
   std::deque<PendingFile> files_;
   size_t high_water_mark_ = 0;
   std::chrono::milliseconds idle_timeout_{0};

@@ -22,25 +22,30 @@ constexpr EventLoop::Millis kLoadDecayPeriod{1000};
 struct TcpServer::LoopState {
   EventLoop* loop = nullptr;
   BoundedQueue<Handoff> handoffs{kHandoffQueueSize};
-  Socket listen_socket;                // reuseport mode, until setup_loop
-  std::unique_ptr<Acceptor> acceptor;  // reuseport mode
+  std::vector<Socket> listen_sockets;  // reuseport mode, one per address, until setup_loop
+  std::vector<std::unique_ptr<Acceptor>> acceptors;  // reuseport mode
   uint64_t wake_hook = 0;
   TimerId decay_timer;
 };
 
 TcpServer::TcpServer(EventLoop* loop, const InetAddress& listen_address, TcpServerOptions options)
+    : TcpServer(loop, std::vector<InetAddress>{listen_address}, std::move(options)) {}
+
+TcpServer::TcpServer(EventLoop* loop, std::vector<InetAddress> listen_addresses,
+                     TcpServerOptions options)
     : loop_(loop),
-      listen_address_(listen_address),
+      listen_addresses_(std::move(listen_addresses)),
       options_(std::move(options)),
       pool_(std::make_unique<EventLoopThreadPool>(loop, options_.name, options_.io_threads,
                                                   options_.cpu_affinity)) {
   TERN_CHECK(options_.io_threads >= 0);
+  TERN_CHECK_MSG(!listen_addresses_.empty(), "TcpServer needs an address to listen on");
 }
 
 TcpServer::~TcpServer() {
   loop_->assert_in_loop_thread();
   if (!started_) return;
-  acceptor_.reset();  // stop accepting first
+  acceptors_.clear();  // stop accepting first
   // Each loop drops its acceptor and closes our connections on its own thread.
   std::latch done(static_cast<std::ptrdiff_t>(loop_states_.size()));
   for (size_t i = 0; i < loop_states_.size(); ++i) {
@@ -69,21 +74,22 @@ Result<void> TcpServer::start() {
   loop_->assert_in_loop_thread();
   if (started_) return {};
   const bool reuse_port = options_.accept_mode == AcceptMode::kReusePort;
-  const size_t sockets_needed =
-      reuse_port ? static_cast<size_t>(std::max(options_.io_threads, 1)) : 1;
+  const size_t per_address = reuse_port ? static_cast<size_t>(std::max(options_.io_threads, 1)) : 1;
 
   // Bind everything before starting threads, so a failure leaves nothing behind
-  // and the caller learns the real port (port 0 binds once, then reuses it).
-  std::vector<Socket> sockets;
-  InetAddress address = listen_address_;
-  for (size_t i = 0; i < sockets_needed; ++i) {
-    auto socket = Acceptor::bind_listen(address, reuse_port, options_.backlog);
-    if (!socket) return socket.error();
-    if (i == 0) address = sockets::local_address(socket->fd());
-    if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited
-    sockets.push_back(std::move(*socket));
+  // and the caller learns the real ports (port 0 binds once, then reuses it).
+  std::vector<std::vector<Socket>> sockets(listen_addresses_.size());
+  for (size_t a = 0; a < listen_addresses_.size(); ++a) {
+    InetAddress address = listen_addresses_[a];
+    for (size_t i = 0; i < per_address; ++i) {
+      auto socket = Acceptor::bind_listen(address, reuse_port, options_.backlog);
+      if (!socket) return socket.error();
+      if (i == 0) address = sockets::local_address(socket->fd());
+      if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited
+      sockets[a].push_back(std::move(*socket));
+    }
+    listen_addresses_[a] = address;
   }
-  listen_address_ = address;
   started_ = true;
 
   pool_->start(thread_init_);
@@ -91,23 +97,30 @@ Result<void> TcpServer::start() {
   for (size_t i = 0; i < loops.size(); ++i) {
     auto state = std::make_unique<LoopState>();
     state->loop = loops[i];
-    if (reuse_port) state->listen_socket = std::move(sockets[i]);
+    if (reuse_port) {
+      for (auto& per_loop : sockets) state->listen_sockets.push_back(std::move(per_loop[i]));
+    }
     loop_states_.push_back(std::move(state));
   }
 
   if (!reuse_port) {
-    acceptor_ = std::make_unique<Acceptor>(loop_, std::move(sockets[0]));
-    acceptor_->set_new_connection_callback(
-        [this](Socket socket, const InetAddress& peer) { on_accepted(std::move(socket), peer); });
-    acceptor_->listen();
+    for (auto& per_address_sockets : sockets) {
+      auto acceptor = std::make_unique<Acceptor>(loop_, std::move(per_address_sockets[0]));
+      acceptor->set_new_connection_callback(
+          [this](Socket socket, const InetAddress& peer) { on_accepted(std::move(socket), peer); });
+      acceptor->listen();
+      acceptors_.push_back(std::move(acceptor));
+    }
   }
   for (size_t i = 0; i < loops.size(); ++i) {
     loops[i]->run_in_loop([this, i] { setup_loop(i); });
   }
-  TERN_LOG_INFO("{}: listening on {} ({} I/O loop{}, {} mode, {}-triggered)", options_.name,
-                listen_address_.to_ip_port(), loops.size(), loops.size() == 1 ? "" : "s",
-                reuse_port ? "reuseport" : "dispatch",
-                options_.trigger == TriggerMode::kEdge ? "edge" : "level");
+  for (const InetAddress& address : listen_addresses_) {
+    TERN_LOG_INFO("{}: listening on {} ({} I/O loop{}, {} mode, {}-triggered)", options_.name,
+                  address.to_ip_port(), loops.size(), loops.size() == 1 ? "" : "s",
+                  reuse_port ? "reuseport" : "dispatch",
+                  options_.trigger == TriggerMode::kEdge ? "edge" : "level");
+  }
   return {};
 }
 
@@ -116,11 +129,16 @@ void TcpServer::setup_loop(size_t index) {
   EventLoop* io = state.loop;
   io->assert_in_loop_thread();
   if (options_.accept_mode == AcceptMode::kReusePort) {
-    state.acceptor = std::make_unique<Acceptor>(io, std::move(state.listen_socket));
-    state.acceptor->set_new_connection_callback([this, io](Socket socket, const InetAddress& peer) {
-      open_connection(io, std::move(socket), peer);
-    });
-    state.acceptor->listen();
+    for (Socket& socket : state.listen_sockets) {
+      auto acceptor = std::make_unique<Acceptor>(io, std::move(socket));
+      acceptor->set_new_connection_callback([this, io](Socket conn_socket, const InetAddress& peer) {
+        if (accept_filter_ && !accept_filter_(peer)) return;
+        open_connection(io, std::move(conn_socket), peer);
+      });
+      acceptor->listen();
+      state.acceptors.push_back(std::move(acceptor));
+    }
+    state.listen_sockets.clear();
   } else if (io != loop_) {
     state.wake_hook = io->add_wake_hook([this, index] { drain_handoffs(index); });
     drain_handoffs(index);  // anything handed over before the hook existed
@@ -138,7 +156,7 @@ void TcpServer::setup_loop(size_t index) {
 void TcpServer::teardown_loop(size_t index) {
   LoopState& state = *loop_states_[index];
   EventLoop* io = state.loop;
-  state.acceptor.reset();
+  state.acceptors.clear();
   if (state.wake_hook != 0) io->remove_wake_hook(state.wake_hook);
   if (state.decay_timer.valid()) io->cancel(state.decay_timer);
   Handoff handoff;
@@ -146,7 +164,27 @@ void TcpServer::teardown_loop(size_t index) {
   io->connections().close_all(this);
 }
 
+void TcpServer::stop_accepting() {
+  loop_->assert_in_loop_thread();
+  acceptors_.clear();
+  for (auto& state : loop_states_) {
+    LoopState* raw = state.get();
+    raw->loop->run_in_loop([raw] { raw->acceptors.clear(); });
+  }
+}
+
+size_t TcpServer::connection_count() const {
+  size_t total = 0;
+  for (const auto& state : loop_states_) {
+    const LoopLoad& load = state->loop->load();
+    total += load.connections.load(std::memory_order_relaxed) +
+             load.in_flight.load(std::memory_order_relaxed);
+  }
+  return total;
+}
+
 void TcpServer::on_accepted(Socket socket, const InetAddress& peer) {
+  if (accept_filter_ && !accept_filter_(peer)) return;  // the Socket closes
   size_t index = pick_loop();
   LoopState& state = *loop_states_[index];
   if (state.loop == loop_) return open_connection(loop_, std::move(socket), peer);

@@ -68,6 +68,9 @@ class TcpServer {
   using ThreadInitCallback = std::function<void(EventLoop*)>;
 
   TcpServer(EventLoop* loop, const InetAddress& listen_address, TcpServerOptions options = {});
+  // Several addresses (IPv4 and IPv6, several ports) served by one set of loops.
+  TcpServer(EventLoop* loop, std::vector<InetAddress> listen_addresses,
+            TcpServerOptions options = {});
   ~TcpServer();
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
@@ -90,6 +93,12 @@ class TcpServer {
     callbacks_.on_high_water_mark = std::move(cb);
     callbacks_.high_water_mark = bytes;
   }
+  // Decides on the accepting thread whether to keep a new connection (false:
+  // it is closed at once). Must be thread-safe when several loops accept.
+  void set_accept_filter(std::function<bool(const InetAddress& peer)> filter) {
+    assert_not_started();
+    accept_filter_ = std::move(filter);
+  }
   // Runs on each I/O loop's thread before it serves (per-loop state lives there).
   void set_thread_init_callback(ThreadInitCallback cb) {
     assert_not_started();
@@ -100,8 +109,16 @@ class TcpServer {
   // when the address cannot be bound.
   Result<void> start();
 
+  // Closes the listening sockets; established connections carry on. Used
+  // for a graceful stop.
+  void stop_accepting();
+
+  // Live connections over all loops (approximate while they change). Any thread.
+  size_t connection_count() const;
+
   // The bound address; with port 0 in the constructor, the port the kernel chose.
-  const InetAddress& listen_address() const { return listen_address_; }
+  const InetAddress& listen_address() const { return listen_addresses_.front(); }
+  const std::vector<InetAddress>& listen_addresses() const { return listen_addresses_; }
   EventLoop* base_loop() const { return loop_; }
   const std::vector<EventLoop*>& io_loops() const;
   const TcpServerOptions& options() const { return options_; }
@@ -123,12 +140,13 @@ class TcpServer {
   size_t pick_loop();
 
   EventLoop* const loop_;
-  InetAddress listen_address_;
+  std::vector<InetAddress> listen_addresses_;
   const TcpServerOptions options_;
   ConnectionCallbacks callbacks_;  // outlives every connection of ours
   ThreadInitCallback thread_init_;
+  std::function<bool(const InetAddress&)> accept_filter_;
   bool started_ = false;
-  std::unique_ptr<Acceptor> acceptor_;  // dispatch mode, on the base loop
+  std::vector<std::unique_ptr<Acceptor>> acceptors_;  // dispatch mode, on the base loop
   std::vector<std::unique_ptr<LoopState>> loop_states_;
   std::unique_ptr<EventLoopThreadPool> pool_;  // destroyed first
 };

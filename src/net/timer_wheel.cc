@@ -77,19 +77,19 @@ bool TimerWheel::pending(TimerId id) const {
 void TimerWheel::advance(uint64_t now) {
   TERN_CHECK_MSG(!advancing_, "TimerWheel::advance called from a timer callback");
   advancing_ = true;
+  // Jump from event to event: each step lands on the exact tick of a due
+  // level-0 timer or on a block boundary where a slot cascades, so the cost
+  // is proportional to the work, not to the time that passed. Jumping over
+  // boundaries whose slots are empty keeps every timer's placement valid:
+  // anything placed relative to the old time would have had an earlier
+  // wake-up than the one we jump to.
   while (now_ < now) {
-    // The next tick with work: a non-empty level-0 slot in this block, or the
-    // block boundary (where higher levels cascade). Ticks between are skipped.
-    uint64_t next = (now_ | kSlotMask) + 1;
-    if ((now_ & kSlotMask) != kSlotMask) {
-      int slot = find_slot(0, static_cast<int>((now_ + 1) & kSlotMask));
-      if (slot >= 0) next = (now_ & ~kSlotMask) + static_cast<uint64_t>(slot);
-    }
-    if (next > now) {
+    std::optional<uint64_t> next = next_wakeup();
+    if (!next || *next > now) {
       now_ = now;
       break;
     }
-    now_ = next;
+    now_ = *next;
     if ((now_ & kSlotMask) == 0) cascade();
     expire_current_slot();
   }

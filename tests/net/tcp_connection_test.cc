@@ -85,9 +85,9 @@ TEST_F(TcpConnectionTest, BytesAndFileRegionsArriveInTheOrderTheyWereQueued) {
     server.set_connection_callback([&](TcpConnection& conn) {
       if (!conn.connected()) return;
       conn.send("HEAD");
-      conn.send_file(FileRegion{file.fd(), 5, file_content.size() - 10, nullptr});
+      conn.send_file(FileRegion{file.fd(), 5, file_content.size() - 10, nullptr, nullptr});
       conn.send("MIDDLE");
-      conn.send_file(FileRegion{file.fd(), 0, 100, nullptr});
+      conn.send_file(FileRegion{file.fd(), 0, 100, nullptr, nullptr});
       conn.send("TAIL");
       conn.shutdown();
     });

@@ -1,0 +1,38 @@
+// hello_http: an in-memory HTTP responder on the library's router.
+//
+//   hello_http --port 8081 --threads 1
+//   curl http://127.0.0.1:8081/hello
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "http/http_server.h"
+#include "net/event_loop.h"
+
+using namespace tern;
+
+int main(int argc, char** argv) {
+  int port = 8081;
+  http::HttpServerOptions options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--port") port = std::atoi(argv[i + 1]);
+    if (flag == "--threads") options.tcp.io_threads = std::atoi(argv[i + 1]);
+  }
+
+  net::EventLoop loop;
+  http::HttpServer server(&loop, net::InetAddress(static_cast<uint16_t>(port), true), options);
+  server.get("/hello", [](const http::Request&, http::ResponseWriter& w) {
+    w.start(200).header("Content-Type", "text/plain; charset=utf-8").body("Hello, world!\n");
+  });
+  server.get("/echo-query", [](const http::Request& request, http::ResponseWriter& w) {
+    w.start(200).header("Content-Type", "text/plain; charset=utf-8").body(request.query());
+  });
+  if (auto started = server.start(); !started) {
+    std::fprintf(stderr, "hello_http: %s\n", started.error().message().c_str());
+    return 1;
+  }
+  std::printf("hello_http listening on %s\n", server.listen_address().to_ip_port().c_str());
+  std::fflush(stdout);
+  loop.loop();
+}

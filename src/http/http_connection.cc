@@ -1,0 +1,236 @@
+#include "http/http_connection.h"
+
+#include <string>
+
+#include "base/log.h"
+#include "http/status.h"
+#include "net/buffer.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+
+namespace tern::http {
+
+void write_error_page(ResponseWriter& writer, int status, std::string_view allow) {
+  std::string_view reason = reason_phrase(status);
+  // Small enough to build on the stack; error paths may allocate anyway.
+  std::string page;
+  page.reserve(160);
+  page += "<!DOCTYPE html>\n<html><head><title>";
+  page += std::to_string(status);
+  page += ' ';
+  page += reason;
+  page += "</title></head>\n<body><h1>";
+  page += std::to_string(status);
+  page += ' ';
+  page += reason;
+  page += "</h1></body></html>\n";
+  writer.start(status).header("Content-Type", "text/html; charset=utf-8");
+  if (!allow.empty()) writer.header("Allow", allow);
+  writer.body(page);
+}
+
+void HttpConnection::attach(net::TcpConnection* conn) {
+  conn_ = conn;
+  parser_ = RequestParser(shared_->limits->parser);
+  state_ = State::kHead;
+  request_started_ = continue_sent_ = false;
+  body_consumed_ = 0;
+  chunked_body_.clear();
+  body_ = {};
+  requests_ = 0;
+  timer_ = net::TimerId{};
+  arm_timer(shared_->limits->keepalive_timeout);
+}
+
+void HttpConnection::on_close() {
+  if (timer_.valid()) conn_->loop()->cancel(timer_);
+  timer_ = net::TimerId{};
+  conn_ = nullptr;
+}
+
+void HttpConnection::on_message(net::Buffer& input) {
+  while (state_ != State::kClosing && !input.empty()) {
+    if (state_ == State::kHead && !parse_head(input)) break;
+    if (state_ == State::kBody && !read_body(input)) break;
+    dispatch(input);
+  }
+  if (state_ == State::kClosing) input.retrieve_all();  // lingering: discard
+  conn_->flush();
+}
+
+bool HttpConnection::parse_head(net::Buffer& input) {
+  if (!request_started_) {
+    request_started_ = true;
+    arm_timer(shared_->limits->header_timeout);
+  }
+  switch (parser_.parse(input.view(), &request_)) {
+    case ParseStatus::kNeedMore:
+      return false;
+    case ParseStatus::kError:
+      fail(parser_.error_status(), parser_.error_reason());
+      return false;
+    case ParseStatus::kComplete:
+      break;
+  }
+  const HttpLimits& limits = *shared_->limits;
+  if (request_.body_framing() == BodyFraming::kContentLength &&
+      request_.content_length() > limits.max_body_bytes) {
+    fail(413, "Content-Length over the body limit");
+    return false;
+  }
+  if (request_.body_framing() == BodyFraming::kNone) return true;
+  state_ = State::kBody;
+  body_consumed_ = 0;
+  continue_sent_ = false;
+  chunked_body_.clear();
+  chunked_ = ChunkedDecoder(ChunkedDecoder::Limits{limits.max_body_bytes, 4096, 8192});
+  arm_timer(limits.body_timeout);
+  return true;
+}
+
+bool HttpConnection::read_body(net::Buffer& input) {
+  // The head stays in the buffer until the request is answered, so the
+  // parsed views may be re-derived if the buffer moves as the body arrives.
+  const size_t head = request_.head_size();
+  std::string_view after_head = input.view().substr(head);
+  bool complete = false;
+  if (request_.body_framing() == BodyFraming::kContentLength) {
+    complete = after_head.size() >= request_.content_length();
+    body_consumed_ = complete ? request_.content_length() : 0;
+  } else {
+    for (;;) {
+      size_t used = 0;
+      std::string_view data;
+      auto status = chunked_.next(after_head.substr(body_consumed_), &used, &data);
+      body_consumed_ += used;
+      if (status == ChunkedDecoder::kData) {
+        chunked_body_.append(data);
+        continue;
+      }
+      if (status == ChunkedDecoder::kError) {
+        fail(chunked_.error_status(), chunked_.error_reason());
+        return false;
+      }
+      complete = status == ChunkedDecoder::kDone;
+      break;
+    }
+  }
+  if (!complete) {
+    if (request_.expect_continue() && !continue_sent_) send_continue();
+    return false;
+  }
+  // Views into the buffer may be stale after it grew: parse the head again.
+  parser_.reset();
+  parser_.parse(input.view(), &request_);
+  body_ = request_.body_framing() == BodyFraming::kChunked
+              ? std::string_view(chunked_body_)
+              : input.view().substr(head, request_.content_length());
+  return true;
+}
+
+void HttpConnection::send_continue() {
+  // RFC 9110 10.1.1: tell the client to go on sending the body it announced.
+  continue_sent_ = true;
+  if (request_.version() != Version::kHttp11) return;
+  conn_->output_tail_buffer().append("HTTP/1.1 100 Continue\r\n\r\n");
+  conn_->flush();
+}
+
+void HttpConnection::dispatch(net::Buffer& input) {
+  ++requests_;
+  const bool keep_alive = request_.keep_alive() && !shared_->draining;
+  ResponseWriter writer(writer_context(keep_alive));
+  if (request_.method() == Method::kOther) {
+    write_error_page(writer, 501);
+  } else {
+    shared_->dispatch(request_, writer);
+  }
+  if (!writer.finished()) {
+    // A handler bug. Before any byte we can still answer; after, the framing
+    // of the response is broken and only closing is honest.
+    TERN_LOG_ERROR("conn {}: handler for {} {} did not finish its response", conn_->id().slot,
+                   request_.method_text(), request_.target());
+    if (!writer.started()) {
+      writer.close_after();
+      write_error_page(writer, 500);
+    } else {
+      conn_->force_close();
+    }
+  }
+  if (shared_->on_response) shared_->on_response(request_, *conn_, writer);
+
+  input.retrieve(request_.head_size() + body_consumed_);
+  parser_.reset();
+  body_ = {};
+  body_consumed_ = 0;
+  request_started_ = false;
+  state_ = State::kHead;
+  if (!writer.keep_alive()) return start_closing();
+  arm_timer(input.empty() ? shared_->limits->keepalive_timeout : shared_->limits->header_timeout);
+}
+
+void HttpConnection::fail(int status, std::string_view log_reason) {
+  // Peer-caused: debug level, as the style guide asks.
+  TERN_LOG_DEBUG("conn {} {}: {} {}", conn_->id().slot, conn_->peer_address().to_ip_port(), status,
+                 log_reason);
+  ResponseWriter writer(writer_context(false));
+  write_error_page(writer, status);
+  // The request may be half parsed: log it as an empty one.
+  if (shared_->on_response) shared_->on_response(Request{}, *conn_, writer);
+  start_closing();
+}
+
+void HttpConnection::start_closing() {
+  state_ = State::kClosing;
+  conn_->flush();
+  conn_->shutdown();
+  arm_timer(shared_->limits->linger_timeout);
+}
+
+void HttpConnection::close_if_idle() {
+  if (state_ == State::kHead && !request_started_ && conn_ != nullptr) {
+    start_closing();
+  }
+}
+
+ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
+  ResponseWriter::Context ctx;
+  ctx.conn = conn_;
+  ctx.version = request_.version();
+  ctx.head_only = request_.method() == Method::kHead;
+  ctx.keep_alive = keep_alive;
+  ctx.date = shared_->date();
+  ctx.server = shared_->server_name;
+  return ctx;
+}
+
+void HttpConnection::arm_timer(std::chrono::milliseconds delay) {
+  net::EventLoop* loop = conn_->loop();
+  progress_mark_ = conn_->bytes_sent() + conn_->bytes_received();
+  if (timer_.valid() && loop->refresh_timer(timer_, delay)) return;
+  timer_ = loop->run_after(delay, [this] {
+    timer_ = net::TimerId{};
+    on_timer();
+  });
+}
+
+void HttpConnection::on_timer() {
+  if (conn_ == nullptr) return;
+  const HttpLimits& limits = *shared_->limits;
+  const bool moved = conn_->bytes_sent() + conn_->bytes_received() != progress_mark_;
+  if (state_ == State::kClosing) return conn_->force_close();
+  if (conn_->pending_output_bytes() > 0) {
+    // Sending: the client must keep taking bytes.
+    if (moved) return arm_timer(limits.send_timeout);
+    TERN_LOG_DEBUG("conn {}: send timeout", conn_->id().slot);
+    return conn_->force_close();
+  }
+  if (state_ == State::kBody) {
+    if (moved) return arm_timer(limits.body_timeout);
+    return fail(408, "body timeout");
+  }
+  if (request_started_) return fail(408, "header timeout");
+  conn_->force_close();  // keep-alive idle
+}
+
+}  // namespace tern::http

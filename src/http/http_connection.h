@@ -1,0 +1,112 @@
+// HttpConnection: the HTTP/1.x protocol on one TcpConnection.
+//
+// It feeds received bytes to a RequestParser, reads the body (Content-Length
+// or chunked, bounded), hands each complete request to the server's
+// dispatcher with a ResponseWriter that serialises into the connection's
+// output, and answers every request of a pipelined batch before flushing
+// them all with one write. Protocol errors get their status and a close;
+// whenever the framing of what follows is in doubt, the connection closes.
+//
+// Timeouts, all on one timer: keep-alive idle time before a request starts;
+// the whole header section once its first byte arrived (408); progress while
+// reading a body (408) or sending a response (close).
+//
+// Owned by HttpServer's per-loop pool (recycled after close); the
+// TcpConnection's context slot points to it. Loop thread only.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "http/chunked_decoder.h"
+#include "http/request.h"
+#include "http/request_parser.h"
+#include "http/response_writer.h"
+#include "net/callbacks.h"
+#include "net/timer_wheel.h"
+
+namespace tern::net {
+class Buffer;
+class TcpConnection;
+}  // namespace tern::net
+
+namespace tern::http {
+
+struct HttpLimits {
+  RequestParser::Limits parser;
+  uint64_t max_body_bytes = 1024 * 1024;
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{30000};
+  std::chrono::milliseconds keepalive_timeout{60000};
+  std::chrono::milliseconds send_timeout{60000};
+  // After deciding to close, how long to keep reading (and discarding) so
+  // that the peer sees our response rather than a reset.
+  std::chrono::milliseconds linger_timeout{5000};
+};
+
+// What every connection of a loop shares: set up by HttpServer.
+struct HttpShared {
+  const HttpLimits* limits = nullptr;
+  std::string_view server_name;
+  // Picks the handler and runs it; must finish the response.
+  std::function<void(const Request&, ResponseWriter&)> dispatch;
+  // After each response (for the access log); may be empty.
+  std::function<void(const Request&, const net::TcpConnection&, const ResponseWriter&)> on_response;
+  // The cached Date header value for now.
+  std::function<std::string_view()> date;
+  // Server is shutting down: finish the current request, then close.
+  bool draining = false;
+};
+
+class HttpConnection {
+ public:
+  explicit HttpConnection(const HttpShared* shared) : shared_(shared) {}
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  void attach(net::TcpConnection* conn);
+  void on_message(net::Buffer& input);
+  void on_close();
+  // Ends a keep-alive connection that is between requests (graceful stop).
+  void close_if_idle();
+  uint64_t requests() const { return requests_; }
+  // Position in the owner's table (HttpServer bookkeeping).
+  size_t index() const { return index_; }
+  void set_index(size_t index) { index_ = index; }
+
+ private:
+  enum class State : uint8_t { kHead, kBody, kClosing };
+
+  bool parse_head(net::Buffer& input);
+  bool read_body(net::Buffer& input);
+  void dispatch(net::Buffer& input);
+  // Answers `status` with an error page and closes.
+  void fail(int status, std::string_view log_reason);
+  void send_continue();
+  void start_closing();
+  void arm_timer(std::chrono::milliseconds delay);
+  void on_timer();
+  ResponseWriter::Context writer_context(bool keep_alive) const;
+
+  const HttpShared* const shared_;
+  net::TcpConnection* conn_ = nullptr;
+  RequestParser parser_;
+  ChunkedDecoder chunked_;
+  Request request_;
+  State state_ = State::kHead;
+  bool request_started_ = false;  // a byte of the next request has arrived
+  bool continue_sent_ = false;
+  size_t body_consumed_ = 0;      // framing bytes of the body read so far
+  std::string chunked_body_;      // decoded chunked body, reused
+  std::string_view body_;
+  net::TimerId timer_;
+  uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
+  uint64_t requests_ = 0;
+  size_t index_ = 0;
+};
+
+// Writes a small HTML error page for `status` (and nothing else for HEAD).
+void write_error_page(ResponseWriter& writer, int status, std::string_view allow = {});
+
+}  // namespace tern::http

@@ -1,0 +1,127 @@
+#include "http/http_server.h"
+
+#include <cstring>
+
+#include "http/http_date.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+
+namespace tern::http {
+namespace {
+
+constexpr size_t kMaxPooled = 1024;
+
+}  // namespace
+
+// Per I/O loop; touched only on that loop's thread once serving.
+struct HttpServer::LoopContext {
+  net::EventLoop* loop = nullptr;
+  HttpLimits limits;  // this loop's copy; set_limits() replaces it on the loop
+  HttpShared shared;
+  // Every HttpConnection of this loop: live ones first, then the pool.
+  // Each knows its index, so closing moves it to the pool in O(1).
+  std::vector<std::unique_ptr<HttpConnection>> all;
+  size_t live = 0;
+  int64_t date_second = -1;
+  char date[kHttpDateSize] = {};
+
+  std::string_view current_date() {
+    int64_t now = loop->clock().wall_seconds();
+    if (now != date_second) {
+      date_second = now;
+      format_http_date(static_cast<time_t>(now), std::span<char, kHttpDateSize>(date, kHttpDateSize));
+    }
+    return {date, kHttpDateSize};
+  }
+};
+
+HttpServer::HttpServer(net::EventLoop* loop, const net::InetAddress& address,
+                       HttpServerOptions options)
+    : HttpServer(loop, std::vector<net::InetAddress>{address}, std::move(options)) {}
+
+HttpServer::HttpServer(net::EventLoop* loop, std::vector<net::InetAddress> addresses,
+                       HttpServerOptions options)
+    : options_(std::move(options)), tcp_(loop, std::move(addresses), options_.tcp) {}
+
+HttpServer::~HttpServer() = default;
+
+Result<void> HttpServer::start() {
+  tcp_.set_thread_init_callback([this](net::EventLoop* loop) {
+    auto context = std::make_unique<LoopContext>();
+    context->loop = loop;
+    context->limits = options_.limits;
+    context->shared.limits = &context->limits;
+    context->shared.server_name = options_.server_name;
+    context->shared.dispatch = [this](const Request& r, ResponseWriter& w) { dispatch(r, w); };
+    context->shared.on_response = on_response_;
+    LoopContext* raw = context.get();
+    context->shared.date = [raw] { return raw->current_date(); };
+    {
+      std::lock_guard lock(contexts_mu_);
+      contexts_.push_back(std::move(context));
+    }
+    if (thread_init_) thread_init_(loop);
+  });
+  tcp_.set_connection_callback([this](net::TcpConnection& conn) { on_connection(conn); });
+  tcp_.set_message_callback([](net::TcpConnection& conn, net::Buffer& input) {
+    std::any_cast<HttpConnection*>(conn.context())->on_message(input);
+  });
+  return tcp_.start();
+}
+
+HttpServer::LoopContext* HttpServer::context_for(net::EventLoop* loop) {
+  // Written while the loops start, read-only after; few loops, so a scan.
+  std::lock_guard lock(contexts_mu_);
+  for (auto& context : contexts_) {
+    if (context->loop == loop) return context.get();
+  }
+  return nullptr;
+}
+
+void HttpServer::on_connection(net::TcpConnection& conn) {
+  LoopContext* context = context_for(conn.loop());
+  auto& all = context->all;
+  if (conn.connected()) {
+    if (context->live == all.size()) all.push_back(std::make_unique<HttpConnection>(&context->shared));
+    HttpConnection* http = all[context->live].get();
+    http->set_index(context->live++);
+    http->attach(&conn);
+    conn.context() = http;
+    return;
+  }
+  auto* http = std::any_cast<HttpConnection*>(conn.context());
+  http->on_close();
+  conn.context().reset();
+  // Swap with the last live one; the pool keeps at most kMaxPooled spares.
+  size_t index = http->index();
+  size_t last = --context->live;
+  std::swap(all[index], all[last]);
+  all[index]->set_index(index);
+  if (all.size() - context->live > kMaxPooled) all.pop_back();
+}
+
+void HttpServer::dispatch(const Request& request, ResponseWriter& writer) {
+  Router::Match match = router_.match(request.method(), request.path());
+  if (match.handler != nullptr) return (*match.handler)(request, writer);
+  write_error_page(writer, match.status, match.allow);
+}
+
+void HttpServer::set_limits(const HttpLimits& limits) {
+  for (net::EventLoop* loop : tcp_.io_loops()) {
+    loop->run_in_loop([this, loop, limits] { context_for(loop)->limits = limits; });
+  }
+}
+
+void HttpServer::drain() {
+  for (net::EventLoop* loop : tcp_.io_loops()) {
+    loop->run_in_loop([this, loop] {
+      LoopContext* context = context_for(loop);
+      context->shared.draining = true;
+      // close_if_idle() only half-closes: the set of live connections does
+      // not change while we walk it.
+      for (size_t i = 0; i < context->live; ++i) context->all[i]->close_if_idle();
+    });
+  }
+}
+
+}  // namespace tern::http

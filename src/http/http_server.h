@@ -1,0 +1,89 @@
+// HttpServer: an HTTP/1.1 server on a TcpServer, with a Router.
+//
+//   EventLoop loop;
+//   HttpServer server(&loop, InetAddress(8080));
+//   server.get("/hello", [](const Request&, ResponseWriter& w) {
+//     w.start(200).header("Content-Type", "text/plain").body("hello\n");
+//   });
+//   if (!server.start()) return 1;
+//   loop.loop();
+//
+// Handlers run on the I/O loop that owns the connection and must finish their
+// response before returning. Everything the protocol needs per loop (a pool
+// of HttpConnection objects, the cached Date header) lives in that loop.
+//
+// Owned by the user, on the base loop's thread, like TcpServer; routes and
+// callbacks are set before start().
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "http/http_connection.h"
+#include "http/router.h"
+#include "net/inet_address.h"
+#include "net/tcp_server.h"
+
+namespace tern::http {
+
+struct HttpServerOptions {
+  net::TcpServerOptions tcp;
+  HttpLimits limits;
+  std::string server_name = "tern";
+};
+
+class HttpServer {
+ public:
+  using ResponseCallback =
+      std::function<void(const Request&, const net::TcpConnection&, const ResponseWriter&)>;
+
+  HttpServer(net::EventLoop* loop, const net::InetAddress& address, HttpServerOptions options = {});
+  HttpServer(net::EventLoop* loop, std::vector<net::InetAddress> addresses,
+             HttpServerOptions options = {});
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  Router& router() { return router_; }
+  void get(std::string path, Handler handler) { router_.get(std::move(path), std::move(handler)); }
+  void post(std::string path, Handler handler) { router_.post(std::move(path), std::move(handler)); }
+
+  // Called after every response, on the connection's loop (access logs).
+  void set_response_callback(ResponseCallback cb) { on_response_ = std::move(cb); }
+  // Runs on each I/O loop's thread before it serves.
+  void set_thread_init_callback(std::function<void(net::EventLoop*)> cb) {
+    thread_init_ = std::move(cb);
+  }
+
+  Result<void> start();
+  const net::InetAddress& listen_address() const { return tcp_.listen_address(); }
+  net::TcpServer& tcp_server() { return tcp_; }
+
+  // New timeouts and limits for requests that start from now on (SIGHUP).
+  // Base loop thread.
+  void set_limits(const HttpLimits& limits);
+
+  // Graceful stop: answer what is in progress with "Connection: close", close
+  // idle keep-alive connections. Base loop thread.
+  void drain();
+
+ private:
+  struct LoopContext;
+  LoopContext* context_for(net::EventLoop* loop);
+  void on_connection(net::TcpConnection& conn);
+  void dispatch(const Request& request, ResponseWriter& writer);
+
+  HttpServerOptions options_;
+  Router router_;
+  ResponseCallback on_response_;
+  std::function<void(net::EventLoop*)> thread_init_;
+  std::mutex contexts_mu_;  // guards contexts_ while loops start
+  std::vector<std::unique_ptr<LoopContext>> contexts_;
+  net::TcpServer tcp_;  // declared last: destroyed (and its loops joined) first
+};
+
+}  // namespace tern::http

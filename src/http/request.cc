@@ -1,0 +1,363 @@
+#include "http/request.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace tern::http {
+namespace {
+
+enum CharClass : uint8_t { kTchar = 1, kRegName = 2, kHex = 4, kDigit = 8 };
+
+// request_parser.cc has its own tchar table for its scanning loops; this one
+// serves the field checks below.
+constexpr std::array<uint8_t, 256> make_char_classes() {
+  std::array<uint8_t, 256> t{};
+  auto add = [&t](std::string_view chars, uint8_t cls) {
+    for (char c : chars) t[static_cast<unsigned char>(c)] |= cls;
+  };
+  add("0123456789", kTchar | kRegName | kHex | kDigit);
+  add("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", kTchar | kRegName);
+  add("abcdefABCDEF", kHex);
+  add("!#$%&'*+-.^_`|~", kTchar);     // RFC 9110 5.6.2
+  add("-._~!$&'()*+,;=%", kRegName);  // RFC 3986 unreserved, sub-delims, pct
+  return t;
+}
+constexpr std::array<uint8_t, 256> kCharClasses = make_char_classes();
+
+bool has_class(char c, uint8_t cls) { return kCharClasses[static_cast<unsigned char>(c)] & cls; }
+bool is_tchar(char c) { return has_class(c, kTchar); }
+
+// The outcome of a check; status 0 means the request may proceed.
+struct Verdict {
+  int status = 0;
+  std::string_view reason;
+  bool ok() const { return status == 0; }
+};
+constexpr Verdict kFine{};
+constexpr Verdict bad(std::string_view reason) { return {400, reason}; }
+
+constexpr auto npos = std::string_view::npos;
+
+bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Calls f on each element of a comma-separated list (RFC 9110 5.6.1) with its
+// OWS trimmed, empty elements included; stops early when f returns false.
+template <typename F>
+bool for_each_element(std::string_view list, F f) {
+  for (;;) {
+    size_t comma = list.find(',');
+    if (!f(trim_ows(list.substr(0, comma)))) return false;
+    if (comma == npos) return true;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+bool valid_reg_name(std::string_view s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!has_class(s[i], kRegName)) return false;
+    if (s[i] == '%' &&
+        (i + 2 >= s.size() || !has_class(s[i + 1], kHex) || !has_class(s[i + 2], kHex))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool valid_ip_literal(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!has_class(c, kHex) && c != ':' && c != '.') return false;
+  }
+  return true;
+}
+
+// uri-host [ ":" port ] (RFC 9110 7.2, RFC 3986 3.2.2): a reg-name (which
+// covers IPv4) or an IPv6 literal in brackets, then optional port digits.
+// Anything else, whitespace and userinfo included, is refused.
+bool valid_authority(std::string_view s, bool need_port) {
+  std::string_view rest;
+  if (!s.empty() && s.front() == '[') {
+    size_t close = s.find(']');
+    if (close == npos || !valid_ip_literal(s.substr(1, close - 1))) return false;
+    rest = s.substr(close + 1);
+  } else {
+    size_t colon = s.find(':');
+    if (colon == 0 || s.empty() || !valid_reg_name(s.substr(0, colon))) return false;
+    if (colon != npos) rest = s.substr(colon);
+  }
+  if (rest.empty()) return !need_port;
+  if (rest.front() != ':') return false;
+  std::string_view port = rest.substr(1);
+  for (char c : port) {
+    if (!has_class(c, kDigit)) return false;
+  }
+  return !need_port || !port.empty();
+}
+
+struct TargetParts {
+  std::string_view path;
+  std::string_view query;
+};
+
+TargetParts split_query(std::string_view s) {
+  size_t q = s.find('?');
+  if (q == npos) return {s, {}};
+  return {s.substr(0, q), s.substr(q + 1)};
+}
+
+// absolute-form (RFC 9112 3.2.2): scheme "://" authority path-abempty
+// [ "?" query ]. An empty path means "/", which comes from static storage.
+Verdict split_absolute(std::string_view target, TargetParts* parts) {
+  size_t sep = target.find("://");
+  if (sep == npos || sep == 0 || !std::isalpha(static_cast<unsigned char>(target[0]))) {
+    return bad("malformed request-target");
+  }
+  for (char c : target.substr(0, sep)) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' && c != '.') {
+      return bad("malformed scheme in request-target");
+    }
+  }
+  std::string_view rest = target.substr(sep + 3);
+  size_t authority_end = std::min(rest.find_first_of("/?"), rest.size());
+  if (!valid_authority(rest.substr(0, authority_end), false)) {
+    return bad("malformed authority in request-target");
+  }
+  *parts = split_query(rest.substr(authority_end));
+  if (parts->path.empty()) parts->path = "/";
+  return kFine;
+}
+
+// The four forms of RFC 9112 3.2, each only where it belongs: authority-form
+// for CONNECT alone, asterisk-form for OPTIONS alone.
+Verdict split_target(Method method, std::string_view target, TargetParts* parts) {
+  if (method == Method::kConnect) {
+    if (!valid_authority(target, true)) return bad("CONNECT needs host:port");
+    *parts = {};
+    return kFine;
+  }
+  if (target.front() == '/') {
+    *parts = split_query(target);
+    return kFine;
+  }
+  if (target == "*") {
+    if (method != Method::kOptions) return bad("asterisk-form outside OPTIONS");
+    *parts = {target, {}};
+    return kFine;
+  }
+  return split_absolute(target, parts);
+}
+
+// What the fields say about the message, gathered in one pass.
+struct HeadFacts {
+  std::string_view host;
+  size_t hosts = 0;
+  bool has_length = false;
+  uint64_t content_length = 0;
+  bool has_codings = false;  // a Transfer-Encoding field was seen
+  bool malformed_codings = false;
+  bool last_chunked = false;
+  size_t chunked = 0;
+  size_t others = 0;
+  bool close = false;
+  bool keep_alive_token = false;
+  bool expect_continue = false;
+  bool keep_alive = false;
+  BodyFraming framing = BodyFraming::kNone;
+};
+
+Verdict note_host(std::string_view value, HeadFacts* f) {
+  if (++f->hosts > 1) return bad("repeated Host");
+  // An empty Host is valid: the target URI may have no authority (RFC 9110 7.2).
+  if (!value.empty() && !valid_authority(value, false)) return bad("malformed Host");
+  f->host = value;
+  return kFine;
+}
+
+// 1*DIGIT, or a list of identical ones (RFC 9110 8.6 lets a recipient take
+// "5, 5" as 5). Overflow is an error, never a wrap.
+Verdict note_content_length(std::string_view value, HeadFacts* f) {
+  bool ok = for_each_element(value, [f](std::string_view e) {
+    if (e.empty()) return false;
+    uint64_t n = 0;
+    for (char c : e) {
+      if (!has_class(c, kDigit)) return false;
+      if (__builtin_mul_overflow(n, 10u, &n) || __builtin_add_overflow(n, c - '0', &n)) {
+        return false;
+      }
+    }
+    if (f->has_length && f->content_length != n) return false;
+    f->has_length = true;
+    f->content_length = n;
+    return true;
+  });
+  return ok ? kFine : bad("invalid or conflicting Content-Length");
+}
+
+// transfer-coding = token *( OWS ";" OWS transfer-parameter ). Parameters of
+// unknown codings are not examined (those get 501 anyway); "chunked" has none.
+void note_transfer_codings(std::string_view value, HeadFacts* f) {
+  f->has_codings = true;
+  for_each_element(value, [f](std::string_view e) {
+    if (e.empty()) return true;
+    size_t n = 0;
+    while (n < e.size() && is_tchar(e[n])) ++n;
+    std::string_view params = trim_ows(e.substr(n));
+    bool chunked = iequals(e.substr(0, n), "chunked");
+    if (n == 0 || (!params.empty() && (params.front() != ';' || chunked))) {
+      f->malformed_codings = true;
+      return false;
+    }
+    f->last_chunked = chunked;
+    (chunked ? f->chunked : f->others) += 1;
+    return true;
+  });
+}
+
+void note_connection(std::string_view value, HeadFacts* f) {
+  for_each_element(value, [f](std::string_view e) {
+    if (iequals(e, "close")) f->close = true;
+    if (iequals(e, "keep-alive")) f->keep_alive_token = true;
+    return true;
+  });
+}
+
+void note_expect(std::string_view value, HeadFacts* f) {
+  for_each_element(value, [f](std::string_view e) {
+    if (iequals(e, "100-continue")) f->expect_continue = true;
+    return true;
+  });
+}
+
+// Only names of these lengths can matter; most fields fail this one test.
+constexpr uint32_t kNotedLengths = 1u << 4 | 1u << 6 | 1u << 10 | 1u << 14 | 1u << 17;
+
+Verdict note_field(const Header& h, HeadFacts* f) {
+  if (h.name.size() > 17 || (kNotedLengths & (1u << h.name.size())) == 0) return kFine;
+  switch (h.name.size()) {
+    case 4:
+      if (iequals(h.name, "host")) return note_host(h.value, f);
+      break;
+    case 6:
+      if (iequals(h.name, "expect")) note_expect(h.value, f);
+      break;
+    case 10:
+      if (iequals(h.name, "connection")) note_connection(h.value, f);
+      break;
+    case 14:
+      if (iequals(h.name, "content-length")) return note_content_length(h.value, f);
+      break;
+    case 17:
+      if (iequals(h.name, "transfer-encoding")) note_transfer_codings(h.value, f);
+      break;
+    default: break;
+  }
+  return kFine;
+}
+
+// RFC 9112 6.1 and 6.3. The order of the Transfer-Encoding checks is a
+// choice: a list that does not end in chunked leaves the length unknown,
+// which is a framing error (400) whatever the codings are; only a
+// well-framed list with a coding we lack gets 501.
+Verdict judge_framing(Version version, HeadFacts* f) {
+  if (!f->has_codings) {
+    f->framing = f->has_length ? BodyFraming::kContentLength : BodyFraming::kNone;
+    return kFine;
+  }
+  if (version == Version::kHttp10) return bad("Transfer-Encoding in HTTP/1.0");
+  if (f->has_length) return bad("both Transfer-Encoding and Content-Length");
+  if (f->malformed_codings) return bad("malformed Transfer-Encoding");
+  if (!f->last_chunked) return bad("final transfer coding is not chunked");
+  if (f->chunked > 1) return bad("chunked applied more than once");
+  if (f->others > 0) return {501, "transfer coding not implemented"};
+  f->framing = BodyFraming::kChunked;
+  return kFine;
+}
+
+Verdict judge_fields(Version version, std::span<const Header> headers, HeadFacts* f) {
+  for (const Header& h : headers) {
+    Verdict v = note_field(h, f);
+    if (!v.ok()) return v;
+  }
+  if (version == Version::kHttp11 && f->hosts == 0) return bad("missing Host");
+  Verdict v = judge_framing(version, f);
+  if (!v.ok()) return v;
+  f->keep_alive = !f->close && (version == Version::kHttp11 || f->keep_alive_token);
+  // RFC 9110 10.1.1: a 100-continue expectation in HTTP/1.0 is ignored.
+  if (version == Version::kHttp10) f->expect_continue = false;
+  return kFine;
+}
+
+}  // namespace
+
+std::string_view method_name(Method method) {
+  switch (method) {
+    case Method::kGet: return "GET";
+    case Method::kHead: return "HEAD";
+    case Method::kPost: return "POST";
+    case Method::kPut: return "PUT";
+    case Method::kDelete: return "DELETE";
+    case Method::kOptions: return "OPTIONS";
+    case Method::kPatch: return "PATCH";
+    case Method::kTrace: return "TRACE";
+    case Method::kConnect: return "CONNECT";
+    case Method::kOther: break;
+  }
+  return "OTHER";
+}
+
+// Only ASCII letters fold: field names and tokens are ASCII, and folding by
+// locale (std::tolower) would be both slower and wrong for bytes >= 0x80.
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto x = static_cast<unsigned char>(a[i]);
+    auto y = static_cast<unsigned char>(b[i]);
+    if (x == y) continue;
+    if ((x | 0x20) != (y | 0x20)) return false;
+    unsigned lower = x | 0x20;
+    if (lower < 'a' || lower > 'z') return false;
+  }
+  return true;
+}
+
+std::string_view Request::header(std::string_view name) const {
+  for (size_t i = 0; i < header_count_; ++i) {
+    if (iequals(headers_[i].name, name)) return headers_[i].value;
+  }
+  return {};
+}
+
+bool Request::has_header(std::string_view name) const {
+  for (size_t i = 0; i < header_count_; ++i) {
+    if (iequals(headers_[i].name, name)) return true;
+  }
+  return false;
+}
+
+int Request::interpret_head(std::string_view* reason) {
+  TargetParts parts;
+  Verdict v = split_target(method_, target_, &parts);
+  HeadFacts facts;
+  if (v.ok()) v = judge_fields(version_, headers(), &facts);
+  if (!v.ok()) {
+    *reason = v.reason;
+    return v.status;
+  }
+  path_ = parts.path;
+  query_ = parts.query;
+  host_ = facts.host;
+  keep_alive_ = facts.keep_alive;
+  framing_ = facts.framing;
+  content_length_ = facts.content_length;
+  expect_continue_ = facts.expect_continue;
+  return 0;
+}
+
+}  // namespace tern::http

@@ -1,0 +1,108 @@
+// Request: the head of one HTTP/1.x request, as parsed by RequestParser.
+//
+// Every string_view points into the bytes the parser was given (normally the
+// connection's input buffer) and is valid until those bytes are consumed or
+// the buffer is modified. Nothing here allocates.
+//
+// A value type, filled by the parser; used on one loop thread.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace tern::http {
+
+enum class Method : uint8_t {
+  kGet,
+  kHead,
+  kPost,
+  kPut,
+  kDelete,
+  kOptions,
+  kPatch,
+  kTrace,
+  kConnect,
+  kOther,  // a syntactically valid token we do not know (answered 501)
+};
+
+std::string_view method_name(Method method);
+
+enum class Version : uint8_t { kHttp10, kHttp11 };
+
+// How the request body is delimited (RFC 9112 section 6).
+enum class BodyFraming : uint8_t { kNone, kContentLength, kChunked };
+
+struct Header {
+  std::string_view name;   // as sent; compare case-insensitively
+  std::string_view value;  // without leading and trailing SP / HTAB
+};
+
+// ASCII case-insensitive comparison, for field names and tokens.
+bool iequals(std::string_view a, std::string_view b);
+
+class Request {
+ public:
+  static constexpr size_t kMaxHeaders = 100;
+
+  Method method() const { return method_; }
+  std::string_view method_text() const { return method_text_; }
+  // The request-target exactly as sent ("/a%20b?x=1").
+  std::string_view target() const { return target_; }
+  // The part of an origin-form target before '?', still percent-encoded.
+  std::string_view path() const { return path_; }
+  // The part after '?', without the '?'; empty if none.
+  std::string_view query() const { return query_; }
+  Version version() const { return version_; }
+
+  std::span<const Header> headers() const { return {headers_.data(), header_count_}; }
+  // The first field with this name (case-insensitive), or "" if absent.
+  std::string_view header(std::string_view name) const;
+  bool has_header(std::string_view name) const;
+
+  // The Host field (HTTP/1.1 requires exactly one; may be empty in 1.0).
+  std::string_view host() const { return host_; }
+  // Persistent connection after this request, per RFC 9112 section 9.3:
+  // HTTP/1.1 unless "Connection: close"; HTTP/1.0 only with
+  // "Connection: keep-alive".
+  bool keep_alive() const { return keep_alive_; }
+  BodyFraming body_framing() const { return framing_; }
+  // Valid when body_framing() is kContentLength.
+  uint64_t content_length() const { return content_length_; }
+  // "Expect: 100-continue" was sent.
+  bool expect_continue() const { return expect_continue_; }
+  // Bytes of the request line and header section, final CRLF included,
+  // counted from the first byte given to the parser (so any empty lines it
+  // skipped before the request line are included).
+  size_t head_size() const { return head_size_; }
+
+ private:
+  friend class RequestParser;
+
+  // The semantics of a complete head, once the parser has filled in the
+  // method, target, version and fields: splits the target into path and
+  // query, and derives host, keep-alive, framing and expect-continue (RFC
+  // 9110, RFC 9112 3.2 and 6). Returns 0, or the status to answer (400, 501)
+  // with *reason set. Defined in request.cc, which keeps request_parser.cc
+  // about bytes and this file about meaning.
+  int interpret_head(std::string_view* reason);
+
+  Method method_ = Method::kGet;
+  Version version_ = Version::kHttp11;
+  BodyFraming framing_ = BodyFraming::kNone;
+  bool keep_alive_ = true;
+  bool expect_continue_ = false;
+  std::string_view method_text_;
+  std::string_view target_;
+  std::string_view path_;
+  std::string_view query_;
+  std::string_view host_;
+  uint64_t content_length_ = 0;
+  size_t head_size_ = 0;
+  size_t header_count_ = 0;
+  std::array<Header, kMaxHeaders> headers_;
+};
+
+}  // namespace tern::http

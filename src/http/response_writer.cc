@@ -1,0 +1,131 @@
+#include "http/response_writer.h"
+
+#include <charconv>
+
+#include "base/assert.h"
+#include "http/status.h"
+#include "net/buffer.h"
+#include "net/tcp_connection.h"
+
+namespace tern::http {
+namespace {
+
+void append_number(net::Buffer& out, uint64_t value) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  out.append(digits, static_cast<size_t>(end - digits));
+}
+
+void append_field(net::Buffer& out, std::string_view name, std::string_view value) {
+  out.ensure_writable(name.size() + value.size() + 4);
+  out.append(name);
+  out.append(": ", 2);
+  out.append(value);
+  out.append("\r\n", 2);
+}
+
+}  // namespace
+
+net::Buffer& ResponseWriter::out() { return ctx_.conn->output_tail_buffer(); }
+
+ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
+  TERN_CHECK_MSG(!started(), "ResponseWriter::start called twice");
+  TERN_CHECK(status >= 100 && status <= 999);
+  status_ = status;
+  if (reason.empty()) reason = reason_phrase(status);
+  net::Buffer& b = out();
+  b.ensure_writable(64 + reason.size() + ctx_.date.size() + ctx_.server.size());
+  b.append(ctx_.version == Version::kHttp10 ? "HTTP/1.0 " : "HTTP/1.1 ", 9);
+  append_number(b, static_cast<uint64_t>(status));
+  b.append(" ", 1);
+  b.append(reason);
+  b.append("\r\n", 2);
+  if (!ctx_.server.empty()) append_field(b, "Server", ctx_.server);
+  if (!ctx_.date.empty()) append_field(b, "Date", ctx_.date);
+  return *this;
+}
+
+ResponseWriter& ResponseWriter::header(std::string_view name, std::string_view value) {
+  TERN_CHECK(started() && !finished_ && !streaming_);
+  append_field(out(), name, value);
+  return *this;
+}
+
+ResponseWriter& ResponseWriter::header(std::string_view name, uint64_t value) {
+  char digits[24];
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  return header(name, std::string_view(digits, static_cast<size_t>(end - digits)));
+}
+
+void ResponseWriter::end_head(uint64_t content_length, bool has_length) {
+  net::Buffer& b = out();
+  if (has_length) {
+    b.append("Content-Length: ", 16);
+    append_number(b, content_length);
+    b.append("\r\n", 2);
+  }
+  if (!ctx_.keep_alive) {
+    b.append("Connection: close\r\n", 19);
+  } else if (ctx_.version == Version::kHttp10) {
+    b.append("Connection: keep-alive\r\n", 24);
+  }
+  b.append("\r\n", 2);
+}
+
+void ResponseWriter::body(std::string_view data) {
+  TERN_CHECK(started() && !finished_);
+  finished_ = true;
+  const bool has_body = status_has_body(status_);
+  // 1xx and 204 must not have a Content-Length; a 304's would describe the
+  // representation it stands for, so we leave it out as nginx does.
+  end_head(data.size(), has_body);
+  if (!has_body || ctx_.head_only) return;
+  out().append(data);
+  body_bytes_ = data.size();
+}
+
+void ResponseWriter::end() { body({}); }
+
+void ResponseWriter::file(net::FileRegion region) {
+  TERN_CHECK(started() && !finished_);
+  finished_ = true;
+  end_head(region.length, true);
+  if (ctx_.head_only || !status_has_body(status_)) return;
+  body_bytes_ = region.length;
+  ctx_.conn->send_file(std::move(region));
+}
+
+void ResponseWriter::begin_stream() {
+  TERN_CHECK(started() && !finished_ && !streaming_);
+  streaming_ = true;
+  if (ctx_.version == Version::kHttp11) {
+    chunked_ = true;
+    out().append("Transfer-Encoding: chunked\r\n", 28);
+  } else {
+    // HTTP/1.0 has no chunked coding: the body ends when the connection does.
+    ctx_.keep_alive = false;
+  }
+  end_head(0, false);
+}
+
+void ResponseWriter::write(std::string_view data) {
+  TERN_CHECK(streaming_ && !finished_);
+  if (data.empty() || ctx_.head_only) return;
+  net::Buffer& b = out();
+  body_bytes_ += data.size();
+  if (!chunked_) return b.append(data);
+  char size[20];
+  auto [end, ec] = std::to_chars(size, size + sizeof size, data.size(), 16);
+  b.append(size, static_cast<size_t>(end - size));
+  b.append("\r\n", 2);
+  b.append(data);
+  b.append("\r\n", 2);
+}
+
+void ResponseWriter::end_stream() {
+  TERN_CHECK(streaming_ && !finished_);
+  finished_ = true;
+  if (chunked_ && !ctx_.head_only) out().append("0\r\n\r\n", 5);
+}
+
+}  // namespace tern::http

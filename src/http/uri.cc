@@ -1,0 +1,100 @@
+#include "http/uri.h"
+
+#include <cerrno>
+
+namespace tern::http {
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes the byte at encoded[*i], advancing *i past it (three bytes for an
+// escape). Returns -1 for a bad or truncated escape.
+int decode_one(std::string_view encoded, size_t* i) {
+  char c = encoded[*i];
+  if (c != '%') {
+    ++*i;
+    return static_cast<unsigned char>(c);
+  }
+  if (*i + 2 >= encoded.size()) return -1;
+  int hi = hex_value(encoded[*i + 1]);
+  int lo = hex_value(encoded[*i + 2]);
+  if (hi < 0 || lo < 0) return -1;
+  *i += 3;
+  return hi * 16 + lo;
+}
+
+// Called when the segment after the last '/' in *out is complete: drops it if
+// it is ".", drops it and its parent if it is "..". Leaves *out ending in '/'
+// in both cases. Returns false if ".." would climb above the root.
+bool finish_segment(std::string* out) {
+  size_t start = out->rfind('/') + 1;
+  std::string_view segment = std::string_view(*out).substr(start);
+  if (segment == ".") {
+    out->resize(start);
+  } else if (segment == "..") {
+    if (start == 1) return false;
+    out->resize(start - 1);
+    out->resize(out->rfind('/') + 1);
+  }
+  return true;
+}
+
+constexpr Error kBadEscape{EINVAL, "invalid percent escape"};
+
+}  // namespace
+
+Result<void> normalize_path(std::string_view encoded, std::string* out) {
+  out->clear();
+  if (encoded.empty() || encoded[0] != '/') return Error{EINVAL, "path is not absolute"};
+  out->push_back('/');
+  size_t i = 1;
+  while (i < encoded.size()) {
+    int c = decode_one(encoded, &i);
+    if (c < 0) return kBadEscape;
+    if (c == 0) return Error{EINVAL, "NUL byte in path"};
+    if (c != '/') {
+      out->push_back(static_cast<char>(c));
+      continue;
+    }
+    if (!finish_segment(out)) return Error{EINVAL, "path climbs above the root"};
+    if (out->back() != '/') out->push_back('/');
+  }
+  if (!finish_segment(out)) return Error{EINVAL, "path climbs above the root"};
+  return {};
+}
+
+Result<void> percent_decode(std::string_view encoded, std::string* out) {
+  out->clear();
+  size_t i = 0;
+  while (i < encoded.size()) {
+    int c = decode_one(encoded, &i);
+    if (c < 0) return kBadEscape;
+    out->push_back(static_cast<char>(c));
+  }
+  return {};
+}
+
+void append_percent_encoded_path(std::string_view path, std::string* out) {
+  // RFC 3986: pchar = unreserved / pct-encoded / sub-delims / ":" / "@".
+  static constexpr std::string_view kAllowed =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+      "-._~!$&'()*+,;=:@/";
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (char c : path) {
+    if (kAllowed.find(c) != std::string_view::npos) {
+      out->push_back(c);
+      continue;
+    }
+    auto byte = static_cast<unsigned char>(c);
+    out->push_back('%');
+    out->push_back(kHex[byte >> 4]);
+    out->push_back(kHex[byte & 0xF]);
+  }
+}
+
+}  // namespace tern::http

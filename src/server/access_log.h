@@ -1,0 +1,60 @@
+// AccessLog: one line per response in the Combined Log Format, written by a
+// background thread (spdlog's asynchronous logger) so loops never wait on
+// disk:
+//
+//   127.0.0.1 - - [22/Nov/2026:11:02:03 +0000] "GET / HTTP/1.1" 200 1024 "-" "curl/7.88.1"
+//
+// reopen() (SIGUSR1, after logrotate moved the file) and open() with another
+// path (SIGHUP) swap the writer; records in flight go to the old file.
+//
+// Owned by Server. log() may be called from any loop thread; open() and
+// reopen() from the main thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace spdlog {
+class logger;
+}  // namespace spdlog
+
+namespace tern::net {
+class TcpConnection;
+}  // namespace tern::net
+
+namespace tern::http {
+class Request;
+class ResponseWriter;
+}  // namespace tern::http
+
+namespace tern::server {
+
+class AccessLog {
+ public:
+  AccessLog() = default;
+  ~AccessLog();
+  AccessLog(const AccessLog&) = delete;
+  AccessLog& operator=(const AccessLog&) = delete;
+
+  // Starts writing to `path` (appending); empty turns logging off. Throws
+  // spdlog::spdlog_ex if the file cannot be opened.
+  void open(const std::string& path);
+  // Opens the same path again.
+  void reopen();
+  bool enabled() const { return current_.load(std::memory_order_acquire) != nullptr; }
+
+  void log(const http::Request& request, const net::TcpConnection& conn,
+           const http::ResponseWriter& writer);
+
+ private:
+  std::mutex mu_;  // open/reopen
+  std::string path_;
+  std::atomic<spdlog::logger*> current_{nullptr};
+  // Replaced writers stay alive: a loop may be inside log() on one.
+  std::vector<std::shared_ptr<spdlog::logger>> owned_;
+};
+
+}  // namespace tern::server

@@ -1,0 +1,320 @@
+#include "server/config.h"
+
+#include <toml++/toml.h>
+
+#include <cctype>
+#include <charconv>
+#include <initializer_list>
+#include <set>
+#include <utility>
+
+namespace tern::server {
+namespace {
+
+// One TOML table being read: typed getters that report errors with file,
+// line and key, and a final check that no unknown key was left over.
+class Section {
+ public:
+  Section(const std::string& file, const toml::table& table, std::string prefix)
+      : file_(file), table_(table), prefix_(std::move(prefix)) {}
+
+  // Throws for the first key nobody asked for (a typo, most likely).
+  void finish() const {
+    for (const auto& [key, node] : table_) {
+      if (!known_.contains(std::string(key.str()))) fail(node, std::string(key.str()), "unknown key");
+    }
+  }
+
+  void get_bool(const char* key, bool* out) {
+    if (const toml::node* node = find(key)) {
+      if (!node->is_boolean()) fail(*node, key, "expected true or false");
+      *out = node->as_boolean()->get();
+    }
+  }
+
+  template <typename T>
+  void get_int(const char* key, T* out, int64_t min, int64_t max) {
+    if (const toml::node* node = find(key)) {
+      if (!node->is_integer() || node->as_integer()->get() < min || node->as_integer()->get() > max) {
+        fail(*node, key, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max));
+      }
+      *out = static_cast<T>(node->as_integer()->get());
+    }
+  }
+
+  void get_string(const char* key, std::string* out) {
+    if (const toml::node* node = find(key)) {
+      if (!node->is_string()) fail(*node, key, "expected a string");
+      *out = node->as_string()->get();
+    }
+  }
+
+  // "10s"-style string, or an integer of seconds.
+  void get_duration(const char* key, std::chrono::milliseconds* out) {
+    if (const toml::node* node = find(key)) {
+      std::optional<std::chrono::milliseconds> value;
+      if (node->is_string()) value = parse_duration(node->as_string()->get());
+      if (node->is_integer() && node->as_integer()->get() >= 0) {
+        value = std::chrono::seconds(node->as_integer()->get());
+      }
+      if (!value) fail(*node, key, "expected a duration such as \"500ms\", \"10s\" or \"5m\"");
+      *out = *value;
+    }
+  }
+
+  // "64MiB"-style string, or an integer of bytes; at least `min`.
+  template <typename T>
+  void get_size(const char* key, T* out, uint64_t min) {
+    if (const toml::node* node = find(key)) {
+      std::optional<uint64_t> value;
+      if (node->is_string()) value = parse_size(node->as_string()->get());
+      if (node->is_integer() && node->as_integer()->get() >= 0) {
+        value = static_cast<uint64_t>(node->as_integer()->get());
+      }
+      if (!value || *value < min) {
+        fail(*node, key, "expected a size of at least " + std::to_string(min) + " bytes, such as \"16KiB\"");
+      }
+      *out = static_cast<T>(*value);
+    }
+  }
+
+  template <typename E>
+  void get_choice(const char* key, E* out, std::initializer_list<std::pair<const char*, E>> choices) {
+    if (const toml::node* node = find(key)) {
+      std::string names;
+      for (const auto& [name, value] : choices) {
+        if (node->is_string() && node->as_string()->get() == name) {
+          *out = value;
+          return;
+        }
+        names += names.empty() ? "" : " or ";
+        names += std::string("\"") + name + "\"";
+      }
+      fail(*node, key, "expected " + names);
+    }
+  }
+
+  // An array of strings (a single string counts as a one-element array).
+  std::optional<std::vector<std::pair<std::string, const toml::node*>>> get_strings(const char* key) {
+    const toml::node* node = find(key);
+    if (node == nullptr) return std::nullopt;
+    std::vector<std::pair<std::string, const toml::node*>> out;
+    if (node->is_string()) {
+      out.emplace_back(node->as_string()->get(), node);
+      return out;
+    }
+    if (!node->is_array()) fail(*node, key, "expected an array of strings");
+    for (const toml::node& item : *node->as_array()) {
+      if (!item.is_string()) fail(item, key, "expected an array of strings");
+      out.emplace_back(item.as_string()->get(), &item);
+    }
+    return out;
+  }
+
+  // The raw node, for shapes the getters above do not cover.
+  const toml::node* node(const char* key) { return find(key); }
+
+  const toml::table* get_table(const char* key) {
+    const toml::node* node = find(key);
+    if (node == nullptr) return nullptr;
+    if (!node->is_table()) fail(*node, key, "expected a table");
+    return node->as_table();
+  }
+
+  [[noreturn]] void fail(const toml::node& node, const std::string& key, const std::string& what) const {
+    throw ConfigError(file_, static_cast<int>(node.source().begin.line), prefix_ + key, what);
+  }
+  Section sub(const toml::table& table, const char* key) const {
+    return Section(file_, table, prefix_ + key + ".");
+  }
+
+ private:
+  const toml::node* find(const char* key) {
+    known_.insert(key);
+    return table_.get(key);
+  }
+
+  const std::string& file_;
+  const toml::table& table_;
+  std::string prefix_;
+  std::set<std::string> known_;
+};
+
+void read_server(Section& s, Config& c) {
+  if (auto listen = s.get_strings("listen")) {
+    c.listen.clear();
+    for (const auto& [text, node] : *listen) {
+      auto addr = net::InetAddress::parse(text);
+      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT (\"[::1]:80\" for IPv6)");
+      c.listen.push_back(*addr);
+    }
+    if (c.listen.empty()) s.fail(*listen->front().second, "listen", "needs at least one address");
+  }
+  s.get_int("workers", &c.workers, 1, 1024);
+  s.get_choice("accept_mode", &c.accept_mode,
+               {{"dispatch", net::AcceptMode::kDispatch}, {"reuseport", net::AcceptMode::kReusePort}});
+  s.get_choice("dispatch_policy", &c.dispatch_policy,
+               {{"round-robin", net::DispatchPolicy::kRoundRobin},
+                {"least-loaded", net::DispatchPolicy::kLeastLoaded}});
+  s.get_choice("trigger", &c.trigger, {{"level", net::TriggerMode::kLevel}, {"edge", net::TriggerMode::kEdge}});
+  s.get_int("max_connections", &c.max_connections_per_worker, 1, 10'000'000);
+  s.get_duration("shutdown_timeout", &c.shutdown_timeout);
+}
+
+void read_cpu_affinity(Section& s, Config& c) {
+  const toml::node* node = s.node("cpu_affinity");
+  if (node == nullptr) return;
+  if (!node->is_array()) s.fail(*node, "cpu_affinity", "expected an array of CPU numbers");
+  c.cpu_affinity.clear();
+  for (const toml::node& item : *node->as_array()) {
+    if (!item.is_integer() || item.as_integer()->get() < 0 || item.as_integer()->get() > 4095) {
+      s.fail(item, "cpu_affinity", "expected an array of CPU numbers");
+    }
+    c.cpu_affinity.push_back(static_cast<int>(item.as_integer()->get()));
+  }
+}
+
+void read_blocked(Section& s, Config& c) {
+  if (auto blocked = s.get_strings("blocked")) {
+    c.blocked.clear();
+    for (const auto& [text, node] : *blocked) {
+      auto cidr = Cidr::parse(text);
+      if (!cidr) s.fail(*node, "blocked", "\"" + text + "\" is not an address or network (\"10.0.0.0/8\")");
+      c.blocked.push_back(*cidr);
+    }
+  }
+}
+
+void read_timeouts(Section s, Config& c) {
+  s.get_duration("header", &c.limits.header_timeout);
+  s.get_duration("body", &c.limits.body_timeout);
+  s.get_duration("keepalive", &c.limits.keepalive_timeout);
+  s.get_duration("send", &c.limits.send_timeout);
+  s.get_duration("linger", &c.limits.linger_timeout);
+  s.finish();
+}
+
+void read_limits(Section s, Config& c) {
+  s.get_size("header_bytes", &c.limits.parser.max_head_bytes, 256);
+  s.get_size("uri_bytes", &c.limits.parser.max_target, 16);
+  s.get_int("headers", &c.limits.parser.max_headers, 1, static_cast<int64_t>(http::Request::kMaxHeaders));
+  s.get_size("body_bytes", &c.limits.max_body_bytes, 0);
+  s.finish();
+}
+
+void read_static(Section s, Config& c) {
+  StaticConfig& st = c.static_files;
+  s.get_string("root", &st.root);
+  if (auto index = s.get_strings("index")) {
+    st.index.clear();
+    for (const auto& [name, node] : *index) {
+      if (name.empty() || name.find('/') != std::string::npos) s.fail(*node, "index", "expected file names");
+      st.index.push_back(name);
+    }
+  }
+  s.get_bool("allow_symlinks_outside_root", &st.allow_symlinks_outside_root);
+  s.get_bool("gzip_static", &st.gzip_static);
+  s.get_choice("zero_copy", &st.zero_copy,
+               {{"sendfile", StaticConfig::ZeroCopy::kSendfile}, {"mmap", StaticConfig::ZeroCopy::kMmap}});
+  s.get_int("cache_entries", &st.cache_entries, 0, 1'000'000);
+  s.get_duration("cache_valid", &st.cache_valid);
+  if (const toml::table* mime = s.get_table("mime")) {
+    for (const auto& [ext, node] : *mime) {
+      if (!node.is_string()) s.fail(node, "mime." + std::string(ext.str()), "expected a MIME type string");
+      st.mime[std::string(ext.str())] = node.as_string()->get();
+    }
+  }
+  s.finish();
+}
+
+void read_log(Section s, Config& c) {
+  using log::Level;
+  s.get_choice("level", &c.log.level,
+               {{"trace", Level::trace}, {"debug", Level::debug}, {"info", Level::info},
+                {"warn", Level::warn}, {"error", Level::error}, {"critical", Level::critical},
+                {"off", Level::off}});
+  s.get_string("error_log", &c.log.error_log);
+  s.get_size("max_size", &c.log.max_file_bytes, 4096);
+  s.get_int("max_files", &c.log.max_files, 0, 1000);
+  std::chrono::milliseconds flush = c.log.flush_interval;
+  s.get_duration("flush_interval", &flush);
+  c.log.flush_interval = std::chrono::duration_cast<std::chrono::seconds>(flush);
+  if (c.log.flush_interval.count() < 1) c.log.flush_interval = std::chrono::seconds(1);
+  s.finish();
+}
+
+}  // namespace
+
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  uint64_t number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
+  uint64_t scale;
+  if (unit == "ms") {
+    scale = 1;
+  } else if (unit == "s" || unit.empty()) {
+    scale = 1000;
+  } else if (unit == "m") {
+    scale = 60 * 1000;
+  } else if (unit == "h") {
+    scale = 3600 * 1000;
+  } else {
+    return std::nullopt;
+  }
+  if (number > (uint64_t{1} << 40) / scale) return std::nullopt;
+  return std::chrono::milliseconds(static_cast<int64_t>(number * scale));
+}
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+  uint64_t number = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string unit(end, static_cast<size_t>(text.data() + text.size() - end));
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  int shift;
+  if (unit.empty() || unit == "b") {
+    shift = 0;
+  } else if (unit == "k" || unit == "kib" || unit == "kb") {
+    shift = 10;
+  } else if (unit == "m" || unit == "mib" || unit == "mb") {
+    shift = 20;
+  } else if (unit == "g" || unit == "gib" || unit == "gb") {
+    shift = 30;
+  } else {
+    return std::nullopt;
+  }
+  if (number > (UINT64_MAX >> shift)) return std::nullopt;
+  return number << shift;
+}
+
+Config default_config() {
+  Config c;
+  c.listen.push_back(net::InetAddress(8080, true));
+  return c;
+}
+
+Config load_config(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(path, static_cast<int>(e.source().begin.line), "(syntax)", std::string(e.description()));
+  }
+  Config c = default_config();
+  c.source = path;
+  Section top(path, root, "");
+  read_server(top, c);
+  read_cpu_affinity(top, c);
+  read_blocked(top, c);
+  top.get_string("access_log", &c.access_log);
+  if (const toml::table* t = top.get_table("timeouts")) read_timeouts(top.sub(*t, "timeouts"), c);
+  if (const toml::table* t = top.get_table("limits")) read_limits(top.sub(*t, "limits"), c);
+  if (const toml::table* t = top.get_table("static")) read_static(top.sub(*t, "static"), c);
+  if (const toml::table* t = top.get_table("log")) read_log(top.sub(*t, "log"), c);
+  top.finish();
+  if (c.access_log == "off") c.access_log.clear();
+  return c;
+}
+
+}  // namespace tern::server

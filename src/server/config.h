@@ -1,0 +1,83 @@
+// Config: everything the tern executable can be told, from a TOML file and
+// then from command-line flags (flags win).
+//
+// Loading is strict, as a config file should be: an unknown key, a value of
+// the wrong type or a bad value is a ConfigError naming the file, the line
+// and the key, and the executable exits with status 2 (see main.cc). Example
+// in conf/tern.toml.
+//
+// A value type, built on the main thread before the loops start (and again on
+// SIGHUP, then handed to the loops).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "http/http_connection.h"
+#include "net/callbacks.h"
+#include "net/inet_address.h"
+#include "net/tcp_server.h"
+#include "server/ip_filter.h"
+
+namespace tern::server {
+
+// "tern.toml:12: timeouts.header: expected a duration like \"10s\""
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(const std::string& file, int line, const std::string& key, const std::string& what)
+      : std::runtime_error(file + ":" + std::to_string(line) + ": " + key + ": " + what) {}
+};
+
+struct StaticConfig {
+  std::string root = "www";
+  std::vector<std::string> index = {"index.html"};
+  bool allow_symlinks_outside_root = false;
+  bool gzip_static = true;
+  enum class ZeroCopy { kSendfile, kMmap } zero_copy = ZeroCopy::kSendfile;
+  std::map<std::string, std::string> mime;  // extension -> type overrides
+  size_t cache_entries = 1024;
+  std::chrono::milliseconds cache_valid{1000};
+};
+
+struct LogConfig {
+  log::Level level = log::Level::info;
+  std::string error_log;  // empty: stderr
+  size_t max_file_bytes = 64 * 1024 * 1024;
+  size_t max_files = 5;
+  std::chrono::seconds flush_interval{1};
+};
+
+struct Config {
+  std::string source = "(built-in defaults)";
+  std::vector<net::InetAddress> listen;
+  int workers = 1;
+  net::AcceptMode accept_mode = net::AcceptMode::kDispatch;
+  net::DispatchPolicy dispatch_policy = net::DispatchPolicy::kRoundRobin;
+  net::TriggerMode trigger = net::TriggerMode::kLevel;
+  std::vector<int> cpu_affinity;
+  size_t max_connections_per_worker = 10000;
+  std::chrono::milliseconds shutdown_timeout{10000};
+  http::HttpLimits limits;
+  StaticConfig static_files;
+  LogConfig log;
+  std::string access_log;  // empty: off
+  std::vector<Cidr> blocked;
+};
+
+// The configuration with no file: ./www on 127.0.0.1:8080.
+Config default_config();
+
+// Reads and validates a TOML file on top of the defaults. Throws ConfigError.
+Config load_config(const std::string& path);
+
+// Parsers for the value forms the file uses; nullopt when malformed.
+// Durations: "250ms", "10s", "5m", "1h" (or a bare integer of seconds).
+std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+// Sizes: "512", "16KiB", "64MiB", "1GiB" (also "k", "m", "g" as 1024 multiples).
+std::optional<uint64_t> parse_size(std::string_view text);
+
+}  // namespace tern::server

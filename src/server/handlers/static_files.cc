@@ -1,0 +1,245 @@
+#include "server/handlers/static_files.h"
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+
+#include "http/http_date.h"
+#include "http/uri.h"
+
+namespace tern::server {
+namespace {
+
+const MimeTypes& builtin_mime_types() {
+  static const MimeTypes types;
+  return types;
+}
+
+OpenFileCacheOptions cache_options(const StaticFilesOptions& options) {
+  OpenFileCacheOptions cache;
+  cache.max_entries = options.cache_max_entries;
+  cache.valid_for = options.cache_valid_for;
+  cache.symlinks = options.symlinks;
+  cache.cache_not_found = options.cache_not_found;
+  return cache;
+}
+
+void check_index_names(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    if (name.empty() || name == "." || name == ".." ||
+        name.find_first_of(std::string_view("/\0", 2)) != std::string::npos) {
+      throw std::invalid_argument("invalid index file name: \"" + name + "\"");
+    }
+  }
+}
+
+bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Removes and returns the text up to the next `separator` (or the end).
+std::string_view next_token(std::string_view* s, char separator) {
+  size_t at = s->find(separator);
+  std::string_view token = s->substr(0, at);
+  *s = at == std::string_view::npos ? std::string_view() : s->substr(at + 1);
+  return trim(token);
+}
+
+// True unless the parameters of an Accept-Encoding element carry a zero q. A
+// qvalue is "0", "0.xyz" or "1[.000]", so any digit from 1 to 9 makes it
+// non-zero; a garbled q value counts as zero.
+bool q_nonzero(std::string_view params) {
+  while (!params.empty()) {
+    std::string_view param = next_token(&params, ';');
+    size_t eq = param.find('=');
+    if (eq == std::string_view::npos || !http::iequals(trim(param.substr(0, eq)), "q")) continue;
+    std::string_view value = trim(param.substr(eq + 1));
+    return value.find_first_of("123456789") != std::string_view::npos;
+  }
+  return true;
+}
+
+std::string_view strip_weak(std::string_view tag) {
+  return tag.substr(0, 2) == "W/" ? tag.substr(2) : tag;
+}
+
+// If-Range matches only a strong, exact validator: our ETag byte for byte,
+// or a date equal to Last-Modified.
+bool if_range_matches(std::string_view if_range, const OpenFile& file) {
+  if (if_range.front() == '"' || if_range.substr(0, 2) == "W/") return if_range == file.etag();
+  std::optional<time_t> date = http::parse_http_date(if_range);
+  return date && *date == file.mtime();
+}
+
+}  // namespace
+
+bool accepts_gzip(std::string_view accept_encoding) {
+  int gzip = -1, star = -1;  // -1: not listed; else 0 or 1
+  while (!accept_encoding.empty()) {
+    std::string_view element = next_token(&accept_encoding, ',');
+    std::string_view coding = next_token(&element, ';');
+    int acceptable = q_nonzero(element) ? 1 : 0;
+    if (http::iequals(coding, "gzip") || http::iequals(coding, "x-gzip")) {
+      gzip = std::max(gzip, acceptable);
+    } else if (coding == "*") {
+      star = std::max(star, acceptable);
+    }
+  }
+  return gzip >= 0 ? gzip == 1 : star == 1;
+}
+
+bool etag_list_matches_weak(std::string_view list, std::string_view etag) {
+  list = trim(list);
+  if (list == "*") return true;
+  etag = strip_weak(etag);
+  while (!list.empty()) {
+    if (list.front() == ',' || is_ows(list.front())) {
+      list.remove_prefix(1);
+      continue;
+    }
+    list = strip_weak(list);
+    if (list.empty() || list.front() != '"') return false;
+    size_t close = list.find('"', 1);
+    if (close == std::string_view::npos) return false;
+    if (list.substr(0, close + 1) == etag) return true;
+    list.remove_prefix(close + 1);
+  }
+  return false;
+}
+
+StaticFiles::StaticFiles(StaticFilesOptions options)
+    : options_(std::move(options)),
+      mime_types_(options_.mime_types ? *options_.mime_types : builtin_mime_types()),
+      cache_(options_.root, cache_options(options_)) {
+  check_index_names(options_.index);
+}
+
+StaticResult StaticFiles::serve(const StaticRequest& request, Clock::time_point now) {
+  StaticResult result;
+  if (request.method != http::Method::kGet && request.method != http::Method::kHead) {
+    result.status = 405;
+    result.allow = kAllow;
+    return result;
+  }
+  std::string_view name;
+  result.status = open_target(request, now, &result, &name);
+  if (result.status != 0) return result;
+  select_encoding(request, name, now, &result);
+  result.content_type = mime_types_.lookup(name);
+  result.etag = result.file->etag();
+  result.last_modified = result.file->last_modified();
+  if (not_modified(request, *result.file)) {
+    result.status = 304;
+    return result;
+  }
+  result.status = 200;
+  result.length = result.file->size();
+  apply_range(request, &result);
+  result.send_body = request.method == http::Method::kGet &&
+                     (result.status == 200 || result.status == 206);
+  return result;
+}
+
+// Maps the request path to a regular file: normalises it, opens it, and for
+// a directory either redirects or picks the index file. Returns 0 with
+// result->file and *name (the file's path, for its type) set, or the status
+// to answer (a 301 also fills in the location).
+int StaticFiles::open_target(const StaticRequest& request, Clock::time_point now,
+                             StaticResult* result, std::string_view* name) {
+  if (!http::normalize_path(request.path, &path_)) return 400;
+  OpenFileCache::FileResult found = cache_.find(path_, now);
+  if (!found) return OpenFileCache::http_status(found.error());
+  FilePtr file = std::move(found.value());
+  *name = path_;
+  if (file->is_directory()) {
+    if (path_.back() != '/') {
+      redirect_to_directory(request.query, result);
+      return 301;
+    }
+    if (int status = find_index(now, &file); status != 0) return status;
+    *name = index_path_;
+  }
+  result->file = std::move(file);
+  return 0;
+}
+
+void StaticFiles::redirect_to_directory(std::string_view query, StaticResult* result) {
+  location_.clear();
+  http::append_percent_encoded_path(path_, &location_);
+  location_ += '/';
+  if (!query.empty()) {
+    location_ += '?';
+    location_ += query;
+  }
+  result->location = location_;
+}
+
+// Tries each index name under the directory path_ (which ends in '/').
+// Returns 0 with *file set, or the status to answer. Like nginx, a missing
+// index (or one that is a directory) moves on to the next name, while any
+// other failure (EACCES, ELOOP) answers at once.
+int StaticFiles::find_index(Clock::time_point now, FilePtr* file) {
+  for (const std::string& index : options_.index) {
+    index_path_.assign(path_).append(index);
+    OpenFileCache::FileResult found = cache_.find(index_path_, now);
+    if (found && found.value()->is_regular()) {
+      *file = std::move(found.value());
+      return 0;
+    }
+    if (!found && OpenFileCache::http_status(found.error()) != 404) {
+      return OpenFileCache::http_status(found.error());
+    }
+  }
+  return 403;
+}
+
+void StaticFiles::select_encoding(const StaticRequest& request, std::string_view name,
+                                  Clock::time_point now, StaticResult* result) {
+  if (!options_.gzip_static) return;
+  gz_path_.assign(name).append(".gz");
+  OpenFileCache::FileResult gz = cache_.find(gz_path_, now);
+  if (!gz || !gz.value()->is_regular()) return;
+  result->vary_accept_encoding = true;
+  if (!accepts_gzip(request.accept_encoding)) return;
+  result->file = std::move(gz.value());
+  result->gzip = true;
+}
+
+bool StaticFiles::not_modified(const StaticRequest& request, const OpenFile& file) {
+  if (!request.if_none_match.empty()) {
+    return etag_list_matches_weak(request.if_none_match, file.etag());
+  }
+  if (!request.if_modified_since.empty()) {
+    std::optional<time_t> since = http::parse_http_date(request.if_modified_since);
+    return since && file.mtime() <= *since;
+  }
+  return false;
+}
+
+void StaticFiles::apply_range(const StaticRequest& request, StaticResult* result) {
+  if (request.method != http::Method::kGet || request.range.empty()) return;
+  const OpenFile& file = *result->file;
+  if (!request.if_range.empty() && !if_range_matches(request.if_range, file)) return;
+  http::RangeResult range = http::parse_range(request.range, file.size());
+  if (range.kind == http::RangeKind::kSingle) {
+    result->status = 206;
+    result->offset = range.offset;
+    result->length = range.length;
+    result->content_range_size =
+        http::format_content_range(range.offset, range.length, file.size(),
+                                   result->content_range_buf)
+            .size();
+  } else if (range.kind == http::RangeKind::kUnsatisfiable) {
+    result->status = 416;
+    result->length = 0;
+    result->content_range_size =
+        http::format_unsatisfied_range(file.size(), result->content_range_buf).size();
+  }
+}
+
+}  // namespace tern::server

@@ -1,0 +1,156 @@
+// StaticFiles: decides how to answer a GET or HEAD for a file under a
+// document root, without touching a socket.
+//
+// Given the method, the still-encoded path and the few request fields that
+// matter, serve() returns a StaticResult: the status, the file to send (an
+// OpenFile from this handler's OpenFileCache), the byte range, and the values
+// of the headers the caller must write. The caller (the HTTP glue) turns that
+// into a response head and sends the body with sendfile(). Keeping the
+// decision pure makes every rule below testable with a temporary directory
+// and no network.
+//
+// The rules follow nginx (static, index and gzip_static modules) and
+// RFC 9110:
+//   - Only GET and HEAD; anything else is 405 with "Allow: GET, HEAD".
+//   - The path is decoded and normalised (http::normalize_path); a bad escape,
+//     a NUL or ".." above the root is 400.
+//   - A directory requested without the trailing slash is 301 to the same
+//     path plus "/" (re-encoded, query string kept). With the slash, the index
+//     names are tried in order; a directory without one is 403 (nginx: "directory
+//     index is forbidden"). There is no autoindex.
+//   - Missing -> 404; unreadable, not regular, or a symlink the policy
+//     refuses -> 403 (OpenFileCache::http_status).
+//   - If-None-Match (weak comparison, "*" or a list) decides alone when
+//     present; otherwise If-Modified-Since (mtime <= date, whole seconds). A
+//     match is 304. (RFC 9110 13.2.2 order; If-Match and If-Unmodified-Since
+//     are not evaluated.)
+//   - Range applies only to GET and, when If-Range is present, only if it is
+//     exactly our ETag (strong comparison) or exactly our Last-Modified date;
+//     otherwise the whole file is sent with 200. One satisfiable range is 206,
+//     none is 416, several are answered 200 (see http/range.h).
+//   - gzip_static: if "<file>.gz" exists as a regular file, the response
+//     varies by Accept-Encoding (vary_accept_encoding), and when the client
+//     accepts gzip the .gz file is the representation sent (gzip = true): its
+//     size, ETag, Last-Modified and ranges are the .gz file's, as in nginx.
+//     Content-Type always comes from the original name.
+//
+// One per event loop (it owns that loop's OpenFileCache). Loop thread only.
+// serve() reuses member buffers, so steady-state requests do not allocate;
+// the views in a result stay valid until the next serve() call (location) or
+// as long as the result holds its file (etag, last_modified).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http/range.h"
+#include "http/request.h"
+#include "server/mime_types.h"
+#include "server/open_file_cache.h"
+
+namespace tern::server {
+
+struct StaticFilesOptions {
+  std::string root;                          // the document root directory
+  std::vector<std::string> index = {"index.html"};  // tried in order
+  SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;
+  bool gzip_static = true;
+  size_t cache_max_entries = 1024;
+  std::chrono::steady_clock::duration cache_valid_for = std::chrono::seconds(1);
+  bool cache_not_found = true;
+  const MimeTypes* mime_types = nullptr;  // not owned, must outlive; null: built-in table
+};
+
+// The parts of a request serve() looks at. Empty strings mean "absent".
+struct StaticRequest {
+  http::Method method = http::Method::kGet;
+  std::string_view path;   // the origin-form path, still percent-encoded
+  std::string_view query;  // after '?', without it; kept on redirects
+  std::string_view if_none_match;
+  std::string_view if_modified_since;
+  std::string_view range;
+  std::string_view if_range;
+  std::string_view accept_encoding;
+};
+
+struct StaticResult {
+  int status = 500;
+  // The selected representation, set for 200, 206, 304 and 416 (metadata for
+  // the headers even when there is no body).
+  std::shared_ptr<const OpenFile> file;
+  // For 200 and 206 the bytes [offset, offset + length) are the body and
+  // `length` is the Content-Length, also for HEAD. Zero otherwise.
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool send_body = false;  // GET answered 200 or 206: send the range of `file`
+  bool gzip = false;       // send "Content-Encoding: gzip"
+  bool vary_accept_encoding = false;  // send "Vary: Accept-Encoding"
+  std::string_view content_type;      // with `file`
+  std::string_view etag;              // with `file`
+  std::string_view last_modified;     // with `file`
+  std::string_view location;          // 301: the Location value
+  std::string_view allow;             // 405: the Allow value
+
+  // 206: "bytes 0-499/1234"; 416: "bytes */1234"; otherwise empty. Kept
+  // inline so a copied result stays valid.
+  std::string_view content_range() const { return {content_range_buf.data(), content_range_size}; }
+  std::array<char, http::kContentRangeMaxSize> content_range_buf{};
+  size_t content_range_size = 0;
+};
+
+class StaticFiles {
+ public:
+  using Clock = OpenFileCache::Clock;
+  static constexpr std::string_view kAllow = "GET, HEAD";
+
+  // Opens the root. Start-up only: throws std::system_error if the root cannot
+  // be opened and std::invalid_argument for an index name that is empty or
+  // holds a '/' or is "." or "..".
+  explicit StaticFiles(StaticFilesOptions options);
+  StaticFiles(const StaticFiles&) = delete;
+  StaticFiles& operator=(const StaticFiles&) = delete;
+
+  // `now` is the loop's cached clock; it drives cache revalidation.
+  StaticResult serve(const StaticRequest& request, Clock::time_point now);
+
+  OpenFileCache& cache() { return cache_; }
+
+ private:
+  using FilePtr = std::shared_ptr<const OpenFile>;
+
+  int open_target(const StaticRequest& request, Clock::time_point now, StaticResult* result,
+                  std::string_view* name);
+  void redirect_to_directory(std::string_view query, StaticResult* result);
+  int find_index(Clock::time_point now, FilePtr* file);
+  void select_encoding(const StaticRequest& request, std::string_view name,
+                       Clock::time_point now, StaticResult* result);
+  static bool not_modified(const StaticRequest& request, const OpenFile& file);
+  static void apply_range(const StaticRequest& request, StaticResult* result);
+
+  const StaticFilesOptions options_;
+  const MimeTypes& mime_types_;
+  OpenFileCache cache_;
+  std::string path_;       // the normalised request path
+  std::string index_path_;  // path_ + an index name
+  std::string gz_path_;     // the name of the .gz sibling
+  std::string location_;    // a 301's Location
+};
+
+// Request-field helpers, public so they can be tested on their own. Any thread.
+
+// Accept-Encoding allows gzip: "gzip" or "x-gzip" with a non-zero q, or
+// else "*" with a non-zero q. Codings compare case-insensitively.
+bool accepts_gzip(std::string_view accept_encoding);
+
+// If-None-Match semantics: true for "*" or when any entity-tag in the list
+// equals `etag` by weak comparison (W/ prefixes ignored). A malformed list
+// matches nothing.
+bool etag_list_matches_weak(std::string_view if_none_match, std::string_view etag);
+
+}  // namespace tern::server

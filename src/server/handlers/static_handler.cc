@@ -1,0 +1,82 @@
+#include "server/handlers/static_handler.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "http/http_connection.h"
+
+namespace tern::server {
+namespace {
+
+// Maps the bytes of `region` and points the region at the mapping instead
+// of the fd. Leaves it unchanged (sendfile) if mapping fails.
+void map_region(net::FileRegion& region) {
+  static const off_t page = static_cast<off_t>(::sysconf(_SC_PAGESIZE));
+  if (region.length == 0) return;
+  const off_t start = region.offset - region.offset % page;
+  const size_t span = region.length + static_cast<size_t>(region.offset - start);
+  void* map = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE, region.fd, start);
+  if (map == MAP_FAILED) return;
+  // The mapping keeps the file's pages, so the cache entry may go.
+  region.keep_alive = std::shared_ptr<const void>(map, [span](const void* p) {
+    ::munmap(const_cast<void*>(p), span);
+  });
+  region.memory = static_cast<const char*>(map);
+  region.offset -= start;
+}
+
+}  // namespace
+
+void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
+                    std::chrono::steady_clock::time_point now, bool use_mmap) {
+  StaticRequest query;
+  query.method = request.method();
+  query.path = request.path();
+  query.query = request.query();
+  query.if_none_match = request.header("If-None-Match");
+  query.if_modified_since = request.header("If-Modified-Since");
+  query.range = request.header("Range");
+  query.if_range = request.header("If-Range");
+  query.accept_encoding = request.header("Accept-Encoding");
+  StaticResult result = files.serve(query, now);
+
+  switch (result.status) {
+    case 200:
+    case 206:
+    case 304:
+      break;
+    case 301:
+      writer.start(301).header("Location", result.location);
+      writer.header("Content-Type", "text/html; charset=utf-8");
+      writer.body("<!DOCTYPE html>\n<html><body>Moved Permanently</body></html>\n");
+      return;
+    case 405:
+      return http::write_error_page(writer, 405, result.allow);
+    case 416:
+      writer.start(416).header("Content-Range", result.content_range());
+      writer.header("Content-Type", "text/html; charset=utf-8");
+      writer.body("<!DOCTYPE html>\n<html><body>Range Not Satisfiable</body></html>\n");
+      return;
+    default:
+      return http::write_error_page(writer, result.status);
+  }
+
+  writer.start(result.status);
+  writer.header("Content-Type", result.content_type);
+  writer.header("Last-Modified", result.last_modified);
+  writer.header("ETag", result.etag);
+  if (result.gzip) writer.header("Content-Encoding", "gzip");
+  if (result.vary_accept_encoding) writer.header("Vary", "Accept-Encoding");
+  if (result.status == 304) return writer.end();
+  writer.header("Accept-Ranges", "bytes");
+  if (result.status == 206) writer.header("Content-Range", result.content_range());
+  net::FileRegion region;
+  region.fd = result.file->fd();
+  region.offset = static_cast<off_t>(result.offset);
+  region.length = result.length;
+  region.keep_alive = result.file;  // keeps the fd open until sent
+  if (use_mmap && request.method() == http::Method::kGet) map_region(region);
+  writer.file(std::move(region));
+}
+
+}  // namespace tern::server

@@ -1,0 +1,173 @@
+// OpenFileCache: open descriptors and stat results for static files, keyed by
+// normalised request path, so a hot file costs no open/fstat per request.
+//
+// Per event loop: each loop owns one cache (inside its StaticFiles handler),
+// so there are no locks and no sharing between threads. Loop thread only.
+//
+// Entries live in a bounded LRU list. A hit younger than `valid_for` is
+// returned without any system call; an older one is re-checked with one
+// fstatat() on its path: if device, inode, size, mtime and ctime are the same
+// the entry is kept (and its clock restarted), otherwise the path is opened
+// again. So an edit becomes visible at most `valid_for` after it happened,
+// the same trade nginx's open_file_cache_valid makes. Callers pass `now` (the
+// loop's cached clock) so that tests can move time by hand.
+//
+// Files are opened beneath a root directory descriptor (O_PATH|O_DIRECTORY,
+// opened once), never by absolute path, with
+// O_RDONLY|O_CLOEXEC|O_NONBLOCK|O_NOCTTY. O_NONBLOCK keeps a FIFO from
+// blocking the loop in open(); after fstat anything that is neither a regular
+// file nor a directory (FIFO, socket, device) is refused (EPERM, answered 403).
+// Like nginx we open first and look second, so opening a device node may have
+// side effects; a document root should not contain any.
+//
+// Symlink policy (see SymlinkPolicy). Lookups that fail are not cached, except
+// "not found" (ENOENT, ENOTDIR) when Options::cache_not_found is set (the
+// default): the static handler probes for a "<file>.gz" sibling on every
+// request, and without negative entries each probe of a file that has none
+// would cost a failing openat2(). A negative entry is retried after
+// `valid_for` like any other; a flood of requests for missing paths can only
+// push other entries out of the LRU, never grow it.
+//
+// Returned OpenFile objects are shared and immutable; the cache may drop or
+// replace its entry while a response still holds (and sends from) the old one.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "base/result.h"
+#include "http/http_date.h"
+
+namespace tern::server {
+
+// One opened file or directory and what fstat said about it when it was
+// opened. Owns the descriptor and closes it in the destructor. Immutable, so
+// any number of in-flight responses may share it through
+// shared_ptr<const OpenFile>; they all belong to the loop that opened it.
+class OpenFile {
+ public:
+  // Takes ownership of `fd`; `st` is its fstat.
+  OpenFile(int fd, const struct stat& st);
+  ~OpenFile();
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+  time_t mtime() const { return mtime_.tv_sec; }
+  dev_t device() const { return device_; }
+  ino_t inode() const { return inode_; }
+  bool is_directory() const { return S_ISDIR(mode_); }
+  bool is_regular() const { return S_ISREG(mode_); }
+
+  // nginx's strong ETag: "<mtime seconds hex>-<size hex>", quotes included.
+  std::string_view etag() const { return {etag_.data(), etag_size_}; }
+  // The mtime as an IMF-fixdate, for Last-Modified.
+  std::string_view last_modified() const { return {last_modified_.data(), last_modified_.size()}; }
+
+  // True if `st`, a fresh stat of the same path, still describes this file.
+  bool unchanged(const struct stat& st) const;
+
+ private:
+  int fd_;
+  mode_t mode_;
+  dev_t device_;
+  ino_t inode_;
+  uint64_t size_;
+  timespec mtime_;
+  timespec ctime_;
+  uint8_t etag_size_ = 0;
+  std::array<char, 2 + 16 + 1 + 16 + 1> etag_{};
+  std::array<char, http::kHttpDateSize> last_modified_{};
+};
+
+enum class SymlinkPolicy : uint8_t {
+  // The default. Symlinks are followed as long as the whole resolution stays
+  // beneath the root: openat2() with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+  // where the kernel checks every step, which a user-space check-then-open
+  // could not do without races. An absolute symlink is refused even when it
+  // points into the root (RESOLVE_BENEATH rejects all of them); use relative
+  // links. Where openat2 is unavailable (kernels before 5.6, or a seccomp
+  // filter that predates it; probed once at construction) this degrades to
+  // kNever, with a warning, rather than to something unchecked.
+  kInsideRoot,
+  // Follow symlinks wherever they point (plain openat()). For roots whose
+  // owner deliberately links to content elsewhere.
+  kAnywhere,
+  // Refuse every symlink, even one that stays inside the root (nginx's
+  // "disable_symlinks on"): the path is walked one component at a time with
+  // O_NOFOLLOW, and a symlink anywhere on it fails with ELOOP.
+  kNever,
+};
+
+struct OpenFileCacheOptions {
+  size_t max_entries = 1024;  // 0 disables caching (every lookup opens)
+  std::chrono::steady_clock::duration valid_for = std::chrono::seconds(1);
+  SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;
+  bool cache_not_found = true;
+};
+
+class OpenFileCache {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using FileResult = Result<std::shared_ptr<const OpenFile>>;
+
+  // Opens `root`. Start-up only: throws std::system_error if it cannot.
+  OpenFileCache(const std::string& root, OpenFileCacheOptions options);
+  ~OpenFileCache();
+  OpenFileCache(const OpenFileCache&) = delete;
+  OpenFileCache& operator=(const OpenFileCache&) = delete;
+
+  // The file or directory at `path`, a normalised absolute request path as
+  // produced by http::normalize_path ("/", "/a/b.html", "/dir/"). A trailing
+  // slash on something that is not a directory fails with ENOTDIR. On failure
+  // the Error carries the errno (see http_status).
+  FileResult find(std::string_view path, Clock::time_point now);
+
+  // The status to answer for a failed find(): 404 for ENOENT, ENOTDIR and
+  // ENAMETOOLONG; 403 for EACCES, EPERM (includes "not a regular file"),
+  // ELOOP and EXDEV (a symlink the policy refuses; nginx with
+  // disable_symlinks also says 403); 500 for anything else.
+  static int http_status(const Error& error);
+
+  size_t size() const { return index_.size(); }
+  void clear();
+
+ private:
+  struct Entry {
+    std::string path;
+    std::shared_ptr<const OpenFile> file;  // null for a cached "not found"
+    int error = 0;
+    Clock::time_point checked_at;
+  };
+  using List = std::list<Entry>;
+
+  void probe_openat2();
+  FileResult result_of(const Entry& entry) const;
+  bool still_valid(const Entry& entry);
+  void refresh(List::iterator entry, FileResult& opened, Clock::time_point now);
+  void insert(std::string_view path, FileResult& opened, Clock::time_point now);
+  bool cacheable(const FileResult& opened) const;
+  FileResult open_path(std::string_view path);
+  const char* relative(std::string_view path);
+
+  const OpenFileCacheOptions options_;
+  int root_fd_ = -1;
+  bool have_openat2_ = true;  // see probe_openat2()
+  List lru_;                  // most recently used first
+  std::unordered_map<std::string_view, List::iterator> index_;  // keys view Entry::path
+  std::string scratch_;       // NUL-terminated relative path, reused
+};
+
+}  // namespace tern::server

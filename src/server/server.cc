@@ -1,0 +1,193 @@
+#include "server/server.h"
+
+#include <csignal>
+#include <stdexcept>
+
+#include "base/log.h"
+#include "net/event_loop.h"
+#include "server/handlers/static_files.h"
+#include "server/handlers/static_handler.h"
+
+namespace tern::server {
+namespace {
+
+constexpr std::chrono::milliseconds kDrainPoll{50};
+
+// The StaticFiles of the loop running on this thread (set at loop start).
+thread_local StaticFiles* t_static_files = nullptr;
+
+http::HttpServerOptions http_options(const Config& config) {
+  http::HttpServerOptions options;
+  net::TcpServerOptions& tcp = options.tcp;
+  tcp.name = "tern";
+  // One worker means one thread that accepts and serves, as nginx's
+  // worker_processes 1; more get an I/O thread each.
+  tcp.io_threads = config.workers > 1 ? config.workers : 0;
+  tcp.accept_mode = config.accept_mode;
+  tcp.dispatch_policy = config.dispatch_policy;
+  tcp.trigger = config.trigger;
+  tcp.cpu_affinity = config.cpu_affinity;
+  tcp.max_connections_per_loop = config.max_connections_per_worker;
+  options.limits = config.limits;
+  return options;
+}
+
+StaticFilesOptions static_options(const Config& config, const MimeTypes* mime) {
+  StaticFilesOptions options;
+  options.root = config.static_files.root;
+  options.index = config.static_files.index;
+  options.symlinks = config.static_files.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere
+                                                                     : SymlinkPolicy::kInsideRoot;
+  options.gzip_static = config.static_files.gzip_static;
+  options.cache_max_entries = config.static_files.cache_entries;
+  options.cache_valid_for = config.static_files.cache_valid;
+  options.mime_types = mime;
+  return options;
+}
+
+}  // namespace
+
+void apply_log_config(const LogConfig& config) {
+  log::Options options;
+  options.level = config.level;
+  options.file = config.error_log;
+  options.max_file_bytes = config.max_file_bytes;
+  options.max_files = config.max_files;
+  options.flush_interval = config.flush_interval;
+  log::init(options);
+}
+
+Server::Server(net::EventLoop* loop, Config config, std::string config_path)
+    : loop_(loop),
+      config_path_(std::move(config_path)),
+      config_(std::make_shared<const Config>(std::move(config))),
+      blocked_(std::make_shared<const IpFilter>(config_->blocked)) {
+  for (const auto& [extension, type] : config_->static_files.mime) mime_.set(extension, type);
+}
+
+Server::~Server() = default;
+
+const std::vector<net::InetAddress>& Server::listen_addresses() const {
+  return http_->tcp_server().listen_addresses();
+}
+
+void Server::start() {
+  loop_->assert_in_loop_thread();
+  const Config& config = *config_;
+  // Signals first: SignalSet blocks them in this thread, and the I/O threads
+  // started below inherit the mask (main() blocks them earlier still).
+  signals_ = std::make_unique<net::SignalSet>(
+      loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP, SIGUSR1},
+      [this](int signo) { on_signal(signo); });
+  // Fail early, on the main thread, if the root cannot be opened.
+  StaticFiles probe(static_options(config, &mime_));
+  access_log_.open(config.access_log);
+
+  http_ = std::make_unique<http::HttpServer>(loop_, config.listen, http_options(config));
+  http_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) { serve(r, w); });
+  http_->set_thread_init_callback([this](net::EventLoop*) {
+    auto files = std::make_unique<StaticFiles>(static_options(*config_, &mime_));
+    t_static_files = files.get();
+    std::lock_guard lock(static_mu_);
+    static_files_.push_back(std::move(files));
+  });
+  if (access_log_.enabled() || !config.access_log.empty()) {
+    http_->set_response_callback(
+        [this](const http::Request& r, const net::TcpConnection& c, const http::ResponseWriter& w) {
+          access_log_.log(r, c, w);
+        });
+  }
+  http_->tcp_server().set_accept_filter([this](const net::InetAddress& peer) {
+    bool refused = blocked_.load()->blocked(peer);
+    if (refused) TERN_LOG_DEBUG("refused connection from blocked address {}", peer.to_ip());
+    return !refused;
+  });
+  if (auto started = http_->start(); !started) {
+    std::string addresses;
+    for (const auto& a : config.listen) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
+    throw std::runtime_error("cannot listen on " + addresses + ": " + started.error().message());
+  }
+}
+
+void Server::serve(const http::Request& request, http::ResponseWriter& writer) {
+  respond_static(*t_static_files, request, writer, net::EventLoop::current()->clock().now(),
+                 config_->static_files.zero_copy == StaticConfig::ZeroCopy::kMmap);
+}
+
+void Server::on_signal(int signo) {
+  switch (signo) {
+    case SIGHUP:
+      return reload();
+    case SIGUSR1:
+      return reopen_logs();
+    default:
+      if (stopping_) {
+        TERN_LOG_WARN("second stop signal: exiting now");
+        return loop_->quit();
+      }
+      return stop_gracefully();
+  }
+}
+
+void Server::reload() {
+  if (config_path_.empty()) {
+    TERN_LOG_WARN("SIGHUP: running without a config file, nothing to reload");
+    return;
+  }
+  Config fresh;
+  try {
+    fresh = load_config(config_path_);
+  } catch (const ConfigError& e) {
+    TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}", e.what());
+    return;
+  }
+  const Config& old = *config_;
+  if (fresh.listen != old.listen || fresh.workers != old.workers) {
+    TERN_LOG_WARN("SIGHUP: listen addresses and workers change only on restart");
+  }
+  log::set_level(fresh.log.level);
+  try {
+    access_log_.open(fresh.access_log);
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("SIGHUP: cannot open access log {}: {}", fresh.access_log, e.what());
+  }
+  blocked_.store(std::make_shared<const IpFilter>(fresh.blocked));
+  http_->set_limits(fresh.limits);
+  TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
+  config_ = std::make_shared<const Config>(std::move(fresh));
+}
+
+void Server::reopen_logs() {
+  try {
+    access_log_.reopen();
+    if (!config_->log.error_log.empty()) apply_log_config(config_->log);
+    TERN_LOG_INFO("SIGUSR1: log files reopened");
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("SIGUSR1: cannot reopen log files: {}", e.what());
+  }
+}
+
+void Server::stop_gracefully() {
+  stopping_ = true;
+  stop_deadline_ = std::chrono::steady_clock::now() + config_->shutdown_timeout;
+  TERN_LOG_INFO("stopping: finishing in-flight requests (up to {} ms)",
+                config_->shutdown_timeout.count());
+  http_->tcp_server().stop_accepting();
+  http_->drain();
+  check_drained();
+}
+
+void Server::check_drained() {
+  size_t open = http_->tcp_server().connection_count();
+  if (open == 0) {
+    TERN_LOG_INFO("stopped: all connections closed");
+    return loop_->quit();
+  }
+  if (std::chrono::steady_clock::now() >= stop_deadline_) {
+    TERN_LOG_WARN("stopped: closing {} connection(s) still open at the deadline", open);
+    return loop_->quit();
+  }
+  loop_->run_after(kDrainPoll, [this] { check_drained(); });
+}
+
+}  // namespace tern::server

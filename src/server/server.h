@@ -1,0 +1,73 @@
+// Server: the tern web server assembled from its parts: an HttpServer on the
+// configured addresses, static files from the document root (one
+// StaticFiles with its open-file cache per loop), the access log, the
+// blocklist, and the reactions to signals:
+//   SIGTERM, SIGINT  stop accepting, let in-flight responses finish (up to
+//                    shutdown_timeout), close idle keep-alive connections, exit
+//   SIGHUP           re-read the config file: log level, access log,
+//                    blocklist, timeouts and limits change without dropping
+//                    connections (listen addresses and workers need a restart)
+//   SIGUSR1          reopen the log files (after logrotate moved them)
+//
+// Owned by main(); runs on the main thread's loop.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+#include <memory>
+#include <string>
+
+#include "http/http_server.h"
+#include "net/signal_set.h"
+#include "server/access_log.h"
+#include "server/config.h"
+#include "server/ip_filter.h"
+#include "server/mime_types.h"
+
+namespace tern::server {
+
+class StaticFiles;
+
+class Server {
+ public:
+  // `config_path` is re-read on SIGHUP; empty when running on defaults.
+  Server(net::EventLoop* loop, Config config, std::string config_path);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and starts serving. Throws std::runtime_error with a message for
+  // the operator when it cannot (address in use, root missing).
+  void start();
+
+  void reload();
+  void reopen_logs();
+  void stop_gracefully();
+
+  const Config& config() const { return *config_; }
+  const std::vector<net::InetAddress>& listen_addresses() const;
+
+ private:
+  void on_signal(int signo);
+  void serve(const http::Request& request, http::ResponseWriter& writer);
+  void check_drained();
+
+  net::EventLoop* const loop_;
+  std::string config_path_;
+  std::shared_ptr<const Config> config_;
+  MimeTypes mime_;
+  AccessLog access_log_;
+  std::atomic<std::shared_ptr<const IpFilter>> blocked_;
+  std::mutex static_mu_;  // guards static_files_ while loops start
+  std::vector<std::unique_ptr<StaticFiles>> static_files_;  // one per loop
+  std::unique_ptr<http::HttpServer> http_;
+  std::unique_ptr<net::SignalSet> signals_;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;
+};
+
+// Applies the logging part of a config (error log file, level, rotation).
+void apply_log_config(const LogConfig& log);
+
+}  // namespace tern::server

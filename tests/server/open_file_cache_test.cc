@@ -1,0 +1,364 @@
+#include "server/open_file_cache.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "support/temp_dir.h"
+#include "support/unprivileged.h"
+
+namespace tern::server {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = OpenFileCache::Clock;
+using testing::TempDir;
+
+std::string read_all(const OpenFile& file) {
+  std::string s(file.size(), '\0');
+  ssize_t n = ::pread(file.fd(), s.data(), s.size(), 0);
+  s.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return s;
+}
+
+class OpenFileCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(root_.ok() && outside_.ok());
+    ASSERT_TRUE(root_.write("a.html", "hello"));
+    ASSERT_TRUE(root_.mkdir("sub"));
+    ASSERT_TRUE(root_.write("sub/b.txt", "bee"));
+    ASSERT_TRUE(outside_.write("secret.txt", "secret"));
+  }
+
+  std::unique_ptr<OpenFileCache> make(OpenFileCacheOptions options = {}) {
+    return std::make_unique<OpenFileCache>(root_.path(), options);
+  }
+  static OpenFileCacheOptions with_symlinks(SymlinkPolicy policy) {
+    OpenFileCacheOptions options;
+    options.symlinks = policy;
+    return options;
+  }
+  // The errno of a failed find, or 0 on success.
+  static int error_of(const OpenFileCache::FileResult& r) { return r ? 0 : r.error().code; }
+
+  TempDir root_;
+  TempDir outside_;
+  Clock::time_point t0_ = Clock::now();
+};
+
+TEST_F(OpenFileCacheTest, OpensARegularFileWithItsMetadata) {
+  ASSERT_TRUE(root_.set_mtime("a.html", 784111777));
+  auto cache = make();
+  auto r = cache->find("/a.html", t0_);
+  ASSERT_TRUE(r);
+  const OpenFile& f = **r;
+  EXPECT_TRUE(f.is_regular());
+  EXPECT_FALSE(f.is_directory());
+  EXPECT_EQ(f.size(), 5u);
+  EXPECT_EQ(f.mtime(), 784111777);
+  EXPECT_EQ(read_all(f), "hello");
+  EXPECT_EQ(f.etag(), "\"2ebc98a1-5\"");  // nginx: "<mtime hex>-<size hex>"
+  EXPECT_EQ(f.last_modified(), "Sun, 06 Nov 1994 08:49:37 GMT");
+}
+
+TEST_F(OpenFileCacheTest, OpensTheRootAndSubdirectories) {
+  auto cache = make();
+  for (const char* path : {"/", "/sub", "/sub/"}) {
+    auto r = cache->find(path, t0_);
+    ASSERT_TRUE(r) << path;
+    EXPECT_TRUE((*r)->is_directory()) << path;
+  }
+}
+
+TEST_F(OpenFileCacheTest, MissingPathsAreNotFound) {
+  auto cache = make();
+  auto r = cache->find("/nope.html", t0_);
+  EXPECT_EQ(error_of(r), ENOENT);
+  EXPECT_EQ(OpenFileCache::http_status(r.error()), 404);
+  EXPECT_EQ(error_of(cache->find("/nodir/x", t0_)), ENOENT);
+  EXPECT_EQ(error_of(cache->find("/a.html/x", t0_)), ENOTDIR);
+}
+
+TEST_F(OpenFileCacheTest, TrailingSlashOnAFileIsNotADirectory) {
+  auto cache = make();
+  auto r = cache->find("/a.html/", t0_);
+  EXPECT_EQ(error_of(r), ENOTDIR);
+  EXPECT_EQ(OpenFileCache::http_status(r.error()), 404);
+}
+
+TEST_F(OpenFileCacheTest, MapsErrorsToStatuses) {
+  EXPECT_EQ(OpenFileCache::http_status({ENOENT, "open"}), 404);
+  EXPECT_EQ(OpenFileCache::http_status({ENOTDIR, "open"}), 404);
+  EXPECT_EQ(OpenFileCache::http_status({ENAMETOOLONG, "open"}), 404);
+  EXPECT_EQ(OpenFileCache::http_status({EACCES, "open"}), 403);
+  EXPECT_EQ(OpenFileCache::http_status({EPERM, "open"}), 403);
+  EXPECT_EQ(OpenFileCache::http_status({ELOOP, "open"}), 403);
+  EXPECT_EQ(OpenFileCache::http_status({EXDEV, "open"}), 403);
+  EXPECT_EQ(OpenFileCache::http_status({EMFILE, "open"}), 500);
+  EXPECT_EQ(OpenFileCache::http_status({EIO, "open"}), 500);
+}
+
+TEST_F(OpenFileCacheTest, HitWithinValidityReturnsTheSameFile) {
+  auto cache = make();
+  auto first = cache->find("/a.html", t0_);
+  auto second = cache->find("/a.html", t0_ + 999ms);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->get(), second->get());
+  EXPECT_EQ(cache->size(), 1u);
+}
+
+TEST_F(OpenFileCacheTest, ChangeIsSeenOnlyAfterValidFor) {
+  auto cache = make();  // valid_for = 1 s
+  auto old_file = cache->find("/a.html", t0_);
+  ASSERT_TRUE(old_file);
+  ASSERT_TRUE(root_.write("a.html", "hello, world"));
+  // Within the validity window the cached entry is trusted without a stat.
+  auto before = cache->find("/a.html", t0_ + 500ms);
+  ASSERT_TRUE(before);
+  EXPECT_EQ((*before)->size(), 5u);
+  // Past it, the fstatat sees the new size and the file is reopened.
+  auto after = cache->find("/a.html", t0_ + 1500ms);
+  ASSERT_TRUE(after);
+  EXPECT_EQ((*after)->size(), 12u);
+  EXPECT_EQ(read_all(**after), "hello, world");
+  EXPECT_NE(old_file->get(), after->get());
+  EXPECT_EQ(cache->size(), 1u);
+}
+
+TEST_F(OpenFileCacheTest, UnchangedFileKeepsItsEntryAfterRevalidation) {
+  auto cache = make();
+  auto first = cache->find("/a.html", t0_);
+  auto later = cache->find("/a.html", t0_ + 10s);
+  ASSERT_TRUE(first && later);
+  EXPECT_EQ(first->get(), later->get());
+}
+
+TEST_F(OpenFileCacheTest, ReplacedFileWithTheSameSizeIsReopened) {
+  auto cache = make();
+  auto first = cache->find("/a.html", t0_);
+  ASSERT_TRUE(root_.write("new.html", "HELLO"));
+  ASSERT_EQ(::rename(root_.at("new.html").c_str(), root_.at("a.html").c_str()), 0);
+  auto later = cache->find("/a.html", t0_ + 2s);
+  ASSERT_TRUE(later);
+  EXPECT_EQ(read_all(**later), "HELLO");
+  EXPECT_EQ(read_all(**first), "hello");  // a held file keeps its old contents
+}
+
+TEST_F(OpenFileCacheTest, VanishedFileIsNotFoundAfterValidFor) {
+  auto cache = make();
+  ASSERT_TRUE(cache->find("/a.html", t0_));
+  ASSERT_EQ(::unlink(root_.at("a.html").c_str()), 0);
+  EXPECT_TRUE(cache->find("/a.html", t0_ + 100ms));
+  EXPECT_EQ(error_of(cache->find("/a.html", t0_ + 1100ms)), ENOENT);
+}
+
+TEST_F(OpenFileCacheTest, NotFoundIsCachedUntilValidFor) {
+  auto cache = make();
+  EXPECT_EQ(error_of(cache->find("/late.html", t0_)), ENOENT);
+  EXPECT_EQ(cache->size(), 1u);
+  ASSERT_TRUE(root_.write("late.html", "late"));
+  EXPECT_EQ(error_of(cache->find("/late.html", t0_ + 500ms)), ENOENT);
+  auto r = cache->find("/late.html", t0_ + 1s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(read_all(**r), "late");
+}
+
+TEST_F(OpenFileCacheTest, NotFoundIsNotCachedWhenDisabled) {
+  OpenFileCacheOptions options;
+  options.cache_not_found = false;
+  auto cache = make(options);
+  EXPECT_EQ(error_of(cache->find("/late.html", t0_)), ENOENT);
+  EXPECT_EQ(cache->size(), 0u);
+  ASSERT_TRUE(root_.write("late.html", "late"));
+  EXPECT_TRUE(cache->find("/late.html", t0_));
+}
+
+TEST_F(OpenFileCacheTest, OtherErrorsAreNeverCached) {
+  ASSERT_TRUE(root_.mkfifo("pipe"));
+  auto cache = make();
+  EXPECT_EQ(error_of(cache->find("/pipe", t0_)), EPERM);
+  EXPECT_EQ(cache->size(), 0u);
+}
+
+TEST_F(OpenFileCacheTest, EvictsTheLeastRecentlyUsedEntryAtCapacity) {
+  ASSERT_TRUE(root_.write("c.html", "c"));
+  OpenFileCacheOptions options;
+  options.max_entries = 2;
+  auto cache = make(options);
+  auto a = cache->find("/a.html", t0_);
+  auto b = cache->find("/sub/b.txt", t0_);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(cache->find("/a.html", t0_));  // a is now the most recent
+  ASSERT_TRUE(cache->find("/c.html", t0_));  // evicts b
+  EXPECT_EQ(cache->size(), 2u);
+  auto a_again = cache->find("/a.html", t0_);
+  auto b_again = cache->find("/sub/b.txt", t0_);
+  ASSERT_TRUE(a_again && b_again);
+  EXPECT_EQ(a->get(), a_again->get());  // still cached
+  EXPECT_NE(b->get(), b_again->get());  // reopened
+  EXPECT_EQ(cache->size(), 2u);
+}
+
+TEST_F(OpenFileCacheTest, HeldFileOutlivesItsEviction) {
+  OpenFileCacheOptions options;
+  options.max_entries = 1;
+  auto cache = make(options);
+  auto a = cache->find("/a.html", t0_);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(cache->find("/sub/b.txt", t0_));
+  cache->clear();
+  EXPECT_EQ(cache->size(), 0u);
+  EXPECT_EQ(read_all(**a), "hello");
+}
+
+TEST_F(OpenFileCacheTest, ZeroCapacityOpensEveryTime) {
+  OpenFileCacheOptions options;
+  options.max_entries = 0;
+  auto cache = make(options);
+  auto a = cache->find("/a.html", t0_);
+  auto b = cache->find("/a.html", t0_);
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->get(), b->get());
+  EXPECT_EQ(cache->size(), 0u);
+}
+
+TEST_F(OpenFileCacheTest, FifoIsRefusedWithoutBlocking) {
+  // Opening a FIFO for reading blocks until a writer appears unless
+  // O_NONBLOCK is used; if that were missing this test would hang.
+  ASSERT_TRUE(root_.mkfifo("pipe"));
+  for (SymlinkPolicy policy :
+       {SymlinkPolicy::kInsideRoot, SymlinkPolicy::kAnywhere, SymlinkPolicy::kNever}) {
+    auto cache = make(with_symlinks(policy));
+    auto r = cache->find("/pipe", t0_);
+    EXPECT_EQ(error_of(r), EPERM);
+    EXPECT_EQ(OpenFileCache::http_status(r.error()), 403);
+  }
+}
+
+TEST_F(OpenFileCacheTest, UnreadableFileIsForbidden) {
+  // mkdtemp makes the root 0700; let "nobody" search it, then lock one file.
+  ASSERT_TRUE(root_.chmod("", 0755));
+  ASSERT_TRUE(root_.chmod("a.html", 0));
+  ASSERT_TRUE(root_.write("open.txt", "open"));
+  int rc = testing::run_unprivileged([&] {
+    OpenFileCache cache(root_.path(), {});
+    auto locked = cache.find("/a.html", t0_);
+    if (locked || locked.error().code != EACCES) return 1;
+    if (OpenFileCache::http_status(locked.error()) != 403) return 2;
+    if (!cache.find("/open.txt", t0_)) return 3;  // the control: the rest is readable
+    return 0;
+  });
+  if (rc == testing::kCannotDropPrivileges) GTEST_SKIP() << "cannot drop root privileges here";
+  EXPECT_EQ(rc, 0);
+}
+
+TEST_F(OpenFileCacheTest, SymlinksInsideTheRootAreFollowedByDefault) {
+  ASSERT_TRUE(root_.symlink("a.html", "link.html"));
+  ASSERT_TRUE(root_.symlink("sub", "linkdir"));
+  ASSERT_TRUE(root_.symlink("../a.html", "sub/up.html"));
+  auto cache = make();
+  for (const char* path : {"/link.html", "/sub/up.html"}) {
+    auto r = cache->find(path, t0_);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(read_all(**r), "hello") << path;
+  }
+  auto b = cache->find("/linkdir/b.txt", t0_);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(read_all(**b), "bee");
+}
+
+TEST_F(OpenFileCacheTest, SymlinksLeavingTheRootAreRefusedByDefault) {
+  ASSERT_TRUE(root_.symlink(outside_.at("secret.txt"), "abs.txt"));
+  ASSERT_TRUE(root_.symlink(outside_.path(), "outdir"));
+  // A relative link that climbs out: "../tern-test-XXXXXX/secret.txt".
+  std::string relative = "../" + outside_.path().substr(outside_.path().rfind('/') + 1);
+  ASSERT_TRUE(root_.symlink(relative + "/secret.txt", "rel.txt"));
+  ASSERT_TRUE(root_.symlink("/etc/passwd", "passwd"));
+  auto cache = make();
+  for (const char* path : {"/abs.txt", "/outdir/secret.txt", "/rel.txt", "/passwd"}) {
+    auto r = cache->find(path, t0_);
+    ASSERT_FALSE(r) << path;
+    EXPECT_EQ(OpenFileCache::http_status(r.error()), 403) << path;
+  }
+}
+
+TEST_F(OpenFileCacheTest, AbsoluteSymlinkIntoTheRootIsRefusedByDefault) {
+  // RESOLVE_BENEATH rejects every absolute link, wherever it points.
+  ASSERT_TRUE(root_.symlink(root_.at("a.html"), "abs-inside.html"));
+  auto cache = make();
+  auto r = cache->find("/abs-inside.html", t0_);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(OpenFileCache::http_status(r.error()), 403);
+}
+
+TEST_F(OpenFileCacheTest, SymlinksLeavingTheRootAreFollowedWhenAllowed) {
+  ASSERT_TRUE(root_.symlink(outside_.at("secret.txt"), "abs.txt"));
+  ASSERT_TRUE(root_.symlink(outside_.path(), "outdir"));
+  auto cache = make(with_symlinks(SymlinkPolicy::kAnywhere));
+  for (const char* path : {"/abs.txt", "/outdir/secret.txt"}) {
+    auto r = cache->find(path, t0_);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(read_all(**r), "secret");
+  }
+}
+
+TEST_F(OpenFileCacheTest, NeverPolicyRefusesEverySymlink) {
+  ASSERT_TRUE(root_.symlink("a.html", "link.html"));
+  ASSERT_TRUE(root_.symlink("sub", "linkdir"));
+  auto cache = make(with_symlinks(SymlinkPolicy::kNever));
+  for (const char* path : {"/link.html", "/linkdir", "/linkdir/", "/linkdir/b.txt"}) {
+    auto r = cache->find(path, t0_);
+    ASSERT_FALSE(r) << path;
+    EXPECT_EQ(r.error().code, ELOOP) << path;
+    EXPECT_EQ(OpenFileCache::http_status(r.error()), 403) << path;
+  }
+}
+
+TEST_F(OpenFileCacheTest, NeverPolicyStillOpensPlainPaths) {
+  ASSERT_TRUE(root_.mkdir("sub/deep"));
+  ASSERT_TRUE(root_.write("sub/deep/c.txt", "sea"));
+  auto cache = make(with_symlinks(SymlinkPolicy::kNever));
+  auto c = cache->find("/sub/deep/c.txt", t0_);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(read_all(**c), "sea");
+  for (const char* dir : {"/", "/sub", "/sub/deep/"}) {
+    auto r = cache->find(dir, t0_);
+    ASSERT_TRUE(r) << dir;
+    EXPECT_TRUE((*r)->is_directory()) << dir;
+  }
+  EXPECT_EQ(error_of(cache->find("/a.html/", t0_)), ENOTDIR);
+  EXPECT_EQ(error_of(cache->find("/a.html/x", t0_)), ENOTDIR);
+  EXPECT_EQ(error_of(cache->find("/sub/missing/x", t0_)), ENOENT);
+}
+
+TEST_F(OpenFileCacheTest, FileSwappedForASymlinkIsRefusedAfterRevalidation) {
+  auto cache = make(with_symlinks(SymlinkPolicy::kNever));
+  ASSERT_TRUE(cache->find("/a.html", t0_));
+  ASSERT_TRUE(root_.write("real.html", "hello"));
+  ASSERT_EQ(::unlink(root_.at("a.html").c_str()), 0);
+  ASSERT_TRUE(root_.symlink("real.html", "a.html"));
+  EXPECT_EQ(error_of(cache->find("/a.html", t0_ + 2s)), ELOOP);
+}
+
+TEST_F(OpenFileCacheTest, DotDotCannotEscapeEvenIfPassedUnnormalised) {
+  // Callers normalise first; the kernel check is a second line of defence.
+  auto cache = make();
+  auto r = cache->find("/../" + outside_.path().substr(5) + "/secret.txt", t0_);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(OpenFileCache::http_status(r.error()), 403);
+}
+
+TEST_F(OpenFileCacheTest, ConstructorThrowsWhenTheRootCannotBeOpened) {
+  EXPECT_THROW(OpenFileCache(root_.at("missing"), {}), std::system_error);
+  EXPECT_THROW(OpenFileCache(root_.at("a.html"), {}), std::system_error);
+}
+
+}  // namespace
+}  // namespace tern::server

@@ -1,0 +1,568 @@
+#include "server/handlers/static_files.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "support/temp_dir.h"
+#include "support/unprivileged.h"
+
+// Counts heap allocations on this thread, to check that a warmed-up handler
+// serves without allocating.
+namespace {
+thread_local size_t g_allocations = 0;
+}  // namespace
+
+void* operator new(size_t size) {
+  ++g_allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace tern::server {
+namespace {
+
+using namespace std::chrono_literals;
+using http::Method;
+using testing::TempDir;
+
+constexpr time_t kMtime = 1000000000;  // Sun, 09 Sep 2001 01:46:40 GMT
+constexpr std::string_view kMtimeText = "Sun, 09 Sep 2001 01:46:40 GMT";
+
+std::string body_of(const StaticResult& r) {
+  if (!r.file) return {};
+  std::string s(r.length, '\0');
+  ssize_t n = ::pread(r.file->fd(), s.data(), s.size(), static_cast<off_t>(r.offset));
+  s.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return s;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string thousand_bytes() {
+  std::string s;
+  for (int i = 0; i < 1000; ++i) s.push_back(static_cast<char>('a' + i % 26));
+  return s;
+}
+
+StaticRequest request_for(Method method, std::string_view path, std::string_view query = {}) {
+  StaticRequest request;
+  request.method = method;
+  request.path = path;
+  request.query = query;
+  return request;
+}
+
+class StaticFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(root_.ok() && outside_.ok());
+    ASSERT_TRUE(root_.write("index.html", "root index"));
+    ASSERT_TRUE(root_.write("hello.txt", "hello"));
+    ASSERT_TRUE(root_.write("big.bin", thousand_bytes()));
+    ASSERT_TRUE(root_.write("style.css", "body { color: red }"));
+    ASSERT_TRUE(root_.write("style.css.gz", "GZ"));
+    ASSERT_TRUE(root_.write("file with space.txt", "spaced"));
+    ASSERT_TRUE(root_.mkdir("sub"));
+    ASSERT_TRUE(root_.write("sub/index.html", "sub index"));
+    ASSERT_TRUE(root_.mkdir("dir with space"));
+    ASSERT_TRUE(root_.mkdir("noindex"));
+    ASSERT_TRUE(root_.write("noindex/file.txt", "x"));
+    ASSERT_TRUE(root_.mkdir("etc"));
+    ASSERT_TRUE(root_.write("etc/passwd", "the root's own etc/passwd"));
+    ASSERT_TRUE(root_.write("locked.txt", "locked"));
+    ASSERT_TRUE(root_.chmod("locked.txt", 0));
+    ASSERT_TRUE(root_.mkfifo("pipe"));
+    ASSERT_TRUE(root_.symlink("hello.txt", "link.txt"));
+    ASSERT_TRUE(outside_.write("secret.txt", "secret"));
+    ASSERT_TRUE(root_.symlink(outside_.at("secret.txt"), "out.txt"));
+    for (const char* f : {"hello.txt", "big.bin", "style.css", "style.css.gz"}) {
+      ASSERT_TRUE(root_.set_mtime(f, kMtime));
+    }
+  }
+
+  std::unique_ptr<StaticFiles> make(StaticFilesOptions options = {}) {
+    options.root = root_.path();
+    return std::make_unique<StaticFiles>(options);
+  }
+  StaticFiles& files() {
+    if (!files_) files_ = make();
+    return *files_;
+  }
+  StaticResult get(std::string_view path) { return serve(request_for(Method::kGet, path)); }
+  StaticResult serve(const StaticRequest& request) { return files().serve(request, now_); }
+
+  TempDir root_;
+  TempDir outside_;
+  std::unique_ptr<StaticFiles> files_;
+  StaticFiles::Clock::time_point now_ = StaticFiles::Clock::now();
+};
+
+TEST_F(StaticFilesTest, ServesARegularFile) {
+  StaticResult r = get("/hello.txt");
+  EXPECT_EQ(r.status, 200);
+  ASSERT_TRUE(r.file);
+  EXPECT_EQ(r.offset, 0u);
+  EXPECT_EQ(r.length, 5u);
+  EXPECT_TRUE(r.send_body);
+  EXPECT_EQ(body_of(r), "hello");
+  EXPECT_EQ(r.content_type, "text/plain; charset=utf-8");
+  EXPECT_EQ(r.etag, "\"3b9aca00-5\"");
+  EXPECT_EQ(r.last_modified, kMtimeText);
+  EXPECT_FALSE(r.gzip);
+  EXPECT_FALSE(r.vary_accept_encoding);
+  EXPECT_EQ(r.content_range(), "");
+}
+
+TEST_F(StaticFilesTest, DecodesThePath) {
+  StaticResult r = get("/file%20with%20space.txt");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "spaced");
+}
+
+TEST_F(StaticFilesTest, HeadReportsTheLengthWithoutABody) {
+  StaticResult r = serve(request_for(Method::kHead, "/hello.txt"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.length, 5u);
+  EXPECT_FALSE(r.send_body);
+  EXPECT_EQ(r.etag, "\"3b9aca00-5\"");
+}
+
+TEST_F(StaticFilesTest, OtherMethodsAreNotAllowed) {
+  for (Method m : {Method::kPost, Method::kPut, Method::kDelete, Method::kOptions, Method::kPatch,
+                   Method::kTrace, Method::kOther}) {
+    StaticResult r = serve(request_for(m, "/hello.txt"));
+    EXPECT_EQ(r.status, 405);
+    EXPECT_EQ(r.allow, "GET, HEAD");
+    EXPECT_FALSE(r.file);
+    EXPECT_FALSE(r.send_body);
+  }
+}
+
+TEST_F(StaticFilesTest, MissingFileIsNotFound) {
+  EXPECT_EQ(get("/nope.txt").status, 404);
+  EXPECT_EQ(get("/nope/deeper.txt").status, 404);
+  EXPECT_EQ(get("/hello.txt/").status, 404);
+  EXPECT_EQ(get("/hello.txt/x").status, 404);
+}
+
+TEST_F(StaticFilesTest, MalformedOrEscapingPathsAreBadRequests) {
+  for (std::string_view path : {
+           "/%zz", "/%4", "/%00", "/a%00.html", "/../etc/passwd", "/%2e%2e/etc/passwd",
+           "/%2E%2E%2Fetc/passwd", "/a/../../etc/passwd", "/..%2f..%2fetc/passwd",
+           "/..", "relative.txt", "",
+       }) {
+    StaticResult r = get(path);
+    EXPECT_EQ(r.status, 400) << path;
+    EXPECT_FALSE(r.file) << path;
+  }
+}
+
+TEST_F(StaticFilesTest, NeverServesTheRealEtcPasswd) {
+  std::string real = read_file("/etc/passwd");
+  for (std::string_view path : {
+           "//etc/passwd", "/etc/passwd", "/etc//passwd", "/./etc/passwd", "/sub/../etc/passwd",
+           "/%2Fetc%2Fpasswd", "///etc///passwd", "/../etc/passwd", "/%2e%2e/etc/passwd",
+           "/%2E%2E%2Fetc/passwd", "/a/../../etc/passwd", "/..%2f..%2fetc/passwd",
+           "/etc/passwd%00", "/sub/..%2F..%2F..%2Fetc/passwd",
+       }) {
+    StaticResult r = get(path);
+    if (r.status == 200) {
+      EXPECT_EQ(body_of(r), "the root's own etc/passwd") << path;
+    } else {
+      EXPECT_EQ(r.status, 400) << path;
+    }
+    if (!real.empty()) {
+      EXPECT_NE(body_of(r), real) << path;
+    }
+  }
+  // And with the root's copy gone, "//etc/passwd" is simply not found.
+  ASSERT_EQ(::unlink(root_.at("etc/passwd").c_str()), 0);
+  EXPECT_EQ(make()->serve(request_for(Method::kGet, "//etc/passwd"), now_).status, 404);
+}
+
+TEST_F(StaticFilesTest, DirectoryWithoutSlashRedirects) {
+  StaticResult r = get("/sub");
+  EXPECT_EQ(r.status, 301);
+  EXPECT_EQ(r.location, "/sub/");
+  EXPECT_FALSE(r.file);
+  EXPECT_FALSE(r.send_body);
+}
+
+TEST_F(StaticFilesTest, RedirectKeepsTheQueryAndReencodesThePath) {
+  StaticResult r = serve(request_for(Method::kGet, "/sub", "a=1&b=%20"));
+  EXPECT_EQ(r.status, 301);
+  EXPECT_EQ(r.location, "/sub/?a=1&b=%20");
+  r = get("/dir%20with%20space");
+  EXPECT_EQ(r.status, 301);
+  EXPECT_EQ(r.location, "/dir%20with%20space/");
+  r = get("//sub/./");  // normalised first: "/sub/" is a directory with slash
+  EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(StaticFilesTest, DirectoryWithSlashServesItsIndex) {
+  StaticResult r = get("/sub/");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "sub index");
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  r = get("/");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "root index");
+  r = get("/sub%2F");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "sub index");
+}
+
+TEST_F(StaticFilesTest, IndexNamesAreTriedInOrder) {
+  ASSERT_TRUE(root_.write("sub/default.htm", "default"));
+  StaticFilesOptions options;
+  options.index = {"missing.html", "default.htm", "index.html"};
+  auto files = make(options);
+  StaticResult r = files->serve(request_for(Method::kGet, "/sub/"), now_);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "default");
+  r = files->serve(request_for(Method::kGet, "/"), now_);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "root index");
+}
+
+TEST_F(StaticFilesTest, DirectoryWithoutIndexIsForbidden) {
+  EXPECT_EQ(get("/noindex/").status, 403);
+  EXPECT_EQ(get("/dir%20with%20space/").status, 403);
+}
+
+TEST_F(StaticFilesTest, IndexThatIsADirectoryIsSkipped) {
+  ASSERT_TRUE(root_.mkdir("noindex/index.html"));
+  EXPECT_EQ(get("/noindex/").status, 403);
+}
+
+TEST_F(StaticFilesTest, InvalidIndexNamesAreRejectedAtStartUp) {
+  for (const char* bad : {"", ".", "..", "a/b", "/index.html"}) {
+    StaticFilesOptions options;
+    options.index = {bad};
+    EXPECT_THROW(make(options), std::invalid_argument) << bad;
+  }
+}
+
+TEST_F(StaticFilesTest, MissingRootIsAStartUpError) {
+  StaticFilesOptions options;
+  options.root = root_.at("missing");
+  EXPECT_THROW(StaticFiles{options}, std::system_error);
+}
+
+TEST_F(StaticFilesTest, UnreadableFileIsForbidden) {
+  ASSERT_TRUE(root_.chmod("", 0755));  // mkdtemp's 0700 would lock out everything
+  int rc = testing::run_unprivileged([&] {
+    StaticFiles files(StaticFilesOptions{.root = root_.path()});
+    if (files.serve(request_for(Method::kGet, "/locked.txt"), now_).status != 403) return 1;
+    if (files.serve(request_for(Method::kGet, "/hello.txt"), now_).status != 200) return 2;
+    return 0;
+  });
+  if (rc == testing::kCannotDropPrivileges) GTEST_SKIP() << "cannot drop root privileges here";
+  EXPECT_EQ(rc, 0);
+}
+
+TEST_F(StaticFilesTest, FifoIsForbiddenAndDoesNotHang) {
+  StaticResult r = get("/pipe");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_FALSE(r.file);
+}
+
+TEST_F(StaticFilesTest, SymlinkInsideTheRootIsServed) {
+  StaticResult r = get("/link.txt");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "hello");
+}
+
+TEST_F(StaticFilesTest, SymlinkOutOfTheRootIsForbiddenByDefault) {
+  StaticResult r = get("/out.txt");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_FALSE(r.file);
+}
+
+TEST_F(StaticFilesTest, SymlinkOutOfTheRootIsServedWhenAllowed) {
+  StaticFilesOptions options;
+  options.symlinks = SymlinkPolicy::kAnywhere;
+  StaticResult r = make(options)->serve(request_for(Method::kGet, "/out.txt"), now_);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(body_of(r), "secret");
+}
+
+// --- Conditional requests ---
+
+StaticRequest conditional(std::string_view if_none_match, std::string_view if_modified_since,
+                          Method method = Method::kGet) {
+  StaticRequest request = request_for(method, "/hello.txt");
+  request.if_none_match = if_none_match;
+  request.if_modified_since = if_modified_since;
+  return request;
+}
+
+TEST_F(StaticFilesTest, MatchingIfNoneMatchIsNotModified) {
+  for (std::string_view inm : {"\"3b9aca00-5\"", "W/\"3b9aca00-5\"", "\"x\", \"3b9aca00-5\"",
+                               "\"x\",W/\"3b9aca00-5\" ", "*"}) {
+    StaticResult r = serve(conditional(inm, ""));
+    EXPECT_EQ(r.status, 304) << inm;
+    EXPECT_FALSE(r.send_body) << inm;
+    EXPECT_EQ(r.length, 0u) << inm;
+    EXPECT_EQ(r.etag, "\"3b9aca00-5\"") << inm;
+  }
+  EXPECT_EQ(serve(conditional("\"3b9aca00-5\"", "", Method::kHead)).status, 304);
+}
+
+TEST_F(StaticFilesTest, OtherIfNoneMatchIsServedInFull) {
+  for (std::string_view inm : {"\"3b9aca00-6\"", "\"3b9aca00-5", "3b9aca00-5", "\"\""}) {
+    StaticResult r = serve(conditional(inm, ""));
+    EXPECT_EQ(r.status, 200) << inm;
+    EXPECT_TRUE(r.send_body) << inm;
+  }
+}
+
+TEST_F(StaticFilesTest, IfModifiedSinceComparesWholeSeconds) {
+  EXPECT_EQ(serve(conditional("", kMtimeText)).status, 304);
+  EXPECT_EQ(serve(conditional("", "Sun, 09 Sep 2001 01:46:41 GMT")).status, 304);
+  EXPECT_EQ(serve(conditional("", "Sunday, 09-Sep-01 01:46:40 GMT")).status, 304);
+  EXPECT_EQ(serve(conditional("", "Sun, 09 Sep 2001 01:46:39 GMT")).status, 200);
+  EXPECT_EQ(serve(conditional("", "not a date")).status, 200);
+}
+
+TEST_F(StaticFilesTest, IfNoneMatchOverridesIfModifiedSince) {
+  // RFC 9110 13.2.2: when If-None-Match is present, If-Modified-Since is ignored.
+  EXPECT_EQ(serve(conditional("\"other\"", kMtimeText)).status, 200);
+  EXPECT_EQ(serve(conditional("\"3b9aca00-5\"", "Sun, 09 Sep 2001 01:46:39 GMT")).status, 304);
+}
+
+// --- Ranges ---
+
+StaticRequest ranged(std::string_view range, std::string_view if_range = {},
+                     Method method = Method::kGet) {
+  StaticRequest request = request_for(method, "/big.bin");
+  request.range = range;
+  request.if_range = if_range;
+  return request;
+}
+
+TEST_F(StaticFilesTest, SingleRangeIsPartialContent) {
+  StaticResult r = serve(ranged("bytes=0-9"));
+  EXPECT_EQ(r.status, 206);
+  EXPECT_EQ(r.offset, 0u);
+  EXPECT_EQ(r.length, 10u);
+  EXPECT_TRUE(r.send_body);
+  EXPECT_EQ(r.content_range(), "bytes 0-9/1000");
+  EXPECT_EQ(body_of(r), thousand_bytes().substr(0, 10));
+
+  r = serve(ranged("bytes=990-"));
+  EXPECT_EQ(r.status, 206);
+  EXPECT_EQ(r.content_range(), "bytes 990-999/1000");
+  EXPECT_EQ(body_of(r), thousand_bytes().substr(990));
+
+  r = serve(ranged("bytes=-10"));
+  EXPECT_EQ(r.status, 206);
+  EXPECT_EQ(r.offset, 990u);
+  EXPECT_EQ(r.length, 10u);
+}
+
+TEST_F(StaticFilesTest, ResultCopiesKeepTheirContentRange) {
+  StaticResult copy;
+  {
+    StaticResult r = serve(ranged("bytes=5-6"));
+    copy = r;
+  }
+  EXPECT_EQ(copy.content_range(), "bytes 5-6/1000");
+}
+
+TEST_F(StaticFilesTest, UnsatisfiableRangeIs416) {
+  StaticResult r = serve(ranged("bytes=1000-"));
+  EXPECT_EQ(r.status, 416);
+  EXPECT_EQ(r.content_range(), "bytes */1000");
+  EXPECT_FALSE(r.send_body);
+  EXPECT_EQ(r.length, 0u);
+}
+
+TEST_F(StaticFilesTest, MultipleOrInvalidRangesGetTheWholeFile) {
+  for (std::string_view range : {"bytes=0-1,5-6", "bytes=abc", "lines=1-2", "bytes=5-1"}) {
+    StaticResult r = serve(ranged(range));
+    EXPECT_EQ(r.status, 200) << range;
+    EXPECT_EQ(r.length, 1000u) << range;
+    EXPECT_EQ(r.content_range(), "") << range;
+  }
+}
+
+TEST_F(StaticFilesTest, HeadIgnoresRange) {
+  StaticResult r = serve(ranged("bytes=0-9", {}, Method::kHead));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.length, 1000u);
+}
+
+TEST_F(StaticFilesTest, IfRangeMustMatchExactly) {
+  std::string etag(get("/big.bin").etag);
+  EXPECT_EQ(serve(ranged("bytes=0-9", etag)).status, 206);
+  EXPECT_EQ(serve(ranged("bytes=0-9", kMtimeText)).status, 206);
+  // Anything else sends the whole representation.
+  std::string weak = "W/" + etag;  // If-Range needs a strong match
+  for (std::string_view if_range : {std::string_view("\"stale-tag\""), std::string_view(weak),
+                                    std::string_view("Sun, 09 Sep 2001 01:46:41 GMT"),
+                                    std::string_view("garbage")}) {
+    StaticResult r = serve(ranged("bytes=0-9", if_range));
+    EXPECT_EQ(r.status, 200) << if_range;
+    EXPECT_EQ(r.length, 1000u) << if_range;
+  }
+}
+
+TEST_F(StaticFilesTest, NotModifiedWinsOverRange) {
+  StaticRequest request = ranged("bytes=0-9");
+  request.if_none_match = "*";
+  EXPECT_EQ(serve(request).status, 304);
+}
+
+// --- gzip_static ---
+
+StaticRequest with_encoding(std::string_view path, std::string_view accept_encoding) {
+  StaticRequest request = request_for(Method::kGet, path);
+  request.accept_encoding = accept_encoding;
+  return request;
+}
+
+TEST_F(StaticFilesTest, ServesTheGzipSiblingWhenAccepted) {
+  StaticResult plain = serve(with_encoding("/style.css", ""));
+  StaticResult r = serve(with_encoding("/style.css", "gzip, deflate, br"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_TRUE(r.gzip);
+  EXPECT_TRUE(r.vary_accept_encoding);
+  EXPECT_EQ(body_of(r), "GZ");
+  EXPECT_EQ(r.length, 2u);
+  EXPECT_EQ(r.content_type, "text/css; charset=utf-8");
+  EXPECT_NE(r.etag, plain.etag);  // a different representation
+}
+
+TEST_F(StaticFilesTest, VariesEvenWhenGzipIsNotAccepted) {
+  for (std::string_view ae : {"", "deflate, br", "gzip;q=0", "gzip; q=0.000, *", "identity"}) {
+    StaticResult r = serve(with_encoding("/style.css", ae));
+    EXPECT_EQ(r.status, 200) << ae;
+    EXPECT_FALSE(r.gzip) << ae;
+    EXPECT_TRUE(r.vary_accept_encoding) << ae;
+    EXPECT_EQ(body_of(r), "body { color: red }") << ae;
+  }
+}
+
+TEST_F(StaticFilesTest, NoGzipSiblingMeansNoVary) {
+  StaticResult r = serve(with_encoding("/hello.txt", "gzip"));
+  EXPECT_FALSE(r.gzip);
+  EXPECT_FALSE(r.vary_accept_encoding);
+}
+
+TEST_F(StaticFilesTest, GzipStaticCanBeTurnedOff) {
+  StaticFilesOptions options;
+  options.gzip_static = false;
+  StaticResult r = make(options)->serve(with_encoding("/style.css", "gzip"), now_);
+  EXPECT_FALSE(r.gzip);
+  EXPECT_FALSE(r.vary_accept_encoding);
+  EXPECT_EQ(body_of(r), "body { color: red }");
+}
+
+TEST_F(StaticFilesTest, RangesApplyToTheGzipBytes) {
+  StaticRequest request = with_encoding("/style.css", "gzip");
+  request.range = "bytes=1-";
+  StaticResult r = serve(request);
+  EXPECT_EQ(r.status, 206);
+  EXPECT_TRUE(r.gzip);
+  EXPECT_EQ(r.content_range(), "bytes 1-1/2");
+  EXPECT_EQ(body_of(r), "Z");
+}
+
+TEST_F(StaticFilesTest, GzipFileRequestedDirectlyIsPlainGzip) {
+  StaticResult r = serve(with_encoding("/style.css.gz", "gzip"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_FALSE(r.gzip);
+  EXPECT_EQ(r.content_type, "application/gzip");
+}
+
+TEST_F(StaticFilesTest, IndexFileCanHaveAGzipSibling) {
+  ASSERT_TRUE(root_.write("sub/index.html.gz", "GZINDEX"));
+  StaticResult r = serve(with_encoding("/sub/", "gzip"));
+  EXPECT_TRUE(r.gzip);
+  EXPECT_EQ(body_of(r), "GZINDEX");
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+}
+
+// --- Caching and allocation ---
+
+TEST_F(StaticFilesTest, EditsBecomeVisibleAfterTheCacheValidity) {
+  ASSERT_EQ(get("/hello.txt").length, 5u);
+  ASSERT_TRUE(root_.write("hello.txt", "hello again"));
+  now_ += 100ms;
+  EXPECT_EQ(get("/hello.txt").length, 5u);
+  now_ += 1s;
+  StaticResult r = get("/hello.txt");
+  EXPECT_EQ(r.length, 11u);
+  EXPECT_EQ(body_of(r), "hello again");
+}
+
+TEST_F(StaticFilesTest, WarmRequestsDoNotAllocate) {
+  StaticRequest request = with_encoding("/style.css", "gzip");
+  request.range = "bytes=0-0";
+  request.if_none_match = "\"nope\"";
+  ASSERT_EQ(serve(request).status, 206);  // warm the cache and the buffers
+  ASSERT_EQ(get("/sub").status, 301);
+  size_t before = g_allocations;
+  for (int i = 0; i < 100; ++i) {
+    StaticResult r = serve(request);
+    ASSERT_EQ(r.status, 206);
+    StaticResult redirect = get("/sub");
+    ASSERT_EQ(redirect.status, 301);
+  }
+  EXPECT_EQ(g_allocations, before);
+}
+
+// --- Field helpers ---
+
+TEST(AcceptsGzip, FollowsTokensAndQValues) {
+  EXPECT_TRUE(accepts_gzip("gzip"));
+  EXPECT_TRUE(accepts_gzip("GZIP"));
+  EXPECT_TRUE(accepts_gzip("x-gzip"));
+  EXPECT_TRUE(accepts_gzip("deflate, gzip;q=0.5"));
+  EXPECT_TRUE(accepts_gzip("br ; q=1, gzip ; Q=0.001"));
+  EXPECT_TRUE(accepts_gzip("*"));
+  EXPECT_TRUE(accepts_gzip("br, *;q=0.1"));
+  EXPECT_FALSE(accepts_gzip(""));
+  EXPECT_FALSE(accepts_gzip("identity"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0.0"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0.000"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0, *"));  // explicit refusal beats the wildcard
+  EXPECT_FALSE(accepts_gzip("*;q=0"));
+  EXPECT_FALSE(accepts_gzip("gzipx, xgzip"));
+}
+
+TEST(EtagListMatchesWeak, ComparesOpaqueTags) {
+  EXPECT_TRUE(etag_list_matches_weak("\"a\"", "\"a\""));
+  EXPECT_TRUE(etag_list_matches_weak("W/\"a\"", "\"a\""));
+  EXPECT_TRUE(etag_list_matches_weak("\"a\"", "W/\"a\""));
+  EXPECT_TRUE(etag_list_matches_weak(" \"b\" ,\t\"a\"", "\"a\""));
+  EXPECT_TRUE(etag_list_matches_weak("\"x,y\", \"a\"", "\"a\""));  // a comma inside a tag
+  EXPECT_TRUE(etag_list_matches_weak(" * ", "\"a\""));
+  EXPECT_FALSE(etag_list_matches_weak("\"b\"", "\"a\""));
+  EXPECT_FALSE(etag_list_matches_weak("a", "\"a\""));
+  EXPECT_FALSE(etag_list_matches_weak("\"a", "\"a\""));
+  EXPECT_FALSE(etag_list_matches_weak("", "\"a\""));
+  EXPECT_FALSE(etag_list_matches_weak("\"*\"", "\"a\""));
+}
+
+}  // namespace
+}  // namespace tern::server
