@@ -117,7 +117,7 @@ void Buffer::make_space(size_t len) {
     size_t wanted = kCheapPrepend + readable + len;
     size_t capacity = std::max(capacity_ * 2, wanted);
     auto data = std::make_unique_for_overwrite<char[]>(capacity);
-    std::memcpy(data.get() + kCheapPrepend, peek(), readable);
+    if (readable > 0) std::memcpy(data.get() + kCheapPrepend, peek(), readable);
     data_ = std::move(data);
     capacity_ = capacity;
   }
@@ -134,7 +134,7 @@ void Buffer::shrink(size_t reserve) {
     return;
   }
   auto data = std::make_unique_for_overwrite<char[]>(wanted);
-  std::memcpy(data.get() + kCheapPrepend, peek(), readable_bytes());
+  if (readable_bytes() > 0) std::memcpy(data.get() + kCheapPrepend, peek(), readable_bytes());
   writer_ = kCheapPrepend + readable_bytes();
   reader_ = kCheapPrepend;
   data_ = std::move(data);

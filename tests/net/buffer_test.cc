@@ -149,6 +149,18 @@ TEST(Buffer, ZeroSizedBufferAllocatesNothingUntilTheFirstAppend) {
   EXPECT_TRUE(b.empty());
 }
 
+TEST(Buffer, EnsureWritableOnAnEmptyZeroSizedBufferAllocates) {
+  // Regression: growing from no storage copied zero bytes from a null
+  // pointer (UBSan: null passed to memcpy).
+  Buffer b(0);
+  b.ensure_writable(64);
+  EXPECT_GE(b.writable_bytes(), 64u);
+  b.shrink(0);
+  EXPECT_EQ(b.capacity(), 0u);
+  b.append("after shrink");
+  EXPECT_EQ(b.view(), "after shrink");
+}
+
 TEST(Buffer, EnsureWritableThenWriteDirectly) {
   Buffer b(4);
   b.ensure_writable(100);
