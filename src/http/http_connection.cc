@@ -24,6 +24,11 @@ void write_error_page(ResponseWriter& writer, int status, std::string_view allow
   page += ' ';
   page += reason;
   page += "</h1></body></html>\n";
+  // After these nginx stops reusing the connection, and so do we: the
+  // request was malformed or the server is in trouble.
+  if (status == 400 || status == 413 || status == 414 || status == 500 || status == 501) {
+    writer.close_after();
+  }
   writer.start(status).header("Content-Type", "text/html; charset=utf-8");
   if (!allow.empty()) writer.header("Allow", allow);
   writer.body(page);

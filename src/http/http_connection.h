@@ -107,6 +107,7 @@ class HttpConnection {
 };
 
 // Writes a small HTML error page for `status` (and nothing else for HEAD).
+// 400, 413, 414, 500 and 501 also end the connection after the response.
 void write_error_page(ResponseWriter& writer, int status, std::string_view allow = {});
 
 }  // namespace tern::http

@@ -35,7 +35,9 @@ ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
   if (reason.empty()) reason = reason_phrase(status);
   net::Buffer& b = out();
   b.ensure_writable(64 + reason.size() + ctx_.date.size() + ctx_.server.size());
-  b.append(ctx_.version == Version::kHttp10 ? "HTTP/1.0 " : "HTTP/1.1 ", 9);
+  // Always our own version, also to 1.0 clients (RFC 9110 6.2); what the
+  // client's version changes is the framing and Connection handling.
+  b.append("HTTP/1.1 ", 9);
   append_number(b, static_cast<uint64_t>(status));
   b.append(" ", 1);
   b.append(reason);

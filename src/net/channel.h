@@ -61,6 +61,11 @@ class Channel {
   uint32_t poller_events() const;
   uint32_t events() const { return events_; }
 
+  // EventLoop bookkeeping: set while an event for this channel waits in the
+  // current round's ready list, so a channel destroyed mid-round can be
+  // struck from it.
+  void set_queued(bool queued) { queued_ = queued; }
+
   // Poller bookkeeping: whether and how this channel is registered.
   enum class PollerState : uint8_t { kNew, kAdded, kDetached };
   PollerState poller_state() const { return poller_state_; }
@@ -78,6 +83,7 @@ class Channel {
   PollerState poller_state_ = PollerState::kNew;
   bool edge_triggered_ = false;
   uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
+  bool queued_ = false;
   Callback read_cb_;
   Callback write_cb_;
   Callback close_cb_;

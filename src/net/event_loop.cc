@@ -81,7 +81,12 @@ void EventLoop::loop() {
     poller_->poll(-1, &ready_);
     clock_.update();
     ++iterations_;
-    for (const ReadyEvent& event : ready_) event.channel->handle_event(event.revents);
+    for (const ReadyEvent& event : ready_) event.channel->set_queued(true);
+    for (const ReadyEvent& event : ready_) {
+      if (event.channel == nullptr) continue;  // its owner was destroyed this round
+      event.channel->set_queued(false);
+      event.channel->handle_event(event.revents);
+    }
     run_deferred();
     run_pending();
     // Posted work may have closed connections or deferred work of its own.
@@ -230,6 +235,13 @@ void EventLoop::update_channel(Channel* channel) {
 void EventLoop::remove_channel(Channel* channel) {
   assert_in_loop_thread();
   poller_->remove_channel(channel);
+}
+
+void EventLoop::forget_ready(Channel* channel) {
+  assert_in_loop_thread();
+  for (ReadyEvent& event : ready_) {
+    if (event.channel == channel) event.channel = nullptr;
+  }
 }
 
 void EventLoop::abort_not_in_loop_thread() const {

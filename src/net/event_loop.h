@@ -102,6 +102,8 @@ class EventLoop {
   // Used by Channel. Loop thread only.
   void update_channel(Channel* channel);
   void remove_channel(Channel* channel);
+  // Drops the channel's pending event from the current round.
+  void forget_ready(Channel* channel);
 
  private:
   [[noreturn]] void abort_not_in_loop_thread() const;

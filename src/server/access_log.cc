@@ -45,7 +45,11 @@ void append_escaped(fmt::memory_buffer& out, std::string_view value) {
 }  // namespace
 
 AccessLog::~AccessLog() {
+  current_.store(nullptr, std::memory_order_release);
   for (auto& logger : owned_) logger->flush();
+  // Drains the queue and joins the backend thread; only then do the loggers go.
+  pool_.reset();
+  owned_.clear();
 }
 
 void AccessLog::open(const std::string& path) {
@@ -55,10 +59,9 @@ void AccessLog::open(const std::string& path) {
     current_.store(nullptr, std::memory_order_release);
     return;
   }
-  // The thread pool is spdlog's global one, created on first use.
-  if (!spdlog::thread_pool()) spdlog::init_thread_pool(8192, 1);
+  if (!pool_) pool_ = std::make_shared<spdlog::details::thread_pool>(8192, 1);
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
-  auto logger = std::make_shared<spdlog::async_logger>("access", sink, spdlog::thread_pool(),
+  auto logger = std::make_shared<spdlog::async_logger>("access", sink, pool_,
                                                        spdlog::async_overflow_policy::overrun_oldest);
   logger->set_pattern("%v");
   logger->set_level(spdlog::level::info);

@@ -19,6 +19,9 @@
 
 namespace spdlog {
 class logger;
+namespace details {
+class thread_pool;
+}  // namespace details
 }  // namespace spdlog
 
 namespace tern::net {
@@ -52,6 +55,9 @@ class AccessLog {
  private:
   std::mutex mu_;  // open/reopen
   std::string path_;
+  // Our own backend thread (not spdlog's global one), so that the destructor
+  // can drain and join it before the loggers it writes for are freed.
+  std::shared_ptr<spdlog::details::thread_pool> pool_;
   std::atomic<spdlog::logger*> current_{nullptr};
   // Replaced writers stay alive: a loop may be inside log() on one.
   std::vector<std::shared_ptr<spdlog::logger>> owned_;

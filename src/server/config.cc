@@ -148,7 +148,7 @@ void read_server(Section& s, Config& c) {
       if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT (\"[::1]:80\" for IPv6)");
       c.listen.push_back(*addr);
     }
-    if (c.listen.empty()) s.fail(*listen->front().second, "listen", "needs at least one address");
+    if (c.listen.empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
   }
   s.get_int("workers", &c.workers, 1, 1024);
   s.get_choice("accept_mode", &c.accept_mode,

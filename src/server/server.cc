@@ -91,14 +91,19 @@ void Server::start() {
     std::lock_guard lock(static_mu_);
     static_files_.push_back(std::move(files));
   });
-  if (access_log_.enabled() || !config.access_log.empty()) {
-    http_->set_response_callback(
-        [this](const http::Request& r, const net::TcpConnection& c, const http::ResponseWriter& w) {
-          access_log_.log(r, c, w);
-        });
-  }
+  use_mmap_ = config.static_files.zero_copy == StaticConfig::ZeroCopy::kMmap;
+  // Installed even when the log is off: SIGHUP may turn it on.
+  http_->set_response_callback(
+      [this](const http::Request& r, const net::TcpConnection& c, const http::ResponseWriter& w) {
+        access_log_.log(r, c, w);
+      });
   http_->tcp_server().set_accept_filter([this](const net::InetAddress& peer) {
-    bool refused = blocked_.load()->blocked(peer);
+    std::shared_ptr<const IpFilter> filter;
+    {
+      std::lock_guard lock(blocked_mu_);
+      filter = blocked_;
+    }
+    bool refused = filter->blocked(peer);
     if (refused) TERN_LOG_DEBUG("refused connection from blocked address {}", peer.to_ip());
     return !refused;
   });
@@ -111,7 +116,7 @@ void Server::start() {
 
 void Server::serve(const http::Request& request, http::ResponseWriter& writer) {
   respond_static(*t_static_files, request, writer, net::EventLoop::current()->clock().now(),
-                 config_->static_files.zero_copy == StaticConfig::ZeroCopy::kMmap);
+                 use_mmap_);
 }
 
 void Server::on_signal(int signo) {
@@ -151,7 +156,11 @@ void Server::reload() {
   } catch (const std::exception& e) {
     TERN_LOG_ERROR("SIGHUP: cannot open access log {}: {}", fresh.access_log, e.what());
   }
-  blocked_.store(std::make_shared<const IpFilter>(fresh.blocked));
+  {
+    auto filter = std::make_shared<const IpFilter>(fresh.blocked);
+    std::lock_guard lock(blocked_mu_);
+    blocked_ = std::move(filter);
+  }
   http_->set_limits(fresh.limits);
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
   config_ = std::make_shared<const Config>(std::move(fresh));

@@ -58,7 +58,10 @@ class Server {
   std::shared_ptr<const Config> config_;
   MimeTypes mime_;
   AccessLog access_log_;
-  std::atomic<std::shared_ptr<const IpFilter>> blocked_;
+  // Read on accepting threads, replaced on SIGHUP.
+  mutable std::mutex blocked_mu_;
+  std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
+  bool use_mmap_ = false;  // fixed at start (zero_copy does not reload)
   std::mutex static_mu_;  // guards static_files_ while loops start
   std::vector<std::unique_ptr<StaticFiles>> static_files_;  // one per loop
   std::unique_ptr<http::HttpServer> http_;

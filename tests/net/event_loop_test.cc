@@ -1,12 +1,15 @@
 #include "net/event_loop.h"
 
 #include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "net/channel.h"
 #include "net/event_loop_thread.h"
 #include "support/loop_runner.h"
 
@@ -166,6 +169,36 @@ TEST(EventLoop, WakeHooksRunWhenTheLoopIsWoken) {
   runner.loop()->wakeup();
   runner.run([] {});
   EXPECT_EQ(hook_runs.load(), before);
+}
+
+TEST(EventLoop, ChannelDestroyedByAnEarlierHandlerInTheSameRoundIsSkipped) {
+  // Regression: a stop signal destroyed an Acceptor whose channel was also
+  // ready in that round; the loop then called into freed memory (ASan/TSan).
+  LoopRunner runner;
+  int fds[2] = {::eventfd(1, EFD_NONBLOCK), ::eventfd(1, EFD_NONBLOCK)};  // both readable
+  int calls = 0;
+  std::unique_ptr<Channel> channels[2];
+  runner.run([&] {
+    for (int i = 0; i < 2; ++i) {
+      channels[i] = std::make_unique<Channel>(runner.loop(), fds[i]);
+      channels[i]->set_read_callback([&, i] {
+        ++calls;
+        // Whichever runs first destroys the other, whose event is pending.
+        std::unique_ptr<Channel>& other = channels[1 - i];
+        other->remove();
+        other.reset();
+        channels[i]->remove();
+      });
+    }
+    for (auto& channel : channels) channel->enable_reading();
+  });
+  runner.run([] {});
+  runner.run([&] {
+    for (auto& channel : channels) channel.reset();
+  });
+  EXPECT_EQ(calls, 1);
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 TEST(EventLoop, CurrentIsTheLoopOfThisThread) {

@@ -1,0 +1,239 @@
+"""Runs the real tern binary: a temporary root, a generated TOML config, a
+free port, and helpers to signal, reload and inspect it.
+
+The binary comes from $TERN_BIN (default: build/debug/tern in this checkout).
+$TERN_TEST_SCALE (default 1.0) shrinks the load tests for slow sanitizer
+builds.
+"""
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from http_client import IO_TIMEOUT, HttpConn
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TERN_BIN = Path(os.environ.get("TERN_BIN", REPO_ROOT / "build" / "debug" / "tern")).absolute()
+SCALE = float(os.environ.get("TERN_TEST_SCALE", "1.0"))
+# Sanitizer builds start and run several times slower.
+START_TIMEOUT = 30.0
+
+
+def scaled(n, minimum):
+    """n scaled by TERN_TEST_SCALE, never below minimum."""
+    return max(minimum, int(n * SCALE))
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def toml_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_toml(config):
+    """A dict of scalars and one level of nested tables (two for
+    static.mime) as TOML text."""
+    lines = []
+    tables = []
+    for key, value in config.items():
+        if isinstance(value, dict):
+            tables.append((key, value))
+        else:
+            lines.append(f"{key} = {toml_value(value)}")
+    while tables:
+        name, table = tables.pop(0)
+        lines.append(f"\n[{name}]")
+        for key, value in table.items():
+            if isinstance(value, dict):
+                tables.append((f"{name}.{key}", value))
+            else:
+                lines.append(f"{key} = {toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def merge(base, extra):
+    out = dict(base)
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def free_port(host="127.0.0.1"):
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class TernServer:
+    """One tern process with its own document root and config file."""
+
+    def __init__(self, workdir, root, config=None, host="127.0.0.1", args=()):
+        self.workdir = Path(workdir)
+        self.host = host  # "127.0.0.1" or "::1"
+        self.args = list(args)  # extra command-line flags
+        self.root = Path(root)
+        self.config_path = self.workdir / "tern.toml"
+        self.stderr_path = self.workdir / "tern.stderr"
+        self.access_log_path = self.workdir / "access.log"
+        self.extra = config or {}
+        self.port = None
+        self.proc = None
+        self.exit_status = None
+
+    # -- config --
+
+    def config_dict(self, extra=None):
+        base = {
+            "listen": [f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"],
+            "workers": 1,
+            "static": {"root": str(self.root)},
+            "log": {"level": "info"},
+        }
+        return merge(merge(base, self.extra), extra)
+
+    def write_config(self, extra=None):
+        """Writes the config (the start-time extras merged with extra)."""
+        self.config_path.write_text(to_toml(self.config_dict(extra)))
+
+    # -- lifecycle --
+
+    def start(self):
+        assert TERN_BIN.exists(), f"no server binary at {TERN_BIN} (build it or set TERN_BIN)"
+        for _ in range(5):
+            self.port = free_port(self.host)
+            self.write_config()
+            with open(self.stderr_path, "ab") as err:
+                self.proc = subprocess.Popen([str(TERN_BIN), "-c", str(self.config_path), *self.args],
+                                             stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                             cwd=self.workdir)
+            if self._wait_listening():
+                return self
+            # Lost the race for the port to another process: try another one.
+            self.proc.wait(timeout=START_TIMEOUT)
+            if "cannot listen" not in self.stderr():
+                break
+        raise AssertionError(f"tern did not start; stderr:\n{self.stderr()}")
+
+    def _wait_listening(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                socket.create_connection((self.host, self.port), timeout=1).close()
+                return True
+            except OSError:
+                time.sleep(0.02)
+        self.proc.kill()
+        raise AssertionError(f"tern did not listen within {START_TIMEOUT}s; stderr:\n{self.stderr()}")
+
+    def signal(self, signo):
+        self.proc.send_signal(signo)
+
+    def stop(self, timeout=IO_TIMEOUT):
+        """SIGTERM, then waits; kills it if it does not exit. Returns the exit
+        status (negative: killed by that signal)."""
+        if self.proc is None:
+            return self.exit_status
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+        self.exit_status = self.proc.returncode
+        return self.exit_status
+
+    def wait_exit(self, timeout=IO_TIMEOUT):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stderr(self):
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def wait_for_log(self, needle, count=1, timeout=10.0):
+        """Waits until stderr holds needle at least count times (the error
+        log is flushed about once a second)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.stderr().count(needle) >= count:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def reload(self, extra=None):
+        """Rewrites the config, sends SIGHUP and waits for the reload line."""
+        before = self.stderr().count("configuration reloaded")
+        self.write_config(extra)
+        self.signal(signal.SIGHUP)
+        assert self.wait_for_log("configuration reloaded", before + 1), \
+            f"no reload logged after SIGHUP; stderr:\n{self.stderr()}"
+
+    def rss_kib(self, field="VmRSS"):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise AssertionError(f"no {field} in /proc/{self.proc.pid}/status")
+
+    def runs_under(self, runtime):
+        """True if the process has a sanitizer runtime mapped ("libtsan")."""
+        with open(f"/proc/{self.proc.pid}/maps") as f:
+            return runtime in f.read()
+
+    # -- client helpers --
+
+    def connect(self, source=None, timeout=IO_TIMEOUT):
+        return HttpConn.open(self.port, source=source, timeout=timeout, host=self.host)
+
+    def request(self, raw, method=None):
+        """One request on a fresh connection; returns (response, conn)."""
+        conn = self.connect()
+        return conn.request(raw, method), conn
+
+    def get(self, path, headers=(), method="GET", version="HTTP/1.1"):
+        """One request on a fresh connection that is then closed."""
+        with self.connect() as conn:
+            return conn.get(path, headers, method, version)
+
+    def url(self, path="/"):
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{path}"
+
+    def write_file(self, rel, data):
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+        return path
+
+
+def link_into(server, source, name):
+    """Hard-links (or copies) a file into the server's root."""
+    target = server.root / name
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+    return target

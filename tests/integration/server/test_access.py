@@ -1,0 +1,163 @@
+"""The access log (Combined Log Format, one line per response) and the
+blocked-address list."""
+
+import re
+import socket
+import time
+
+import pytest
+
+CLF = re.compile(
+    r'^(?P<ip>\S+) - - \[(?P<time>\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\] '
+    r'"(?P<request>[^"\\]*(?:\\.[^"\\]*)*)" (?P<status>\d{3}) (?P<bytes>\d+|-) '
+    r'"(?P<referer>[^"]*)" "(?P<agent>[^"]*)"$')
+
+
+def wait_for_lines(path, count, timeout=10.0):
+    """The log is written on another thread: poll until count lines exist."""
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        try:
+            lines = path.read_text().splitlines()
+        except FileNotFoundError:
+            lines = []
+        if len(lines) >= count:
+            time.sleep(0.2)  # long enough for a stray extra line to show up
+            return path.read_text().splitlines()
+        time.sleep(0.05)
+    return lines
+
+
+@pytest.fixture
+def logged(tern_factory):
+    srv = tern_factory({"access_log": "access.log"})
+    srv.write_file("a.txt", b"0123456789")
+    return srv, srv.workdir / "access.log"
+
+
+def test_access_log_has_one_combined_format_line_per_response(logged):
+    srv, log = logged
+    with srv.connect() as conn:
+        assert conn.get("/a.txt", {"User-Agent": "tester/1.0", "Referer": "http://ref/x"}).status == 200
+        assert conn.get("/missing.txt").status == 404
+        assert conn.get("/a.txt", {"Range": "bytes=2-5"}).status == 206
+        etag = conn.get("/a.txt", method="HEAD").header("ETag")
+        assert conn.get("/a.txt", {"If-None-Match": etag}).status == 304
+        assert conn.get("/a.txt?q=1", version="HTTP/1.0").status == 200
+    lines = wait_for_lines(log, 6)
+    assert len(lines) == 6, lines
+    parsed = [CLF.match(line) for line in lines]
+    assert all(parsed), lines
+    got = [(m["ip"], m["request"], m["status"], m["bytes"]) for m in parsed]
+    nothing = ("0", "-")
+    assert got[0] == ("127.0.0.1", "GET /a.txt HTTP/1.1", "200", "10")
+    assert (parsed[0]["referer"], parsed[0]["agent"]) == ("http://ref/x", "tester/1.0")
+    assert (parsed[1]["referer"], parsed[1]["agent"]) == ("-", "-")
+    assert got[1][1:3] == ("GET /missing.txt HTTP/1.1", "404")
+    assert got[2][1:] == ("GET /a.txt HTTP/1.1", "206", "4")
+    assert got[3][1:3] == ("HEAD /a.txt HTTP/1.1", "200") and got[3][3] in nothing
+    assert got[4][1:3] == ("GET /a.txt HTTP/1.1", "304") and got[4][3] in nothing
+    assert got[5][1:] == ("GET /a.txt?q=1 HTTP/1.0", "200", "10")
+
+
+def test_access_log_records_malformed_request_with_its_status(logged):
+    srv, log = logged
+    with srv.connect() as conn:
+        assert conn.request(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nBad Field: 1\r\n\r\n").status == 400
+    lines = wait_for_lines(log, 1)
+    assert len(lines) == 1 and CLF.match(lines[0]), lines
+    assert CLF.match(lines[0])["status"] == "400"
+
+
+def test_access_log_escapes_quotes_and_control_bytes(logged):
+    srv, log = logged
+    agent = 'evil" 200 1 "x" "y\\ \xe9'  # quotes, a backslash, obs-text
+    assert srv.get("/a.txt", {"User-Agent": agent}).status == 200
+    lines = wait_for_lines(log, 1)
+    assert len(lines) == 1
+    match = CLF.match(lines[0])
+    assert match, lines
+    assert match["status"] == "200" and match["bytes"] == "10"
+    assert '"' not in match["agent"] and "\xe9" not in match["agent"]
+
+
+def test_access_log_off_writes_nothing(tern_factory):
+    srv = tern_factory({"access_log": "off"})
+    srv.write_file("a.txt", b"x")
+    assert srv.get("/a.txt").status == 200
+    time.sleep(0.3)
+    assert sorted(p.name for p in srv.workdir.iterdir()) == ["tern.stderr", "tern.toml", "www"]
+
+
+# -- blocked addresses -----------------------------------------------------------
+
+
+def connect_and_read(port, source):
+    """Sends a request from source; returns what came back before close."""
+    sock = socket.socket()
+    sock.settimeout(10)
+    sock.bind((source, 0))
+    sock.connect(("127.0.0.1", port))
+    received = b""
+    try:
+        sock.sendall(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return received
+            received += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        return received
+    except socket.timeout:
+        return received + b"<still open after 10 s>"
+    finally:
+        sock.close()
+
+
+def test_blocked_address_is_closed_without_a_response(tern_factory):
+    srv = tern_factory({"blocked": ["127.0.0.2/32"]})
+    srv.write_file("a.txt", b"alpha\n")
+    assert connect_and_read(srv.port, "127.0.0.2") == b""
+    with srv.connect(source="127.0.0.1") as conn:
+        assert conn.get("/a.txt").body == b"alpha\n"
+
+
+@pytest.mark.parametrize("accept_mode", ["dispatch", "reuseport"])
+def test_blocked_address_is_refused_by_every_worker(tern_factory, accept_mode):
+    srv = tern_factory({"workers": 2, "accept_mode": accept_mode, "blocked": ["127.0.0.2"]})
+    srv.write_file("a.txt", b"alpha\n")
+    for _ in range(6):
+        assert connect_and_read(srv.port, "127.0.0.2") == b""
+        assert connect_and_read(srv.port, "127.0.0.1").endswith(b"\r\n\r\nalpha\n")
+
+
+def test_connections_over_max_connections_are_closed_at_accept(tern_factory):
+    srv = tern_factory({"max_connections": 2})
+    srv.write_file("a.txt", b"alpha\n")
+    time.sleep(0.5)  # let the server reap the start-up probe connection
+    first = srv.connect()
+    second = None
+    try:
+        assert first.get("/a.txt").status == 200
+        second = srv.connect()
+        assert second.get("/a.txt").status == 200
+        assert connect_and_read(srv.port, "127.0.0.1") == b""
+        first.close()
+        time.sleep(0.2)
+        assert connect_and_read(srv.port, "127.0.0.1").endswith(b"\r\n\r\nalpha\n")
+        assert second.get("/a.txt").status == 200
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_blocked_network_covers_its_addresses_only(tern_factory):
+    srv = tern_factory({"blocked": ["127.0.0.4/30", "127.0.9.9"]})
+    srv.write_file("a.txt", b"alpha\n")
+    for source in ("127.0.0.4", "127.0.0.5", "127.0.0.7", "127.0.9.9"):
+        assert connect_and_read(srv.port, source) == b"", source
+    for source in ("127.0.0.3", "127.0.0.8", "127.0.9.8"):
+        with srv.connect(source=source) as conn:
+            assert conn.get("/a.txt").body == b"alpha\n", source

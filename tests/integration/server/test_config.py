@@ -1,0 +1,159 @@
+"""Command line and config file: -t, errors as one line naming file, line
+and key with exit status 2, flags overriding the file, startup failures."""
+
+import socket
+import subprocess
+
+import pytest
+
+from tern_server import REPO_ROOT, TERN_BIN, TernServer, free_port
+
+PREAMBLE = "# a comment line\n\n"  # errors below start on line 3
+
+BAD_CONFIGS = [
+    # (id, text after the preamble, key named in the message, line)
+    ("unknown-top-level-key", 'workerz = 2\n', "workerz", 3),
+    ("unknown-key-in-table", '[static]\nrooot = "www"\n', "static.rooot", 4),
+    ("unknown-table", '[statik]\nroot = "www"\n', "statik", 3),
+    ("string-for-integer", 'workers = "two"\n', "workers", 3),
+    ("integer-out-of-range", 'workers = 0\n', "workers", 3),
+    ("string-for-bool", '[static]\nallow_symlinks_outside_root = "yes"\n', "static.allow_symlinks_outside_root", 4),
+    ("integer-for-array", 'listen = 8080\n', "listen", 3),
+    ("bad-duration-unit", '[timeouts]\nkeepalive = "10 parsecs"\n', "timeouts.keepalive", 4),
+    ("bad-duration-word", 'shutdown_timeout = "soon"\n', "shutdown_timeout", 3),
+    ("negative-duration", '[timeouts]\nheader = -5\n', "timeouts.header", 4),
+    ("bad-size", '[limits]\nbody_bytes = "1XB"\n', "limits.body_bytes", 4),
+    ("size-below-minimum", '[limits]\nheader_bytes = 10\n', "limits.header_bytes", 4),
+    ("listen-without-port", 'listen = ["127.0.0.1"]\n', "listen", 3),
+    ("listen-bad-address", 'listen = ["999.0.0.1:80"]\n', "listen", 3),
+    ("listen-port-too-big", 'listen = ["127.0.0.1:99999"]\n', "listen", 3),
+    ("listen-ipv6-without-brackets", 'listen = ["::1:80"]\n', "listen", 3),
+    ("listen-bad-second-entry", 'listen = [\n  "127.0.0.1:80",\n  "nonsense",\n]\n', "listen", 5),
+    ("empty-listen", 'listen = []\n', "listen", 3),
+    ("bad-blocked-prefix", 'blocked = ["10.0.0.0/33"]\n', "blocked", 3),
+    ("bad-choice", 'trigger = "sometimes"\n', "trigger", 3),
+    ("bad-log-level", '[log]\nlevel = "loud"\n', "log.level", 4),
+    ("index-with-slash", '[static]\nindex = ["a/b.html"]\n', "static.index", 4),
+    ("non-string-mime", '[static.mime]\nmd = 5\n', "static.mime.md", 4),
+    ("syntax-missing-bracket", '[static\nroot = "www"\n', "", 3),
+    ("syntax-missing-value", 'workers =\n', "", 3),
+    ("syntax-duplicate-key", 'workers = 1\nworkers = 2\n', "", 4),
+]
+
+
+def run_tern(*args, cwd=None, timeout=30):
+    return subprocess.run([str(TERN_BIN), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+@pytest.mark.parametrize("text,key,line", [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS])
+def test_bad_config_fails_check_with_one_line_naming_file_line_and_key(tmp_path, text, key, line):
+    (tmp_path / "www").mkdir()
+    path = tmp_path / "bad.toml"
+    path.write_text(PREAMBLE + text)
+    proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"{path}:{line}:" in lines[0]
+    assert key in lines[0]
+
+
+def test_bad_config_stops_startup_with_status_2(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('workers = "two"\n')
+    proc = run_tern("-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{path}:1:" in proc.stderr and "workers" in proc.stderr
+
+
+def test_good_config_passes_check(tmp_path):
+    (tmp_path / "www").mkdir()
+    path = tmp_path / "good.toml"
+    path.write_text(f'listen = ["127.0.0.1:{free_port()}"]\nworkers = 2\n[static]\nroot = "{tmp_path / "www"}"\n'
+                    '[timeouts]\nkeepalive = "500ms"\n[limits]\nbody_bytes = "2MiB"\n')
+    proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_shipped_example_config_passes_check():
+    proc = run_tern("-t", "-c", "conf/tern.toml", cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_missing_document_root_fails_check(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(f'[static]\nroot = "{tmp_path / "nope"}"\n')
+    proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and str(path) in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["--no-such-flag"],
+    ["--workers", "0"],
+    ["--workers", "many"],
+    ["--listen", "nonsense"],
+    ["--log-level", "loud"],
+    ["-c", "/nonexistent/tern.toml"],
+], ids=lambda a: " ".join(a))
+def test_bad_flag_exits_2_with_one_line(tmp_path, args):
+    proc = run_tern(*args, "-t", cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_version_flag_prints_version():
+    proc = run_tern("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("tern ")
+
+
+def test_root_flag_overrides_the_config_file(tern_factory, tmp_path):
+    flag_root = tmp_path / "from_flag"
+    flag_root.mkdir()
+    (flag_root / "which.txt").write_text("flag")
+    srv = tern_factory(args=["--root", str(flag_root)])
+    srv.write_file("which.txt", "config")
+    assert srv.get("/which.txt").body == b"flag"
+
+
+def test_listen_flag_overrides_the_config_file(tmp_path):
+    flag_port = free_port()
+    srv = TernServer(tmp_path, tmp_path, args=["--listen", f"127.0.0.1:{flag_port}"])
+    srv.port = free_port()
+    srv.write_config()
+    (tmp_path / "a.txt").write_text("alpha")
+    with open(srv.stderr_path, "wb") as err:
+        srv.proc = subprocess.Popen([str(TERN_BIN), "-c", str(srv.config_path), *srv.args], stdout=err, stderr=err)
+    try:
+        config_port, srv.port = srv.port, flag_port
+        assert srv._wait_listening(), srv.stderr()
+        assert srv.get("/a.txt").body == b"alpha"
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", config_port), timeout=5).close()
+    finally:
+        assert srv.stop() == 0, srv.stderr()
+
+
+def test_port_in_use_fails_startup_with_a_message(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        (tmp_path / "www").mkdir()
+        proc = run_tern("--listen", f"127.0.0.1:{port}", "--root", str(tmp_path / "www"), cwd=tmp_path)
+    assert proc.returncode != 0
+    assert f"127.0.0.1:{port}" in proc.stderr
+
+
+def test_ipv6_listen_address_serves(tern_factory):
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    srv = tern_factory(host="::1")
+    srv.write_file("six.txt", b"six")
+    with srv.connect() as conn:
+        assert conn.get("/six.txt").body == b"six"
