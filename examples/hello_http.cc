@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   server.get("/echo-query", [](const http::Request& request, http::ResponseWriter& w) {
     w.start(200).header("Content-Type", "text/plain; charset=utf-8").body(request.query());
   });
+  server.post("/echo", [](const http::Request& request, http::ResponseWriter& w) {
+    w.start(200).header("Content-Type", "application/octet-stream").body(request.body());
+  });
   if (auto started = server.start(); !started) {
     std::fprintf(stderr, "hello_http: %s\n", started.error().message().c_str());
     return 1;

@@ -41,7 +41,6 @@ void HttpConnection::attach(net::TcpConnection* conn) {
   request_started_ = continue_sent_ = false;
   body_consumed_ = 0;
   chunked_body_.clear();
-  body_ = {};
   requests_ = 0;
   timer_ = net::TimerId{};
   arm_timer(shared_->limits->keepalive_timeout);
@@ -127,9 +126,9 @@ bool HttpConnection::read_body(net::Buffer& input) {
   // Views into the buffer may be stale after it grew: parse the head again.
   parser_.reset();
   parser_.parse(input.view(), &request_);
-  body_ = request_.body_framing() == BodyFraming::kChunked
-              ? std::string_view(chunked_body_)
-              : input.view().substr(head, request_.content_length());
+  request_.body_ = request_.body_framing() == BodyFraming::kChunked
+                      ? std::string_view(chunked_body_)
+                      : input.view().substr(head, request_.content_length());
   return true;
 }
 
@@ -166,7 +165,7 @@ void HttpConnection::dispatch(net::Buffer& input) {
 
   input.retrieve(request_.head_size() + body_consumed_);
   parser_.reset();
-  body_ = {};
+  request_.body_ = {};
   body_consumed_ = 0;
   request_started_ = false;
   state_ = State::kHead;

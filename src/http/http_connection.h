@@ -99,7 +99,6 @@ class HttpConnection {
   bool continue_sent_ = false;
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
   std::string chunked_body_;      // decoded chunked body, reused
-  std::string_view body_;
   net::TimerId timer_;
   uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
   uint64_t requests_ = 0;

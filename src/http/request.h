@@ -78,8 +78,13 @@ class Request {
   // skipped before the request line are included).
   size_t head_size() const { return head_size_; }
 
+  // The request body, complete (Content-Length or decoded chunked), when a
+  // handler runs; empty for requests without one. Set by HttpConnection.
+  std::string_view body() const { return body_; }
+
  private:
   friend class RequestParser;
+  friend class HttpConnection;
 
   // The semantics of a complete head, once the parser has filled in the
   // method, target, version and fields: splits the target into path and
@@ -101,6 +106,7 @@ class Request {
   std::string_view host_;
   uint64_t content_length_ = 0;
   size_t head_size_ = 0;
+  std::string_view body_;
   size_t header_count_ = 0;
   std::array<Header, kMaxHeaders> headers_;
 };

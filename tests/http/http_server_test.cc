@@ -1,0 +1,157 @@
+// HttpServer with routes on a real socket: the library face of the HTTP
+// engine (the tern executable is tested end to end by tests/integration/server).
+#include "http/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/loop_runner.h"
+#include "support/raw_socket.h"
+
+namespace tern::http {
+namespace {
+
+using tern::testing::LoopRunner;
+using tern::testing::RawClient;
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    HttpServerOptions options;
+    options.limits.max_body_bytes = 1024;
+    server_ = tern::testing::make_on_loop<HttpServer>(runner_, runner_.loop(),
+                                                      net::InetAddress(0, true), options);
+    runner_.run([&] {
+      server_->get("/hello", [](const Request&, ResponseWriter& w) {
+        w.start(200).header("Content-Type", "text/plain").body("hello");
+      });
+      server_->post("/echo", [](const Request& r, ResponseWriter& w) {
+        w.start(200).header("Content-Type", "application/octet-stream").body(r.body());
+      });
+      server_->router().prefix(Method::kGet, "/files/", [](const Request& r, ResponseWriter& w) {
+        w.start(200).body(r.path());
+      });
+      server_->get("/stream", [](const Request&, ResponseWriter& w) {
+        w.start(200).begin_stream();
+        w.write("one,");
+        w.write("two");
+        w.end_stream();
+      });
+      ASSERT_TRUE(server_->start().ok());
+    });
+    port_ = server_->listen_address().port();
+  }
+
+  // Sends raw bytes and reads until the server closes (or the timeout).
+  std::string exchange(const std::string& request) {
+    RawClient client(port_);
+    EXPECT_TRUE(client.send_all(request));
+    return client.read_to_eof(nullptr, std::chrono::seconds(5));
+  }
+
+  LoopRunner runner_;
+  tern::testing::LoopOwned<HttpServer> server_;
+  uint16_t port_ = 0;
+};
+
+TEST_F(HttpServerTest, ExactRouteAnswersAndHeadGetsNoBody) {
+  std::string out = exchange(
+      "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
+      "HEAD /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  auto first = out.find("HTTP/1.1 200 OK\r\n");
+  auto second = out.find("HTTP/1.1 200 OK\r\n", first + 1);
+  ASSERT_NE(second, std::string::npos) << out;
+  EXPECT_NE(out.find("Content-Length: 5\r\n\r\nhello"), std::string::npos);
+  // The HEAD response ends right after its head.
+  EXPECT_TRUE(out.ends_with("Connection: close\r\n\r\n")) << out;
+}
+
+TEST_F(HttpServerTest, ContentLengthBodyReachesTheHandler) {
+  std::string out = exchange(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\nConnection: close\r\n\r\nhello world");
+  EXPECT_TRUE(out.ends_with("\r\n\r\nhello world")) << out;
+}
+
+TEST_F(HttpServerTest, ChunkedBodyIsDecodedForTheHandler) {
+  std::string out = exchange(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+      "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: x\r\n\r\n");
+  EXPECT_NE(out.find("Content-Length: 11\r\n"), std::string::npos) << out;
+  EXPECT_TRUE(out.ends_with("\r\n\r\nhello world")) << out;
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsWithBodiesAreAnsweredInOrder) {
+  std::string out = exchange(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+      "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nxyz");
+  auto a = out.find("\r\n\r\nabc");
+  auto b = out.find("\r\n\r\nhello");
+  auto c = out.find("\r\n\r\nxyz");
+  ASSERT_TRUE(a != std::string::npos && b != std::string::npos && c != std::string::npos) << out;
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, c);
+}
+
+TEST_F(HttpServerTest, BodyArrivingInPiecesIsAssembled) {
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nConnection: close\r\n\r\n01234"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(client.send_all("56789"));
+  std::string out = client.read_to_eof(nullptr, std::chrono::seconds(5));
+  EXPECT_TRUE(out.ends_with("\r\n\r\n0123456789")) << out;
+}
+
+TEST_F(HttpServerTest, ExpectContinueGetsAnInterimResponseBeforeTheBody) {
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(client.read_exactly(25), "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(client.send_all("body"));
+  std::string out = client.read_to_eof(nullptr, std::chrono::seconds(5));
+  EXPECT_TRUE(out.starts_with("HTTP/1.1 200 OK\r\n")) << out;
+  EXPECT_TRUE(out.ends_with("\r\n\r\nbody")) << out;
+}
+
+TEST_F(HttpServerTest, BodyOverTheLimitIs413AndCloses) {
+  std::string out = exchange("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n");
+  EXPECT_TRUE(out.starts_with("HTTP/1.1 413 ")) << out;
+  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, WrongMethodIs405WithAllowAndUnknownPathIs404) {
+  std::string out = exchange(
+      "DELETE /hello HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(out.starts_with("HTTP/1.1 405 ")) << out;
+  EXPECT_NE(out.find("Allow: GET, HEAD\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("HTTP/1.1 404 "), std::string::npos) << out;
+}
+
+TEST_F(HttpServerTest, PrefixRouteMatchesTheLongestPrefix) {
+  std::string out = exchange("GET /files/a/b.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(out.ends_with("\r\n\r\n/files/a/b.txt")) << out;
+}
+
+TEST_F(HttpServerTest, StreamedBodyIsChunkedFor11AndCloseDelimitedFor10) {
+  std::string chunked = exchange("GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(chunked.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << chunked;
+  EXPECT_TRUE(chunked.ends_with("\r\n\r\n4\r\none,\r\n3\r\ntwo\r\n0\r\n\r\n")) << chunked;
+  std::string plain = exchange("GET /stream HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(plain.find("Transfer-Encoding"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("Connection: close\r\n"), std::string::npos) << plain;
+  EXPECT_TRUE(plain.ends_with("\r\n\r\none,two")) << plain;
+}
+
+TEST_F(HttpServerTest, Http10KeepAliveIsAnnouncedAndKept) {
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  std::string first = client.read_exactly(200, std::chrono::milliseconds(500));
+  EXPECT_NE(first.find("Connection: keep-alive\r\n"), std::string::npos) << first;
+  ASSERT_TRUE(client.send_all("GET /hello HTTP/1.0\r\n\r\n"));
+  std::string second = client.read_to_eof(nullptr, std::chrono::seconds(5));
+  EXPECT_TRUE(second.starts_with("HTTP/1.1 200 OK\r\n")) << second;
+}
+
+}  // namespace
+}  // namespace tern::http
