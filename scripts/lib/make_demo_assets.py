@@ -2,6 +2,8 @@
 www/media/tone.wav (about 5 MB, for range requests), www/images/gradient.png,
 and www/style.css.gz (served to clients that accept gzip).
 
+usage: make_demo_assets.py [SITE_ROOT]   (default: the repository's www/)
+
 Standard library only. Idempotent: files that exist are left alone."""
 import gzip
 import math
@@ -46,6 +48,9 @@ def write_png(path, width=320, height=200):
 
 
 def main():
+    global WWW
+    if len(sys.argv) > 1:
+        WWW = sys.argv[1]
     targets = [
         (os.path.join(WWW, "media", "tone.wav"), write_wav),
         (os.path.join(WWW, "images", "gradient.png"), write_png),
