@@ -326,8 +326,12 @@ void TcpConnection::flush_output() {
         if (static_cast<size_t>(n) < chunk) break;  // the socket buffer is full
         continue;
       }
-      output_.swap(files_.front().after);
-      files_.pop_front();
+      // Bytes queued behind the file move up front. output_ is empty here;
+      // keeping its storage (rather than swapping) spares an allocation on
+      // the next response in the common case of nothing queued behind.
+      Buffer& after = files_.front().after;
+      if (!after.empty()) output_.append(after.view());
+      files_.erase(files_.begin());
     } else {
       return output_drained();
     }

@@ -20,7 +20,7 @@
 
 #include <any>
 #include <chrono>
-#include <deque>
+#include <vector>
 #include <string_view>
 
 #include "net/buffer.h"
@@ -140,7 +140,9 @@ class TcpConnection {
   // Allocated on first use: an idle connection holds no buffer memory.
   Buffer input_{0};
   Buffer output_{0};
-  std::deque<PendingFile> files_;
+  // A queue, usually of zero or one entries: a vector keeps its capacity
+  // across responses, where a deque would allocate a block each time.
+  std::vector<PendingFile> files_;
   size_t high_water_mark_ = 0;
   std::chrono::milliseconds idle_timeout_{0};
   TimerId idle_timer_;

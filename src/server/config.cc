@@ -218,6 +218,7 @@ void read_static(Section s, Config& c) {
                {{"sendfile", StaticConfig::ZeroCopy::kSendfile}, {"mmap", StaticConfig::ZeroCopy::kMmap}});
   s.get_int("cache_entries", &st.cache_entries, 0, 1'000'000);
   s.get_duration("cache_valid", &st.cache_valid);
+  s.get_size("memory_file_bytes", &st.memory_file_bytes, 0);
   if (const toml::table* mime = s.get_table("mime")) {
     for (const auto& [ext, node] : *mime) {
       if (!node.is_string()) s.fail(node, "mime." + std::string(ext.str()), "expected a MIME type string");

@@ -41,6 +41,7 @@ struct StaticConfig {
   std::map<std::string, std::string> mime;  // extension -> type overrides
   size_t cache_entries = 1024;
   std::chrono::milliseconds cache_valid{1000};
+  size_t memory_file_bytes = 16 * 1024;  // cached files up to this size are kept in memory
 };
 
 struct LogConfig {

@@ -98,7 +98,7 @@ bool same_time(const timespec& a, const timespec& b) {
 
 }  // namespace
 
-OpenFile::OpenFile(int fd, const struct stat& st)
+OpenFile::OpenFile(int fd, const struct stat& st, size_t memory_limit)
     : fd_(fd),
       mode_(st.st_mode),
       device_(st.st_dev),
@@ -115,6 +115,14 @@ OpenFile::OpenFile(int fd, const struct stat& st)
   *p++ = '"';
   etag_size_ = static_cast<uint8_t>(p - etag_.data());
   http::format_http_date(mtime_.tv_sec, last_modified_);
+  if (S_ISREG(mode_) && size_ <= memory_limit) {
+    content_.resize(size_);
+    ssize_t n = ::pread(fd_, content_.data(), size_, 0);
+    // A short read means the file is changing under us: serve it from the
+    // fd instead, where a truncation is at least noticed (TcpConnection).
+    has_content_ = n == static_cast<ssize_t>(size_);
+    if (!has_content_) std::string().swap(content_);
+  }
 }
 
 OpenFile::~OpenFile() { ::close(fd_); }
@@ -272,7 +280,8 @@ OpenFileCache::FileResult OpenFileCache::open_path(std::string_view path) {
     ::close(fd);
     return Error{EPERM, "not a regular file or directory"};
   }
-  return std::shared_ptr<const OpenFile>(std::make_shared<const OpenFile>(fd, st));
+  return std::shared_ptr<const OpenFile>(
+      std::make_shared<const OpenFile>(fd, st, options_.memory_max_file_bytes));
 }
 
 // "/a/b" -> "a/b", "/" -> ".", NUL-terminated in scratch_ (valid until the

@@ -57,8 +57,9 @@ namespace tern::server {
 // shared_ptr<const OpenFile>; they all belong to the loop that opened it.
 class OpenFile {
  public:
-  // Takes ownership of `fd`; `st` is its fstat.
-  OpenFile(int fd, const struct stat& st);
+  // Takes ownership of `fd`; `st` is its fstat. A regular file of at most
+  // memory_limit bytes is also read into memory (see content()).
+  OpenFile(int fd, const struct stat& st, size_t memory_limit = 0);
   ~OpenFile();
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;
@@ -76,6 +77,11 @@ class OpenFile {
   // The mtime as an IMF-fixdate, for Last-Modified.
   std::string_view last_modified() const { return {last_modified_.data(), last_modified_.size()}; }
 
+  // The whole file, for small files read when opened: a response can then
+  // carry head and body in one write instead of a write and a sendfile.
+  bool has_content() const { return has_content_; }
+  std::string_view content() const { return content_; }
+
   // True if `st`, a fresh stat of the same path, still describes this file.
   bool unchanged(const struct stat& st) const;
 
@@ -90,6 +96,8 @@ class OpenFile {
   uint8_t etag_size_ = 0;
   std::array<char, 2 + 16 + 1 + 16 + 1> etag_{};
   std::array<char, http::kHttpDateSize> last_modified_{};
+  bool has_content_ = false;
+  std::string content_;
 };
 
 enum class SymlinkPolicy : uint8_t {
@@ -116,6 +124,8 @@ struct OpenFileCacheOptions {
   std::chrono::steady_clock::duration valid_for = std::chrono::seconds(1);
   SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;
   bool cache_not_found = true;
+  // Regular files up to this size are kept in memory too (0: none).
+  size_t memory_max_file_bytes = 16 * 1024;
 };
 
 class OpenFileCache {

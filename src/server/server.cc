@@ -41,6 +41,7 @@ StaticFilesOptions static_options(const Config& config, const MimeTypes* mime) {
   options.gzip_static = config.static_files.gzip_static;
   options.cache_max_entries = config.static_files.cache_entries;
   options.cache_valid_for = config.static_files.cache_valid;
+  options.memory_max_file_bytes = config.static_files.memory_file_bytes;
   options.mime_types = mime;
   return options;
 }

@@ -22,6 +22,7 @@ OpenFileCacheOptions cache_options(const StaticFilesOptions& options) {
   cache.valid_for = options.cache_valid_for;
   cache.symlinks = options.symlinks;
   cache.cache_not_found = options.cache_not_found;
+  cache.memory_max_file_bytes = options.memory_max_file_bytes;
   return cache;
 }
 

@@ -64,6 +64,7 @@ struct StaticFilesOptions {
   size_t cache_max_entries = 1024;
   std::chrono::steady_clock::duration cache_valid_for = std::chrono::seconds(1);
   bool cache_not_found = true;
+  size_t memory_max_file_bytes = 16 * 1024;  // see OpenFileCacheOptions
   const MimeTypes* mime_types = nullptr;  // not owned, must outlive; null: built-in table
 };
 

@@ -70,6 +70,10 @@ void respond_static(StaticFiles& files, const http::Request& request, http::Resp
   if (result.status == 304) return writer.end();
   writer.header("Accept-Ranges", "bytes");
   if (result.status == 206) writer.header("Content-Range", result.content_range());
+  if (result.file->has_content() && !use_mmap) {
+    // Small file: head and body leave in one write.
+    return writer.body(result.file->content().substr(result.offset, result.length));
+  }
   net::FileRegion region;
   region.fd = result.file->fd();
   region.offset = static_cast<off_t>(result.offset);

@@ -1,0 +1,1 @@
+"""Helpers for bench/compare: tern against nginx and the floor server, side by side."""

@@ -1,0 +1,93 @@
+"""The PNG: one group of bars per scenario, one bar per server.
+
+Throughput and throughput per CPU-second are drawn relative to nginx (= 1.0)
+because the absolute figures of the scenarios differ by four orders of
+magnitude; each bar is labelled with its absolute median. Idle memory, where
+lower is better, gets its own panel in KiB per connection.
+"""
+import subprocess
+import sys
+
+COLORS = {"tern": "#2a7ab9", "nginx": "#3a9a48", "floor": "#9a9a9a"}
+SERVERS = ("tern", "nginx", "floor")
+
+
+def import_pyplot():
+    """matplotlib, installed from PyPI on first use if it is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("bench: installing matplotlib (python3 -m pip install matplotlib)", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "matplotlib"],
+                       check=True, timeout=600)
+        import matplotlib
+    matplotlib.use("Agg")  # no display needed
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _short(x):
+    if x is None:
+        return ""
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    if x >= 1e4:
+        return f"{x / 1e3:.0f}k"
+    if x >= 100:
+        return f"{x:.0f}"
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}"
+
+
+def _grouped_bars(ax, rows, figure, title):
+    """Bars of rows' `figure` relative to nginx, grouped by scenario."""
+    scenarios = []
+    for r in rows:
+        if r.scenario not in scenarios:
+            scenarios.append(r.scenario)
+    width = 0.8 / len(SERVERS)
+    for i, server in enumerate(SERVERS):
+        xs, heights, labels = [], [], []
+        for g, sc in enumerate(scenarios):
+            row = next((r for r in rows if r.scenario is sc and r.server == server), None)
+            ratio = row and row.ratios.get((figure, "nginx"))
+            if ratio is None:
+                continue
+            xs.append(g + (i - 1) * width)
+            heights.append(ratio)
+            labels.append(_short(getattr(row, figure)))
+        bars = ax.bar(xs, heights, width, label=server, color=COLORS[server])
+        ax.bar_label(bars, labels=labels, fontsize=7, rotation=90, padding=2)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(scenarios)))
+    ax.set_xticklabels([f"{sc.name}\n({sc.unit})" if figure == "value" else sc.name
+                        for sc in scenarios], fontsize=8)
+    ax.set_ylabel("relative to nginx = 1.0")
+    ax.set_title(title, fontsize=10)
+    ax.margins(y=0.25)
+    ax.legend(fontsize=8, loc="upper left")
+
+
+def _memory_bars(ax, rows):
+    mem = [r for r in rows if r.scenario.name == "idle-memory" and r.value is not None]
+    bars = ax.bar([r.server for r in mem], [r.value for r in mem],
+                  color=[COLORS[r.server] for r in mem])
+    ax.bar_label(bars, labels=[f"{r.value:.2f}" for r in mem], fontsize=8)
+    ax.set_ylabel("KiB per idle connection")
+    ax.set_title("idle-memory: RSS per keep-alive connection\n(lower is better)", fontsize=10)
+    ax.margins(y=0.2)
+
+
+def write_png(rows, path, subtitle):
+    plt = import_pyplot()
+    fig = plt.figure(figsize=(14, 9))
+    grid = fig.add_gridspec(2, 4)
+    throughput = [r for r in rows if r.scenario.higher_is_better]
+    _grouped_bars(fig.add_subplot(grid[0, :]), throughput, "value",
+                  "Throughput (req/s; file-64m: MiB/s), median; labels: absolute")
+    _grouped_bars(fig.add_subplot(grid[1, :3]), throughput, "per_cpu",
+                  "Requests per second of server CPU (file-64m: MiB per CPU-s), median")
+    _memory_bars(fig.add_subplot(grid[1, 3]), rows)
+    fig.suptitle(f"tern vs nginx vs floor (higher is better)   {subtitle}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,163 @@
+"""The load generators: wrk and ab command lines, their output parsed, and the
+idle-connection client of the memory scenario.
+
+Every command runs pinned to CPU 1 (the servers are on CPU 0) and under a
+timeout, so that a server that stops answering cannot hang the harness.
+"""
+import re
+import socket
+import subprocess
+import time
+
+from .servers import HOST, read_response
+
+LOADGEN_CPU = "1"
+
+# wrk prints durations with these units and sizes in powers of 1024.
+_TIME_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+_SIZE = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def pinned(cmd):
+    return ["taskset", "-c", LOADGEN_CPU, *cmd]
+
+
+def wrk_cmd(url, conns, seconds, script=None, script_args=()):
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency"]
+    if script:
+        cmd += ["-s", script]
+    cmd.append(url)
+    if script_args:
+        cmd += ["--", *script_args]
+    return cmd
+
+
+def ab_cmd(url, requests, conns):
+    return ["ab", "-n", str(requests), "-c", str(conns), url]
+
+
+def ab_warmup_cmd(url, seconds, conns):
+    # -t caps -n at 50,000 unless -n comes after it: run for the time, not a count.
+    return ["ab", "-t", str(seconds), "-n", "100000000", "-c", str(conns), url]
+
+
+def run(cmd, timeout):
+    """Run a load generator; returns (exit status, stdout, stderr)."""
+    try:
+        p = subprocess.run(pinned(cmd), capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, out, f"timed out after {timeout} s"
+
+
+def _ms(text):
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m|h)", text)
+    return float(m.group(1)) * _TIME_MS[m.group(2)] if m else None
+
+
+def _bytes(text):
+    m = re.fullmatch(r"([\d.]+)(B|KB|MB|GB|TB)", text)
+    return float(m.group(1)) * _SIZE[m.group(2)] if m else None
+
+
+def parse_wrk(text):
+    """The figures of one wrk run. 'errors' is a list of reasons the run is not
+    a result (socket errors, non-2xx/3xx responses, missing output)."""
+    r = {"errors": []}
+    m = re.search(r"^\s*(\d+) requests in ([\d.]+\w+), ([\d.]+\w+) read", text, re.M)
+    if m:
+        r["requests"] = int(m.group(1))
+        r["seconds"] = _ms(m.group(2)) / 1e3
+        r["bytes"] = _bytes(m.group(3))
+    m = re.search(r"^Requests/sec:\s+([\d.]+)", text, re.M)
+    r["rps"] = float(m.group(1)) if m else None
+    m = re.search(r"^Transfer/sec:\s+(\S+)", text, re.M)
+    r["bytes_per_s"] = _bytes(m.group(1)) if m else None
+    m = re.search(r"^\s+Latency\s+(\S+)", text, re.M)
+    r["lat_avg_ms"] = _ms(m.group(1)) if m else None
+    m = re.search(r"^\s+99%\s+(\S+)", text, re.M)
+    r["p99_ms"] = _ms(m.group(1)) if m else None
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m and any(int(x) for x in m.groups()):
+        r["errors"].append("socket errors: connect %s, read %s, write %s, timeout %s" % m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m and int(m.group(1)):
+        r["errors"].append(f"{m.group(1)} non-2xx/3xx responses")
+    if r["rps"] is None or "requests" not in r:
+        r["errors"].append("no Requests/sec in wrk's output")
+    return r
+
+
+def parse_ab(text):
+    """The figures of one ab run, with the same 'errors' convention."""
+    r = {"errors": []}
+    m = re.search(r"^Complete requests:\s+(\d+)", text, re.M)
+    r["requests"] = int(m.group(1)) if m else None
+    m = re.search(r"^Time taken for tests:\s+([\d.]+) seconds", text, re.M)
+    r["seconds"] = float(m.group(1)) if m else None
+    m = re.search(r"^Requests per second:\s+([\d.]+)", text, re.M)
+    r["rps"] = float(m.group(1)) if m else None
+    m = re.search(r"^Transfer rate:\s+([\d.]+) \[Kbytes/sec\]", text, re.M)
+    r["bytes_per_s"] = float(m.group(1)) * 1024 if m else None
+    m = re.search(r"^Time per request:\s+([\d.]+) \[ms\] \(mean\)$", text, re.M)
+    r["lat_avg_ms"] = float(m.group(1)) if m else None
+    m = re.search(r"^\s+99%\s+(\d+)", text, re.M)
+    r["p99_ms"] = float(m.group(1)) if m else None
+    m = re.search(r"^Failed requests:\s+(\d+)(.*\n\s+\(.*\))?", text, re.M)
+    if m and int(m.group(1)):
+        detail = (m.group(2) or "").strip()
+        r["errors"].append(f"{m.group(1)} failed requests {detail}".strip())
+    m = re.search(r"^Non-2xx responses:\s+(\d+)", text, re.M)
+    if m and int(m.group(1)):
+        r["errors"].append(f"{m.group(1)} non-2xx responses")
+    if r["rps"] is None or r["requests"] is None:
+        r["errors"].append("no Requests per second in ab's output")
+    return r
+
+
+class IdleConnections:
+    """N keep-alive connections, each having sent one request and read its
+    response, then left open and idle. A context manager: closes them all."""
+
+    def __init__(self, port, count, path, deadline_s=180.0):
+        self.socks = []
+        request = f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
+        deadline = time.monotonic() + deadline_s
+        try:
+            for i in range(count):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"only {i} of {count} connections in {deadline_s} s")
+                s = socket.create_connection((HOST, port), timeout=10)
+                self.socks.append(s)
+                s.sendall(request)
+                status, _ = read_response(s)
+                if status != 200:
+                    raise ConnectionError(f"connection {i}: status {status}")
+        except BaseException:
+            self.close()
+            raise
+
+    def still_open(self):
+        """How many connections the server has not closed (a closed one reads EOF)."""
+        alive = 0
+        for s in self.socks:
+            s.setblocking(False)
+            try:
+                alive += s.recv(1) != b""
+            except BlockingIOError:
+                alive += 1
+            except OSError:
+                pass
+        return alive
+
+    def close(self):
+        for s in self.socks:
+            s.close()
+        self.socks = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

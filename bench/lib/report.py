@@ -1,0 +1,195 @@
+"""From samples to the table: medians of the runs that are results, ratios of
+medians, the project's targets, and the text and Markdown renderings."""
+import statistics
+from dataclasses import dataclass, field
+
+# (scenario, figure, peer, bound, limit): tern's median figure divided by the
+# peer's must be >= limit (bound ">=") or <= limit (bound "<=").
+TARGETS = [
+    ("keepalive-100", "value", "nginx", ">=", 1.0),
+    ("keepalive-100", "per_cpu", "nginx", ">=", 1.3),
+    ("keepalive-100", "per_cpu", "floor", ">=", 0.9),
+    ("keepalive-100", "p99_ms", "nginx", "<=", 1.0),
+    ("keepalive-1000", "value", "nginx", ">=", 1.0),
+    ("keepalive-1000", "per_cpu", "nginx", ">=", 1.3),
+    ("keepalive-1000", "per_cpu", "floor", ">=", 0.9),
+    ("keepalive-1000", "p99_ms", "nginx", "<=", 1.0),
+    ("conn-per-request", "value", "nginx", ">=", 1.15),
+    ("pipelined-16", "value", "nginx", ">=", 4.0),
+    ("pipelined-16", "value", "floor", ">=", 0.4),
+    ("file-64m", "value", "nginx", ">=", 1.0),
+    ("idle-memory", "value", "nginx", "<=", 1.0),
+]
+FIGURE_NAMES = {"value": "main figure", "per_cpu": "per CPU-s", "p99_ms": "p99"}
+
+
+@dataclass
+class Row:
+    scenario: object
+    server: str
+    value: float = None
+    per_cpu: float = None
+    p99_ms: float = None
+    ok: int = 0
+    total: int = 0
+    errors: list = field(default_factory=list)
+    ratios: dict = field(default_factory=dict)  # (figure, peer) -> ratio
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def aggregate(scenarios, samples):
+    """One Row per (scenario, server), in scenario order then server order."""
+    rows = []
+    for sc in scenarios:
+        by_server = {}
+        for server in sc.servers:
+            runs = [s for s in samples if s.scenario == sc.name and s.server == server]
+            good = [s for s in runs if not s.failed]
+            row = Row(sc, server, _median(s.value for s in good), _median(s.per_cpu for s in good),
+                      _median(s.p99_ms for s in good), len(good), len(runs),
+                      [f"round {s.round}: {'; '.join(s.errors)}" for s in runs if s.failed])
+            by_server[server] = row
+            rows.append(row)
+        for row in by_server.values():
+            for peer in ("nginx", "floor"):
+                other = by_server.get(peer)
+                for fig in ("value", "per_cpu", "p99_ms"):
+                    row.ratios[(fig, peer)] = _ratio(getattr(row, fig), other and getattr(other, fig))
+    return rows
+
+
+def target_results(rows):
+    """[(description, ratio or None, bound, limit, passed or None)]."""
+    tern = {r.scenario.name: r for r in rows if r.server == "tern"}
+    out = []
+    for scenario, fig, peer, bound, limit in TARGETS:
+        row = tern.get(scenario)
+        ratio = row and row.ratios.get((fig, peer))
+        passed = None if ratio is None else (ratio >= limit if bound == ">=" else ratio <= limit)
+        out.append((f"{scenario} {FIGURE_NAMES[fig]} / {peer}", ratio, bound, limit, passed))
+    return out
+
+
+def fmt_value(x, unit):
+    if x is None:
+        return "-"
+    if unit == "KiB/conn":
+        return f"{x:.2f}"
+    if unit == "MiB/s":
+        return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+    return f"{x:,.0f}"
+
+
+def _fmt_ratio(x):
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _fmt_ms(x):
+    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}")
+
+
+HEADER = ["scenario", "server", "median", "unit", "per CPU-s", "p99 ms", "runs ok",
+          "x nginx", "x floor", "CPU x nginx", "CPU x floor", "p99 x nginx"]
+
+
+def table_cells(rows):
+    """The table as lists of strings, shared by the text and Markdown forms."""
+    cells = []
+    for r in rows:
+        unit = r.scenario.unit
+        if r.ok == 0 and r.total:
+            median = "FAILED"
+        else:
+            median = fmt_value(r.value, unit)
+        per_cpu_unit = "MiB" if unit == "MiB/s" else "req"
+        per_cpu = "-" if r.per_cpu is None else f"{r.per_cpu:,.0f} {per_cpu_unit}"
+        cells.append([r.scenario.name, r.server, median, unit, per_cpu, _fmt_ms(r.p99_ms),
+                      f"{r.ok}/{r.total}",
+                      _fmt_ratio(r.ratios[("value", "nginx")]),
+                      _fmt_ratio(r.ratios[("value", "floor")]),
+                      _fmt_ratio(r.ratios[("per_cpu", "nginx")]),
+                      _fmt_ratio(r.ratios[("per_cpu", "floor")]),
+                      _fmt_ratio(r.ratios[("p99_ms", "nginx")])])
+    return cells
+
+
+def text_table(rows):
+    cells = [HEADER] + table_cells(rows)
+    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    lines = []
+    for n, c in enumerate(cells):
+        lines.append("  ".join(x.ljust(w) if i < 2 else x.rjust(w)
+                               for i, (x, w) in enumerate(zip(c, widths))))
+        if n == 0:
+            lines.append("-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def text_targets(rows):
+    lines = []
+    for desc, ratio, bound, limit, passed in target_results(rows):
+        verdict = {True: "ok", False: "MISSED", None: "no data"}[passed]
+        lines.append(f"  {desc:<40} {_fmt_ratio(ratio):>6}  (target {bound} {limit})  {verdict}")
+    return "\n".join(lines)
+
+
+def errors_text(rows):
+    return "\n".join(f"  {r.scenario.name} / {r.server}: {e}" for r in rows for e in r.errors)
+
+
+def _md_table(header, body):
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
+    return "\n".join(out)
+
+
+def markdown(rows, samples, meta):
+    """The whole results page. meta: date, machine, versions, rounds, durations."""
+    parts = [f"# tern vs nginx vs floor: {meta['date']}", "",
+             f"Machine: {meta['machine']}  ",
+             f"Versions: {meta['versions']}  ",
+             f"Method: BENCHMARKING.md; {meta['rounds']} round(s), servers "
+             f"alternated (tern, nginx, floor) in each round; warm-up {meta['warmup']} s, then "
+             f"measure {meta['duration']} s (ab: {meta['ab_requests']:,} requests). Server on "
+             "CPU 0, load generator on CPU 1. Medians of the runs that had no errors; "
+             "ratios are ratios of medians. `per CPU-s`: requests (MiB for file-64m) per "
+             "second of server CPU time (utime+stime of every server process).",
+             "", "![chart](latest.png)", "", _md_table(HEADER, table_cells(rows)), "",
+             "## Targets (tern / peer)", "",
+             _md_table(["target", "ratio", "bound", "result"],
+                       [[d, _fmt_ratio(r), f"{b} {lim}",
+                         {True: "ok", False: "**missed**", None: "no data"}[p]]
+                        for d, r, b, lim, p in target_results(rows)]), ""]
+    errors = errors_text(rows)
+    if errors:
+        parts += ["## Failed runs (not results)", "", "```", errors, "```", ""]
+    parts += ["## Scenarios and commands", ""]
+    for sc in meta["scenarios"]:
+        parts.append(f"- **{sc.name}** ({sc.unit}){': ' + sc.note if sc.note else ''}")
+        first = {}
+        for s in samples:
+            if s.scenario == sc.name:
+                first.setdefault(s.server, s.command)
+        parts += [f"  - {server}: `{cmd}`" for server, cmd in first.items()]
+    parts += ["", "Servers (each pinned with `taskset -c 0`):", ""]
+    parts += [f"- `{cmd}`" for cmd in meta["server_commands"]]
+    for label, path, text in meta["configs"]:
+        parts += ["", f"{label} config (`{path}`):", "", "```", text, "```"]
+    parts += ["", "## Every run", "", "<details><summary>all samples</summary>", "",
+              _md_table(["scenario", "server", "round", "value", "per CPU-s", "p99 ms",
+                         "CPU s", "errors"],
+                        [[s.scenario, s.server, str(s.round), fmt_value(s.value, meta["units"][s.scenario]),
+                          "-" if s.per_cpu is None else f"{s.per_cpu:,.0f}", _fmt_ms(s.p99_ms),
+                          "-" if s.cpu_s is None else f"{s.cpu_s:.2f}", "; ".join(s.errors)]
+                         for s in samples]),
+              "", "</details>", ""]
+    return "\n".join(parts)

@@ -1,0 +1,89 @@
+"""What the harness needs around the measurements: the tools, the builds, the
+file-descriptor limit, and the facts about the machine and versions."""
+import os
+import platform
+import resource
+import shutil
+import subprocess
+
+# tool -> Debian package that provides it
+TOOLS = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx-light (or nginx)",
+         "taskset": "util-linux", "gcc": "gcc", "cmake": "cmake", "flock": "util-linux"}
+BUILD_LOCK = "/tmp/tern-build.lock"  # shared with everyone who builds in this checkout
+
+
+def check_tools(need_build):
+    missing = []
+    for tool, package in TOOLS.items():
+        if tool in ("cmake", "gcc", "flock") and not need_build:
+            continue
+        if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
+            missing.append(f"{tool} (apt-get install {package})")
+    if missing:
+        raise SystemExit("bench: missing tools: " + ", ".join(missing))
+    if (os.cpu_count() or 1) < 2:
+        raise SystemExit("bench: needs 2 CPUs (server on CPU 0, load generator on CPU 1)")
+
+
+def _run(cmd, timeout, cwd):
+    print("bench: $ " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=cwd, check=True, timeout=timeout)
+
+
+def build(repo, floor_src):
+    """The release preset (tern and hello_http only) and the floor server.
+    The lock serialises with other builds of this checkout."""
+    lock = ["flock", BUILD_LOCK]
+    _run(lock + ["cmake", "--preset", "release", "-DTERN_BUILD_TESTS=OFF"], 900, repo)
+    _run(lock + ["cmake", "--build", "--preset", "release", "--target", "tern_bin", "hello_http"],
+         3600, repo)
+    os.makedirs(os.path.join(repo, "build", "bench"), exist_ok=True)
+    _run(["gcc", "-O2", "-o", "build/bench/floor_server", floor_src], 300, repo)
+
+
+def binaries(repo):
+    bins = {"tern": os.path.join(repo, "build/release/tern"),
+            "hello": os.path.join(repo, "build/release/examples/hello_http"),
+            "floor": os.path.join(repo, "build/bench/floor_server")}
+    for name, path in bins.items():
+        if not os.access(path, os.X_OK):
+            raise SystemExit(f"bench: {path} is missing; run without --no-build")
+    return bins
+
+
+def raise_nofile(want=65536):
+    """10,000 idle connections need more descriptors than the usual 1,024, in
+    this process (the client) and in the servers (which inherit the limit).
+    root may raise the hard limit; anyone may raise the soft one to the hard."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(want, hard)))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def _first_line(cmd):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"? ({e})"
+    return ((p.stdout + p.stderr).strip().splitlines() or ["?"])[0].strip()
+
+
+def versions(bins):
+    wrk = _first_line(["wrk", "-v"]).split(" Copyright")[0]
+    ab = _first_line(["ab", "-V"]).replace("This is ApacheBench, ", "ab ")
+    nginx = _first_line(["nginx", "-v"]).replace("nginx version: ", "")
+    return (f"{_first_line([bins['tern'], '--version'])} (release preset), {nginx}, {wrk}, "
+            f"{ab}, floor_server built with {_first_line(['gcc', '--version'])} -O2")
+
+
+def machine():
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{os.cpu_count()} CPUs (nproc), {model}, Linux {platform.release()}"
