@@ -34,13 +34,24 @@ void write_error_page(ResponseWriter& writer, int status, std::string_view allow
   writer.body(page);
 }
 
+RequestState* RequestStatePool::acquire() {
+  if (free_.empty()) {
+    owned_.push_back(std::make_unique<RequestState>());
+    return owned_.back().get();
+  }
+  RequestState* state = free_.back();
+  free_.pop_back();
+  return state;
+}
+
+void RequestStatePool::release(RequestState* state) { free_.push_back(state); }
+
 void HttpConnection::attach(net::TcpConnection* conn) {
   conn_ = conn;
-  parser_ = RequestParser(shared_->limits->parser);
+  req_ = nullptr;
   state_ = State::kHead;
   request_started_ = continue_sent_ = false;
   body_consumed_ = 0;
-  chunked_body_.clear();
   requests_ = 0;
   timer_ = net::TimerId{};
   arm_timer(shared_->limits->keepalive_timeout);
@@ -49,7 +60,22 @@ void HttpConnection::attach(net::TcpConnection* conn) {
 void HttpConnection::on_close() {
   if (timer_.valid()) conn_->loop()->cancel(timer_);
   timer_ = net::TimerId{};
+  end_request();
   conn_ = nullptr;
+}
+
+void HttpConnection::begin_request() {
+  if (req_ != nullptr) return;
+  req_ = shared_->states->acquire();
+  req_->parser.set_limits(shared_->limits->parser);
+  req_->parser.reset();
+  req_->chunked_body.clear();
+}
+
+void HttpConnection::end_request() {
+  if (req_ == nullptr) return;
+  shared_->states->release(req_);
+  req_ = nullptr;
 }
 
 void HttpConnection::on_message(net::Buffer& input) {
@@ -65,29 +91,31 @@ void HttpConnection::on_message(net::Buffer& input) {
 bool HttpConnection::parse_head(net::Buffer& input) {
   if (!request_started_) {
     request_started_ = true;
+    begin_request();
     arm_timer(shared_->limits->header_timeout);
   }
-  switch (parser_.parse(input.view(), &request_)) {
+  const Request& request = req_->request;
+  switch (req_->parser.parse(input.view(), &req_->request)) {
     case ParseStatus::kNeedMore:
       return false;
     case ParseStatus::kError:
-      fail(parser_.error_status(), parser_.error_reason());
+      fail(req_->parser.error_status(), req_->parser.error_reason());
       return false;
     case ParseStatus::kComplete:
       break;
   }
   const HttpLimits& limits = *shared_->limits;
-  if (request_.body_framing() == BodyFraming::kContentLength &&
-      request_.content_length() > limits.max_body_bytes) {
+  if (request.body_framing() == BodyFraming::kContentLength &&
+      request.content_length() > limits.max_body_bytes) {
     fail(413, "Content-Length over the body limit");
     return false;
   }
-  if (request_.body_framing() == BodyFraming::kNone) return true;
+  if (request.body_framing() == BodyFraming::kNone) return true;
   state_ = State::kBody;
   body_consumed_ = 0;
   continue_sent_ = false;
-  chunked_body_.clear();
-  chunked_ = ChunkedDecoder(ChunkedDecoder::Limits{limits.max_body_bytes, 4096, 8192});
+  req_->chunked_body.clear();
+  req_->chunked = ChunkedDecoder(ChunkedDecoder::Limits{limits.max_body_bytes, 4096, 8192});
   arm_timer(limits.body_timeout);
   return true;
 }
@@ -95,24 +123,25 @@ bool HttpConnection::parse_head(net::Buffer& input) {
 bool HttpConnection::read_body(net::Buffer& input) {
   // The head stays in the buffer until the request is answered, so the
   // parsed views may be re-derived if the buffer moves as the body arrives.
-  const size_t head = request_.head_size();
+  Request& request = req_->request;
+  const size_t head = request.head_size();
   std::string_view after_head = input.view().substr(head);
   bool complete = false;
-  if (request_.body_framing() == BodyFraming::kContentLength) {
-    complete = after_head.size() >= request_.content_length();
-    body_consumed_ = complete ? request_.content_length() : 0;
+  if (request.body_framing() == BodyFraming::kContentLength) {
+    complete = after_head.size() >= request.content_length();
+    body_consumed_ = complete ? request.content_length() : 0;
   } else {
     for (;;) {
       size_t used = 0;
       std::string_view data;
-      auto status = chunked_.next(after_head.substr(body_consumed_), &used, &data);
+      auto status = req_->chunked.next(after_head.substr(body_consumed_), &used, &data);
       body_consumed_ += used;
       if (status == ChunkedDecoder::kData) {
-        chunked_body_.append(data);
+        req_->chunked_body.append(data);
         continue;
       }
       if (status == ChunkedDecoder::kError) {
-        fail(chunked_.error_status(), chunked_.error_reason());
+        fail(req_->chunked.error_status(), req_->chunked.error_reason());
         return false;
       }
       complete = status == ChunkedDecoder::kDone;
@@ -120,40 +149,41 @@ bool HttpConnection::read_body(net::Buffer& input) {
     }
   }
   if (!complete) {
-    if (request_.expect_continue() && !continue_sent_) send_continue();
+    if (request.expect_continue() && !continue_sent_) send_continue();
     return false;
   }
   // Views into the buffer may be stale after it grew: parse the head again.
-  parser_.reset();
-  parser_.parse(input.view(), &request_);
-  request_.body_ = request_.body_framing() == BodyFraming::kChunked
-                      ? std::string_view(chunked_body_)
-                      : input.view().substr(head, request_.content_length());
+  req_->parser.reset();
+  req_->parser.parse(input.view(), &request);
+  request.body_ = request.body_framing() == BodyFraming::kChunked
+                      ? std::string_view(req_->chunked_body)
+                      : input.view().substr(head, request.content_length());
   return true;
 }
 
 void HttpConnection::send_continue() {
   // RFC 9110 10.1.1: tell the client to go on sending the body it announced.
   continue_sent_ = true;
-  if (request_.version() != Version::kHttp11) return;
+  if (req_->request.version() != Version::kHttp11) return;
   conn_->output_tail_buffer().append("HTTP/1.1 100 Continue\r\n\r\n");
   conn_->flush();
 }
 
 void HttpConnection::dispatch(net::Buffer& input) {
   ++requests_;
-  const bool keep_alive = request_.keep_alive() && !shared_->draining;
+  Request& request = req_->request;
+  const bool keep_alive = request.keep_alive() && !shared_->draining;
   ResponseWriter writer(writer_context(keep_alive));
-  if (request_.method() == Method::kOther) {
+  if (request.method() == Method::kOther) {
     write_error_page(writer, 501);
   } else {
-    shared_->dispatch(request_, writer);
+    shared_->dispatch(request, writer);
   }
   if (!writer.finished()) {
     // A handler bug. Before any byte we can still answer; after, the framing
     // of the response is broken and only closing is honest.
     TERN_LOG_ERROR("conn {}: handler for {} {} did not finish its response", conn_->id().slot,
-                   request_.method_text(), request_.target());
+                   request.method_text(), request.target());
     if (!writer.started()) {
       writer.close_after();
       write_error_page(writer, 500);
@@ -161,14 +191,16 @@ void HttpConnection::dispatch(net::Buffer& input) {
       conn_->force_close();
     }
   }
-  if (shared_->on_response) shared_->on_response(request_, *conn_, writer);
+  if (shared_->on_response) shared_->on_response(request, *conn_, writer);
 
-  input.retrieve(request_.head_size() + body_consumed_);
-  parser_.reset();
-  request_.body_ = {};
+  input.retrieve(request.head_size() + body_consumed_);
+  request.body_ = {};
+  req_->parser.reset();
   body_consumed_ = 0;
   request_started_ = false;
   state_ = State::kHead;
+  // Between requests the connection needs no parser: give it back.
+  if (input.empty()) end_request();
   if (!writer.keep_alive()) return start_closing();
   arm_timer(input.empty() ? shared_->limits->keepalive_timeout : shared_->limits->header_timeout);
 }
@@ -200,8 +232,8 @@ void HttpConnection::close_if_idle() {
 ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
   ResponseWriter::Context ctx;
   ctx.conn = conn_;
-  ctx.version = request_.version();
-  ctx.head_only = request_.method() == Method::kHead;
+  ctx.version = req_ != nullptr ? req_->request.version() : Version::kHttp11;
+  ctx.head_only = req_ != nullptr && req_->request.method() == Method::kHead;
   ctx.keep_alive = keep_alive;
   ctx.date = shared_->date();
   ctx.server = shared_->server_name;

@@ -17,7 +17,9 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "http/chunked_decoder.h"
 #include "http/request.h"
@@ -45,6 +47,28 @@ struct HttpLimits {
   std::chrono::milliseconds linger_timeout{5000};
 };
 
+// What a connection needs only while a request is in progress: the parser
+// with its field table, the parsed head, the body decoder. Some 5 KiB, so
+// idle keep-alive connections hand theirs back to a per-loop pool.
+struct RequestState {
+  RequestParser parser;
+  ChunkedDecoder chunked;
+  Request request;
+  std::string chunked_body;  // decoded chunked body
+};
+
+// Recycles RequestState objects for one loop. Loop thread only.
+class RequestStatePool {
+ public:
+  RequestState* acquire();
+  void release(RequestState* state);
+  size_t idle() const { return free_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<RequestState>> owned_;  // every state ever made
+  std::vector<RequestState*> free_;                   // those not in use
+};
+
 // What every connection of a loop shares: set up by HttpServer.
 struct HttpShared {
   const HttpLimits* limits = nullptr;
@@ -57,6 +81,7 @@ struct HttpShared {
   std::function<std::string_view()> date;
   // Server is shutting down: finish the current request, then close.
   bool draining = false;
+  RequestStatePool* states = nullptr;
 };
 
 class HttpConnection {
@@ -78,6 +103,8 @@ class HttpConnection {
  private:
   enum class State : uint8_t { kHead, kBody, kClosing };
 
+  void begin_request();
+  void end_request();
   bool parse_head(net::Buffer& input);
   bool read_body(net::Buffer& input);
   void dispatch(net::Buffer& input);
@@ -91,14 +118,11 @@ class HttpConnection {
 
   const HttpShared* const shared_;
   net::TcpConnection* conn_ = nullptr;
-  RequestParser parser_;
-  ChunkedDecoder chunked_;
-  Request request_;
+  RequestState* req_ = nullptr;  // from the pool while a request is in progress
   State state_ = State::kHead;
   bool request_started_ = false;  // a byte of the next request has arrived
   bool continue_sent_ = false;
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
-  std::string chunked_body_;      // decoded chunked body, reused
   net::TimerId timer_;
   uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
   uint64_t requests_ = 0;

@@ -17,6 +17,7 @@ constexpr size_t kMaxPooled = 1024;
 struct HttpServer::LoopContext {
   net::EventLoop* loop = nullptr;
   HttpLimits limits;  // this loop's copy; set_limits() replaces it on the loop
+  RequestStatePool states;
   HttpShared shared;
   // Every HttpConnection of this loop: live ones first, then the pool.
   // Each knows its index, so closing moves it to the pool in O(1).
@@ -51,6 +52,7 @@ Result<void> HttpServer::start() {
     context->loop = loop;
     context->limits = options_.limits;
     context->shared.limits = &context->limits;
+    context->shared.states = &context->states;
     context->shared.server_name = options_.server_name;
     context->shared.dispatch = [this](const Request& r, ResponseWriter& w) { dispatch(r, w); };
     context->shared.on_response = on_response_;

@@ -59,6 +59,8 @@ class RequestParser {
 
   // Forget all progress; the next parse() starts a new request.
   void reset();
+  // New limits for the next request (call with reset()).
+  void set_limits(Limits limits) { limits_ = limits; }
 
   // After kError: the status to answer (400, 414, 431, 501, 505) and a short
   // reason for the log.
