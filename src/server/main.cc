@@ -23,6 +23,9 @@
 #ifndef TERN_VERSION
 #define TERN_VERSION "0.0.0"
 #endif
+#ifndef TERN_ALLOCATOR_NAME
+#define TERN_ALLOCATOR_NAME "system"
+#endif
 
 namespace {
 
@@ -71,7 +74,7 @@ tern::server::Config build_config(const Flags& flags) {
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask and the
   // signals reach the main loop's signalfd (see net/signal_set.h).
-  tern::net::SignalSet::block({SIGTERM, SIGINT, SIGHUP, SIGUSR1});
+  tern::net::SignalSet::block({SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2});
 
   Flags flags;
   CLI::App app("tern: a small, fast HTTP/1.1 web server", "tern");
@@ -82,7 +85,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off");
   app.add_option("--access-log", flags.access_log, "access log file, or off");
   app.add_flag("-t,--test", flags.test_only, "check the configuration and exit");
-  app.set_version_flag("-v,--version", "tern " TERN_VERSION);
+  app.set_version_flag("-v,--version", "tern " TERN_VERSION " (malloc: " TERN_ALLOCATOR_NAME ")");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,6 +2,13 @@
 
 #include <csignal>
 #include <stdexcept>
+#include <string>
+
+#ifdef TERN_PROFILER
+#include <gperftools/profiler.h>
+#endif
+
+#include <unistd.h>
 
 #include "base/log.h"
 #include "net/event_loop.h"
@@ -78,7 +85,7 @@ void Server::start() {
   // Signals first: SignalSet blocks them in this thread, and the I/O threads
   // started below inherit the mask (main() blocks them earlier still).
   signals_ = std::make_unique<net::SignalSet>(
-      loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP, SIGUSR1},
+      loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2},
       [this](int signo) { on_signal(signo); });
   // Fail early, on the main thread, if the root cannot be opened.
   StaticFiles probe(static_options(config, &mime_));
@@ -126,6 +133,8 @@ void Server::on_signal(int signo) {
       return reload();
     case SIGUSR1:
       return reopen_logs();
+    case SIGUSR2:
+      return toggle_profiler();
     default:
       if (stopping_) {
         TERN_LOG_WARN("second stop signal: exiting now");
@@ -165,6 +174,25 @@ void Server::reload() {
   http_->set_limits(fresh.limits);
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
   config_ = std::make_shared<const Config>(std::move(fresh));
+}
+
+void Server::toggle_profiler() {
+#ifdef TERN_PROFILER
+  // gperftools samples every thread that exists when it starts (it sets an
+  // interval timer per process), so the I/O loops are in the profile.
+  if (profiling_) {
+    ProfilerStop();
+    TERN_LOG_WARN("SIGUSR2: CPU profile written to {}", profile_path_);
+  } else {
+    profile_path_ = "tern-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(loop_->clock().wall_seconds()) + ".prof";
+    ProfilerStart(profile_path_.c_str());
+    TERN_LOG_WARN("SIGUSR2: CPU profiling to {} until the next SIGUSR2", profile_path_);
+  }
+  profiling_ = !profiling_;
+#else
+  TERN_LOG_WARN("SIGUSR2: this tern was built without -DTERN_PROFILER=ON");
+#endif
 }
 
 void Server::reopen_logs() {

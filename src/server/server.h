@@ -8,6 +8,7 @@
 //                    blocklist, timeouts and limits change without dropping
 //                    connections (listen addresses and workers need a restart)
 //   SIGUSR1          reopen the log files (after logrotate moved them)
+//   SIGUSR2          start / stop a CPU profile (-DTERN_PROFILER=ON builds)
 //
 // Owned by main(); runs on the main thread's loop.
 #pragma once
@@ -44,6 +45,8 @@ class Server {
   void reload();
   void reopen_logs();
   void stop_gracefully();
+  // SIGUSR2: starts or stops a CPU profile (builds with -DTERN_PROFILER=ON).
+  void toggle_profiler();
 
   const Config& config() const { return *config_; }
   const std::vector<net::InetAddress>& listen_addresses() const;
@@ -67,6 +70,8 @@ class Server {
   std::unique_ptr<http::HttpServer> http_;
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;
+  bool profiling_ = false;
+  std::string profile_path_;
   std::chrono::steady_clock::time_point stop_deadline_;
 };
 
