@@ -48,7 +48,27 @@ constexpr Error kBadEscape{EINVAL, "invalid percent escape"};
 
 }  // namespace
 
+namespace {
+
+// True for the common path that normalisation leaves as it is: no escapes,
+// no NUL, no empty, "." or ".." segments. One pass, then a single copy.
+bool already_normal(std::string_view path) {
+  if (path.empty() || path[0] != '/') return false;
+  for (size_t i = 0; i < path.size(); ++i) {
+    char c = path[i];
+    if (c == '%' || c == '\0') return false;
+    if (c == '/' && i + 1 < path.size() && (path[i + 1] == '/' || path[i + 1] == '.')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Result<void> normalize_path(std::string_view encoded, std::string* out) {
+  if (already_normal(encoded)) {
+    out->assign(encoded);
+    return {};
+  }
   out->clear();
   if (encoded.empty() || encoded[0] != '/') return Error{EINVAL, "path is not absolute"};
   out->push_back('/');

@@ -55,7 +55,7 @@ std::string Buffer::retrieve_as_string(size_t len) {
   return s;
 }
 
-void Buffer::append(const void* data, size_t len) {
+void Buffer::append_slow(const void* data, size_t len) {
   ensure_writable(len);
   if (len > 0) std::memcpy(begin_write(), data, len);
   has_written(len);

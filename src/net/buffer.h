@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -68,7 +69,15 @@ class Buffer {
 
   // Appending.
   void append(std::string_view data) { append(data.data(), data.size()); }
-  void append(const void* data, size_t len);
+  void append(const void* data, size_t len) {
+    // Inline fast path: the response writer appends many short pieces.
+    if (len <= writable_bytes() && len > 0) {
+      std::memcpy(begin_write(), data, len);
+      writer_ += len;
+      return;
+    }
+    append_slow(data, len);
+  }
   void ensure_writable(size_t len) {
     if (writable_bytes() < len) make_space(len);
   }
@@ -103,6 +112,7 @@ class Buffer {
 
  private:
   void make_space(size_t len);
+  void append_slow(const void* data, size_t len);
 
   // With no storage yet (capacity 0), reader_ == writer_ == 0.
   std::unique_ptr<char[]> data_;

@@ -4,6 +4,7 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <mutex>
@@ -150,8 +151,9 @@ void EventLoop::remove_wake_hook(uint64_t id) {
 TimerId EventLoop::run_after(Millis delay, Functor f) {
   assert_in_loop_thread();
   uint64_t ms = delay.count() > 0 ? static_cast<uint64_t>(delay.count()) : 0;
-  TimerId id = wheel_.add(clock_.now_ms() + ms, std::move(f));
-  arm_timer_if_earlier();
+  uint64_t expire = clock_.now_ms() + ms;
+  TimerId id = wheel_.add(expire, std::move(f));
+  arm_timer_at(expire);
   return id;
 }
 
@@ -159,8 +161,9 @@ TimerId EventLoop::run_every(Millis interval, Functor f) {
   assert_in_loop_thread();
   TERN_CHECK_MSG(interval.count() > 0, "run_every needs a positive interval");
   auto ms = static_cast<uint64_t>(interval.count());
-  TimerId id = wheel_.add(clock_.now_ms() + ms, std::move(f), ms);
-  arm_timer_if_earlier();
+  uint64_t expire = clock_.now_ms() + ms;
+  TimerId id = wheel_.add(expire, std::move(f), ms);
+  arm_timer_at(expire);
   return id;
 }
 
@@ -173,8 +176,9 @@ bool EventLoop::cancel(TimerId id) {
 bool EventLoop::refresh_timer(TimerId id, Millis delay) {
   assert_in_loop_thread();
   uint64_t ms = delay.count() > 0 ? static_cast<uint64_t>(delay.count()) : 0;
-  if (!wheel_.refresh(id, clock_.now_ms() + ms)) return false;
-  arm_timer_if_earlier();
+  uint64_t expire = clock_.now_ms() + ms;
+  if (!wheel_.refresh(id, expire)) return false;
+  arm_timer_at(expire);
   return true;
 }
 
@@ -187,13 +191,29 @@ void EventLoop::handle_timer() {
   arm_timer_if_earlier();
 }
 
+void EventLoop::arm_timer_at(uint64_t expire) {
+  // The wheel fires a timer at the first tick after now, whatever it was given.
+  expire = std::max(expire, wheel_.now() + 1);
+  // Armed no later than this already: nothing to do. This is the common
+  // case (an idle timeout pushed back on every request) and costs no scan
+  // of the wheel and no system call. Arming at a timer's exact deadline is
+  // right even if it sits in a higher wheel level: advance() cascades up
+  // to the time it is given.
+  if (expire >= timer_armed_at_) return;
+  arm_timerfd(expire);
+}
+
 void EventLoop::arm_timer_if_earlier() {
   auto next = wheel_.next_wakeup();
   if (!next || *next >= timer_armed_at_) return;
-  timer_armed_at_ = *next;
+  arm_timerfd(*next);
+}
+
+void EventLoop::arm_timerfd(uint64_t at) {
+  timer_armed_at_ = at;
   itimerspec spec{};
-  spec.it_value.tv_sec = static_cast<time_t>(*next / 1000);
-  spec.it_value.tv_nsec = static_cast<long>((*next % 1000) * 1000000);
+  spec.it_value.tv_sec = static_cast<time_t>(at / 1000);
+  spec.it_value.tv_nsec = static_cast<long>((at % 1000) * 1000000);
   if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
   if (::timerfd_settime(timer_fd_.fd(), TFD_TIMER_ABSTIME, &spec, nullptr) != 0) {
     TERN_LOG_ERROR("timerfd_settime: {}", std::strerror(errno));

@@ -109,7 +109,9 @@ class EventLoop {
   [[noreturn]] void abort_not_in_loop_thread() const;
   void handle_wakeup();
   void handle_timer();
-  void arm_timer_if_earlier();
+  void arm_timer_if_earlier();      // to the wheel's next wake-up
+  void arm_timer_at(uint64_t expire);  // for a timer just set to `expire`
+  void arm_timerfd(uint64_t at);
   void run_deferred();
   void run_pending();
 

@@ -33,11 +33,23 @@ void respond_static(StaticFiles& files, const http::Request& request, http::Resp
   query.method = request.method();
   query.path = request.path();
   query.query = request.query();
-  query.if_none_match = request.header("If-None-Match");
-  query.if_modified_since = request.header("If-Modified-Since");
-  query.range = request.header("Range");
-  query.if_range = request.header("If-Range");
-  query.accept_encoding = request.header("Accept-Encoding");
+  // One pass over the fields instead of a lookup each (first one wins, as
+  // Request::header does).
+  for (const http::Header& field : request.headers()) {
+    std::string_view* slot = nullptr;
+    if (http::iequals(field.name, "If-None-Match")) {
+      slot = &query.if_none_match;
+    } else if (http::iequals(field.name, "If-Modified-Since")) {
+      slot = &query.if_modified_since;
+    } else if (http::iequals(field.name, "Range")) {
+      slot = &query.range;
+    } else if (http::iequals(field.name, "If-Range")) {
+      slot = &query.if_range;
+    } else if (http::iequals(field.name, "Accept-Encoding")) {
+      slot = &query.accept_encoding;
+    }
+    if (slot != nullptr && slot->empty()) *slot = field.value;
+  }
   StaticResult result = files.serve(query, now);
 
   switch (result.status) {
