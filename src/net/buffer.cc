@@ -141,6 +141,20 @@ void Buffer::shrink(size_t reserve) {
   capacity_ = wanted;
 }
 
+Buffer::Storage Buffer::release_storage() {
+  TERN_DCHECK(empty());
+  Storage storage{std::move(data_), capacity_};
+  capacity_ = reader_ = writer_ = 0;
+  return storage;
+}
+
+void Buffer::adopt_storage(Storage storage) {
+  TERN_DCHECK(capacity_ == 0 && storage.capacity > kCheapPrepend);
+  data_ = std::move(storage.data);
+  capacity_ = storage.capacity;
+  reader_ = writer_ = kCheapPrepend;
+}
+
 void Buffer::swap(Buffer& other) noexcept {
   std::swap(data_, other.data_);
   std::swap(capacity_, other.capacity_);

@@ -104,6 +104,15 @@ class Buffer {
 
   void swap(Buffer& other) noexcept;
 
+  // Memory hand-over for pools (BufferPool): an empty buffer gives up its
+  // storage and is left with none; a buffer with none adopts storage.
+  struct Storage {
+    std::unique_ptr<char[]> data;
+    size_t capacity = 0;
+  };
+  Storage release_storage();
+  void adopt_storage(Storage storage);
+
   // Reads from fd into the buffer (see class comment). Returns bytes read, 0
   // on end of stream, -1 with *saved_errno on error. *capacity_offered, if
   // given, receives how much the call could have read: a result below it means

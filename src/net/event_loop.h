@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "net/buffer_pool.h"
 #include "net/channel.h"
 #include "net/poller.h"
 #include "net/socket.h"
@@ -95,6 +96,7 @@ class EventLoop {
 
   const CachedClock& clock() const { return clock_; }
   ConnectionTable& connections() { return *connections_; }
+  BufferPool& buffers() { return buffers_; }
   LoopLoad& load() { return load_; }
   pid_t thread_id() const { return thread_id_; }
   uint64_t iterations() const { return iterations_; }
@@ -141,6 +143,7 @@ class EventLoop {
   std::vector<Functor> pending_running_;
 
   LoopLoad load_;
+  BufferPool buffers_;
   std::unique_ptr<ConnectionTable> connections_;  // destroyed first
 };
 

@@ -12,10 +12,6 @@
 namespace tern::net {
 namespace {
 
-// Buffers larger than this are shrunk when a connection is recycled, so one
-// big transfer does not pin memory in the pool.
-constexpr size_t kRecycledBufferLimit = 64 * 1024;
-
 // A single sendfile(2) call moves at most this much; the kernel limits it to
 // about 2 GiB anyway, and smaller calls keep one transfer from hogging a loop.
 constexpr size_t kSendfileChunk = 16 * 1024 * 1024;
@@ -89,8 +85,8 @@ void TcpConnection::recycle() {
   channel_.reset(-1);
   input_.retrieve_all();
   output_.retrieve_all();
-  if (input_.capacity() > kRecycledBufferLimit) input_.shrink(Buffer::kInitialSize);
-  if (output_.capacity() > kRecycledBufferLimit) output_.shrink(Buffer::kInitialSize);
+  loop_->buffers().drain(input_);
+  loop_->buffers().drain(output_);
   files_.clear();
   context_.reset();
   callbacks_ = nullptr;
@@ -125,6 +121,7 @@ void TcpConnection::send(std::string_view data) {
     }
   }
   size_t before = pending_output_bytes();
+  if (files_.empty()) loop_->buffers().fill(output_);
   output_tail().append(data.data() + written, data.size() - written);
   after_queue_grew(before);
 }
@@ -149,7 +146,9 @@ void TcpConnection::send_file(FileRegion region) {
 
 Buffer& TcpConnection::output_tail_buffer() {
   loop_->assert_in_loop_thread();
-  return output_tail();
+  Buffer& tail = output_tail();
+  if (&tail == &output_) loop_->buffers().fill(output_);
+  return tail;
 }
 
 void TcpConnection::flush() {
@@ -255,6 +254,7 @@ void TcpConnection::handle_read() {
   for (;;) {
     int err = 0;
     size_t offered = 0;
+    loop_->buffers().fill(input_);
     ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
     if (n > 0) {
       bytes_received_ += static_cast<uint64_t>(n);
@@ -264,12 +264,15 @@ void TcpConnection::handle_read() {
       } else {
         input_.retrieve_all();
       }
+      // Consumed everything: the memory goes back to the loop until more comes.
+      loop_->buffers().drain(input_);
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
           static_cast<size_t>(n) < offered) {
         return;
       }
       continue;
     }
+    loop_->buffers().drain(input_);
     if (n == 0) return handle_peer_eof();
     if (err == EAGAIN || err == EWOULDBLOCK) return;
     return fail(err, "read");
@@ -330,7 +333,10 @@ void TcpConnection::flush_output() {
       // keeping its storage (rather than swapping) spares an allocation on
       // the next response in the common case of nothing queued behind.
       Buffer& after = files_.front().after;
-      if (!after.empty()) output_.append(after.view());
+      if (!after.empty()) {
+        loop_->buffers().fill(output_);
+        output_.append(after.view());
+      }
       files_.erase(files_.begin());
     } else {
       return output_drained();
@@ -341,6 +347,7 @@ void TcpConnection::flush_output() {
 }
 
 void TcpConnection::output_drained() {
+  loop_->buffers().drain(output_);
   if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
   if (callbacks_->on_write_complete) defer_callback(&TcpConnection::call_write_complete);
   if (peer_closed_) return close_at_round_end();

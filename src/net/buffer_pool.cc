@@ -1,0 +1,29 @@
+#include "net/buffer_pool.h"
+
+#include <memory>
+
+namespace tern::net {
+
+void BufferPool::fill(Buffer& buffer) {
+  if (buffer.capacity() != 0) return;
+  if (free_.empty()) {
+    buffer.adopt_storage(Buffer::Storage{std::make_unique_for_overwrite<char[]>(kFreshCapacity),
+                                         kFreshCapacity});
+    return;
+  }
+  bytes_ -= free_.back().capacity;
+  buffer.adopt_storage(std::move(free_.back()));
+  free_.pop_back();
+}
+
+void BufferPool::drain(Buffer& buffer) {
+  if (buffer.capacity() == 0 || !buffer.empty()) return;
+  Buffer::Storage storage = buffer.release_storage();
+  if (storage.capacity > kMaxPooledCapacity || bytes_ + storage.capacity > kMaxPooledBytes) {
+    return;  // freed here
+  }
+  bytes_ += storage.capacity;
+  free_.push_back(std::move(storage));
+}
+
+}  // namespace tern::net

@@ -1,0 +1,45 @@
+// BufferPool: the spare buffer memory of one loop.
+//
+// Connections give their buffers' storage back when the buffers empty (the
+// request was consumed, the response was written) and take storage again
+// when bytes arrive or a response starts. So an idle keep-alive connection
+// holds no buffer memory at all, and a busy loop does not allocate per
+// request: it moves a pointer in and out of this pool.
+//
+// Bounded: storage larger than kMaxPooledCapacity is freed rather than kept,
+// and the pool keeps at most kMaxPooledBytes.
+//
+// Owned by EventLoop. Loop thread only.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "net/buffer.h"
+
+namespace tern::net {
+
+class BufferPool {
+ public:
+  static constexpr size_t kFreshCapacity = 4096;
+  static constexpr size_t kMaxPooledCapacity = 64 * 1024;
+  static constexpr size_t kMaxPooledBytes = 4 * 1024 * 1024;
+
+  BufferPool() = default;
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // Gives `buffer` storage if it has none (pooled, else fresh).
+  void fill(Buffer& buffer);
+  // Takes the storage of `buffer` if it is empty.
+  void drain(Buffer& buffer);
+
+  size_t pooled() const { return free_.size(); }
+  size_t pooled_bytes() const { return bytes_; }
+
+ private:
+  std::vector<Buffer::Storage> free_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace tern::net
