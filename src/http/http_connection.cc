@@ -219,6 +219,17 @@ void HttpConnection::fail(int status, std::string_view log_reason) {
 void HttpConnection::start_closing() {
   state_ = State::kClosing;
   conn_->flush();
+  if (conn_->input().empty()) {
+    // Nothing unread: close once the response is out, as nginx does. (The
+    // next bytes might still be on their way; the peer then sees a reset,
+    // which is what an HTTP/1.0 client or "Connection: close" agreed to.)
+    conn_->close_after_write();
+    arm_timer(shared_->limits->send_timeout);
+    return;
+  }
+  // Unread input: closing now would reset the connection and could destroy
+  // our response in the peer's buffer. Half-close, keep reading (and
+  // discarding) until the peer closes or the linger timeout.
   conn_->shutdown();
   arm_timer(shared_->limits->linger_timeout);
 }
@@ -254,13 +265,13 @@ void HttpConnection::on_timer() {
   if (conn_ == nullptr) return;
   const HttpLimits& limits = *shared_->limits;
   const bool moved = conn_->bytes_sent() + conn_->bytes_received() != progress_mark_;
-  if (state_ == State::kClosing) return conn_->force_close();
   if (conn_->pending_output_bytes() > 0) {
-    // Sending: the client must keep taking bytes.
+    // Sending (a last response too): the client must keep taking bytes.
     if (moved) return arm_timer(limits.send_timeout);
     TERN_LOG_DEBUG("conn {}: send timeout", conn_->id().slot);
     return conn_->force_close();
   }
+  if (state_ == State::kClosing) return conn_->force_close();  // lingered long enough
   if (state_ == State::kBody) {
     if (moved) return arm_timer(limits.body_timeout);
     return fail(408, "body timeout");

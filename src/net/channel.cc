@@ -49,6 +49,12 @@ void Channel::remove() {
   loop_->remove_channel(this);
 }
 
+void Channel::forget() {
+  loop_->assert_in_loop_thread();
+  events_ = 0;
+  poller_state_ = PollerState::kNew;
+}
+
 void Channel::handle_event(uint32_t revents) {
   // Ordering follows redis ae: readable before writable, so a reply produced
   // by the read handler can be written in the same round. Each step checks

@@ -51,6 +51,10 @@ class Channel {
 
   // Unregisters from the poller. Call before the fd is closed.
   void remove();
+  // Like remove(), for an owner that closes the fd right away: closing the
+  // only descriptor of a socket removes it from epoll, so the system call
+  // is skipped. Only for fds that were never duplicated.
+  void forget();
 
   // Called by EventLoop with what the poller reported.
   void handle_event(uint32_t revents);

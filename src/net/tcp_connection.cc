@@ -91,7 +91,7 @@ void TcpConnection::recycle() {
   context_.reset();
   callbacks_ = nullptr;
   owner_ = nullptr;
-  reading_ = peer_closed_ = close_scheduled_ = false;
+  reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = false;
   idle_timeout_ = std::chrono::milliseconds(0);
   idle_timer_ = TimerId{};
   bytes_received_ = bytes_sent_ = 0;
@@ -185,6 +185,14 @@ void TcpConnection::shutdown() {
 void TcpConnection::force_close() {
   loop_->assert_in_loop_thread();
   if (state_ == State::kConnected || state_ == State::kDisconnecting) close_at_round_end();
+}
+
+void TcpConnection::close_after_write() {
+  loop_->assert_in_loop_thread();
+  if (state_ != State::kConnected && state_ != State::kDisconnecting) return;
+  if (!has_pending_output()) return close_at_round_end();
+  close_after_write_ = true;
+  state_ = State::kDisconnecting;  // accepts no more output
 }
 
 void TcpConnection::start_reading() {
@@ -350,7 +358,7 @@ void TcpConnection::output_drained() {
   loop_->buffers().drain(output_);
   if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
   if (callbacks_->on_write_complete) defer_callback(&TcpConnection::call_write_complete);
-  if (peer_closed_) return close_at_round_end();
+  if (peer_closed_ || close_after_write_) return close_at_round_end();
   if (state_ == State::kDisconnecting) (void)sockets::shutdown_write(socket_.fd());
 }
 
@@ -397,7 +405,8 @@ void TcpConnection::handle_close() {
   if (state_ == State::kDisconnected || state_ == State::kIdle) return;
   state_ = State::kDisconnected;
   reading_ = false;
-  channel_.remove();
+  // Closing the socket (just below) takes it out of epoll: no EPOLL_CTL_DEL.
+  channel_.forget();
   if (idle_timer_.valid()) {
     loop_->cancel(idle_timer_);
     idle_timer_ = TimerId{};

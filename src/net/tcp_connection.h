@@ -70,6 +70,10 @@ class TcpConnection {
   void shutdown();
   // Stops all I/O now; the close callbacks run at the end of this round.
   void force_close();
+  // Closes as soon as the queued output is written (no half-close, no wait
+  // for the peer's FIN). For a last response when nothing more is expected
+  // from the peer: unread input would make the kernel send a reset.
+  void close_after_write();
 
   // Back-pressure on input: while not reading, the kernel buffers and then
   // the peer's window fills.
@@ -129,6 +133,7 @@ class TcpConnection {
   TriggerMode trigger_ = TriggerMode::kLevel;
   bool reading_ = false;
   bool peer_closed_ = false;
+  bool close_after_write_ = false;
   bool close_scheduled_ = false;
   Socket socket_;
   Channel channel_;
