@@ -2,8 +2,10 @@
 
 Throughput and throughput per CPU-second are drawn relative to nginx (= 1.0)
 because the absolute figures of the scenarios differ by four orders of
-magnitude; each bar is labelled with its absolute median. Idle memory, where
-lower is better, gets its own panel in KiB per connection.
+magnitude, on a log scale so that 0.5x and 2x are as far from nginx and one
+pipelined row does not flatten the others; each bar is labelled with its
+absolute median. Idle memory, where lower is better, gets its own panel in KiB
+per connection.
 """
 import subprocess
 import sys
@@ -40,11 +42,13 @@ def _short(x):
 
 def _grouped_bars(ax, rows, figure, title):
     """Bars of rows' `figure` relative to nginx, grouped by scenario."""
+    from matplotlib.ticker import FuncFormatter  # imported late: may just have been installed
     scenarios = []
     for r in rows:
         if r.scenario not in scenarios:
             scenarios.append(r.scenario)
     width = 0.8 / len(SERVERS)
+    ratios = []
     for i, server in enumerate(SERVERS):
         xs, heights, labels = [], [], []
         for g, sc in enumerate(scenarios):
@@ -54,16 +58,20 @@ def _grouped_bars(ax, rows, figure, title):
                 continue
             xs.append(g + (i - 1) * width)
             heights.append(ratio)
+            ratios.append(ratio)
             labels.append(_short(getattr(row, figure)))
         bars = ax.bar(xs, heights, width, label=server, color=COLORS[server])
         ax.bar_label(bars, labels=labels, fontsize=7, rotation=90, padding=2)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yscale("log", base=2)
+    if ratios:
+        ax.set_ylim(min(0.25, min(ratios) / 2), max(4.0, max(ratios) * 4))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_xticks(range(len(scenarios)))
     ax.set_xticklabels([f"{sc.name}\n({sc.unit})" if figure == "value" else sc.name
                         for sc in scenarios], fontsize=8)
-    ax.set_ylabel("relative to nginx = 1.0")
+    ax.set_ylabel("relative to nginx = 1.0 (log scale)")
     ax.set_title(title, fontsize=10)
-    ax.margins(y=0.25)
     ax.legend(fontsize=8, loc="upper left")
 
 

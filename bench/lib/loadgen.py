@@ -78,6 +78,10 @@ def parse_wrk(text):
     r["lat_avg_ms"] = _ms(m.group(1)) if m else None
     m = re.search(r"^\s+99%\s+(\S+)", text, re.M)
     r["p99_ms"] = _ms(m.group(1)) if m else None
+    # wrk sometimes prints a distribution of zeros, mostly when pipelining
+    # (wg/wrk issues 236 and 354): that is no figure, not a latency of 0.
+    r["p99_ms"] = r["p99_ms"] or None
+    r["lat_avg_ms"] = r["lat_avg_ms"] or None
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
     if m and any(int(x) for x in m.groups()):
         r["errors"].append("socket errors: connect %s, read %s, write %s, timeout %s" % m.groups())

@@ -186,10 +186,11 @@ def markdown(rows, samples, meta):
         parts += ["", f"{label} config (`{path}`):", "", "```", text, "```"]
     parts += ["", "## Every run", "", "<details><summary>all samples</summary>", "",
               _md_table(["scenario", "server", "round", "value", "per CPU-s", "p99 ms",
-                         "CPU s", "errors"],
+                         "CPU s", "detail", "errors"],
                         [[s.scenario, s.server, str(s.round), fmt_value(s.value, meta["units"][s.scenario]),
                           "-" if s.per_cpu is None else f"{s.per_cpu:,.0f}", _fmt_ms(s.p99_ms),
-                          "-" if s.cpu_s is None else f"{s.cpu_s:.2f}", "; ".join(s.errors)]
+                          "-" if s.cpu_s is None else f"{s.cpu_s:.2f}", s.detail,
+                          "; ".join(s.errors)]
                          for s in samples]),
               "", "</details>", ""]
     return "\n".join(parts)

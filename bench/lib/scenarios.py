@@ -35,13 +35,18 @@ SCENARIOS = [
     # The floor never closes a connection, and ab without -k waits for the close.
     Scenario("conn-per-request", "ab", "req/s", servers=("tern", "nginx"),
              note="HTTP/1.0, a new connection per request; floor n/a (never closes)"),
-    Scenario("pipelined-16", "wrk", "req/s", pipeline=16, note="16 requests per write"),
+    Scenario("pipelined-16", "wrk", "req/s", pipeline=16,
+             note="16 requests per write; wrk times the whole batch of 16 (p99 is per batch), "
+                  "and sometimes prints no latency distribution at all when pipelining"),
     # The floor's canned response is at most 128 KiB: it cannot serve this file.
     Scenario("file-64m", "wrk", "MiB/s", path="/" + servers.BIG_FILE, conns=4,
              servers=("tern", "nginx"), note="floor n/a (cannot send 64 MiB)"),
     Scenario("idle-memory", "idle", "KiB/conn", higher_is_better=False,
              note=f"RSS growth holding {IDLE_CONNECTIONS:,} idle keep-alive connections; "
-                  "a freshly started server each time"),
+                  "a freshly started server each time. nginx allocates all its connection "
+                  "slots (worker_connections 20000) at start, about 0.4 KiB each, so that "
+                  "part of its cost is in its 'before' (worker RSS at start: 4.6 MB with "
+                  "1,024 slots, 12.5 MB with 20,000)"),
     Scenario("hello-router", "wrk", "req/s", path="/hello", target="hello",
              note='"Hello, world!\\n" from memory: tern = examples/hello_http, '
                   "nginx = return 200, floor = 14-byte body"),
@@ -60,6 +65,7 @@ class Sample:
     cpu_s: float = None
     errors: list = field(default_factory=list)
     command: str = ""
+    detail: str = ""
 
     @property
     def failed(self):
@@ -128,6 +134,7 @@ def run_idle(sc, kind, rnd, ws, bins):
         if alive < IDLE_CONNECTIONS:
             sample.errors.append(f"server closed {IDLE_CONNECTIONS - alive} idle connections")
         sample.value = (after - before) / IDLE_CONNECTIONS
+        sample.detail = f"RSS {before:,} -> {after:,} KiB"
     except (OSError, RuntimeError, ValueError) as e:
         sample.errors.append(f"{type(e).__name__}: {e}")
     finally:

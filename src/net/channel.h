@@ -55,6 +55,10 @@ class Channel {
   // only descriptor of a socket removes it from epoll, so the system call
   // is skipped. Only for fds that were never duplicated.
   void forget();
+  // Ignores this channel's events from now on without telling the poller:
+  // for an owner that will forget() and close the fd at the end of the
+  // round anyway (saves an EPOLL_CTL_DEL).
+  void mute() { events_ = 0; }
 
   // Called by EventLoop with what the poller reported.
   void handle_event(uint32_t revents);

@@ -18,6 +18,8 @@ namespace {
 
 thread_local EventLoop* t_loop_in_this_thread = nullptr;
 
+constexpr size_t kInitialCapacity = 256;
+
 pid_t current_thread_id() {
   static thread_local pid_t tid = static_cast<pid_t>(::gettid());
   return tid;
@@ -59,6 +61,13 @@ EventLoop::EventLoop()
                  "thread {} already has an EventLoop; one loop per thread", thread_id_);
   t_loop_in_this_thread = this;
   ignore_sigpipe_once();
+  // Sized up front so that a busy round (more ready events, more deferred
+  // work than any round before) does not allocate in steady state.
+  ready_.reserve(kInitialCapacity);
+  deferred_.reserve(kInitialCapacity);
+  deferred_running_.reserve(kInitialCapacity);
+  pending_.reserve(kInitialCapacity);
+  pending_running_.reserve(kInitialCapacity);
   wakeup_channel_.set_read_callback([this] { handle_wakeup(); });
   wakeup_channel_.enable_reading();
   timer_channel_.set_read_callback([this] { handle_timer(); });

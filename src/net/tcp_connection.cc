@@ -397,7 +397,9 @@ void TcpConnection::close_at_round_end() {
   close_scheduled_ = true;
   state_ = State::kDisconnecting;  // no more sends are accepted
   reading_ = false;
-  channel_.disable_all();
+  // No epoll_ctl: handle_close() at the end of this round closes the fd,
+  // which unregisters it, and until then its events are ignored.
+  channel_.mute();
   defer_callback(&TcpConnection::handle_close);
 }
 
