@@ -35,7 +35,7 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev)
 # What the tests, fuzzers and benchmarks need on top.
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-  curl apache2-utils python3-pip chromium fonts-liberation)
+  curl apache2-utils python3-pip chromium fonts-liberation wrk nginx-light)
 
 # ensure_pytest: pytest for the python3 on PATH (from PyPI if it lacks one).
 ensure_pytest() {
