@@ -70,8 +70,10 @@ class Server {
   std::unique_ptr<http::HttpServer> http_;
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;
+#ifdef TERN_PROFILER
   bool profiling_ = false;
   std::string profile_path_;
+#endif
   std::chrono::steady_clock::time_point stop_deadline_;
 };
 
