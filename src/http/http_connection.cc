@@ -52,7 +52,6 @@ void HttpConnection::attach(net::TcpConnection* conn) {
   state_ = State::kHead;
   request_started_ = continue_sent_ = false;
   body_consumed_ = 0;
-  requests_ = 0;
   timer_ = net::TimerId{};
   arm_timer(shared_->limits->keepalive_timeout);
 }
@@ -170,7 +169,6 @@ void HttpConnection::send_continue() {
 }
 
 void HttpConnection::dispatch(net::Buffer& input) {
-  ++requests_;
   Request& request = req_->request;
   const bool keep_alive = request.keep_alive() && !shared_->draining;
   ResponseWriter writer(writer_context(keep_alive));

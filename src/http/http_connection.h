@@ -95,7 +95,6 @@ class HttpConnection {
   void on_close();
   // Ends a keep-alive connection that is between requests (graceful stop).
   void close_if_idle();
-  uint64_t requests() const { return requests_; }
   // Position in the owner's table (HttpServer bookkeeping).
   size_t index() const { return index_; }
   void set_index(size_t index) { index_ = index; }
@@ -125,7 +124,6 @@ class HttpConnection {
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
   net::TimerId timer_;
   uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
-  uint64_t requests_ = 0;
   size_t index_ = 0;
 };
 

@@ -48,7 +48,6 @@ class ConnectionTable {
   void close_all(const void* owner);
 
   size_t live() const { return live_; }
-  size_t pooled() const { return free_.size(); }
 
   // TcpConnection's side: a closed connection, to recycle after the round.
   void release(TcpConnection* conn);
