@@ -52,6 +52,9 @@ struct ConnectionCallbacks {
   std::function<void(TcpConnection&, Buffer&)> on_message;
   // Every queued byte has been handed to the kernel.
   std::function<void(TcpConnection&)> on_write_complete;
+  // Call on_write_complete only once after each TcpConnection::ask_write_complete()
+  // rather than after every write (for protocols that rarely need it).
+  bool write_complete_when_asked = false;
   // Queued output crossed high_water_mark going up (stop producing until
   // write-complete; see TcpConnection::stop_reading for the input side).
   std::function<void(TcpConnection&, size_t queued)> on_high_water_mark;

@@ -12,7 +12,7 @@ ConnectionTable::~ConnectionTable() = default;
 
 TcpConnection* ConnectionTable::open(Socket socket, const InetAddress& peer,
                                      const ConnectionCallbacks* callbacks, const void* owner,
-                                     TriggerMode trigger) {
+                                     TriggerMode trigger, bool accepted) {
   loop_->assert_in_loop_thread();
   uint32_t slot;
   if (!free_.empty()) {
@@ -26,8 +26,9 @@ TcpConnection* ConnectionTable::open(Socket socket, const InetAddress& peer,
   auto& object = slots_[slot];
   if (!object) object = std::make_unique<TcpConnection>(loop_, slot);
   object->open(std::move(socket), peer, callbacks, owner, trigger);
+  object->accepted_ = accepted;
   ++live_;
-  loop_->load().connections.fetch_add(1, std::memory_order_relaxed);
+  if (accepted) loop_->load().connections.fetch_add(1, std::memory_order_relaxed);
   return object.get();
 }
 
@@ -52,7 +53,7 @@ void ConnectionTable::close_all(const void* owner) {
 void ConnectionTable::release(TcpConnection* conn) {
   TERN_DCHECK(live_ > 0);
   --live_;
-  loop_->load().connections.fetch_sub(1, std::memory_order_relaxed);
+  if (conn->accepted_) loop_->load().connections.fetch_sub(1, std::memory_order_relaxed);
   closing_.push_back(conn->slot_);
 }
 

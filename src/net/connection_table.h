@@ -34,9 +34,11 @@ class ConnectionTable {
 
   // Wraps a connected socket. Call establish() on the result to start I/O.
   // `owner` tags the connection for close_all (a TcpServer, a TcpClient).
+  // Accepted connections count in the loop's load (LoopLoad::connections);
+  // outgoing ones (to an upstream) do not.
   TcpConnection* open(Socket socket, const InetAddress& peer,
                       const ConnectionCallbacks* callbacks, const void* owner,
-                      TriggerMode trigger);
+                      TriggerMode trigger, bool accepted = true);
   // Registers the connection with the poller and runs on_connection.
   void establish(TcpConnection* conn);
 

@@ -8,7 +8,7 @@
 
 namespace tern::net {
 
-Connector::Connector(EventLoop* loop, const InetAddress& server, ConnectorOptions options)
+Connector::Connector(EventLoop* loop, const SocketAddress& server, ConnectorOptions options)
     : loop_(loop),
       server_(server),
       options_(options),
@@ -74,7 +74,7 @@ void Connector::handle_writable() {
   if (!socket_.valid()) return;
   int err = sockets::socket_error(socket_.fd());
   if (err != 0) return attempt_failed(Error{err, "connect"});
-  if (sockets::is_self_connect(socket_.fd())) {
+  if (!server_.is_unix() && sockets::is_self_connect(socket_.fd())) {
     return attempt_failed(Error{ECONNREFUSED, "connect (self-connect)"});
   }
   if (timeout_timer_.valid()) loop_->cancel(timeout_timer_);
@@ -95,7 +95,7 @@ void Connector::attempt_failed(Error error) {
   ++failed_attempts_;
   const bool will_retry = active_ && options_.retry &&
                           (options_.max_attempts == 0 || failed_attempts_ < options_.max_attempts);
-  TERN_LOG_DEBUG("connect to {}: {} (attempt {}{})", server_.to_ip_port(), error.message(),
+  TERN_LOG_DEBUG("connect to {}: {} (attempt {}{})", server_.to_string(), error.message(),
                  failed_attempts_, will_retry ? ", will retry" : "");
   if (!will_retry) active_ = false;
   if (failed_cb_) failed_cb_(error, will_retry);

@@ -1,4 +1,5 @@
-// Connector: opens one outgoing TCP connection, retrying with back-off.
+// Connector: opens one outgoing stream connection (TCP, or a Unix-domain
+// socket), retrying with back-off.
 //
 // Each attempt is a non-blocking connect() watched for writability, bounded by
 // a connect timeout. A failed attempt is retried after a delay that doubles
@@ -16,7 +17,7 @@
 
 #include "base/result.h"
 #include "net/channel.h"
-#include "net/inet_address.h"
+#include "net/socket_address.h"
 #include "net/socket.h"
 #include "net/timer_wheel.h"
 
@@ -38,7 +39,7 @@ class Connector {
   // Every failed attempt; will_retry says whether another is scheduled.
   using FailedCallback = std::function<void(const Error& error, bool will_retry)>;
 
-  Connector(EventLoop* loop, const InetAddress& server, ConnectorOptions options);
+  Connector(EventLoop* loop, const SocketAddress& server, ConnectorOptions options);
   ~Connector();
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
@@ -52,7 +53,7 @@ class Connector {
   void stop();
   bool active() const { return active_; }
   int failed_attempts() const { return failed_attempts_; }
-  const InetAddress& server() const { return server_; }
+  const SocketAddress& server() const { return server_; }
 
  private:
   void attempt();
@@ -63,7 +64,7 @@ class Connector {
   std::chrono::milliseconds next_delay();
 
   EventLoop* const loop_;
-  const InetAddress server_;
+  const SocketAddress server_;
   const ConnectorOptions options_;
   bool active_ = false;
   Socket socket_;

@@ -40,7 +40,7 @@ class ConnectionTable;
 // How busy a loop is, for the least-loaded dispatch policy. The counters are
 // written by the loop thread and read by the acceptor thread.
 struct LoopLoad {
-  std::atomic<uint32_t> connections{0};  // open on this loop
+  std::atomic<uint32_t> connections{0};  // accepted connections open on this loop
   std::atomic<uint32_t> in_flight{0};    // handed to this loop, not yet opened
   std::atomic<uint64_t> recent_bytes{0};  // bytes moved, decayed once a second
   uint64_t bytes_this_period = 0;         // loop thread only

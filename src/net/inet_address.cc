@@ -75,9 +75,9 @@ InetAddress InetAddress::from_sockaddr(const sockaddr_storage& storage) {
   InetAddress addr;
   if (storage.ss_family == AF_INET6) {
     std::memcpy(&addr.addr6_, &storage, sizeof addr.addr6_);
-  } else {
+  } else if (storage.ss_family == AF_INET) {
     std::memcpy(&addr.addr4_, &storage, sizeof addr.addr4_);
-  }
+  }  // other families (AF_UNIX): 0.0.0.0:0
   return addr;
 }
 

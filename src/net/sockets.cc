@@ -57,7 +57,7 @@ int accept(int listen_fd, InetAddress* peer, int* saved_errno) {
   }
 }
 
-int connect(int fd, const InetAddress& addr) {
+int connect(int fd, const SocketAddress& addr) {
   int rc = ::connect(fd, addr.sockaddr_ptr(), addr.socklen());
   // A non-blocking connect interrupted by a signal goes on in the background,
   // like EINPROGRESS: calling connect() again would give EALREADY.

@@ -12,6 +12,7 @@
 
 #include "base/result.h"
 #include "net/inet_address.h"
+#include "net/socket_address.h"
 
 namespace tern::net::sockets {
 
@@ -27,7 +28,7 @@ Result<void> listen(int fd, int backlog);
 int accept(int listen_fd, InetAddress* peer, int* saved_errno);
 
 // Starts a non-blocking connect. Returns 0, or the errno (EINPROGRESS is normal).
-int connect(int fd, const InetAddress& addr);
+int connect(int fd, const SocketAddress& addr);
 
 // read/readv/write/writev retrying on EINTR. Return -1 with *saved_errno set.
 ssize_t read(int fd, void* buf, size_t len, int* saved_errno);

@@ -8,7 +8,7 @@
 
 namespace tern::net {
 
-TcpClient::TcpClient(EventLoop* loop, const InetAddress& server, TcpClientOptions options)
+TcpClient::TcpClient(EventLoop* loop, const SocketAddress& server, TcpClientOptions options)
     : loop_(loop), options_(std::move(options)), connector_(loop, server, options_.connector) {
   connector_.set_connected_callback([this](Socket socket) { on_connected(std::move(socket)); });
   callbacks_.on_close = [this](TcpConnection& conn) { on_closed(conn); };
@@ -46,10 +46,13 @@ TcpConnection* TcpClient::connection() {
 }
 
 void TcpClient::on_connected(Socket socket) {
-  if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket.fd(), true);
-  InetAddress peer = sockets::peer_address(socket.fd());
+  // A Unix-domain peer has no IP address: the connection reports 0.0.0.0:0.
+  const bool unix_socket = connector_.server().is_unix();
+  if (options_.tcp_nodelay && !unix_socket) (void)sockets::set_tcp_nodelay(socket.fd(), true);
+  InetAddress peer = unix_socket ? InetAddress() : sockets::peer_address(socket.fd());
   ConnectionTable& table = loop_->connections();
-  TcpConnection* conn = table.open(std::move(socket), peer, &callbacks_, this, options_.trigger);
+  TcpConnection* conn = table.open(std::move(socket), peer, &callbacks_, this, options_.trigger,
+                                   /*accepted=*/false);
   connection_ = conn->id();
   ++connect_count_;
   table.establish(conn);
@@ -59,7 +62,7 @@ void TcpClient::on_closed(TcpConnection& conn) {
   if (conn.id() == connection_) connection_ = ConnectionId{};
   if (wanted_ && options_.reconnect) {
     TERN_LOG_DEBUG("{}: connection to {} closed, reconnecting", options_.name,
-                   connector_.server().to_ip_port());
+                   connector_.server().to_string());
     connector_.start(options_.connector.initial_backoff);
   }
 }

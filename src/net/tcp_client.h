@@ -18,7 +18,7 @@
 
 #include "net/callbacks.h"
 #include "net/connector.h"
-#include "net/inet_address.h"
+#include "net/socket_address.h"
 
 namespace tern::net {
 
@@ -35,7 +35,7 @@ struct TcpClientOptions {
 
 class TcpClient {
  public:
-  TcpClient(EventLoop* loop, const InetAddress& server, TcpClientOptions options = {});
+  TcpClient(EventLoop* loop, const SocketAddress& server, TcpClientOptions options = {});
   ~TcpClient();
   TcpClient(const TcpClient&) = delete;
   TcpClient& operator=(const TcpClient&) = delete;
@@ -46,8 +46,11 @@ class TcpClient {
   void set_message_callback(std::function<void(TcpConnection&, Buffer&)> cb) {
     callbacks_.on_message = std::move(cb);
   }
-  void set_write_complete_callback(std::function<void(TcpConnection&)> cb) {
+  // only_when_asked: see TcpServer::set_write_complete_callback.
+  void set_write_complete_callback(std::function<void(TcpConnection&)> cb,
+                                   bool only_when_asked = false) {
     callbacks_.on_write_complete = std::move(cb);
+    callbacks_.write_complete_when_asked = only_when_asked;
   }
   void set_connect_failed_callback(Connector::FailedCallback cb) {
     connector_.set_failed_callback(std::move(cb));
@@ -62,7 +65,7 @@ class TcpClient {
 
   // The live connection, or nullptr.
   TcpConnection* connection();
-  const InetAddress& server() const { return connector_.server(); }
+  const SocketAddress& server() const { return connector_.server(); }
   int connect_count() const { return connect_count_; }
 
  private:

@@ -91,7 +91,7 @@ void TcpConnection::recycle() {
   context_.reset();
   callbacks_ = nullptr;
   owner_ = nullptr;
-  reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = false;
+  reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = write_complete_asked_ = false;
   idle_timeout_ = std::chrono::milliseconds(0);
   idle_timer_ = TimerId{};
   bytes_received_ = bytes_sent_ = 0;
@@ -115,7 +115,7 @@ void TcpConnection::send(std::string_view data) {
       bytes_sent_ += written;
       note_activity(written);
       if (written == data.size()) {
-        if (callbacks_->on_write_complete) defer_callback(&TcpConnection::call_write_complete);
+        if (wants_write_complete()) defer_callback(&TcpConnection::call_write_complete);
         return;
       }
     }
@@ -357,12 +357,26 @@ void TcpConnection::flush_output() {
 void TcpConnection::output_drained() {
   loop_->buffers().drain(output_);
   if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
-  if (callbacks_->on_write_complete) defer_callback(&TcpConnection::call_write_complete);
+  if (wants_write_complete()) defer_callback(&TcpConnection::call_write_complete);
   if (peer_closed_ || close_after_write_) return close_at_round_end();
   if (state_ == State::kDisconnecting) (void)sockets::shutdown_write(socket_.fd());
 }
 
+bool TcpConnection::wants_write_complete() const {
+  return callbacks_->on_write_complete &&
+         (!callbacks_->write_complete_when_asked || write_complete_asked_);
+}
+
+void TcpConnection::ask_write_complete() {
+  loop_->assert_in_loop_thread();
+  if (write_complete_asked_) return;
+  write_complete_asked_ = true;
+  if (!has_pending_output()) defer_callback(&TcpConnection::call_write_complete);
+}
+
 void TcpConnection::call_write_complete() {
+  if (!wants_write_complete()) return;  // already called for this request
+  write_complete_asked_ = false;
   if (state_ == State::kConnected || state_ == State::kDisconnecting) {
     callbacks_->on_write_complete(*this);
   }

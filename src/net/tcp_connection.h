@@ -75,6 +75,11 @@ class TcpConnection {
   // from the peer: unread input would make the kernel send a reset.
   void close_after_write();
 
+  // With ConnectionCallbacks::write_complete_when_asked: call
+  // on_write_complete once, when the output queue is next empty (at the end
+  // of this round if it is empty now).
+  void ask_write_complete();
+
   // Back-pressure on input: while not reading, the kernel buffers and then
   // the peer's window fills.
   void start_reading();
@@ -124,6 +129,7 @@ class TcpConnection {
   void output_drained();
   void note_activity(size_t bytes);
   void defer_callback(void (TcpConnection::*method)());
+  bool wants_write_complete() const;
   void call_write_complete();
 
   EventLoop* const loop_;
@@ -135,6 +141,8 @@ class TcpConnection {
   bool peer_closed_ = false;
   bool close_after_write_ = false;
   bool close_scheduled_ = false;
+  bool write_complete_asked_ = false;
+  bool accepted_ = false;  // counted in the loop's load (ConnectionTable)
   Socket socket_;
   Channel channel_;
   mutable InetAddress local_;

@@ -84,9 +84,13 @@ class TcpServer {
     assert_not_started();
     callbacks_.on_message = std::move(cb);
   }
-  void set_write_complete_callback(std::function<void(TcpConnection&)> cb) {
+  // only_when_asked: once after each TcpConnection::ask_write_complete()
+  // instead of after every write that empties the queue.
+  void set_write_complete_callback(std::function<void(TcpConnection&)> cb,
+                                   bool only_when_asked = false) {
     assert_not_started();
     callbacks_.on_write_complete = std::move(cb);
+    callbacks_.write_complete_when_asked = only_when_asked;
   }
   void set_high_water_mark_callback(std::function<void(TcpConnection&, size_t)> cb, size_t bytes) {
     assert_not_started();

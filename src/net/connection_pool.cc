@@ -1,0 +1,219 @@
+#include "net/connection_pool.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+#include "net/event_loop.h"
+#include "net/tcp_client.h"
+#include "net/tcp_connection.h"
+
+namespace tern::net {
+
+struct ConnectionPool::Slot {
+  enum class State : uint8_t { kConnecting, kIdle, kBusy };
+  std::unique_ptr<TcpClient> client;
+  State state = State::kConnecting;
+  User* user = nullptr;   // while kBusy
+  bool dropped = false;   // out of the pool; its callbacks do nothing
+};
+
+ConnectionPool::ConnectionPool(EventLoop* loop, ConnectionPoolOptions options)
+    : loop_(loop), options_(std::move(options)) {}
+
+ConnectionPool::~ConnectionPool() {
+  // Everyone still waiting or holding a connection hears about it, once
+  // the pool is empty (so whatever they call back finds nothing).
+  destroying_ = true;
+  std::vector<User*> users;
+  for (Waiter& w : waiting_) {
+    loop_->cancel(w.timer);
+    users.push_back(w.user);
+  }
+  for (Failing& f : failing_) users.push_back(f.user);
+  for (auto& slot : slots_) {
+    slot->dropped = true;
+    if (slot->state == Slot::State::kBusy) users.push_back(slot->user);
+  }
+  waiting_.clear();
+  failing_.clear();
+  slots_.clear();  // closes the connections
+  for (User* user : users) user->on_lease_failed(Failure::kConnectFailed, "connection pool closed");
+}
+
+size_t ConnectionPool::idle() const {
+  return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) {
+    return s->state == Slot::State::kIdle;
+  }));
+}
+
+size_t ConnectionPool::connecting() const {
+  return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) {
+    return s->state == Slot::State::kConnecting;
+  }));
+}
+
+void ConnectionPool::acquire(User* user) {
+  loop_->assert_in_loop_thread();
+  if (destroying_) return user->on_lease_failed(Failure::kConnectFailed, "connection pool closed");
+  if (waiting_.size() >= options_.max_waiting) {
+    return fail_later(user, Failure::kOverloaded, "too many requests waiting for a connection");
+  }
+  Waiter waiter{user, {}};
+  waiter.timer = loop_->run_after(options_.queue_timeout, [this, user] {
+    auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                           [user](const Waiter& w) { return w.user == user; });
+    if (it == waiting_.end()) return;
+    waiting_.erase(it);
+    user->on_lease_failed(Failure::kOverloaded, "no free connection within the queue timeout");
+  });
+  waiting_.push_back(waiter);
+  serve_waiters();
+}
+
+void ConnectionPool::serve_waiters() {
+  if (destroying_) return;
+  // Idle connections first, to the longest-waiting users.
+  for (auto& slot : slots_) {
+    if (waiting_.empty()) return;
+    if (slot->state != Slot::State::kIdle) continue;
+    Waiter waiter = waiting_.front();
+    waiting_.pop_front();
+    loop_->cancel(waiter.timer);
+    lend(slot.get(), waiter.user);
+  }
+  // Then open connections for those still waiting, as many as allowed. A
+  // connect can fail at once, which removes a waiter and calls back here.
+  while (waiting_.size() > connecting() && slots_.size() < options_.max_connections) {
+    open_slot();
+  }
+}
+
+void ConnectionPool::open_slot() {
+  TcpClientOptions client_options;
+  client_options.name = options_.name;
+  client_options.connector.connect_timeout = options_.connect_timeout;
+  client_options.connector.retry = false;
+  client_options.reconnect = false;
+  slots_.push_back(std::make_unique<Slot>());
+  Slot* slot = slots_.back().get();
+  slot->client = std::make_unique<TcpClient>(loop_, options_.address, client_options);
+  TcpClient& client = *slot->client;
+  client.set_connection_callback([this, slot](TcpConnection& conn) {
+    if (slot->dropped) return;
+    if (conn.connected()) return on_connected(slot, conn);
+    on_closed(slot, conn);
+  });
+  client.set_message_callback([slot](TcpConnection& conn, Buffer& input) {
+    if (slot->dropped) return input.retrieve_all();
+    if (slot->user != nullptr) return slot->user->on_upstream_message(conn, input);
+    // Nothing is expected on an idle connection: the stream is out of step.
+    input.retrieve_all();
+    conn.force_close();
+  });
+  client.set_write_complete_callback(
+      [slot](TcpConnection& conn) {
+        if (!slot->dropped && slot->user != nullptr) slot->user->on_upstream_drained(conn);
+      },
+      /*only_when_asked=*/true);
+  client.set_connect_failed_callback([this, slot](const Error& error, bool) {
+    if (!slot->dropped) on_connect_failed(slot, error.message());
+  });
+  client.connect();
+}
+
+void ConnectionPool::on_connected(Slot* slot, TcpConnection& /*conn*/) {
+  slot->state = Slot::State::kIdle;
+  serve_waiters();
+}
+
+void ConnectionPool::on_connect_failed(Slot* slot, std::string_view why) {
+  drop_slot(slot);
+  // The attempt was made for the longest-waiting user: it gets the error.
+  if (!waiting_.empty()) {
+    Waiter waiter = waiting_.front();
+    waiting_.pop_front();
+    loop_->cancel(waiter.timer);
+    fail_later(waiter.user, Failure::kConnectFailed, std::string(why));
+  }
+  serve_waiters();
+}
+
+void ConnectionPool::on_closed(Slot* slot, TcpConnection& conn) {
+  User* user = slot->state == Slot::State::kBusy ? slot->user : nullptr;
+  drop_slot(slot);
+  if (user != nullptr) user->on_upstream_closed(conn);
+  serve_waiters();
+}
+
+void ConnectionPool::lend(Slot* slot, User* user) {
+  slot->state = Slot::State::kBusy;
+  slot->user = user;
+  user->on_lease(*slot->client->connection());
+}
+
+ConnectionPool::Slot* ConnectionPool::find_slot(const User* user) {
+  for (auto& slot : slots_) {
+    if (slot->user == user && slot->state == Slot::State::kBusy) return slot.get();
+  }
+  return nullptr;
+}
+
+void ConnectionPool::release(User* user, bool reusable) {
+  loop_->assert_in_loop_thread();
+  Slot* slot = find_slot(user);
+  if (slot == nullptr) return;
+  slot->user = nullptr;
+  TcpConnection* conn = slot->client->connection();
+  if (reusable && conn != nullptr && conn->connected() && conn->input().empty()) {
+    slot->state = Slot::State::kIdle;
+  } else {
+    drop_slot(slot);
+  }
+  serve_waiters();
+}
+
+void ConnectionPool::cancel(User* user) {
+  loop_->assert_in_loop_thread();
+  auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                         [user](const Waiter& w) { return w.user == user; });
+  if (it != waiting_.end()) {
+    loop_->cancel(it->timer);
+    waiting_.erase(it);
+    return;
+  }
+  auto failing = std::find_if(failing_.begin(), failing_.end(),
+                              [user](const Failing& f) { return f.user == user; });
+  if (failing != failing_.end()) {
+    failing_.erase(failing);
+    return;
+  }
+  release(user, false);
+}
+
+void ConnectionPool::drop_slot(Slot* slot) {
+  auto it = std::find_if(slots_.begin(), slots_.end(),
+                         [slot](const auto& s) { return s.get() == slot; });
+  if (it == slots_.end()) return;
+  slot->dropped = true;
+  slot->user = nullptr;
+  if (TcpConnection* conn = slot->client->connection()) conn->force_close();
+  // We may be inside this client's callback: destroy it after the round.
+  Slot* raw = it->release();
+  slots_.erase(it);
+  loop_->defer([raw] { delete raw; });
+}
+
+void ConnectionPool::fail_later(User* user, Failure failure, std::string why) {
+  // Never inside acquire(); cancel() can still take the user back meanwhile.
+  failing_.push_back(Failing{user, failure, std::move(why)});
+  loop_->defer([this, user] {
+    auto it = std::find_if(failing_.begin(), failing_.end(),
+                           [user](const Failing& f) { return f.user == user; });
+    if (it == failing_.end()) return;
+    Failing f = std::move(*it);
+    failing_.erase(it);
+    f.user->on_lease_failed(f.failure, f.why);
+  });
+}
+
+}  // namespace tern::net

@@ -1,0 +1,120 @@
+// ConnectionPool: a bounded set of persistent connections from one loop to
+// one upstream server (TCP or a Unix-domain socket), lent to one user at a
+// time.
+//
+//   ConnectionPool pool(&loop, {.address = *SocketAddress::parse("unix:/run/php.sock")});
+//   pool.acquire(&job);        // later: job.on_lease(conn) or job.on_lease_failed(...)
+//   ...                        // the job owns conn's callbacks while it holds it
+//   pool.release(&job, /*reusable=*/true);
+//
+// Connections open on demand with TcpClient (non-blocking connect with a
+// timeout), up to max_connections. When all are busy a user waits in a
+// bounded FIFO queue, for at most queue_timeout; a full queue or a timeout is
+// reported as kOverloaded. A connect that fails is reported to the user it
+// was opened for (kConnectFailed); the next waiter gets a fresh attempt, so
+// requests fail fast while the upstream is down and succeed again as soon as
+// it is back, without any restart. A connection the upstream closes while
+// idle just leaves the pool.
+//
+// on_lease() may run inside acquire() (an idle connection was at hand);
+// on_lease_failed() never does, except while the pool is being destroyed,
+// which fails every user still waiting or holding a connection. One pool
+// per loop per upstream, destroyed on that loop's thread; loop thread only.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/socket_address.h"
+#include "net/timer_wheel.h"
+
+namespace tern::net {
+
+class Buffer;
+class EventLoop;
+class TcpClient;
+class TcpConnection;
+
+struct ConnectionPoolOptions {
+  SocketAddress address = InetAddress();
+  std::string name = "upstream";  // for log lines
+  size_t max_connections = 8;
+  size_t max_waiting = 256;
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds queue_timeout{10000};
+};
+
+class ConnectionPool {
+ public:
+  enum class Failure { kConnectFailed, kOverloaded };
+
+  // The borrower of a connection.
+  class User {
+   public:
+    virtual ~User() = default;
+    // A connected connection, lent until release(). Its input is empty.
+    virtual void on_lease(TcpConnection& conn) = 0;
+    virtual void on_lease_failed(Failure failure, std::string_view why) = 0;
+    // While leased: bytes arrived, the output queue drained (after
+    // TcpConnection::ask_write_complete()), the connection closed (the
+    // lease ends with it; no release() needed).
+    virtual void on_upstream_message(TcpConnection& conn, Buffer& input) = 0;
+    virtual void on_upstream_drained(TcpConnection& conn) = 0;
+    virtual void on_upstream_closed(TcpConnection& conn) = 0;
+  };
+
+  ConnectionPool(EventLoop* loop, ConnectionPoolOptions options);
+  ~ConnectionPool();
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
+
+  void acquire(User* user);
+  // Takes a user out of the queue, or takes back its connection (closing
+  // it: what was in flight on it is unknown).
+  void cancel(User* user);
+  // Gives the connection back: kept for the next user if `reusable` (the
+  // exchange on it ended cleanly), else closed.
+  void release(User* user, bool reusable);
+
+  const ConnectionPoolOptions& options() const { return options_; }
+  size_t connections() const { return slots_.size(); }
+  size_t idle() const;
+  size_t waiting() const { return waiting_.size(); }
+
+ private:
+  struct Slot;
+  struct Waiter {
+    User* user;
+    TimerId timer;  // queue timeout
+  };
+  struct Failing {  // a failure to report after this round
+    User* user;
+    Failure failure;
+    std::string why;
+  };
+
+  Slot* find_slot(const User* user);
+  void open_slot();
+  void on_connected(Slot* slot, TcpConnection& conn);
+  void on_connect_failed(Slot* slot, std::string_view why);
+  void on_closed(Slot* slot, TcpConnection& conn);
+  void lend(Slot* slot, User* user);
+  void serve_waiters();
+  void drop_slot(Slot* slot);
+  void fail_later(User* user, Failure failure, std::string why);
+  size_t connecting() const;
+
+  EventLoop* const loop_;
+  const ConnectionPoolOptions options_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::deque<Waiter> waiting_;
+  std::deque<Failing> failing_;
+  bool destroying_ = false;
+};
+
+}  // namespace tern::net
