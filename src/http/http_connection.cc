@@ -1,10 +1,13 @@
 #include "http/http_connection.h"
 
+#include <algorithm>
+#include <any>
 #include <string>
 
 #include "base/log.h"
 #include "http/status.h"
 #include "net/buffer.h"
+#include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 
@@ -59,8 +62,20 @@ void HttpConnection::attach(net::TcpConnection* conn) {
 void HttpConnection::on_close() {
   if (timer_.valid()) conn_->loop()->cancel(timer_);
   timer_ = net::TimerId{};
+  if (exchange_.active_) {
+    // The client went away first: tell the handler, which lets go of it.
+    auto abort_handler = std::move(exchange_.abort_handler_);
+    exchange_.end();
+    if (abort_handler) abort_handler();
+  }
   end_request();
   conn_ = nullptr;
+}
+
+void HttpConnection::on_write_complete() {
+  if (!exchange_.active_ || !exchange_.drain_handler_) return;
+  auto handler = exchange_.drain_handler_;  // it may set another
+  handler();
 }
 
 void HttpConnection::begin_request() {
@@ -78,12 +93,35 @@ void HttpConnection::end_request() {
 }
 
 void HttpConnection::on_message(net::Buffer& input) {
-  while (state_ != State::kClosing && !input.empty()) {
-    if (state_ == State::kHead && !parse_head(input)) break;
-    if (state_ == State::kBody && !read_body(input)) break;
-    dispatch(input);
+  in_message_ = true;
+  for (bool more = true; more;) {
+    switch (state_) {
+      case State::kHead:
+        more = !input.empty() && parse_head(input);
+        if (more && !(shared_->exchange_for && begin_exchange(input)) && state_ == State::kHead) {
+          dispatch(input);
+        }
+        break;
+      case State::kBody:
+        more = !input.empty() && read_body(input);
+        if (more) dispatch(input);
+        break;
+      case State::kStreamBody:
+        more = stream_body(input);
+        break;
+      case State::kAwait:
+      case State::kClosing:
+        more = false;
+        break;
+    }
   }
-  if (state_ == State::kClosing) input.retrieve_all();  // lingering: discard
+  in_message_ = false;
+  if (state_ == State::kClosing) {
+    input.retrieve_all();  // lingering: discard
+  } else if (state_ == State::kAwait && input.readable_bytes() > shared_->limits->parser.max_head_bytes) {
+    // Pipelined requests pile up behind an exchange: let the kernel hold them.
+    conn_->stop_reading();
+  }
   conn_->flush();
 }
 
@@ -110,6 +148,7 @@ bool HttpConnection::parse_head(net::Buffer& input) {
     return false;
   }
   if (request.body_framing() == BodyFraming::kNone) return true;
+  // A Router handler gets the whole body; an Exchange takes this over.
   state_ = State::kBody;
   body_consumed_ = 0;
   continue_sent_ = false;
@@ -193,14 +232,204 @@ void HttpConnection::dispatch(net::Buffer& input) {
 
   input.retrieve(request.head_size() + body_consumed_);
   request.body_ = {};
+  next_request(writer.keep_alive());
+}
+
+void HttpConnection::next_request(bool keep_alive) {
   req_->parser.reset();
   body_consumed_ = 0;
   request_started_ = false;
   state_ = State::kHead;
+  net::Buffer& input = conn_->input();
   // Between requests the connection needs no parser: give it back.
   if (input.empty()) end_request();
-  if (!writer.keep_alive()) return start_closing();
+  if (!keep_alive) return start_closing();
   arm_timer(input.empty() ? shared_->limits->keepalive_timeout : shared_->limits->header_timeout);
+}
+
+bool HttpConnection::begin_exchange(net::Buffer& input) {
+  Request& request = req_->request;
+  if (request.method() == Method::kOther) return false;  // 501 from dispatch()
+  const ExchangeHandler* handler = shared_->exchange_for(request);
+  if (handler == nullptr) return false;
+  // The head moves out of the input buffer, which the body streams through:
+  // parse a copy of it again so that the views point there.
+  const size_t head = request.head_size();
+  req_->head_copy.assign(input.peek(), head);
+  req_->parser.reset();
+  req_->parser.parse(req_->head_copy, &request);
+  input.retrieve(head);
+  body_consumed_ = 0;
+  const bool has_body = request.body_framing() != BodyFraming::kNone;
+  const bool keep_alive = request.keep_alive() && !shared_->draining;
+  state_ = has_body ? State::kStreamBody : State::kAwait;
+  if (!has_body) arm_timer(shared_->limits->send_timeout);  // parse_head armed the body's
+  exchange_.begin(&request, writer_context(keep_alive), has_body);
+  (*handler)(exchange_);
+  // It may have answered already (finish() ran), or be waiting.
+  if (exchange_.active_ && state_ == State::kStreamBody && request.expect_continue() &&
+      input.empty()) {
+    send_continue();
+  }
+  return true;
+}
+
+bool HttpConnection::stream_body(net::Buffer& input) {
+  if (exchange_.body_paused_) return false;
+  Request& request = req_->request;
+  if (request.body_framing() == BodyFraming::kContentLength) {
+    const uint64_t left = request.content_length() - body_consumed_;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, input.readable_bytes()));
+    if (n == 0 && left > 0) return false;
+    body_consumed_ += n;
+    const bool last = n == left;
+    if (last) state_ = State::kAwait;
+    // Consumed first, so that the connection's state is right whatever the
+    // handler does; retrieving leaves the bytes where they are until the
+    // next read.
+    std::string_view piece(input.peek(), n);
+    input.retrieve(n);
+    exchange_.deliver(piece, last);
+    return last || state_ != State::kStreamBody;
+  }
+  for (;;) {
+    size_t used = 0;
+    std::string_view data;
+    auto status = req_->chunked.next(input.view(), &used, &data);
+    if (status == ChunkedDecoder::kError) {
+      fail_exchange(req_->chunked.error_status(), req_->chunked.error_reason());
+      return false;
+    }
+    if (status == ChunkedDecoder::kDone) {
+      input.retrieve(used);
+      state_ = State::kAwait;
+      exchange_.deliver({}, true);
+      return true;
+    }
+    if (status == ChunkedDecoder::kNeedMore) {
+      input.retrieve(used);
+      return false;
+    }
+    input.retrieve(used);  // `data` stays valid, as above
+    exchange_.deliver(data, false);
+    if (state_ != State::kStreamBody) return true;  // the handler finished
+    if (exchange_.body_paused_) return false;
+  }
+}
+
+void HttpConnection::finish_exchange() {
+  ResponseWriter& writer = *exchange_.writer_;
+  if (!writer.finished()) {
+    TERN_LOG_ERROR("conn {}: exchange for {} {} finished without a complete response",
+                   conn_->id().slot, req_->request.method_text(), req_->request.target());
+    if (!writer.started()) {
+      writer.close_after();
+      write_error_page(writer, 500);
+    } else {
+      conn_->force_close();
+    }
+  }
+  if (shared_->on_response) shared_->on_response(req_->request, *conn_, writer);
+  const bool body_left = state_ == State::kStreamBody;
+  const bool keep_alive = writer.keep_alive() && !body_left && !writer.stream_short();
+  exchange_.end();
+  if (!conn_->is_reading() && conn_->connected()) conn_->start_reading();
+  next_request(keep_alive);
+  conn_->flush();
+  // Requests that arrived meanwhile: parse them, but not from inside the
+  // caller (an upstream's callback, say).
+  if (state_ == State::kHead && !conn_->input().empty() && !in_message_) resume_later();
+}
+
+void HttpConnection::resume_later() {
+  // This object may be reused for another connection before the deferred
+  // call runs: find ours by its generation-checked id.
+  const net::ConnectionId id = conn_->id();
+  conn_->loop()->defer([id] {
+    net::TcpConnection* conn = id.loop->connections().find(id);
+    if (conn == nullptr || !conn->connected()) return;
+    auto* http = std::any_cast<HttpConnection*>(&conn->context());
+    if (http != nullptr && *http != nullptr) (*http)->on_message(conn->input());
+  });
+}
+
+void HttpConnection::abort_exchange() {
+  if (shared_->on_response) shared_->on_response(req_->request, *conn_, *exchange_.writer_);
+  exchange_.end();
+  state_ = State::kClosing;
+  conn_->force_close();
+}
+
+void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
+  auto abort_handler = std::move(exchange_.abort_handler_);
+  const bool started = exchange_.writer_->started();
+  exchange_.end();
+  if (abort_handler) abort_handler();
+  if (!started) return fail(status, log_reason);
+  TERN_LOG_DEBUG("conn {}: {} after the response started: closing", conn_->id().slot, log_reason);
+  state_ = State::kClosing;
+  conn_->force_close();
+}
+
+// Exchange: the handler's side, carried out by the HttpConnection.
+
+void Exchange::begin(const Request* request, const ResponseWriter::Context& context,
+                     bool has_body) {
+  request_ = request;
+  writer_.emplace(context);
+  active_ = true;
+  body_complete_ = !has_body;
+  body_paused_ = false;
+}
+
+void Exchange::end() {
+  active_ = false;
+  body_handler_ = nullptr;
+  drain_handler_ = nullptr;
+  abort_handler_ = nullptr;
+}
+
+void Exchange::deliver(std::string_view piece, bool last) {
+  if (last) body_complete_ = true;
+  if (body_handler_) body_handler_(piece, last);
+}
+
+ResponseWriter& Exchange::writer() {
+  if (!body_complete_ && !writer_->started()) writer_->close_after();
+  return *writer_;
+}
+
+void Exchange::flush() { owner_->conn_->flush(); }
+
+size_t Exchange::pending_output_bytes() const { return owner_->conn_->pending_output_bytes(); }
+
+const net::TcpConnection& Exchange::connection() const { return *owner_->conn_; }
+
+net::EventLoop* Exchange::loop() const { return owner_->conn_->loop(); }
+
+void Exchange::pause_body() {
+  if (body_complete_ || body_paused_) return;
+  body_paused_ = true;
+  owner_->conn_->stop_reading();
+}
+
+void Exchange::resume_body() {
+  if (!body_paused_) return;
+  body_paused_ = false;
+  owner_->conn_->start_reading();
+  if (!owner_->in_message_ && !owner_->conn_->input().empty()) owner_->resume_later();
+}
+
+void Exchange::wait_for_drain() { owner_->conn_->ask_write_complete(); }
+
+void Exchange::finish() {
+  TERN_CHECK_MSG(active_, "Exchange::finish without an exchange in progress");
+  owner_->finish_exchange();
+}
+
+void Exchange::abort() {
+  TERN_CHECK_MSG(active_, "Exchange::abort without an exchange in progress");
+  owner_->abort_exchange();
 }
 
 void HttpConnection::fail(int status, std::string_view log_reason) {
@@ -274,6 +503,14 @@ void HttpConnection::on_timer() {
     if (moved) return arm_timer(limits.body_timeout);
     return fail(408, "body timeout");
   }
+  if (state_ == State::kStreamBody) {
+    // A paused body waits for the handler, not for the client.
+    if (moved || exchange_.body_paused_) return arm_timer(limits.body_timeout);
+    return fail_exchange(408, "body timeout");
+  }
+  // Waiting for the handler, which keeps its own time (an upstream's
+  // read timeout, say).
+  if (state_ == State::kAwait) return arm_timer(limits.send_timeout);
   if (request_started_) return fail(408, "header timeout");
   conn_->force_close();  // keep-alive idle
 }

@@ -7,6 +7,10 @@
 // them all with one write. Protocol errors get their status and a close;
 // whenever the framing of what follows is in doubt, the connection closes.
 //
+// A handler may also take a request as an Exchange (exchange.h) when its
+// head is complete; the body then streams to it, and the connection waits
+// for the exchange to finish before it reads the next request.
+//
 // Timeouts, all on one timer: keep-alive idle time before a request starts;
 // the whole header section once its first byte arrived (408); progress while
 // reading a body (408) or sending a response (close).
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "http/chunked_decoder.h"
+#include "http/exchange.h"
 #include "http/request.h"
 #include "http/request_parser.h"
 #include "http/response_writer.h"
@@ -55,6 +60,7 @@ struct RequestState {
   ChunkedDecoder chunked;
   Request request;
   std::string chunked_body;  // decoded chunked body
+  std::string head_copy;     // the head of a request taken as an Exchange
 };
 
 // Recycles RequestState objects for one loop. Loop thread only.
@@ -73,6 +79,9 @@ class RequestStatePool {
 struct HttpShared {
   const HttpLimits* limits = nullptr;
   std::string_view server_name;
+  // If set, asked first for each complete head: the handler that takes the
+  // request as an Exchange, or nullptr for the Router's handlers.
+  std::function<const ExchangeHandler*(const Request&)> exchange_for;
   // Picks the handler and runs it; must finish the response.
   std::function<void(const Request&, ResponseWriter&)> dispatch;
   // After each response (for the access log); may be empty.
@@ -86,13 +95,15 @@ struct HttpShared {
 
 class HttpConnection {
  public:
-  explicit HttpConnection(const HttpShared* shared) : shared_(shared) {}
+  explicit HttpConnection(const HttpShared* shared) : shared_(shared), exchange_(this) {}
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
   void attach(net::TcpConnection* conn);
   void on_message(net::Buffer& input);
   void on_close();
+  // The connection's output queue drained (asked for by an Exchange).
+  void on_write_complete();
   // Ends a keep-alive connection that is between requests (graceful stop).
   void close_if_idle();
   // Position in the owner's table (HttpServer bookkeeping).
@@ -100,13 +111,24 @@ class HttpConnection {
   void set_index(size_t index) { index_ = index; }
 
  private:
-  enum class State : uint8_t { kHead, kBody, kClosing };
+  friend class Exchange;
+
+  // kBody: reading a body for a Router handler; kStreamBody: passing a body
+  // to an Exchange; kAwait: the Exchange has the whole request.
+  enum class State : uint8_t { kHead, kBody, kStreamBody, kAwait, kClosing };
 
   void begin_request();
   void end_request();
   bool parse_head(net::Buffer& input);
   bool read_body(net::Buffer& input);
   void dispatch(net::Buffer& input);
+  bool begin_exchange(net::Buffer& input);
+  bool stream_body(net::Buffer& input);
+  void finish_exchange();
+  void abort_exchange();
+  void fail_exchange(int status, std::string_view log_reason);
+  void resume_later();
+  void next_request(bool keep_alive);
   // Answers `status` with an error page and closes.
   void fail(int status, std::string_view log_reason);
   void send_continue();
@@ -121,7 +143,9 @@ class HttpConnection {
   State state_ = State::kHead;
   bool request_started_ = false;  // a byte of the next request has arrived
   bool continue_sent_ = false;
+  bool in_message_ = false;       // inside on_message()
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
+  Exchange exchange_;
   net::TimerId timer_;
   uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
   size_t index_ = 0;

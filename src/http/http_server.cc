@@ -56,6 +56,7 @@ Result<void> HttpServer::start() {
     context->shared.server_name = options_.server_name;
     context->shared.dispatch = [this](const Request& r, ResponseWriter& w) { dispatch(r, w); };
     context->shared.on_response = on_response_;
+    context->shared.exchange_for = exchange_router_;
     LoopContext* raw = context.get();
     context->shared.date = [raw] { return raw->current_date(); };
     {
@@ -68,6 +69,12 @@ Result<void> HttpServer::start() {
   tcp_.set_message_callback([](net::TcpConnection& conn, net::Buffer& input) {
     std::any_cast<HttpConnection*>(conn.context())->on_message(input);
   });
+  // Exchanges ask for it when they wait for a slow client; nothing else.
+  tcp_.set_write_complete_callback(
+      [](net::TcpConnection& conn) {
+        std::any_cast<HttpConnection*>(conn.context())->on_write_complete();
+      },
+      /*only_when_asked=*/true);
   return tcp_.start();
 }
 

@@ -52,6 +52,12 @@ class HttpServer {
   void get(std::string path, Handler handler) { router_.get(std::move(path), std::move(handler)); }
   void post(std::string path, Handler handler) { router_.post(std::move(path), std::move(handler)); }
 
+  // Asked first for every request head: the handler that takes it as an
+  // Exchange (exchange.h), or nullptr for the router. Set before start().
+  void set_exchange_router(std::function<const ExchangeHandler*(const Request&)> router) {
+    exchange_router_ = std::move(router);
+  }
+
   // Called after every response, on the connection's loop (access logs).
   void set_response_callback(ResponseCallback cb) { on_response_ = std::move(cb); }
   // Runs on each I/O loop's thread before it serves.
@@ -80,6 +86,7 @@ class HttpServer {
   HttpServerOptions options_;
   Router router_;
   ResponseCallback on_response_;
+  std::function<const ExchangeHandler*(const Request&)> exchange_router_;
   std::function<void(net::EventLoop*)> thread_init_;
   std::mutex contexts_mu_;  // guards contexts_ while loops start
   std::vector<std::unique_ptr<LoopContext>> contexts_;

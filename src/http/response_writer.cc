@@ -100,20 +100,35 @@ void ResponseWriter::file(net::FileRegion region) {
 void ResponseWriter::begin_stream() {
   TERN_CHECK(started() && !finished_ && !streaming_);
   streaming_ = true;
-  if (ctx_.version == Version::kHttp11) {
+  const bool has_body = status_has_body(status_);
+  discard_body_ = ctx_.head_only || !has_body;
+  if (has_body && ctx_.version == Version::kHttp11) {
     chunked_ = true;
     out().append("Transfer-Encoding: chunked\r\n", 28);
-  } else {
+  } else if (has_body) {
     // HTTP/1.0 has no chunked coding: the body ends when the connection does.
     ctx_.keep_alive = false;
   }
   end_head(0, false);
 }
 
+void ResponseWriter::begin_stream(uint64_t content_length) {
+  TERN_CHECK(started() && !finished_ && !streaming_);
+  streaming_ = sized_ = true;
+  const bool has_body = status_has_body(status_);
+  discard_body_ = ctx_.head_only || !has_body;
+  length_left_ = discard_body_ ? 0 : content_length;
+  end_head(content_length, has_body);
+}
+
 void ResponseWriter::write(std::string_view data) {
   TERN_CHECK(streaming_ && !finished_);
-  if (data.empty() || ctx_.head_only) return;
+  if (data.empty() || discard_body_) return;
   net::Buffer& b = out();
+  if (sized_) {
+    data = data.substr(0, length_left_);
+    length_left_ -= data.size();
+  }
   body_bytes_ += data.size();
   if (!chunked_) return b.append(data);
   char size[20];
@@ -127,7 +142,7 @@ void ResponseWriter::write(std::string_view data) {
 void ResponseWriter::end_stream() {
   TERN_CHECK(streaming_ && !finished_);
   finished_ = true;
-  if (chunked_ && !ctx_.head_only) out().append("0\r\n\r\n", 5);
+  if (chunked_ && !discard_body_) out().append("0\r\n\r\n", 5);
 }
 
 }  // namespace tern::http

@@ -6,6 +6,8 @@
 //   w.start(304).header("ETag", etag).end();
 //   w.start(200).header("Content-Type", type).begin_stream();
 //   w.write("part"); ...; w.end_stream();  // chunked in 1.1, close-delimited in 1.0
+//   w.start(200).begin_stream(length);   // a stream whose length is known
+//   w.write(...); ...; w.end_stream();
 //
 // start() writes the status line and the headers every response gets (Date,
 // Server); the finishing call (body, file, end, begin_stream) adds the
@@ -55,8 +57,14 @@ class ResponseWriter {
   void file(net::FileRegion region);
   void end();
   void begin_stream();
+  // A stream of exactly `content_length` bytes (sent with Content-Length);
+  // write() drops what goes beyond it.
+  void begin_stream(uint64_t content_length);
   void write(std::string_view data);  // after begin_stream
   void end_stream();
+  // A stream of known length ended before all of it was written: the
+  // response is truncated, and only closing the connection says so.
+  bool stream_short() const { return length_left_ > 0; }
 
   // Close the connection after this response (must be called before the
   // finishing call to be announced in the Connection header).
@@ -77,6 +85,9 @@ class ResponseWriter {
   bool finished_ = false;
   bool streaming_ = false;
   bool chunked_ = false;
+  bool sized_ = false;          // begin_stream(length)
+  bool discard_body_ = false;   // HEAD, or a status without a body
+  uint64_t length_left_ = 0;    // of a sized stream
   uint64_t body_bytes_ = 0;
 };
 

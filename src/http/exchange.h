@@ -1,0 +1,116 @@
+// Exchange: a request whose handler answers after returning.
+//
+// A Router handler answers at once: it gets the complete request, body
+// included, and finishes its response before it returns. A handler that has
+// to wait (for an upstream server, for a task thread) takes the request as
+// an Exchange instead, as soon as the head is complete, before any of the
+// body has been read:
+//
+//   ExchangeHandler slow = [](Exchange& ex) {
+//     ex.set_body_handler([](std::string_view piece, bool last) { ... });
+//     ex.set_abort_handler([job] { job->client_gone(); });
+//     start_job(&ex);                                  // keeps the pointer
+//   };
+//   server.set_exchange_router([&](const Request& r) {
+//     return mine(r) ? &slow : nullptr;               // nullptr: the Router's
+//   });
+//   // Later, on the same loop:
+//   ex.writer().start(200).header("Content-Type", "text/plain").begin_stream();
+//   ex.writer().write(data);
+//   ex.flush();
+//   ex.writer().end_stream();
+//   ex.finish();
+//
+// The head (every view in request()) stays valid until finish(). The body
+// arrives in pieces through the body handler as the client sends it, so an
+// upload of any size takes bounded memory; pause_body() stops reading from
+// the client and resume_body() goes on. A producer that outruns the client
+// checks pending_output_bytes() and calls wait_for_drain(); the drain handler
+// runs once the client has taken everything queued. If the client goes away
+// first, the abort handler runs, and the Exchange must not be used after it.
+//
+// Requests pipelined behind this one wait until finish(). If finish() comes
+// before the whole body has arrived, the connection closes after the
+// response (the rest of the body is discarded, not parsed as a request).
+//
+// Owned by its HttpConnection and reused for the connection's next request.
+// Loop thread only.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "http/request.h"
+#include "http/response_writer.h"
+
+namespace tern::net {
+class EventLoop;
+class TcpConnection;
+}  // namespace tern::net
+
+namespace tern::http {
+
+class Exchange;
+class HttpConnection;
+
+// Starts the work for a request taken as an Exchange.
+using ExchangeHandler = std::function<void(Exchange&)>;
+
+class Exchange {
+ public:
+  using BodyHandler = std::function<void(std::string_view piece, bool last)>;
+
+  explicit Exchange(HttpConnection* owner) : owner_(owner) {}
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  const Request& request() const { return *request_; }
+  // The response. While the request body is still arriving, a response that
+  // has not started is marked to close the connection (see above).
+  ResponseWriter& writer();
+  // Sends what the writer has queued.
+  void flush();
+  size_t pending_output_bytes() const;
+  const net::TcpConnection& connection() const;
+  net::EventLoop* loop() const;
+
+  // Pieces of the body (decoded if chunked), each valid during the call
+  // only; `last` on the final call, which may have an empty piece. A request
+  // without a body gets no call.
+  void set_body_handler(BodyHandler handler) { body_handler_ = std::move(handler); }
+  void pause_body();
+  void resume_body();
+  bool body_complete() const { return body_complete_; }
+
+  void set_drain_handler(std::function<void()> handler) { drain_handler_ = std::move(handler); }
+  // Runs the drain handler once, when the client has taken all queued output.
+  void wait_for_drain();
+  void set_abort_handler(std::function<void()> handler) { abort_handler_ = std::move(handler); }
+
+  // The response is complete: the connection goes on to the next request.
+  void finish();
+  // The response cannot be completed (an upstream failed after its head was
+  // sent): close the connection now, so the client sees a truncated body.
+  // The abort handler does not run.
+  void abort();
+
+ private:
+  friend class HttpConnection;
+
+  void begin(const Request* request, const ResponseWriter::Context& context, bool has_body);
+  void end();  // drops handlers and the writer
+  void deliver(std::string_view piece, bool last);
+
+  HttpConnection* const owner_;
+  const Request* request_ = nullptr;
+  std::optional<ResponseWriter> writer_;
+  BodyHandler body_handler_;
+  std::function<void()> drain_handler_;
+  std::function<void()> abort_handler_;
+  bool active_ = false;
+  bool body_complete_ = true;
+  bool body_paused_ = false;
+};
+
+}  // namespace tern::http
