@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <initializer_list>
+#include <regex>
 #include <set>
 #include <utility>
 
@@ -124,6 +125,8 @@ class Section {
   [[noreturn]] void fail(const toml::node& node, const std::string& key, const std::string& what) const {
     throw ConfigError(file_, static_cast<int>(node.source().begin.line), prefix_ + key, what);
   }
+  const std::string& file() const { return file_; }
+  const std::string& prefix() const { return prefix_; }
   Section sub(const toml::table& table, const char* key) const {
     return Section(file_, table, prefix_ + key + ".");
   }
@@ -228,6 +231,42 @@ void read_static(Section s, Config& c) {
   s.finish();
 }
 
+void read_fastcgi(Section s, int line, Config& c) {
+  FastCgiConfig f;
+  f.line = line;
+  s.get_string("match", &f.match);
+  if (const toml::node* node = s.node("match")) {
+    try {
+      std::regex check(f.match, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      s.fail(*node, "match", std::string("not a valid regular expression: ") + e.what());
+    }
+  } else {
+    throw ConfigError(s.file(), line, s.prefix() + "match", "required (a regular expression such as '\\.php$')");
+  }
+  s.get_string("pass", &f.pass);
+  if (const toml::node* node = s.node("pass")) {
+    auto address = net::SocketAddress::parse(f.pass);
+    if (!address) s.fail(*node, "pass", "expected \"unix:/path/to.sock\" or \"127.0.0.1:9000\"");
+    f.address = *address;
+  } else {
+    throw ConfigError(s.file(), line, s.prefix() + "pass", "required (\"unix:/run/php/php-fpm.sock\" or \"127.0.0.1:9000\")");
+  }
+  s.get_string("root", &f.root);
+  s.get_string("index", &f.index);
+  if (f.index.find('/') != std::string::npos) s.fail(*s.node("index"), "index", "expected a file name");
+  s.get_duration("connect_timeout", &f.connect_timeout);
+  s.get_duration("read_timeout", &f.read_timeout);
+  s.get_duration("queue_timeout", &f.queue_timeout);
+  s.get_int("pool", &f.pool, 1, 10000);
+  s.get_int("queue", &f.queue, 0, 1'000'000);
+  s.get_bool("cache", &f.cache);
+  s.get_size("cache_size", &f.cache_size, 4096);
+  s.get_duration("cache_ttl", &f.cache_ttl);
+  s.finish();
+  c.fastcgi.push_back(std::move(f));
+}
+
 void read_log(Section s, Config& c) {
   using log::Level;
   s.get_choice("level", &c.log.level,
@@ -313,6 +352,15 @@ Config load_config(const std::string& path) {
   if (const toml::table* t = top.get_table("limits")) read_limits(top.sub(*t, "limits"), c);
   if (const toml::table* t = top.get_table("static")) read_static(top.sub(*t, "static"), c);
   if (const toml::table* t = top.get_table("log")) read_log(top.sub(*t, "log"), c);
+  if (const toml::node* node = top.node("fastcgi")) {
+    if (!node->is_array_of_tables()) top.fail(*node, "fastcgi", "expected [[fastcgi]] blocks");
+    size_t i = 0;
+    for (const toml::node& block : *node->as_array()) {
+      const std::string name = "fastcgi[" + std::to_string(i++) + "]";
+      read_fastcgi(Section(path, *block.as_table(), name + "."),
+                   static_cast<int>(block.source().begin.line), c);
+    }
+  }
   top.finish();
   if (c.access_log == "off") c.access_log.clear();
   return c;

@@ -20,6 +20,7 @@
 #include "http/http_connection.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
+#include "net/socket_address.h"
 #include "net/tcp_server.h"
 #include "server/ip_filter.h"
 
@@ -44,6 +45,25 @@ struct StaticConfig {
   size_t memory_file_bytes = 16 * 1024;  // cached files up to this size are kept in memory
 };
 
+// One [[fastcgi]] block: requests whose decoded path matches go to a
+// FastCGI application (php-fpm).
+struct FastCgiConfig {
+  std::string match;  // ECMAScript regular expression, searched in the decoded path
+  std::string pass;   // "unix:/run/php/php-fpm.sock" or "127.0.0.1:9000"
+  net::SocketAddress address = net::InetAddress();
+  std::string root;   // empty: the static root
+  std::string index = "index.php";  // run for a request naming a directory, if present
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds read_timeout{30000};
+  std::chrono::milliseconds queue_timeout{10000};
+  size_t pool = 8;     // persistent connections per worker
+  size_t queue = 256;  // requests waiting for one, per worker
+  bool cache = false;
+  size_t cache_size = 16 * 1024 * 1024;
+  std::chrono::milliseconds cache_ttl{0};  // without Cache-Control max-age; 0: not cached
+  int line = 0;  // where the block starts, for messages
+};
+
 struct LogConfig {
   log::Level level = log::Level::info;
   std::string error_log;  // empty: stderr
@@ -64,6 +84,7 @@ struct Config {
   std::chrono::milliseconds shutdown_timeout{10000};
   http::HttpLimits limits;
   StaticConfig static_files;
+  std::vector<FastCgiConfig> fastcgi;
   LogConfig log;
   std::string access_log;  // empty: off
   std::vector<Cidr> blocked;

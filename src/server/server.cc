@@ -11,7 +11,12 @@
 #include <unistd.h>
 
 #include "base/log.h"
+
+#ifndef TERN_VERSION
+#define TERN_VERSION "0.0.0"
+#endif
 #include "net/event_loop.h"
+#include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/static_files.h"
 #include "server/handlers/static_handler.h"
 
@@ -73,7 +78,10 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
   for (const auto& [extension, type] : config_->static_files.mime) mime_.set(extension, type);
 }
 
-Server::~Server() = default;
+Server::~Server() {
+  // The pools belong to the I/O loops' threads: closed there while they run.
+  if (fastcgi_ && http_) fastcgi_->shutdown(http_->tcp_server().io_loops());
+}
 
 const std::vector<net::InetAddress>& Server::listen_addresses() const {
   return http_->tcp_server().listen_addresses();
@@ -93,7 +101,14 @@ void Server::start() {
 
   http_ = std::make_unique<http::HttpServer>(loop_, config.listen, http_options(config));
   http_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) { serve(r, w); });
-  http_->set_thread_init_callback([this](net::EventLoop*) {
+  if (!config.fastcgi.empty()) {
+    fastcgi_ = std::make_unique<FastCgiRoutes>(config.fastcgi, config.static_files.root,
+                                               std::string("tern/") + TERN_VERSION);
+    http_->set_exchange_router(
+        [this](const http::Request& request) { return fastcgi_->route(request); });
+  }
+  http_->set_thread_init_callback([this](net::EventLoop* loop) {
+    if (fastcgi_) fastcgi_->init_loop(loop);
     auto files = std::make_unique<StaticFiles>(static_options(*config_, &mime_));
     t_static_files = files.get();
     std::lock_guard lock(static_mu_);

@@ -28,6 +28,7 @@
 
 namespace tern::server {
 
+class FastCgiRoutes;
 class StaticFiles;
 
 class Server {
@@ -67,6 +68,7 @@ class Server {
   bool use_mmap_ = false;  // fixed at start (zero_copy does not reload)
   std::mutex static_mu_;  // guards static_files_ while loops start
   std::vector<std::unique_ptr<StaticFiles>> static_files_;  // one per loop
+  std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without [[fastcgi]] blocks
   std::unique_ptr<http::HttpServer> http_;
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;

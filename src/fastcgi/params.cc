@@ -1,0 +1,59 @@
+#include "fastcgi/params.h"
+
+#include <charconv>
+#include <string>
+
+namespace tern::fastcgi {
+namespace {
+
+std::string_view number(uint64_t value, char (&digits)[24]) {
+  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
+  return {digits, static_cast<size_t>(end - digits)};
+}
+
+}  // namespace
+
+void write_cgi_params(ParamsWriter& params, const http::Request& request, const CgiContext& cgi,
+                      std::optional<uint64_t> content_length) {
+  char digits[24];
+  params.add("GATEWAY_INTERFACE", "CGI/1.1");
+  params.add("SERVER_SOFTWARE", cgi.server_software);
+  params.add("SERVER_PROTOCOL",
+             request.version() == http::Version::kHttp11 ? "HTTP/1.1" : "HTTP/1.0");
+  params.add("REQUEST_METHOD", request.method_text());
+  params.add("REQUEST_URI", request.target());
+  params.add("DOCUMENT_URI", cgi.document_uri);
+  params.add("DOCUMENT_ROOT", cgi.document_root);
+  params.add("SCRIPT_NAME", cgi.script_name);
+  params.add("SCRIPT_FILENAME", cgi.script_filename);
+  params.add("PATH_INFO", cgi.path_info);
+  params.add("QUERY_STRING", request.query());
+  params.add("REDIRECT_STATUS", "200");  // php's cgi.force_redirect wants it
+  params.add("CONTENT_TYPE", request.header("Content-Type"));
+  if (content_length) {
+    params.add("CONTENT_LENGTH", number(*content_length, digits));
+  } else if (request.body_framing() == http::BodyFraming::kContentLength) {
+    params.add("CONTENT_LENGTH", number(request.content_length(), digits));
+  } else {
+    params.add("CONTENT_LENGTH", "");
+  }
+  params.add("SERVER_NAME", cgi.server_name);
+  params.add("SERVER_ADDR", cgi.server_address.to_ip());
+  params.add("SERVER_PORT", number(cgi.server_address.port(), digits));
+  params.add("REMOTE_ADDR", cgi.remote_address.to_ip());
+  params.add("REMOTE_PORT", number(cgi.remote_address.port(), digits));
+  if (cgi.https) params.add("HTTPS", "on");
+
+  std::string name;
+  for (const http::Header& header : request.headers()) {
+    if (header.name.find('_') != std::string_view::npos) continue;
+    if (http::iequals(header.name, "Proxy")) continue;
+    name.assign("HTTP_");
+    for (char c : header.name) {
+      name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    }
+    params.add(name, header.value);
+  }
+}
+
+}  // namespace tern::fastcgi

@@ -1,0 +1,39 @@
+// The CGI/1.1 variables of one HTTP request (RFC 3875 section 4.1), as
+// nginx's fastcgi_params passes them to php-fpm, written as FastCGI PARAMS.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "fastcgi/protocol.h"
+#include "http/request.h"
+#include "net/inet_address.h"
+
+namespace tern::fastcgi {
+
+// What the request itself does not say: where the script is, and the two
+// ends of the connection.
+struct CgiContext {
+  std::string_view script_filename;  // the file to run: document_root + script_name
+  std::string_view script_name;      // its URI path ("/app/index.php")
+  std::string_view path_info;        // what followed the script in the path
+  std::string_view document_root;
+  std::string_view document_uri;     // the decoded path of the request
+  std::string_view server_software;  // "tern/0.1.0"
+  std::string_view server_name;      // the Host header without the port, or the address
+  net::InetAddress server_address;
+  net::InetAddress remote_address;
+  bool https = false;
+};
+
+// Every variable, then each request header as HTTP_NAME (upper case, '-' as
+// '_'). Headers whose names contain '_' are left out, as nginx does: they
+// would be indistinguishable from their '-' twins (a client could pass
+// "X_Forwarded_For" to shadow "X-Forwarded-For"). "Proxy" is left out too
+// (httpoxy). CONTENT_LENGTH is `content_length` when given (a chunked body,
+// counted once it has all arrived), else the request's own.
+void write_cgi_params(ParamsWriter& params, const http::Request& request, const CgiContext& cgi,
+                      std::optional<uint64_t> content_length = std::nullopt);
+
+}  // namespace tern::fastcgi
