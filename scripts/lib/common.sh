@@ -33,9 +33,10 @@ ensure_packages() {
 # What building libtern and the tern executable needs.
 BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev)
-# What the tests, fuzzers and benchmarks need on top.
+# What the tests, fuzzers and benchmarks need on top (php8.2-fpm: the
+# FastCGI tests run a real php-fpm).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-  curl apache2-utils python3-pip chromium fonts-liberation wrk nginx-light)
+  curl apache2-utils python3-pip chromium fonts-liberation wrk nginx-light php8.2-fpm)
 
 # ensure_pytest: pytest for the python3 on PATH (from PyPI if it lacks one).
 ensure_pytest() {

@@ -43,14 +43,23 @@ def toml_value(value):
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def is_table_array(value):
+    """A non-empty list of dicts: TOML's [[name]] array of tables."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
 def to_toml(config):
     """A dict of scalars and one level of nested tables (two for
-    static.mime) as TOML text."""
+    static.mime) as TOML text; a top-level list of dicts becomes an array
+    of tables ({"fastcgi": [{...}, {...}]} -> two [[fastcgi]] blocks)."""
     lines = []
     tables = []
+    arrays = []
     for key, value in config.items():
         if isinstance(value, dict):
             tables.append((key, value))
+        elif is_table_array(value):
+            arrays.append((key, value))
         else:
             lines.append(f"{key} = {toml_value(value)}")
     while tables:
@@ -61,6 +70,10 @@ def to_toml(config):
                 tables.append((f"{name}.{key}", value))
             else:
                 lines.append(f"{key} = {toml_value(value)}")
+    for name, items in arrays:
+        for item in items:
+            lines.append(f"\n[[{name}]]")
+            lines += [f"{key} = {toml_value(value)}" for key, value in item.items()]
     return "\n".join(lines) + "\n"
 
 

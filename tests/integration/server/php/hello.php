@@ -1,0 +1,4 @@
+<?php
+// The smallest page: "hello\n".
+header('Content-Type: text/plain');
+echo "hello\n";

@@ -1,0 +1,793 @@
+"""FastCGI to a real php-fpm: CGI params, query strings and forms, uploads
+with Content-Length and chunked, headers and status from PHP, missing
+scripts, big streamed responses to a slow reader in bounded memory, many
+concurrent clients, php-fpm going away and coming back, timeouts, the
+connection pool's queue, php's STDERR in the error log, the response cache,
+keep-alive and pipelining.
+
+Each test gets its own php-fpm (php_fpm.PhpFpm: one static pool on a unix
+socket in the test's folder) and its own tern with a [[fastcgi]] block that
+passes \\.php$ to it; the scripts under php/ are copied into tern's root."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from http_client import ConnectionClosed, HttpConn, build_request
+from php_fpm import PhpFpm
+from tern_server import SCALE, TERN_BIN, free_port, merge, scaled, sha256
+
+MIB = 1024 * 1024
+SCRIPTS = Path(__file__).resolve().parent / "php"
+# big.php's pattern: 64-byte lines "%07d " + FILL + "\n".
+FILL = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012"
+# Sanitizer builds (TERN_TEST_SCALE < 1) answer more slowly: wider upper
+# bounds on timings, never narrower lower ones.
+SLACK = 1.0 if SCALE >= 1 else 2.0
+
+
+def pattern(size):
+    """The first size bytes of big.php's (and die.php's) body."""
+    lines = (size + 63) // 64
+    return b"".join(b"%07d " % i + FILL + b"\n" for i in range(lines))[:size]
+
+
+def first_difference(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def tern_version():
+    out = subprocess.run([str(TERN_BIN), "-v"], capture_output=True, text=True, timeout=30).stdout
+    match = re.search(r"(\d+\.\d+\.\d+\S*)", out)
+    assert match, f"no version in `tern -v`: {out!r}"
+    return match.group(1)
+
+
+def install_scripts(root):
+    for script in SCRIPTS.glob("*.php"):
+        shutil.copyfile(script, Path(root) / script.name)
+
+
+def fastcgi_block(pass_address, **overrides):
+    # A php-fpm child serves one FastCGI connection at a time, for as long as
+    # the web server keeps it open: workers x pool must not exceed the pool's
+    # children, or requests sent on the surplus connections wait for a child
+    # that never comes (until read_timeout). The fixture's php-fpm has 8.
+    block = {
+        "match": r"\.php$",
+        "pass": pass_address,
+        "connect_timeout": "2s",
+        "read_timeout": "30s",
+        "pool": 4,
+    }
+    block.update(overrides)
+    return block
+
+
+def start_fastcgi_server(tern_factory, blocks, config=None):
+    """A tern with these [[fastcgi]] blocks, request bodies up to 64 MiB, and
+    the test scripts plus a static file (static.txt) in its root."""
+    cfg = merge({"limits": {"body_bytes": "64MiB"}}, config)
+    cfg["fastcgi"] = blocks
+    srv = tern_factory(cfg)
+    install_scripts(srv.root)
+    srv.write_file("static.txt", b"static file\n")
+    return srv
+
+
+@pytest.fixture
+def fpm(tmp_path):
+    """A running php-fpm with 8 children, stopped at the end of the test
+    (after tern: fixtures that use it start tern later)."""
+    server = PhpFpm(tmp_path / "fpm", children=8)
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def php_factory(fpm, tern_factory):
+    """start(fastcgi=None, config=None) -> a TernServer passing \\.php$ to the
+    test's php-fpm; fastcgi holds extra keys for the [[fastcgi]] block,
+    config extra top-level settings."""
+
+    def start(fastcgi=None, config=None):
+        return start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, **(fastcgi or {}))], config)
+
+    return start
+
+
+@pytest.fixture
+def php(php_factory):
+    return php_factory()
+
+
+def get_json(resp):
+    assert resp.status == 200, f"{resp!r}: {resp.body[:2000]!r}"
+    return json.loads(resp.body)
+
+
+def upload_request(path, body, chunked, chunk_sizes=(65536,)):
+    head = [f"POST {path} HTTP/1.1", "Host: x", "Content-Type: application/octet-stream"]
+    if not chunked:
+        return ("\r\n".join(head + [f"Content-Length: {len(body)}"]) + "\r\n\r\n").encode() + body
+    out = [("\r\n".join(head + ["Transfer-Encoding: chunked"]) + "\r\n\r\n").encode()]
+    offset, i = 0, 0
+    while offset < len(body):
+        size = chunk_sizes[i % len(chunk_sizes)]
+        piece = body[offset:offset + size]
+        out.append(b"%x\r\n" % len(piece) + piece + b"\r\n")
+        offset += len(piece)
+        i += 1
+    out.append(b"0\r\n\r\n")
+    return b"".join(out)
+
+
+def wait_until(predicate, timeout, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def status_of(srv, path):
+    """The status of one GET on a fresh connection; 0 if the connection
+    failed or closed without a response."""
+    try:
+        return srv.get(path).status
+    except (OSError, ConnectionClosed):
+        return 0
+
+
+# -- CGI params, query strings, forms --------------------------------------------
+
+
+def test_get_with_query_string_passes_the_cgi_params(php):
+    query = "a=1&b=two%20words&arr%5B%5D=x&arr%5B%5D=y&empty="
+    with php.connect() as conn:
+        client_port = conn.sock.getsockname()[1]
+        resp = conn.get(f"/echo.php?{query}", [("Host", "example.test"), ("User-Agent", "tern-test/1"),
+                                                 ("X-Custom-Header", "yes, it is"), ("Accept", "*/*"),
+                                                 ("x-lower-case", "v"), ("Cookie", "a=1; b=two")])
+    data = get_json(resp)
+    assert resp.header("Content-Type").startswith("application/json")
+    env = data["server"]
+    root = str(php.root)
+    roots = {root, os.path.realpath(root)}
+    assert env["QUERY_STRING"] == query
+    assert env["REQUEST_METHOD"] == "GET"
+    assert env["SCRIPT_NAME"] == "/echo.php"
+    assert env["SCRIPT_FILENAME"] in {r + "/echo.php" for r in roots}
+    assert env["REQUEST_URI"] == f"/echo.php?{query}"
+    assert env["DOCUMENT_URI"] == "/echo.php"
+    assert env["DOCUMENT_ROOT"].rstrip("/") in roots
+    assert env.get("PATH_INFO", "") == ""
+    assert env["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert env["GATEWAY_INTERFACE"] == "CGI/1.1"
+    assert env["REDIRECT_STATUS"] == "200"
+    assert env["SERVER_SOFTWARE"] == f"tern/{tern_version()}"
+    assert env["SERVER_ADDR"] == "127.0.0.1"
+    assert env["SERVER_PORT"] == str(php.port)
+    assert "SERVER_NAME" in env  # the Host name or a configured one; nginx sends "" by default
+    assert env["REMOTE_ADDR"] == "127.0.0.1"
+    assert env["REMOTE_PORT"] == str(client_port)
+    assert env.get("CONTENT_LENGTH", "") in ("", "0")
+    assert env["HTTP_HOST"] == "example.test"
+    assert env["HTTP_USER_AGENT"] == "tern-test/1"
+    assert env["HTTP_X_CUSTOM_HEADER"] == "yes, it is"
+    assert env["HTTP_ACCEPT"] == "*/*"
+    assert env["HTTP_X_LOWER_CASE"] == "v"
+    assert env["HTTP_COOKIE"] == "a=1; b=two"
+    assert data["cookie"] == {"a": "1", "b": "two"}
+    assert data["get"] == {"a": "1", "b": "two words", "arr": ["x", "y"], "empty": ""}
+    assert data["headers"]["X-Custom-Header"] == "yes, it is"
+
+
+def test_post_form_is_parsed_by_php(php):
+    form = "name=tern&greeting=hello+world&list%5B%5D=a&list%5B%5D=b&empty="
+    with php.connect() as conn:
+        raw = build_request("POST", "/echo.php?from=query", [("Content-Type", "application/x-www-form-urlencoded"),
+                                                            ("Content-Length", str(len(form)))])
+        resp = conn.request(raw + form.encode())
+    data = get_json(resp)
+    env = data["server"]
+    assert env["REQUEST_METHOD"] == "POST"
+    assert env["CONTENT_TYPE"] == "application/x-www-form-urlencoded"
+    assert env["CONTENT_LENGTH"] == str(len(form))
+    assert data["post"] == {"name": "tern", "greeting": "hello world", "list": ["a", "b"], "empty": ""}
+    assert data["get"] == {"from": "query"}
+    assert data["body"] == form
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_5mib_upload_reaches_php_intact(php, chunked):
+    body = os.urandom(5 * MIB)
+    # Odd chunk sizes, so chunk boundaries never line up with FastCGI records.
+    raw = upload_request("/upload.php", body, chunked, chunk_sizes=(100_003, 1, 65_536, 7_777))
+    with php.connect() as conn:
+        conn.send(raw)
+        data = get_json(conn.read_response())
+        assert data["length"] == len(body)
+        assert data["sha256"] == sha256(body)
+        assert data["method"] == "POST"
+        assert data["content_type"] == "application/octet-stream"
+        # php reads at most CONTENT_LENGTH bytes of STDIN: a chunked body
+        # needs one too, so the server must know the length before php does.
+        assert data["content_length"] == str(len(body))
+        # The connection is good for another request.
+        assert conn.get("/hello.php").body == b"hello\n"
+
+
+def test_empty_post_has_content_length_zero(php):
+    with php.connect() as conn:
+        resp = conn.request(build_request("POST", "/upload.php", [("Content-Length", "0")]))
+    data = get_json(resp)
+    assert data["length"] == 0
+    assert data["content_length"] in ("0", "", None)
+
+
+def test_decoded_path_is_matched_and_php_source_is_never_served(php):
+    resp = php.get("/hello.php")
+    assert resp.status == 200 and resp.body == b"hello\n"
+    # %2E is ".": the decoded path ends in .php and goes to php, not to the
+    # static handler that would send the source.
+    resp = php.get("/hello%2Ephp")
+    assert resp.status == 200 and resp.body == b"hello\n"
+    assert b"<?php" not in php.get("/hello%2ephp?x=1").body
+
+
+def test_traversal_never_runs_a_script_outside_the_root(php):
+    (php.workdir / "outside.php").write_text("<?php echo 'OUTSIDE';\n")
+    for path in ("/../outside.php", "/%2e%2e/outside.php", "/a/../../outside.php", "/%2E%2E%2Foutside.php"):
+        try:
+            resp = php.get(path)
+        except ConnectionClosed:
+            continue
+        assert resp.status != 200 and b"OUTSIDE" not in resp.body, path
+
+
+# -- headers and status from PHP -------------------------------------------------
+
+
+def test_php_headers_and_response_code_reach_the_client(php):
+    resp = php.get("/headers.php?custom=abc")
+    assert resp.status == 201
+    assert resp.header("X-Custom") == "abc"
+    multi = [v.strip() for value in resp.header_all("X-Multi") for v in value.split(",")]
+    assert multi == ["one", "two"]
+    assert resp.header("Content-Type") == "text/plain; charset=utf-8"
+    assert resp.header("Status") is None, "the CGI Status field must become the status line"
+    assert resp.body == b"headers set\n"
+
+
+@pytest.mark.parametrize("query,status", [("location=/elsewhere", 302),
+                                          ("location=/moved&code=301", 301),
+                                          ("location=http://example.test/x&code=307", 307)])
+def test_location_from_php_redirects(php, query, status):
+    resp = php.get(f"/headers.php?{query}")
+    assert resp.status == status
+    expected = re.search(r"location=([^&]+)", query).group(1)
+    assert resp.header("Location") == expected
+
+
+@pytest.mark.parametrize("code", [404, 500, 503])
+def test_error_status_from_php_keeps_php_body(php, code):
+    with php.connect() as conn:
+        resp = conn.get(f"/headers.php?code={code}")
+        assert resp.status == code
+        assert resp.body == b"headers set\n"
+        assert resp.header("X-Custom") == "from-php"
+        if "close" not in resp.connection_tokens():
+            assert conn.get("/hello.php").body == b"hello\n"
+
+
+def test_set_cookie_reaches_the_client(php):
+    resp = php.get("/headers.php?cookie=abc123&code=200")
+    assert resp.status == 200
+    assert any(v.startswith("tern_test=abc123") for v in resp.header_all("Set-Cookie"))
+
+
+def test_php_content_length_is_kept(php):
+    resp = php.get("/big.php?bytes=100000&cl=1")
+    assert resp.status == 200
+    assert resp.header("Content-Length") == "100000"
+    assert resp.header("Transfer-Encoding") is None
+    assert resp.body == pattern(100000)
+
+
+def test_response_without_content_length_is_chunked(php):
+    with php.connect() as conn:
+        resp = conn.get("/big.php?bytes=1000000")
+        assert resp.status == 200
+        assert resp.header("Content-Length") is None
+        assert resp.header("Transfer-Encoding") == "chunked"
+        assert resp.body == pattern(1000000)
+        assert conn.get("/hello.php").body == b"hello\n"  # the framing ended where it should
+
+
+def test_http10_client_gets_body_delimited_by_close(php):
+    with php.connect() as conn:
+        resp = conn.get("/big.php?bytes=50000", version="HTTP/1.0")
+        assert resp.status == 200
+        assert resp.header("Transfer-Encoding") is None, "no chunked coding for an HTTP/1.0 client"
+        assert resp.body == pattern(50000)
+
+
+def test_head_gets_no_body_and_the_connection_stays_usable(php):
+    with php.connect() as conn:
+        resp = conn.get("/hello.php", method="HEAD")
+        assert resp.status == 200
+        assert resp.header("Content-Type").startswith("text/plain")
+        resp = conn.get("/hello.php")
+        assert resp.status == 200 and resp.body == b"hello\n"
+
+
+# -- missing scripts, directory index, root ------------------------------------------
+
+
+def test_missing_script_is_404(php):
+    with php.connect() as conn:
+        assert conn.get("/no-such-script.php").status == 404
+        assert conn.get("/sub/dir/missing.php?x=1").status == 404
+        assert conn.get("/hello.php").body == b"hello\n"
+
+
+def test_directory_runs_its_index_php(php_factory):
+    srv = php_factory({"index": "index.php"})
+    (srv.root / "app").mkdir()
+    shutil.copyfile(SCRIPTS / "echo.php", srv.root / "app" / "index.php")
+    data = get_json(srv.get("/app/?q=1"))
+    env = data["server"]
+    assert env["SCRIPT_NAME"] == "/app/index.php"
+    assert env["SCRIPT_FILENAME"].endswith("/app/index.php")
+    assert env["REQUEST_URI"] == "/app/?q=1"
+    assert data["get"] == {"q": "1"}
+
+
+def test_fastcgi_root_can_differ_from_the_static_root(fpm, tern_factory, tmp_path):
+    scripts = tmp_path / "php-root"
+    scripts.mkdir()
+    shutil.copyfile(SCRIPTS / "echo.php", scripts / "elsewhere.php")
+    srv = start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, root=str(scripts))])
+    data = get_json(srv.get("/elsewhere.php"))
+    roots = {str(scripts), os.path.realpath(scripts)}
+    assert data["server"]["SCRIPT_FILENAME"] in {r + "/elsewhere.php" for r in roots}
+    assert data["server"]["DOCUMENT_ROOT"].rstrip("/") in roots
+    # hello.php is only in the static root: not a script under this block's root.
+    assert srv.get("/hello.php").status == 404
+    assert srv.get("/static.txt").body == b"static file\n"
+
+
+# -- big responses, slow readers, upstream failures mid-response -------------------
+
+
+class RssSampler(threading.Thread):
+    """Samples tern's VmRSS every 20 ms; keeps the peak."""
+
+    def __init__(self, server):
+        super().__init__(daemon=True)
+        self.server = server
+        self.baseline = server.rss_kib()
+        self.peak = self.baseline
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(0.02):
+            try:
+                self.peak = max(self.peak, self.server.rss_kib())
+            except (OSError, AssertionError):
+                return
+
+    def growth_mib(self):
+        self.done.set()
+        self.join(timeout=5)
+        return (self.peak - self.baseline) / 1024
+
+
+class SlowReader:
+    """Reads a socket at most `step` bytes per recv, sleeping `pause`
+    seconds after each, with the chunked framing checked by hand."""
+
+    def __init__(self, sock, buf, step, pause, deadline):
+        self.sock, self.buf = sock, bytearray(buf)
+        self.step, self.pause, self.deadline = step, pause, deadline
+
+    def _fill(self):
+        assert time.monotonic() < self.deadline, "the response took too long"
+        chunk = self.sock.recv(self.step)
+        assert chunk, "connection closed in the middle of the chunked body"
+        self.buf += chunk
+        time.sleep(self.pause)
+
+    def take(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            assert len(self.buf) < 4096, f"chunk-size line too long: {bytes(self.buf[:100])!r}"
+            self._fill()
+        return self.take(self.buf.index(b"\r\n") + 2)[:-2]
+
+
+def test_20mib_response_to_a_slow_reader_is_intact_in_bounded_memory(php):
+    size = 20 * MIB
+    expected = pattern(size)
+    assert php.get("/hello.php").body == b"hello\n"  # warm up: the pool, buffers, the log
+    sampler = RssSampler(php)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", php.port))
+    with HttpConn(sock) as conn:
+        sampler.start()
+        conn.send(b"GET /big.php?mib=20 HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = conn.read_head()
+        assert head.status == 200
+        assert head.header("Content-Length") is None
+        assert head.header("Transfer-Encoding") == "chunked"
+        reader = SlowReader(sock, conn.buf, step=64 * 1024, pause=0.01, deadline=time.monotonic() + 180)
+        conn.buf.clear()
+        got = 0
+        chunks = 0
+        while True:
+            size_line = reader.line()
+            chunk_size = int(size_line.split(b";")[0], 16)
+            if chunk_size == 0:
+                while reader.line() != b"":  # trailers
+                    pass
+                break
+            data = reader.take(chunk_size)
+            want = expected[got:got + chunk_size]
+            if data != want:
+                bad = got + first_difference(data, want)
+                raise AssertionError(f"body differs at byte {bad} of {size} (chunk {chunks}, {chunk_size} bytes)")
+            assert reader.take(2) == b"\r\n", f"chunk {chunks} not followed by CRLF"
+            got += chunk_size
+            chunks += 1
+        growth = sampler.growth_mib()
+        assert got == size, f"{got} of {size} bytes"
+        # ASan keeps freed memory in quarantine (256 MiB by default), so a
+        # server that frees each buffer after sending it still grows there.
+        if not php.runs_under("libasan"):
+            assert growth < 16, f"tern's RSS grew by {growth:.1f} MiB while streaming a 20 MiB response"
+        # The connection is still good for another request.
+        conn.buf = reader.buf
+        assert conn.get("/hello.php").body == b"hello\n"
+
+
+@pytest.mark.parametrize("query", ["bytes=1048576", "bytes=1048576&cl=1"], ids=["chunked", "content-length"])
+def test_upstream_dying_mid_response_closes_the_client_connection(php, query):
+    with php.connect() as conn:
+        conn.send(f"GET /die.php?{query} HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = conn.read_head()
+        if head.status == 502:
+            pass  # the server had not committed to a response yet: also fine
+        else:
+            assert head.status == 200
+            try:
+                if head.header("Content-Length") is not None:
+                    body = conn._take(int(head.header("Content-Length")))
+                else:
+                    body = conn._read_chunked()
+                raise AssertionError(f"a complete {len(body)}-byte body came from a script that died mid-response")
+            except (ConnectionClosed, ConnectionResetError):
+                pass
+    # php-fpm replaces the child; the server carries on.
+    assert wait_until(lambda: status_of(php, "/hello.php") == 200, timeout=10)
+    assert php.get("/hello.php").body == b"hello\n"
+
+
+# -- concurrency -------------------------------------------------------------------
+
+
+def test_200_concurrent_clients_get_correct_answers(fpm, tern_factory):
+    clients = scaled(200, 20)
+    rounds = 5
+    srv = start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, pool=4, queue=256,
+                                                            queue_timeout="30s")],
+                               {"workers": 2})
+    barrier = threading.Barrier(clients, timeout=60)
+
+    def client(i):
+        with srv.connect(timeout=60) as conn:
+            barrier.wait()
+            for r in range(rounds):
+                if r % 2:
+                    resp = conn.get("/hello.php")
+                    assert resp.status == 200 and resp.body == b"hello\n", resp
+                else:
+                    data = get_json(conn.get(f"/echo.php?client={i}&round={r}", [("X-Client", str(i))]))
+                    assert data["get"] == {"client": str(i), "round": str(r)}
+                    assert data["server"]["HTTP_X_CLIENT"] == str(i)
+        return i
+
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        futures = [pool.submit(client, i) for i in range(clients)]
+        done = [f.result(timeout=120) for f in futures]
+    assert sorted(done) == list(range(clients))
+
+
+def test_pool_limits_concurrent_php_requests_per_worker(tern_factory, tmp_path):
+    # 8 children, but tern may hold only 2 connections to them: 8 requests
+    # of 0.5 s each then take 4 rounds, at least 2 s (all at once: 0.5 s).
+    with PhpFpm(tmp_path / "fpm8", children=8) as fpm:
+        srv = start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, pool=2, queue=64,
+                                                                queue_timeout="30s")], {"workers": 1})
+        start = time.monotonic()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            statuses = list(pool.map(lambda i: srv.get(f"/sleep.php?s=0.5&i={i}").status, range(8)))
+        elapsed = time.monotonic() - start
+        assert statuses == [200] * 8
+        assert elapsed >= 1.9, f"8 requests of 0.5 s over a pool of 2 took only {elapsed:.2f}s"
+        assert srv.stop() == 0, srv.stderr()[-3000:]
+
+
+def test_queue_timeout_and_full_queue_give_503(fpm, tern_factory):
+    srv = start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, pool=1, queue=1,
+                                                            queue_timeout="1s")], {"workers": 1})
+    results = {}
+
+    def slow():
+        results["slow"] = srv.get("/sleep.php?s=3").status
+
+    holder = threading.Thread(target=slow)
+    holder.start()
+    time.sleep(0.5)  # the only pooled connection is now busy for ~2.5 s more
+    try:
+        # One request may wait: it waits its queue_timeout, then 503.
+        waiter_result = {}
+
+        def waiter():
+            start = time.monotonic()
+            waiter_result["status"] = srv.get("/hello.php").status
+            waiter_result["elapsed"] = time.monotonic() - start
+
+        waiting = threading.Thread(target=waiter)
+        waiting.start()
+        time.sleep(0.2)
+        # The queue (1) is full: the next one is refused at once.
+        start = time.monotonic()
+        status = srv.get("/hello.php").status
+        refused_after = time.monotonic() - start
+        assert status == 503
+        assert refused_after < 0.9 * SLACK, f"a request beyond a full queue took {refused_after:.2f}s to refuse"
+        waiting.join(timeout=30)
+        assert waiter_result["status"] == 503
+        assert 0.8 <= waiter_result["elapsed"] <= 2.5 * SLACK, waiter_result
+    finally:
+        holder.join(timeout=30)
+    assert results["slow"] == 200
+    assert srv.get("/hello.php").status == 200
+
+
+def test_keepalive_serves_many_php_requests_on_one_connection(php):
+    with php.connect() as conn:
+        for i in range(20):
+            if i % 3 == 0:
+                resp = conn.get("/static.txt")
+                assert resp.status == 200 and resp.body == b"static file\n"
+            elif i % 3 == 1:
+                resp = conn.get("/hello.php")
+                assert resp.status == 200 and resp.body == b"hello\n"
+            else:
+                resp = conn.get(f"/echo.php?i={i}")
+                assert get_json(resp)["get"] == {"i": str(i)}
+            assert "close" not in resp.connection_tokens()
+        assert not conn.is_closed(timeout=0.3)
+
+
+def test_pipelined_static_and_php_requests_are_answered_in_order(php):
+    paths = ["/static.txt", "/hello.php", "/static.txt", "/echo.php?n=2", "/big.php?bytes=100000",
+             "/static.txt", "/no-such.php", "/hello.php"]
+    with php.connect() as conn:
+        conn.send(b"".join(build_request("GET", p) for p in paths))
+        responses = [conn.read_response() for _ in paths]
+    assert [r.status for r in responses] == [200, 200, 200, 200, 200, 200, 404, 200]
+    assert responses[0].body == responses[2].body == responses[5].body == b"static file\n"
+    assert responses[1].body == responses[7].body == b"hello\n"
+    assert json.loads(responses[3].body)["get"] == {"n": "2"}
+    assert responses[4].body == pattern(100000)
+
+
+def test_pipelined_posts_to_php(php):
+    bodies = [os.urandom(n) for n in (10, 70_000, 0, 300_000)]
+    raw = b"".join(build_request("POST", "/upload.php", [("Content-Length", str(len(b))),
+                                                        ("Content-Type", "application/octet-stream")]) + b
+                   for b in bodies)
+    with php.connect() as conn:
+        conn.send(raw)
+        for body in bodies:
+            data = get_json(conn.read_response())
+            assert data["length"] == len(body) and data["sha256"] == sha256(body)
+
+
+# -- php-fpm down, slow, unreachable -------------------------------------------------
+
+
+def test_php_fpm_killed_gives_502_then_recovers_without_restarting_tern(php, fpm):
+    with php.connect() as conn:  # pooled connections to php-fpm now exist
+        for _ in range(3):
+            assert conn.get("/hello.php").body == b"hello\n"
+    pid = php.proc.pid
+    fpm.kill()
+    for _ in range(3):
+        assert php.get("/hello.php").status == 502
+    assert php.get("/static.txt").body == b"static file\n"
+    fpm.restart()
+    assert wait_until(lambda: status_of(php, "/hello.php") == 200, timeout=5), \
+        f"no 200 within 5 s of php-fpm coming back; tern stderr:\n{php.stderr()[-3000:]}"
+    with php.connect() as conn:
+        for i in range(5):
+            assert conn.get("/hello.php").body == b"hello\n"
+            assert get_json(conn.get(f"/echo.php?i={i}"))["get"] == {"i": str(i)}
+    assert php.proc.pid == pid and php.proc.poll() is None
+
+
+def test_read_timeout_gives_504(php_factory):
+    srv = php_factory({"read_timeout": "1s"})
+    start = time.monotonic()
+    resp = srv.get("/sleep.php?s=5")
+    elapsed = time.monotonic() - start
+    assert resp.status == 504
+    assert 0.9 <= elapsed <= 3.0 * SLACK, f"504 after {elapsed:.2f}s with read_timeout 1s"
+    # Other children still answer.
+    assert srv.get("/hello.php").body == b"hello\n"
+
+
+@pytest.mark.parametrize("kind", ["unix", "tcp"])
+def test_unreachable_upstream_is_502_and_static_files_still_served(tern_factory, tmp_path, kind):
+    address = f"unix:{tmp_path}/no-such-dir/php.sock" if kind == "unix" else f"127.0.0.1:{free_port()}"
+    srv = start_fastcgi_server(tern_factory, [fastcgi_block(address)])
+    for _ in range(3):
+        start = time.monotonic()
+        assert srv.get("/hello.php").status == 502
+        assert time.monotonic() - start < 2.0 * SLACK
+    with srv.connect() as conn:
+        assert conn.get("/static.txt").body == b"static file\n"
+    assert srv.get("/no-such.php").status == 404
+    assert srv.proc.poll() is None
+
+
+# -- STDERR --------------------------------------------------------------------------
+
+
+def test_php_stderr_goes_to_the_error_log(php):
+    marker = f"tern-stderr-{uuid.uuid4().hex}"
+    resp = php.get(f"/stderr.php?msg={marker}")
+    assert resp.status == 200 and resp.body == b"logged\n"
+    assert php.wait_for_log(marker), f"{marker} not in tern's error log:\n{php.stderr()[-3000:]}"
+
+
+# -- cache ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cached(php_factory):
+    return php_factory({"cache": True, "cache_size": "16MiB", "cache_ttl": "0s"})
+
+
+def token(resp):
+    return get_json(resp)["token"]
+
+
+def test_cache_miss_then_hit_with_the_same_body(cached):
+    first = cached.get("/cached.php?k=1")
+    assert first.header("X-Cache") == "MISS"
+    with cached.connect() as conn:
+        second = conn.get("/cached.php?k=1")
+        third = conn.get("/cached.php?k=1")
+    assert second.header("X-Cache") == "HIT" and third.header("X-Cache") == "HIT"
+    assert second.body == first.body == third.body
+    assert second.header("Content-Type") == "application/json"
+    assert "max-age=60" in second.header("Cache-Control")
+    # The query string is part of the key.
+    other = cached.get("/cached.php?k=2")
+    assert other.header("X-Cache") == "MISS" and token(other) != token(first)
+
+
+def test_cache_never_stores_responses_with_set_cookie(cached):
+    first = cached.get("/cached.php?cookie=1")
+    second = cached.get("/cached.php?cookie=1")
+    assert first.header("X-Cache") == "MISS" and second.header("X-Cache") == "MISS"
+    assert token(first) != token(second)
+    assert first.header_all("Set-Cookie") and second.header_all("Set-Cookie")
+
+
+def test_cache_serves_head_from_a_cached_get(cached):
+    body = cached.get("/cached.php?k=head").body
+    with cached.connect() as conn:
+        resp = conn.get("/cached.php?k=head", method="HEAD")
+        assert resp.status == 200 and resp.header("X-Cache") == "HIT"
+        assert resp.body == b""
+        if resp.header("Content-Length") is not None:
+            assert resp.header("Content-Length") == str(len(body))
+        # The connection is in sync: the next answer is the cached body.
+        assert conn.get("/cached.php?k=head").body == body
+
+
+def test_cache_does_not_store_a_head_response_as_the_get_body(cached):
+    resp = cached.get("/cached.php?k=head-first", method="HEAD")
+    assert resp.status == 200
+    # php sends no body to HEAD: a GET afterwards must still get one.
+    data = get_json(cached.get("/cached.php?k=head-first"))
+    assert data["token"]
+    assert token(cached.get("/cached.php?k=head-first")) == data["token"]
+
+
+def test_cache_without_max_age_and_ttl_0_stores_nothing(cached):
+    a = cached.get("/cached.php?nocc=1")
+    b = cached.get("/cached.php?nocc=1")
+    assert token(a) != token(b)
+    assert b.header("X-Cache") != "HIT"
+
+
+def test_cache_ttl_applies_without_max_age(php_factory):
+    srv = php_factory({"cache": True, "cache_ttl": "60s"})
+    a = srv.get("/cached.php?nocc=1")
+    b = srv.get("/cached.php?nocc=1")
+    assert a.header("X-Cache") == "MISS" and b.header("X-Cache") == "HIT"
+    assert token(a) == token(b)
+
+
+def test_cache_entry_expires_after_max_age(cached):
+    a = cached.get("/cached.php?max_age=1")
+    b = cached.get("/cached.php?max_age=1")
+    assert b.header("X-Cache") == "HIT" and token(a) == token(b)
+    time.sleep(2.1)
+    c = cached.get("/cached.php?max_age=1")
+    assert c.header("X-Cache") == "MISS" and token(c) != token(a)
+
+
+def test_cache_never_answers_post(cached):
+    cached.get("/cached.php?k=post")
+    with cached.connect() as conn:
+        raw = build_request("POST", "/cached.php?k=post", [("Content-Length", "3"),
+                                                          ("Content-Type", "application/x-www-form-urlencoded")])
+        a = conn.request(raw + b"x=1")
+        b = conn.request(raw + b"x=1")
+    assert a.status == 200 and b.status == 200
+    assert token(a) != token(b)
+    assert a.header("X-Cache") != "HIT" and b.header("X-Cache") != "HIT"
+
+
+def test_no_x_cache_header_when_the_cache_is_off(php):
+    a = php.get("/cached.php?k=1")
+    b = php.get("/cached.php?k=1")
+    assert a.header("X-Cache") is None and b.header("X-Cache") is None
+    assert token(a) != token(b)
+
+
+# -- curl ----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_upload_with_expect_100_continue(php, tmp_path):
+    body = os.urandom(3 * MIB)
+    path = tmp_path / "upload.bin"
+    path.write_bytes(body)
+    proc = subprocess.run(["curl", "-sS", "--max-time", "30", "-H", "Expect: 100-continue",
+                           "-H", "Content-Type: application/octet-stream",
+                           "--data-binary", f"@{path}", php.url("/upload.php")],
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    data = json.loads(proc.stdout)
+    assert data["length"] == len(body) and data["sha256"] == sha256(body)
