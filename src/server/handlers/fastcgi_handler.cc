@@ -85,6 +85,10 @@ FastCgiRoutes::FastCgiRoutes(const std::vector<FastCgiConfig>& blocks,
       block->cache = std::make_unique<ResponseCache>(config.cache_size, config.cache_ttl);
     }
     block->index = blocks_.size();
+    TERN_LOG_INFO("fastcgi: {} -> {}, up to {} connection(s) per worker (php-fpm needs "
+                  "pm.max_children >= that x workers){}",
+                  config.match, config.address.to_string(), config.pool,
+                  config.cache ? ", response cache on" : "");
     Block* raw = block.get();
     block->handler = [this, raw](http::Exchange& exchange) { handle(*raw, exchange); };
     blocks_.push_back(std::move(block));
