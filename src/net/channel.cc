@@ -64,18 +64,32 @@ void Channel::handle_event(uint32_t revents) {
   // belongs to the old one.
   const uint32_t epoch = epoch_;
   auto live = [this, epoch] { return epoch == epoch_ && !is_none_event(); };
+  if (ChannelHandler* h = handler_) {
+    if ((revents & EPOLLHUP) && !(revents & EPOLLIN) && live()) h->on_hangup();
+    if ((revents & EPOLLERR) && live()) h->on_error();
+    if ((revents & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) && live() && is_reading()) h->on_readable();
+    if ((revents & EPOLLOUT) && live()) h->on_writable();
+    return;
+  }
+  if (!callbacks_) return;
+  const Callbacks& cb = *callbacks_;
   if ((revents & EPOLLHUP) && !(revents & EPOLLIN)) {
-    if (close_cb_ && live()) close_cb_();
+    if (cb.close && live()) cb.close();
   }
   if (revents & EPOLLERR) {
-    if (error_cb_ && live()) error_cb_();
+    if (cb.error && live()) cb.error();
   }
   if (revents & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) {
-    if (read_cb_ && live() && is_reading()) read_cb_();
+    if (cb.read && live() && is_reading()) cb.read();
   }
   if (revents & EPOLLOUT) {
-    if (write_cb_ && live()) write_cb_();
+    if (cb.write && live()) cb.write();
   }
+}
+
+Channel::Callbacks& Channel::callbacks() {
+  if (!callbacks_) callbacks_ = std::make_unique<Callbacks>();
+  return *callbacks_;
 }
 
 }  // namespace tern::net

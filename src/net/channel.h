@@ -12,10 +12,25 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace tern::net {
 
 class EventLoop;
+
+// What a channel's owner implements instead of four callbacks: for objects
+// there are many of (a TcpConnection per connection), one pointer in the
+// Channel rather than four std::function slots.
+class ChannelHandler {
+ public:
+  virtual void on_readable() = 0;
+  virtual void on_writable() = 0;
+  virtual void on_hangup() = 0;
+  virtual void on_error() = 0;
+
+ protected:
+  ~ChannelHandler() = default;
+};
 
 class Channel {
  public:
@@ -29,10 +44,13 @@ class Channel {
   // Rebinds a channel that is not registered to another fd (pooled connections).
   void reset(int fd);
 
-  void set_read_callback(Callback cb) { read_cb_ = std::move(cb); }
-  void set_write_callback(Callback cb) { write_cb_ = std::move(cb); }
-  void set_close_callback(Callback cb) { close_cb_ = std::move(cb); }
-  void set_error_callback(Callback cb) { error_cb_ = std::move(cb); }
+  // Either a handler or callbacks (the callbacks are kept out of line, for
+  // the few channels of a loop that use them: eventfd, timerfd, acceptor).
+  void set_handler(ChannelHandler* handler) { handler_ = handler; }
+  void set_read_callback(Callback cb) { callbacks().read = std::move(cb); }
+  void set_write_callback(Callback cb) { callbacks().write = std::move(cb); }
+  void set_close_callback(Callback cb) { callbacks().close = std::move(cb); }
+  void set_error_callback(Callback cb) { callbacks().error = std::move(cb); }
 
   // Edge-triggered channels report each readiness change once; the handler
   // must then read or write until EAGAIN. Set before the first enable_*().
@@ -83,7 +101,15 @@ class Channel {
   static constexpr uint32_t kWriteEvents = 0x004;                  // OUT
 
  private:
+  struct Callbacks {
+    Callback read;
+    Callback write;
+    Callback close;
+    Callback error;
+  };
+
   void update(uint32_t events);
+  Callbacks& callbacks();
 
   EventLoop* const loop_;
   int fd_;
@@ -92,10 +118,8 @@ class Channel {
   bool edge_triggered_ = false;
   uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
   bool queued_ = false;
-  Callback read_cb_;
-  Callback write_cb_;
-  Callback close_cb_;
-  Callback error_cb_;
+  ChannelHandler* handler_ = nullptr;
+  std::unique_ptr<Callbacks> callbacks_;
 };
 
 }  // namespace tern::net

@@ -25,10 +25,7 @@ bool is_peer_error(int err) {
 
 TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
     : loop_(loop), slot_(slot), channel_(loop, -1) {
-  channel_.set_read_callback([this] { handle_read(); });
-  channel_.set_write_callback([this] { handle_write(); });
-  channel_.set_close_callback([this] { handle_close(); });
-  channel_.set_error_callback([this] { handle_error(); });
+  channel_.set_handler(this);
 }
 
 TcpConnection::~TcpConnection() {

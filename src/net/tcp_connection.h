@@ -34,7 +34,7 @@ namespace tern::net {
 
 class ConnectionTable;
 
-class TcpConnection {
+class TcpConnection final : private ChannelHandler {
  public:
   enum class State : uint8_t { kIdle, kConnected, kDisconnecting, kDisconnected };
 
@@ -113,6 +113,12 @@ class TcpConnection {
   void establish();
   void recycle();
   const void* owner() const { return owner_; }
+
+  // ChannelHandler.
+  void on_readable() override { handle_read(); }
+  void on_writable() override { handle_write(); }
+  void on_hangup() override { handle_close(); }
+  void on_error() override { handle_error(); }
 
   void handle_read();
   void handle_write();
