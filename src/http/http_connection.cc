@@ -331,7 +331,8 @@ void HttpConnection::finish_exchange() {
   }
   if (shared_->on_response) shared_->on_response(req_->request, *conn_, writer);
   const bool body_left = state_ == State::kStreamBody;
-  const bool keep_alive = writer.keep_alive() && !body_left && !writer.stream_short();
+  const bool keep_alive =
+      writer.keep_alive() && !body_left && !writer.stream_short() && !shared_->draining;
   exchange_.end();
   if (!conn_->is_reading() && conn_->connected()) conn_->start_reading();
   next_request(keep_alive);
@@ -395,7 +396,9 @@ void Exchange::deliver(std::string_view piece, bool last) {
 }
 
 ResponseWriter& Exchange::writer() {
-  if (!body_complete_ && !writer_->started()) writer_->close_after();
+  // Announce the close a finish() will make: the body is still coming, or
+  // the server started draining since the exchange began.
+  if ((!body_complete_ || owner_->shared_->draining) && !writer_->started()) writer_->close_after();
   return *writer_;
 }
 

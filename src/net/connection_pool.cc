@@ -206,7 +206,9 @@ void ConnectionPool::drop_slot(Slot* slot) {
 void ConnectionPool::fail_later(User* user, Failure failure, std::string why) {
   // Never inside acquire(); cancel() can still take the user back meanwhile.
   failing_.push_back(Failing{user, failure, std::move(why)});
-  loop_->defer([this, user] {
+  // The pool may be destroyed before the round ends.
+  loop_->defer([this, user, alive = std::weak_ptr<bool>(alive_)] {
+    if (alive.expired()) return;
     auto it = std::find_if(failing_.begin(), failing_.end(),
                            [user](const Failing& f) { return f.user == user; });
     if (it == failing_.end()) return;

@@ -115,6 +115,8 @@ class ConnectionPool {
   std::deque<Waiter> waiting_;
   std::deque<Failing> failing_;
   bool destroying_ = false;
+  // Deferred work holds a weak reference: expired once the pool is gone.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace tern::net

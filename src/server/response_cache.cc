@@ -25,10 +25,13 @@ std::optional<std::string_view> directive(std::string_view list, std::string_vie
 
 std::optional<int64_t> seconds(std::string_view text) {
   if (text.size() >= 2 && text.front() == '"' && text.back() == '"') text = text.substr(1, text.size() - 2);
-  int64_t value = 0;
+  uint64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
+  if (ec == std::errc::result_out_of_range && end == text.data() + text.size()) {
+    return INT64_MAX;  // capped by the caller
+  }
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(value);
 }
 
 class Filler final : public fastcgi::ResponseTap {
@@ -131,6 +134,9 @@ std::optional<std::chrono::milliseconds> ResponseCache::lifetime(
       max_age = seconds(*age);
     }
   }
+  // RFC 9111 1.2.2: a lifetime too large to represent counts as 2^31 s.
+  constexpr int64_t kMaxSeconds = int64_t{1} << 31;
+  if (max_age && *max_age > kMaxSeconds) max_age = kMaxSeconds;
   std::chrono::milliseconds ttl = max_age ? std::chrono::seconds(*max_age) : default_ttl_;
   if (ttl.count() <= 0) return std::nullopt;
   return ttl;

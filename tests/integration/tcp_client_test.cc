@@ -1,12 +1,19 @@
 #include "net/tcp_client.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -14,6 +21,7 @@
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
 #include "support/loop_runner.h"
+#include "support/temp_dir.h"
 
 namespace tern::net {
 namespace {
@@ -46,9 +54,11 @@ tern::testing::LoopOwned<TcpServer> start_echo_server(LoopRunner& runner, uint16
 // The client side: a TcpClient on its own loop recording what happens.
 struct ClientProbe {
   ClientProbe(LoopRunner& loop_runner, uint16_t port, TcpClientOptions options)
+      : ClientProbe(loop_runner, SocketAddress(InetAddress(port, true)), std::move(options)) {}
+  ClientProbe(LoopRunner& loop_runner, const SocketAddress& server, TcpClientOptions options)
       : runner(loop_runner) {
     runner.run([&] {
-      client = std::make_unique<TcpClient>(runner.loop(), InetAddress(port, true), options);
+      client = std::make_unique<TcpClient>(runner.loop(), server, options);
       client->set_connection_callback([this](TcpConnection& conn) {
         if (conn.connected()) {
           ++connects;
@@ -60,9 +70,9 @@ struct ClientProbe {
         std::lock_guard lock(mu);
         received += input.retrieve_all_as_string();
       });
-      client->set_connect_failed_callback([this](const Error&, bool will_retry) {
+      client->set_connect_failed_callback([this](const Error& error, bool will_retry) {
         std::lock_guard lock(mu);
-        failures.push_back({Clock::now(), will_retry});
+        failures.push_back({Clock::now(), will_retry, error.code});
       });
     });
   }
@@ -97,6 +107,7 @@ struct ClientProbe {
   struct Failure {
     Clock::time_point at;
     bool will_retry;
+    int error_code;
   };
   LoopRunner& runner;
   std::unique_ptr<TcpClient> client;
@@ -197,6 +208,170 @@ TEST(TcpClient, DisconnectClosesAndDoesNotReconnect) {
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(probe.connects.load(), 1);
   server.reset();
+}
+
+// A blocking Unix-domain listener made of plain system calls (there is no
+// unix-socket TcpServer): a helper thread accepts one connection and runs
+// `session` on its descriptor.
+class UnixListener {
+ public:
+  explicit UnixListener(const SocketAddress& address) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ok_ = fd_ >= 0 && ::bind(fd_, address.sockaddr_ptr(), address.socklen()) == 0 &&
+          ::listen(fd_, 4) == 0;
+  }
+  ~UnixListener() {
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  UnixListener(const UnixListener&) = delete;
+  UnixListener& operator=(const UnixListener&) = delete;
+
+  bool ok() const { return ok_; }
+  void serve_one(std::function<void(int fd)> session) {
+    thread_ = std::thread([this, session = std::move(session)] {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 5000) != 1) return;  // bounded: a broken client fails the test, not hangs it
+      int conn = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) return;
+      session(conn);
+      ::close(conn);
+    });
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  std::thread thread_;
+};
+
+// Blocking reads on `fd` until `len` bytes, EOF or 5 s of silence.
+std::string read_blocking(int fd, size_t len) {
+  std::string out;
+  while (out.size() < len) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) != 1) break;
+    char buf[65536];
+    ssize_t n = ::recv(fd, buf, std::min(sizeof buf, len - out.size()), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::string pattern(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  uint32_t x = seed;
+  for (char& c : s) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  return s;
+}
+
+TEST(TcpClient, ExchangesBytesBothWaysOverAUnixSocket) {
+  tern::testing::TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  auto address = SocketAddress::unix_path(dir.at("upstream.sock"));
+  ASSERT_TRUE(address.ok());
+  UnixListener listener(*address);
+  ASSERT_TRUE(listener.ok());
+
+  // Large enough that neither side can write it in one go.
+  const std::string request = pattern(512 * 1024, 1);
+  const std::string reply = pattern(768 * 1024, 2);
+  std::string server_got;
+  bool server_saw_eof = false;
+  listener.serve_one([&](int fd) {
+    server_got = read_blocking(fd, request.size());
+    std::string_view left = reply;
+    while (!left.empty()) {
+      ssize_t n = ::send(fd, left.data(), left.size(), MSG_NOSIGNAL);
+      if (n <= 0) return;
+      left.remove_prefix(static_cast<size_t>(n));
+    }
+    char c;
+    pollfd p{fd, POLLIN, 0};
+    server_saw_eof = ::poll(&p, 1, 5000) == 1 && ::recv(fd, &c, 1, 0) == 0;
+  });
+
+  LoopRunner client_runner;
+  TcpClientOptions options;
+  options.connector.retry = false;
+  ClientProbe probe(client_runner, *address, options);
+  probe.connect();
+  ASSERT_TRUE(eventually([&] { return probe.connects.load() == 1; }));
+  EXPECT_EQ(probe.failure_count(), 0u);
+  client_runner.run([&] {
+    EXPECT_EQ(probe.client->server(), *address);
+    EXPECT_EQ(probe.client->connect_count(), 1);
+    TcpConnection* conn = probe.client->connection();
+    ASSERT_NE(conn, nullptr);
+    // A Unix-domain peer has no IP address.
+    EXPECT_EQ(conn->peer_address(), InetAddress());
+  });
+  ASSERT_TRUE(probe.send(request));
+  ASSERT_TRUE(eventually([&] { return probe.received_so_far().size() >= reply.size(); }));
+  EXPECT_TRUE(probe.received_so_far() == reply) << "reply corrupted or reordered";
+
+  client_runner.run([&] { probe.client->disconnect(); });
+  listener.join();
+  EXPECT_EQ(server_got.size(), request.size());
+  EXPECT_TRUE(server_got == request) << "request corrupted or reordered";
+  EXPECT_TRUE(server_saw_eof) << "disconnect() did not half-close the unix socket";
+  EXPECT_TRUE(eventually([&] { return probe.disconnects.load() == 1; }));
+}
+
+TEST(TcpClient, ConnectToAMissingUnixPathFailsWithoutRetry) {
+  tern::testing::TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  auto address = SocketAddress::unix_path(dir.at("missing.sock"));
+  ASSERT_TRUE(address.ok());
+
+  LoopRunner client_runner;
+  TcpClientOptions options;
+  options.connector.retry = false;
+  ClientProbe probe(client_runner, *address, options);
+  probe.connect();
+  ASSERT_TRUE(eventually([&] { return probe.failure_count() == 1; }));
+  std::this_thread::sleep_for(100ms);
+  std::lock_guard lock(probe.mu);
+  ASSERT_EQ(probe.failures.size(), 1u);
+  EXPECT_FALSE(probe.failures[0].will_retry);
+  EXPECT_EQ(probe.failures[0].error_code, ENOENT);
+  EXPECT_EQ(probe.connects.load(), 0);
+  EXPECT_FALSE(client_runner.run([&] { return probe.client->connection() != nullptr; }));
+}
+
+TEST(TcpClient, UnixSocketNobodyListensOnIsRefusedAndRetriedUpToTheLimit) {
+  tern::testing::TempDir dir;
+  ASSERT_TRUE(dir.ok());
+  auto address = SocketAddress::unix_path(dir.at("stale.sock"));
+  ASSERT_TRUE(address.ok());
+  {
+    // Bound and closed: the socket file stays, with no listener behind it.
+    UnixListener gone(*address);
+    ASSERT_TRUE(gone.ok());
+  }
+
+  LoopRunner client_runner;
+  TcpClientOptions options;
+  options.connector.initial_backoff = 5ms;
+  options.connector.max_attempts = 3;
+  ClientProbe probe(client_runner, *address, options);
+  probe.connect();
+  ASSERT_TRUE(eventually([&] { return probe.failure_count() == 3; }));
+  std::this_thread::sleep_for(100ms);
+  std::lock_guard lock(probe.mu);
+  ASSERT_EQ(probe.failures.size(), 3u) << "kept trying past max_attempts";
+  for (const auto& f : probe.failures) EXPECT_EQ(f.error_code, ECONNREFUSED);
+  EXPECT_TRUE(probe.failures[0].will_retry);
+  EXPECT_TRUE(probe.failures[1].will_retry);
+  EXPECT_FALSE(probe.failures[2].will_retry);
+  EXPECT_EQ(probe.connects.load(), 0);
 }
 
 }  // namespace

@@ -1,0 +1,279 @@
+// ResponseWriter's streams on a real connection: a TcpServer hands each
+// accepted connection to a writer, the test's code fills in a response, the
+// server half-closes, and a raw client reads exactly what went out.
+#include "http/response_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "net/tcp_connection.h"
+#include "net/tcp_server.h"
+#include "support/loop_runner.h"
+#include "support/raw_socket.h"
+
+namespace tern::http {
+namespace {
+
+using tern::testing::LoopRunner;
+using tern::testing::RawClient;
+
+// What the writer said about itself once the response was done.
+struct Outcome {
+  bool finished = false;
+  bool keep_alive = false;
+  bool stream_short = false;
+  uint64_t body_bytes = 0;
+};
+
+// A response split at the end of its head.
+struct Sent {
+  std::string head;  // through the blank line
+  std::string body;  // everything after it
+  bool has(std::string_view field) const { return head.find(field) != std::string::npos; }
+};
+
+class ResponseWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runner_.run([&] {
+      server_ = std::make_unique<net::TcpServer>(runner_.loop(), net::InetAddress(0, true));
+      server_->set_connection_callback([this](net::TcpConnection& conn) {
+        if (!conn.connected()) return;
+        ResponseWriter::Context ctx = context_;
+        ctx.conn = &conn;
+        ResponseWriter writer(ctx);
+        fill_(writer);
+        outcome_ = Outcome{writer.finished(), writer.keep_alive(), writer.stream_short(),
+                           writer.body_bytes()};
+        conn.flush();
+        conn.shutdown();
+      });
+      ASSERT_TRUE(server_->start().ok());
+    });
+    port_ = server_->listen_address().port();
+  }
+  void TearDown() override {
+    runner_.run([&] { server_.reset(); });
+  }
+
+  // Writes one response with `fill` under `context` (conn is set here).
+  Sent respond(const ResponseWriter::Context& context, std::function<void(ResponseWriter&)> fill,
+               Outcome* outcome) {
+    runner_.run([&] {
+      context_ = context;
+      fill_ = std::move(fill);
+    });
+    RawClient client(port_);
+    EXPECT_TRUE(client.ok());
+    bool eof = false;
+    std::string out = client.read_to_eof(&eof, std::chrono::seconds(5));
+    EXPECT_TRUE(eof);
+    *outcome = runner_.run([&] { return outcome_; });
+    Sent sent;
+    size_t end = out.find("\r\n\r\n");
+    EXPECT_NE(end, std::string::npos) << out;
+    if (end == std::string::npos) return sent;
+    sent.head = out.substr(0, end + 4);
+    sent.body = out.substr(end + 4);
+    return sent;
+  }
+  static ResponseWriter::Context http11() {
+    ResponseWriter::Context ctx;
+    ctx.date = "Sun, 06 Nov 1994 08:49:37 GMT";
+    ctx.server = "tern";
+    return ctx;
+  }
+  static ResponseWriter::Context head_request() {
+    ResponseWriter::Context ctx = http11();
+    ctx.head_only = true;
+    return ctx;
+  }
+
+  LoopRunner runner_;
+  std::unique_ptr<net::TcpServer> server_;
+  uint16_t port_ = 0;
+  // Loop thread only (set through runner_.run):
+  ResponseWriter::Context context_;
+  std::function<void(ResponseWriter&)> fill_;
+  Outcome outcome_;
+};
+
+TEST_F(ResponseWriterTest, SizedStreamIsSentWithContentLengthAndNoChunking) {
+  Outcome o;
+  Sent s = respond(http11(), [](ResponseWriter& w) {
+    w.start(200).header("Content-Type", "text/plain").begin_stream(10);
+    w.write("hello");
+    w.write("world");
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(s.head.starts_with("HTTP/1.1 200 OK\r\n")) << s.head;
+  EXPECT_TRUE(s.has("\r\nContent-Length: 10\r\n")) << s.head;
+  EXPECT_TRUE(s.has("\r\nContent-Type: text/plain\r\n")) << s.head;
+  EXPECT_FALSE(s.has("Transfer-Encoding")) << s.head;
+  EXPECT_FALSE(s.has("Connection:")) << s.head;
+  EXPECT_EQ(s.body, "helloworld");
+  EXPECT_TRUE(o.finished);
+  EXPECT_TRUE(o.keep_alive);
+  EXPECT_FALSE(o.stream_short);
+  EXPECT_EQ(o.body_bytes, 10u);
+}
+
+TEST_F(ResponseWriterTest, SizedStreamDropsWhatGoesBeyondTheLength) {
+  Outcome o;
+  Sent s = respond(http11(), [](ResponseWriter& w) {
+    w.start(200).begin_stream(5);
+    w.write("hel");
+    w.write("lo world");  // only "lo" fits
+    w.write("more");
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(s.has("\r\nContent-Length: 5\r\n")) << s.head;
+  EXPECT_EQ(s.body, "hello");
+  EXPECT_FALSE(o.stream_short);
+  EXPECT_EQ(o.body_bytes, 5u);
+}
+
+TEST_F(ResponseWriterTest, SizedStreamEndedEarlyIsShort) {
+  Outcome o;
+  Sent s = respond(http11(), [](ResponseWriter& w) {
+    w.start(200).begin_stream(10);
+    w.write("abc");
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(s.has("\r\nContent-Length: 10\r\n")) << s.head;
+  EXPECT_EQ(s.body, "abc");
+  EXPECT_TRUE(o.stream_short);
+  EXPECT_EQ(o.body_bytes, 3u);
+}
+
+TEST_F(ResponseWriterTest, EmptySizedStreamIsNotShort) {
+  Outcome o;
+  Sent s = respond(http11(), [](ResponseWriter& w) {
+    w.start(200).begin_stream(0);
+    w.write("x");
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(s.has("\r\nContent-Length: 0\r\n")) << s.head;
+  EXPECT_EQ(s.body, "");
+  EXPECT_FALSE(o.stream_short);
+  EXPECT_EQ(o.body_bytes, 0u);
+}
+
+TEST_F(ResponseWriterTest, HeadRequestGetsTheLengthOfASizedStreamButNoBody) {
+  Outcome o;
+  Sent s = respond(head_request(), [](ResponseWriter& w) {
+    w.start(200).begin_stream(10);
+    w.write("0123456789");
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(s.has("\r\nContent-Length: 10\r\n")) << s.head;
+  EXPECT_FALSE(s.has("Transfer-Encoding")) << s.head;
+  EXPECT_EQ(s.body, "");
+  EXPECT_FALSE(o.stream_short) << "a HEAD response is complete without its body";
+  EXPECT_TRUE(o.keep_alive);
+  EXPECT_EQ(o.body_bytes, 0u);
+}
+
+TEST_F(ResponseWriterTest, HeadRequestToAChunkedStreamGetsNoBodyBytes) {
+  Outcome o;
+  Sent s = respond(head_request(), [](ResponseWriter& w) {
+    w.start(200).begin_stream();
+    w.write("abc");
+    w.end_stream();
+  }, &o);
+  EXPECT_EQ(s.body, "") << "not even the last-chunk";
+  EXPECT_FALSE(s.has("Content-Length")) << s.head;
+  EXPECT_TRUE(o.keep_alive);
+  EXPECT_EQ(o.body_bytes, 0u);
+}
+
+TEST_F(ResponseWriterTest, NoContentAndNotModifiedStreamsHaveNoBodyAndNoFraming) {
+  for (int status : {204, 304}) {
+    for (bool sized : {false, true}) {
+      SCOPED_TRACE("status " + std::to_string(status) + (sized ? " begin_stream(3)" : " begin_stream()"));
+      Outcome o;
+      Sent s = respond(http11(), [&](ResponseWriter& w) {
+        w.start(status);
+        if (sized) {
+          w.begin_stream(3);
+        } else {
+          w.begin_stream();
+        }
+        w.write("abc");
+        w.end_stream();
+      }, &o);
+      EXPECT_TRUE(s.head.starts_with("HTTP/1.1 " + std::to_string(status) + " ")) << s.head;
+      EXPECT_FALSE(s.has("Transfer-Encoding")) << s.head;
+      EXPECT_FALSE(s.has("Content-Length")) << s.head;
+      EXPECT_FALSE(s.has("Connection: close")) << s.head;
+      EXPECT_EQ(s.body, "");
+      EXPECT_TRUE(o.keep_alive);
+      EXPECT_FALSE(o.stream_short);
+      EXPECT_EQ(o.body_bytes, 0u);
+    }
+  }
+}
+
+TEST_F(ResponseWriterTest, ChunkedStreamFramesEachWriteAndSkipsEmptyOnes) {
+  Outcome o;
+  const std::string big(300, 'b');
+  Sent s = respond(http11(), [&](ResponseWriter& w) {
+    w.start(200).begin_stream();
+    w.write("one");
+    w.write("");  // must not end the stream early
+    w.write(big);
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(s.has("\r\nTransfer-Encoding: chunked\r\n")) << s.head;
+  EXPECT_FALSE(s.has("Content-Length")) << s.head;
+  EXPECT_EQ(s.body, "3\r\none\r\n12c\r\n" + big + "\r\n0\r\n\r\n");
+  EXPECT_TRUE(o.keep_alive);
+  EXPECT_FALSE(o.stream_short);
+  EXPECT_EQ(o.body_bytes, 303u);
+}
+
+TEST_F(ResponseWriterTest, Http10KeepsTheConnectionForASizedStreamOnly) {
+  ResponseWriter::Context ctx = http11();
+  ctx.version = Version::kHttp10;
+  Outcome o;
+  Sent sized = respond(ctx, [](ResponseWriter& w) {
+    w.start(200).begin_stream(3);
+    w.write("abc");
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(sized.has("\r\nContent-Length: 3\r\n")) << sized.head;
+  EXPECT_TRUE(sized.has("\r\nConnection: keep-alive\r\n")) << sized.head;
+  EXPECT_EQ(sized.body, "abc");
+  EXPECT_TRUE(o.keep_alive);
+
+  Sent unsized = respond(ctx, [](ResponseWriter& w) {
+    w.start(200).begin_stream();
+    w.write("abc");
+    w.end_stream();
+  }, &o);
+  // No chunked coding in 1.0: the end of the connection ends the body.
+  EXPECT_FALSE(unsized.has("Transfer-Encoding")) << unsized.head;
+  EXPECT_TRUE(unsized.has("\r\nConnection: close\r\n")) << unsized.head;
+  EXPECT_EQ(unsized.body, "abc");
+  EXPECT_FALSE(o.keep_alive);
+}
+
+TEST_F(ResponseWriterTest, CloseAfterIsAnnouncedOnASizedStream) {
+  Outcome o;
+  Sent s = respond(http11(), [](ResponseWriter& w) {
+    w.close_after();
+    w.start(200).begin_stream(2);
+    w.write("ok");
+    w.end_stream();
+  }, &o);
+  EXPECT_TRUE(s.has("\r\nConnection: close\r\n")) << s.head;
+  EXPECT_EQ(s.body, "ok");
+  EXPECT_FALSE(o.keep_alive);
+}
+
+}  // namespace
+}  // namespace tern::http
