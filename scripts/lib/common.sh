@@ -30,13 +30,16 @@ ensure_packages() {
     "${missing[@]}" >/dev/null
 }
 
-# What building libtern and the tern executable needs.
+# What building libtern and the tern executable needs (the users app: SQLite,
+# MariaDB Connector/C, libsodium, nlohmann-json).
 BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
-  libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev)
-# What the tests, fuzzers and benchmarks need on top (php8.2-fpm: the
-# FastCGI tests run a real php-fpm).
+  libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
+  libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev)
+# What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
+# mariadb-server: the tests start a php-fpm and a MariaDB of their own).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-  curl apache2-utils python3-pip chromium fonts-liberation wrk nginx-light php8.2-fpm)
+  curl apache2-utils python3-pip chromium fonts-liberation wrk nginx-light php8.2-fpm
+  mariadb-server)
 
 # ensure_pytest: pytest for the python3 on PATH (from PyPI if it lacks one).
 ensure_pytest() {

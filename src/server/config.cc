@@ -162,6 +162,35 @@ void read_server(Section& s, Config& c) {
   s.get_choice("trigger", &c.trigger, {{"level", net::TriggerMode::kLevel}, {"edge", net::TriggerMode::kEdge}});
   s.get_int("max_connections", &c.max_connections_per_worker, 1, 10'000'000);
   s.get_duration("shutdown_timeout", &c.shutdown_timeout);
+  s.get_int("task_threads", &c.task_threads, 1, 256);
+}
+
+void read_auth(Section s, int line, Config& c) {
+  AuthConfig& a = c.auth;
+  a.enabled = true;
+  a.line = line;
+  s.get_string("store", &a.store);
+  const bool sqlite = a.store.starts_with("sqlite:") && a.store.size() > 7;
+  const bool mysql = a.store.starts_with("mysql://") || a.store.starts_with("mariadb://");
+  if (!sqlite && !mysql) {
+    s.fail(*s.node("store"), "store",
+           "expected \"sqlite:PATH\" or \"mysql://user:pass@host:port/database\"");
+  }
+  s.get_string("secret", &a.secret);
+  if (const toml::node* node = s.node("secret"); node != nullptr && a.secret.size() < 32) {
+    s.fail(*node, "secret", "must be at least 32 characters");
+  }
+  if (mysql && a.secret.empty()) {
+    throw ConfigError(s.file(), line, s.prefix() + "secret",
+                      "required with a mysql store (every node must sign sessions alike)");
+  }
+  s.get_int("password_ops", &a.password_ops, 1, 1000);
+  s.get_size("password_memory", &a.password_memory, 8192);
+  s.get_duration("session_ttl", &a.session_ttl);
+  if (a.session_ttl.count() < 1000) s.fail(*s.node("session_ttl"), "session_ttl", "must be at least 1s");
+  s.get_int("login_attempts", &a.login_attempts, 1, 1'000'000);
+  s.get_int("db_pool", &a.db_pool, 1, 1000);
+  s.finish();
 }
 
 void read_cpu_affinity(Section& s, Config& c) {
@@ -299,6 +328,8 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
     scale = 60 * 1000;
   } else if (unit == "h") {
     scale = 3600 * 1000;
+  } else if (unit == "d") {
+    scale = 24 * 3600 * 1000;
   } else {
     return std::nullopt;
   }
@@ -352,6 +383,9 @@ Config load_config(const std::string& path) {
   if (const toml::table* t = top.get_table("limits")) read_limits(top.sub(*t, "limits"), c);
   if (const toml::table* t = top.get_table("static")) read_static(top.sub(*t, "static"), c);
   if (const toml::table* t = top.get_table("log")) read_log(top.sub(*t, "log"), c);
+  if (const toml::table* t = top.get_table("auth")) {
+    read_auth(top.sub(*t, "auth"), static_cast<int>(t->source().begin.line), c);
+  }
   if (const toml::node* node = top.node("fastcgi")) {
     if (!node->is_array_of_tables()) top.fail(*node, "fastcgi", "expected [[fastcgi]] blocks");
     size_t i = 0;

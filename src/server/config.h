@@ -64,6 +64,19 @@ struct FastCgiConfig {
   int line = 0;  // where the block starts, for messages
 };
 
+// [auth]: the users application (register, log in) on a database.
+struct AuthConfig {
+  bool enabled = false;  // the section is present
+  std::string store = "sqlite:data/users.db";  // or "mysql://user:pass@host:3306/db"
+  std::string secret;  // session signing key; empty: a key file next to a SQLite database
+  uint64_t password_ops = 2;                // argon2id opslimit
+  size_t password_memory = 64 * 1024 * 1024;  // argon2id memlimit
+  std::chrono::milliseconds session_ttl{7LL * 24 * 3600 * 1000};
+  uint32_t login_attempts = 10;  // per client address per minute
+  size_t db_pool = 4;            // MariaDB connections
+  int line = 0;
+};
+
 struct LogConfig {
   log::Level level = log::Level::info;
   std::string error_log;  // empty: stderr
@@ -85,6 +98,8 @@ struct Config {
   http::HttpLimits limits;
   StaticConfig static_files;
   std::vector<FastCgiConfig> fastcgi;
+  AuthConfig auth;
+  size_t task_threads = 4;  // for blocking work (the users database, password hashing)
   LogConfig log;
   std::string access_log;  // empty: off
   std::vector<Cidr> blocked;
@@ -97,7 +112,7 @@ Config default_config();
 Config load_config(const std::string& path);
 
 // Parsers for the value forms the file uses; nullopt when malformed.
-// Durations: "250ms", "10s", "5m", "1h" (or a bare integer of seconds).
+// Durations: "250ms", "10s", "5m", "1h", "7d" (or a bare integer of seconds).
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
 // Sizes: "512", "16KiB", "64MiB", "1GiB" (also "k", "m", "g" as 1024 multiples).
 std::optional<uint64_t> parse_size(std::string_view text);

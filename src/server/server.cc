@@ -8,6 +8,7 @@
 #include <gperftools/profiler.h>
 #endif
 
+#include <sodium.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -104,8 +105,15 @@ void Server::start() {
   if (!config.fastcgi.empty()) {
     fastcgi_ = std::make_unique<FastCgiRoutes>(config.fastcgi, config.static_files.root,
                                                std::string("tern/") + TERN_VERSION);
-    http_->set_exchange_router(
-        [this](const http::Request& request) { return fastcgi_->route(request); });
+  }
+  if (config.auth.enabled) start_users_app(config);
+  if (fastcgi_ || users_) {
+    http_->set_exchange_router([this](const http::Request& request) -> const http::ExchangeHandler* {
+      if (users_) {
+        if (const http::ExchangeHandler* handler = users_->route(request)) return handler;
+      }
+      return fastcgi_ ? fastcgi_->route(request) : nullptr;
+    });
   }
   http_->set_thread_init_callback([this](net::EventLoop* loop) {
     if (fastcgi_) fastcgi_->init_loop(loop);
@@ -135,6 +143,35 @@ void Server::start() {
     for (const auto& a : config.listen) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
     throw std::runtime_error("cannot listen on " + addresses + ": " + started.error().message());
   }
+}
+
+void Server::start_users_app(const Config& config) {
+  const AuthConfig& a = config.auth;
+  if (sodium_init() < 0) throw std::runtime_error("libsodium failed to initialise");
+  auto store = auth::open_user_store(a.store, a.db_pool);
+  if (!store) throw std::runtime_error("auth.store " + a.store + ": " + store.error().message());
+  auth::UsersOptions options;
+  options.secret = a.secret;
+  if (options.secret.empty()) {
+    // Only SQLite gets here (the config requires a secret otherwise): the
+    // key lives beside the database.
+    std::string path = a.store.substr(std::string_view("sqlite:").size());
+    size_t slash = path.rfind('/');
+    std::string key_path = (slash == std::string::npos ? std::string(".") : path.substr(0, slash)) +
+                           "/session.key";
+    auto secret = auth::load_or_create_secret(key_path);
+    if (!secret) throw std::runtime_error(key_path + ": " + secret.error().message());
+    options.secret = *secret;
+  }
+  options.password_ops = a.password_ops;
+  options.password_memory = a.password_memory;
+  options.session_ttl = std::chrono::duration_cast<std::chrono::seconds>(a.session_ttl);
+  options.login_attempts = a.login_attempts;
+  tasks_ = std::make_unique<TaskPool>("task", config.task_threads, 4096);
+  users_ = std::make_unique<auth::UsersApp>(std::move(*store), options, tasks_.get());
+  TERN_LOG_INFO("users: {} (argon2id ops {}, memory {} KiB), {} task threads",
+                users_->store().describe(), a.password_ops, a.password_memory / 1024,
+                config.task_threads);
 }
 
 void Server::serve(const http::Request& request, http::ResponseWriter& writer) {

@@ -19,6 +19,8 @@
 #include <memory>
 #include <string>
 
+#include "auth/users_app.h"
+#include "base/task_pool.h"
 #include "http/http_server.h"
 #include "net/signal_set.h"
 #include "server/access_log.h"
@@ -56,6 +58,7 @@ class Server {
   void on_signal(int signo);
   void serve(const http::Request& request, http::ResponseWriter& writer);
   void check_drained();
+  void start_users_app(const Config& config);
 
   net::EventLoop* const loop_;
   std::string config_path_;
@@ -69,7 +72,10 @@ class Server {
   std::mutex static_mu_;  // guards static_files_ while loops start
   std::vector<std::unique_ptr<StaticFiles>> static_files_;  // one per loop
   std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without [[fastcgi]] blocks
+  std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
   std::unique_ptr<http::HttpServer> http_;
+  // After http_: joined first, while the loops its tasks post to still run.
+  std::unique_ptr<TaskPool> tasks_;
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;
 #ifdef TERN_PROFILER

@@ -1,0 +1,39 @@
+// RateLimiter: at most N events per client address per window (login
+// attempts), counted in fixed windows. Bounded: when the table is full,
+// entries from past windows are swept out, and beyond that new addresses
+// share one overflow bucket rather than growing memory without limit.
+//
+// Shared by every loop; thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace tern::auth {
+
+class RateLimiter {
+ public:
+  RateLimiter(uint32_t limit, std::chrono::seconds window, size_t max_addresses = 100000);
+
+  // Counts one event for `address` at `now` (seconds); false if it goes
+  // over the limit, and then *retry_after says how long until it may.
+  bool allow(const std::string& address, int64_t now, int64_t* retry_after);
+
+ private:
+  struct Bucket {
+    int64_t window_start = 0;
+    uint32_t count = 0;
+  };
+
+  const uint32_t limit_;
+  const int64_t window_;
+  const size_t max_addresses_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Bucket> buckets_;  // guarded by mu_
+  Bucket overflow_;                                  // guarded by mu_
+};
+
+}  // namespace tern::auth

@@ -1,0 +1,280 @@
+#include "auth/users_app.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "base/log.h"
+#include "http/http_connection.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+
+namespace tern::auth {
+namespace {
+
+constexpr size_t kMaxBody = 4096;  // a username and a password, as JSON
+
+int64_t unix_now() { return static_cast<int64_t>(::time(nullptr)); }
+
+void send_json(http::Exchange& exchange, int status, const nlohmann::json& body,
+               std::string_view set_cookie = {}) {
+  http::ResponseWriter& w = exchange.writer();
+  w.start(status).header("Content-Type", "application/json").header("Cache-Control", "no-store");
+  if (!set_cookie.empty()) w.header("Set-Cookie", set_cookie);
+  if (status == 204) {
+    w.end();
+  } else {
+    w.body(body.dump() + "\n");
+  }
+  exchange.finish();
+}
+
+void send_error(http::Exchange& exchange, int status, std::string_view message) {
+  send_json(exchange, status, nlohmann::json{{"error", message}});
+}
+
+bool valid_username(std::string_view name) {
+  if (name.size() < 3 || name.size() > 32) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// "application/json", "application/json; charset=utf-8".
+bool is_json(std::string_view content_type) {
+  std::string_view type = content_type.substr(0, content_type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
+  return http::iequals(type, "application/json");
+}
+
+std::string cookie(std::string_view value, int64_t max_age) {
+  std::string c(SessionSigner::kCookieName);
+  c += '=';
+  c += value;
+  c += "; Path=/; Max-Age=" + std::to_string(max_age) + "; HttpOnly; SameSite=Lax";
+  return c;
+}
+
+}  // namespace
+
+// One request waiting on a task: the exchange is dropped (on the loop) if
+// the client goes away, and the task's answer is then thrown away.
+struct UsersApp::Pending {
+  http::Exchange* exchange;
+  net::EventLoop* loop;
+  std::string body;
+};
+
+UsersApp::UsersApp(std::unique_ptr<UserStore> store, const UsersOptions& options, TaskPool* tasks)
+    : store_(std::move(store)),
+      options_(options),
+      tasks_(tasks),
+      signer_(options.secret, options.session_ttl),
+      login_limiter_(options.login_attempts, std::chrono::seconds(60)) {
+  char hash[crypto_pwhash_STRBYTES];
+  unsigned char random[16];
+  randombytes_buf(random, sizeof random);
+  if (crypto_pwhash_str(hash, reinterpret_cast<const char*>(random), sizeof random,
+                        options_.password_ops, options_.password_memory) == 0) {
+    dummy_hash_ = hash;
+  }
+  register_ = [this](http::Exchange& ex) { on_register(ex); };
+  login_ = [this](http::Exchange& ex) { on_login(ex); };
+  me_ = [this](http::Exchange& ex) { on_me(ex); };
+  logout_ = [this](http::Exchange& ex) { on_logout(ex); };
+}
+
+UsersApp::~UsersApp() = default;
+
+const http::ExchangeHandler* UsersApp::route(const http::Request& request) const {
+  std::string_view path = request.path();
+  if (!path.starts_with("/api/")) return nullptr;
+  if (path == "/api/register") return &register_;
+  if (path == "/api/login") return &login_;
+  if (path == "/api/me") return &me_;
+  if (path == "/api/logout") return &logout_;
+  return nullptr;
+}
+
+void UsersApp::on_register(http::Exchange& exchange) {
+  if (exchange.request().method() != http::Method::kPost) {
+    http::write_error_page(exchange.writer(), 405, "POST");
+    return exchange.finish();
+  }
+  read_credentials(exchange, &UsersApp::do_register);
+}
+
+void UsersApp::on_login(http::Exchange& exchange) {
+  if (exchange.request().method() != http::Method::kPost) {
+    http::write_error_page(exchange.writer(), 405, "POST");
+    return exchange.finish();
+  }
+  int64_t retry_after = 0;
+  if (!login_limiter_.allow(exchange.connection().peer_address().to_ip(), unix_now(), &retry_after)) {
+    http::ResponseWriter& w = exchange.writer();
+    w.start(429).header("Content-Type", "application/json").header("Retry-After", static_cast<uint64_t>(retry_after));
+    w.body(nlohmann::json{{"error", "too many login attempts; try again later"}}.dump() + "\n");
+    return exchange.finish();
+  }
+  read_credentials(exchange, &UsersApp::do_login);
+}
+
+void UsersApp::on_me(http::Exchange& exchange) {
+  const http::Method method = exchange.request().method();
+  if (method != http::Method::kGet && method != http::Method::kHead) {
+    http::write_error_page(exchange.writer(), 405, "GET, HEAD");
+    return exchange.finish();
+  }
+  std::string_view value = SessionSigner::find_cookie(exchange.request().header("Cookie"));
+  auto username = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
+  if (!username) return send_error(exchange, 401, "not logged in");
+  send_json(exchange, 200, nlohmann::json{{"username", *username}});
+}
+
+void UsersApp::on_logout(http::Exchange& exchange) {
+  if (exchange.request().method() != http::Method::kPost) {
+    http::write_error_page(exchange.writer(), 405, "POST");
+    return exchange.finish();
+  }
+  send_json(exchange, 204, nullptr, cookie("", 0));
+}
+
+void UsersApp::read_credentials(
+    http::Exchange& exchange,
+    void (UsersApp::*then)(std::shared_ptr<Pending>, std::string, std::string)) {
+  const http::Request& request = exchange.request();
+  if (!is_json(request.header("Content-Type"))) {
+    return send_error(exchange, 415, "send JSON with Content-Type: application/json");
+  }
+  if (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > kMaxBody) {
+    return send_error(exchange, 413, "request body too large");
+  }
+  auto pending = std::make_shared<Pending>(Pending{&exchange, exchange.loop(), {}});
+  exchange.set_abort_handler([pending] { pending->exchange = nullptr; });
+  auto parse = [this, pending, then] {
+    auto json = nlohmann::json::parse(pending->body, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded() || !json.is_object()) {
+      return send_error(*pending->exchange, 400, "malformed JSON: expected an object");
+    }
+    auto username = json.find("username");
+    auto password = json.find("password");
+    if (username == json.end() || !username->is_string() || password == json.end() ||
+        !password->is_string()) {
+      return send_error(*pending->exchange, 400, "\"username\" and \"password\" strings are required");
+    }
+    (this->*then)(pending, username->get<std::string>(), password->get<std::string>());
+  };
+  if (exchange.body_complete()) return parse();
+  exchange.set_body_handler([pending, parse](std::string_view piece, bool last) {
+    if (pending->exchange == nullptr) return;
+    if (pending->body.size() + piece.size() > kMaxBody) {
+      pending->body.clear();
+      http::Exchange& ex = *pending->exchange;
+      pending->exchange = nullptr;
+      return send_error(ex, 413, "request body too large");
+    }
+    pending->body.append(piece);
+    if (last) parse();
+  });
+}
+
+void UsersApp::run_task(const std::shared_ptr<Pending>& pending, std::function<void()> task) {
+  if (!tasks_->submit(std::move(task))) {
+    TERN_LOG_EVERY_SECOND(spdlog::level::warn, "users: task queue full; answering 503");
+    send_error(*pending->exchange, 503, "server busy; try again shortly");
+  }
+}
+
+void UsersApp::do_register(std::shared_ptr<Pending> pending, std::string username, std::string password) {
+  if (!valid_username(username)) {
+    return send_error(*pending->exchange, 400,
+                      "username must be 3 to 32 characters of A-Z, a-z, 0-9, '_', '.' and '-'");
+  }
+  if (password.size() < 8 || password.size() > 128) {
+    return send_error(*pending->exchange, 400, "password must be 8 to 128 bytes");
+  }
+  run_task(pending, [this, pending, username = std::move(username), password = std::move(password)] {
+    char hash[crypto_pwhash_STRBYTES];
+    UserStore::Status status = UserStore::Status::kUnavailable;
+    if (crypto_pwhash_str(hash, password.data(), password.size(), options_.password_ops,
+                          options_.password_memory) == 0) {
+      status = store_->create_user(username, hash);
+    } else {
+      TERN_LOG_ERROR("users: out of memory hashing a password");
+    }
+    pending->loop->run_in_loop([pending, status, username] {
+      if (pending->exchange == nullptr) return;
+      http::Exchange& ex = *pending->exchange;
+      switch (status) {
+        case UserStore::Status::kOk:
+          return send_json(ex, 201, nlohmann::json{{"username", username}});
+        case UserStore::Status::kTaken:
+          return send_error(ex, 409, "that username is taken");
+        default:
+          return send_error(ex, 503, "the user database is unavailable; try again shortly");
+      }
+    });
+  });
+}
+
+void UsersApp::do_login(std::shared_ptr<Pending> pending, std::string username, std::string password) {
+  run_task(pending, [this, pending, username = std::move(username), password = std::move(password)] {
+    UserStore::User user;
+    UserStore::Status status = valid_username(username) ? store_->find_user(username, &user)
+                                                        : UserStore::Status::kNotFound;
+    bool ok = false;
+    if (status == UserStore::Status::kOk) {
+      ok = crypto_pwhash_str_verify(user.password_hash.c_str(), password.data(), password.size()) == 0;
+    } else if (status == UserStore::Status::kNotFound && !dummy_hash_.empty()) {
+      // As slow as a real check, so timing does not tell which names exist.
+      [[maybe_unused]] int ignored =
+          crypto_pwhash_str_verify(dummy_hash_.c_str(), password.data(), password.size());
+    }
+    pending->loop->run_in_loop([this, pending, status, ok, username] {
+      if (pending->exchange == nullptr) return;
+      http::Exchange& ex = *pending->exchange;
+      if (status == UserStore::Status::kUnavailable) {
+        return send_error(ex, 503, "the user database is unavailable; try again shortly");
+      }
+      if (!ok) return send_error(ex, 401, "wrong username or password");
+      send_json(ex, 200, nlohmann::json{{"username", username}},
+                cookie(signer_.sign(username, unix_now()), signer_.ttl().count()));
+    });
+  });
+}
+
+Result<std::string> load_or_create_secret(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[256];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (n < 32) return Error{EINVAL, "session key file shorter than 32 bytes"};
+    return std::string(buf, static_cast<size_t>(n));
+  }
+  if (errno != ENOENT) return Error{errno, "open session key file"};
+  unsigned char key[32];
+  randombytes_buf(key, sizeof key);
+  char hex[sizeof key * 2 + 1];
+  sodium_bin2hex(hex, sizeof hex, key, sizeof key);
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return load_or_create_secret(path);  // another process won the race
+    return Error{errno, "create session key file"};
+  }
+  const std::string secret(hex, sizeof key * 2);
+  const bool written = ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size());
+  ::close(fd);
+  if (!written) return Error{EIO, "write session key file"};
+  return secret;
+}
+
+}  // namespace tern::auth

@@ -1,0 +1,84 @@
+// UsersApp: register, log in, who am I, log out, as a JSON API on a
+// UserStore.
+//
+//   POST /api/register {"username","password"}  201 {"username"} | 400 | 409
+//   POST /api/login    {"username","password"}  200 {"username"} + session cookie | 401 | 429
+//   GET  /api/me                                 200 {"username"} | 401
+//   POST /api/logout                             204, cookie cleared
+//
+// Bodies must be JSON sent as application/json (415 otherwise: a cross-site
+// HTML form cannot send that type, which keeps the API out of reach of
+// login CSRF). Passwords are hashed with argon2id (libsodium); sessions are
+// signed cookies (session.h). Login attempts are limited per client address
+// (429 with Retry-After). Hashing and the database run on the TaskPool; the
+// answer is posted back to the connection's loop, so no I/O loop ever waits.
+// A database that cannot be reached is a 503 and an error-log line, and the
+// next request tries again.
+//
+// Errors are {"error": "message"}. Owned by the Server; route() is called on
+// the I/O loops.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "auth/rate_limiter.h"
+#include "auth/session.h"
+#include "auth/user_store.h"
+#include "base/result.h"
+#include "base/task_pool.h"
+#include "http/exchange.h"
+
+namespace tern::auth {
+
+struct UsersOptions {
+  std::string secret;                    // session signing key
+  uint64_t password_ops = 2;             // argon2id opslimit
+  size_t password_memory = 64 << 20;     // argon2id memlimit, bytes
+  std::chrono::seconds session_ttl{7 * 24 * 3600};
+  uint32_t login_attempts = 10;          // per client address per minute
+};
+
+class UsersApp {
+ public:
+  UsersApp(std::unique_ptr<UserStore> store, const UsersOptions& options, TaskPool* tasks);
+  ~UsersApp();
+  UsersApp(const UsersApp&) = delete;
+  UsersApp& operator=(const UsersApp&) = delete;
+
+  // The handler for this request, or nullptr when it is not the app's.
+  const http::ExchangeHandler* route(const http::Request& request) const;
+
+  const UserStore& store() const { return *store_; }
+
+ private:
+  struct Pending;
+
+  void on_register(http::Exchange& exchange);
+  void on_login(http::Exchange& exchange);
+  void on_me(http::Exchange& exchange);
+  void on_logout(http::Exchange& exchange);
+  // Gathers a JSON body, then calls `then` with the username and password.
+  void read_credentials(http::Exchange& exchange,
+                        void (UsersApp::*then)(std::shared_ptr<Pending>, std::string, std::string));
+  void do_register(std::shared_ptr<Pending> pending, std::string username, std::string password);
+  void do_login(std::shared_ptr<Pending> pending, std::string username, std::string password);
+  void run_task(const std::shared_ptr<Pending>& pending, std::function<void()> task);
+
+  std::unique_ptr<UserStore> store_;
+  const UsersOptions options_;
+  TaskPool* const tasks_;
+  SessionSigner signer_;
+  RateLimiter login_limiter_;
+  std::string dummy_hash_;  // verified against for unknown users: same time either way
+  http::ExchangeHandler register_, login_, me_, logout_;
+};
+
+// The session secret kept at `path` (created with 32 random bytes, mode
+// 0600, when missing): lets a single SQLite node keep sessions across
+// restarts without configuring one.
+Result<std::string> load_or_create_secret(const std::string& path);
+
+}  // namespace tern::auth

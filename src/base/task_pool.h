@@ -1,0 +1,54 @@
+// TaskPool: a fixed set of threads for blocking work (a database query, a
+// password hash), so that I/O loops never wait on it.
+//
+//   TaskPool pool("task", 4, 1024);
+//   bool queued = pool.submit([=] {
+//     auto result = store->find_user(name, &user);        // blocks: fine here
+//     loop->run_in_loop([=] { answer(result); });         // back to the loop
+//   });
+//   if (!queued) answer_503();                            // overloaded
+//
+// The queue is bounded: submit() refuses work beyond max_queued instead of
+// letting a slow database turn into unbounded memory. Tasks run in FIFO
+// order on whichever thread is free. The destructor runs what is queued,
+// then joins. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tern {
+
+class TaskPool {
+ public:
+  using Task = std::function<void()>;
+
+  TaskPool(std::string name, size_t threads, size_t max_queued);
+  ~TaskPool();
+  TaskPool(const TaskPool&) = delete;
+  TaskPool& operator=(const TaskPool&) = delete;
+
+  // False when the queue is full (or the pool is stopping).
+  bool submit(Task task);
+  size_t threads() const { return threads_.size(); }
+  size_t queued() const;
+
+ private:
+  void run();
+
+  const std::string name_;
+  const size_t max_queued_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;  // guarded by mu_
+  bool stopping_ = false;   // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tern

@@ -1,0 +1,94 @@
+// Signed session cookies and the login rate limiter.
+#include <sodium.h>
+
+#include <gtest/gtest.h>
+
+#include "auth/rate_limiter.h"
+#include "auth/session.h"
+
+namespace tern::auth {
+namespace {
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ASSERT_GE(sodium_init(), 0); }
+  SessionSigner signer_{"a secret of at least thirty-two characters", std::chrono::seconds(3600)};
+};
+
+TEST_F(SessionTest, SignedValueVerifiesToTheUsername) {
+  std::string value = signer_.sign("alice", 1000);
+  EXPECT_EQ(signer_.verify(value, 1000), "alice");
+  EXPECT_EQ(signer_.verify(value, 1000 + 3599), "alice");
+}
+
+TEST_F(SessionTest, ExpiresAfterTheTtl) {
+  std::string value = signer_.sign("alice", 1000);
+  EXPECT_FALSE(signer_.verify(value, 1000 + 3600));
+}
+
+TEST_F(SessionTest, AnotherSecretRejectsIt) {
+  SessionSigner other("another secret of at least thirty-two chars", std::chrono::seconds(3600));
+  EXPECT_FALSE(other.verify(signer_.sign("alice", 1000), 1000));
+  SessionSigner same("a secret of at least thirty-two characters", std::chrono::seconds(60));
+  EXPECT_EQ(same.verify(signer_.sign("alice", 1000), 1000), "alice");  // any node, same secret
+}
+
+TEST_F(SessionTest, EveryTamperedByteIsRejected) {
+  const std::string value = signer_.sign("alice", 1000);
+  for (size_t i = 0; i < value.size(); ++i) {
+    std::string tampered = value;
+    tampered[i] = tampered[i] == 'A' ? 'B' : 'A';
+    EXPECT_FALSE(signer_.verify(tampered, 1000)) << "byte " << i << ": " << tampered;
+  }
+  // A longer expiry with the old MAC.
+  std::string later = value;
+  later.replace(later.find('.') + 1, 4, "9999");
+  EXPECT_FALSE(signer_.verify(later, 1000));
+}
+
+TEST_F(SessionTest, MalformedValuesAreRejected) {
+  for (std::string_view bad : {"", ".", "..", "a.b.c", "YWxpY2U.1000.", "YWxpY2U..xx", "no-dots-at-all"}) {
+    EXPECT_FALSE(signer_.verify(bad, 1000)) << bad;
+  }
+}
+
+TEST_F(SessionTest, UsernamesWithDotsAndOddBytesRoundTrip) {
+  using namespace std::string_view_literals;
+  for (std::string_view name : {"a.b.c"sv, "x' OR '1'='1"sv, "日本"sv, "\0x"sv}) {
+    EXPECT_EQ(signer_.verify(signer_.sign(name, 5), 5), std::string(name));
+  }
+}
+
+TEST(SessionCookie, FindsOurCookieAmongOthers) {
+  EXPECT_EQ(SessionSigner::find_cookie("tern_session=abc"), "abc");
+  EXPECT_EQ(SessionSigner::find_cookie("a=1; tern_session=abc; b=2"), "abc");
+  EXPECT_EQ(SessionSigner::find_cookie("a=1;tern_session=abc"), "abc");
+  EXPECT_EQ(SessionSigner::find_cookie("tern_sessionx=abc; a=1"), "");
+  EXPECT_EQ(SessionSigner::find_cookie("xtern_session=abc"), "");
+  EXPECT_EQ(SessionSigner::find_cookie(""), "");
+}
+
+TEST(RateLimiter, AllowsTheLimitPerWindowThenRefuses) {
+  RateLimiter limiter(3, std::chrono::seconds(60));
+  int64_t retry = 0;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.allow("10.0.0.1", 120, &retry));
+  EXPECT_FALSE(limiter.allow("10.0.0.1", 130, &retry));
+  EXPECT_EQ(retry, 50);  // the window [120, 180) ends in 50 s
+  EXPECT_TRUE(limiter.allow("10.0.0.2", 130, &retry)) << "addresses are counted apart";
+  EXPECT_TRUE(limiter.allow("10.0.0.1", 180, &retry)) << "a new window";
+}
+
+TEST(RateLimiter, StaysBoundedUnderManyAddresses) {
+  RateLimiter limiter(1, std::chrono::seconds(60), /*max_addresses=*/4);
+  int64_t retry = 0;
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(limiter.allow("a" + std::to_string(i), 0, &retry));
+  // The table is full of this window's entries: newcomers share one bucket.
+  EXPECT_TRUE(limiter.allow("b0", 0, &retry));
+  EXPECT_FALSE(limiter.allow("b1", 0, &retry));
+  // Next window: old entries are swept, newcomers get their own again.
+  EXPECT_TRUE(limiter.allow("c0", 60, &retry));
+  EXPECT_TRUE(limiter.allow("c1", 60, &retry));
+}
+
+}  // namespace
+}  // namespace tern::auth
