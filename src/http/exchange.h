@@ -33,8 +33,8 @@
 // before the whole body has arrived, the connection closes after the
 // response (the rest of the body is discarded, not parsed as a request).
 //
-// Owned by its HttpConnection and reused for the connection's next request.
-// Loop thread only.
+// Owned by the HttpConnection's per-request state (pooled per loop) while
+// the request is in progress. Loop thread only.
 #pragma once
 
 #include <functional>
@@ -61,7 +61,7 @@ class Exchange {
  public:
   using BodyHandler = std::function<void(std::string_view piece, bool last)>;
 
-  explicit Exchange(HttpConnection* owner) : owner_(owner) {}
+  Exchange() = default;
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
@@ -98,11 +98,12 @@ class Exchange {
  private:
   friend class HttpConnection;
 
-  void begin(const Request* request, const ResponseWriter::Context& context, bool has_body);
+  void begin(HttpConnection* owner, const Request* request, const ResponseWriter::Context& context,
+             bool has_body);
   void end();  // drops handlers and the writer
   void deliver(std::string_view piece, bool last);
 
-  HttpConnection* const owner_;
+  HttpConnection* owner_ = nullptr;
   const Request* request_ = nullptr;
   std::optional<ResponseWriter> writer_;
   BodyHandler body_handler_;

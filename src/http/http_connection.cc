@@ -62,10 +62,10 @@ void HttpConnection::attach(net::TcpConnection* conn) {
 void HttpConnection::on_close() {
   if (timer_.valid()) conn_->loop()->cancel(timer_);
   timer_ = net::TimerId{};
-  if (exchange_.active_) {
+  if (exchange_active()) {
     // The client went away first: tell the handler, which lets go of it.
-    auto abort_handler = std::move(exchange_.abort_handler_);
-    exchange_.end();
+    auto abort_handler = std::move(exchange().abort_handler_);
+    exchange().end();
     if (abort_handler) abort_handler();
   }
   end_request();
@@ -73,8 +73,8 @@ void HttpConnection::on_close() {
 }
 
 void HttpConnection::on_write_complete() {
-  if (!exchange_.active_ || !exchange_.drain_handler_) return;
-  auto handler = exchange_.drain_handler_;  // it may set another
+  if (!exchange_active() || !exchange().drain_handler_) return;
+  auto handler = exchange().drain_handler_;  // it may set another
   handler();
 }
 
@@ -264,10 +264,10 @@ bool HttpConnection::begin_exchange(net::Buffer& input) {
   const bool keep_alive = request.keep_alive() && !shared_->draining;
   state_ = has_body ? State::kStreamBody : State::kAwait;
   if (!has_body) arm_timer(shared_->limits->send_timeout);  // parse_head armed the body's
-  exchange_.begin(&request, writer_context(keep_alive), has_body);
-  (*handler)(exchange_);
+  exchange().begin(this, &request, writer_context(keep_alive), has_body);
+  (*handler)(exchange());
   // It may have answered already (finish() ran), or be waiting.
-  if (exchange_.active_ && state_ == State::kStreamBody && request.expect_continue() &&
+  if (exchange_active() && state_ == State::kStreamBody && request.expect_continue() &&
       input.empty()) {
     send_continue();
   }
@@ -275,7 +275,7 @@ bool HttpConnection::begin_exchange(net::Buffer& input) {
 }
 
 bool HttpConnection::stream_body(net::Buffer& input) {
-  if (exchange_.body_paused_) return false;
+  if (exchange().body_paused_) return false;
   Request& request = req_->request;
   if (request.body_framing() == BodyFraming::kContentLength) {
     const uint64_t left = request.content_length() - body_consumed_;
@@ -289,7 +289,7 @@ bool HttpConnection::stream_body(net::Buffer& input) {
     // next read.
     std::string_view piece(input.peek(), n);
     input.retrieve(n);
-    exchange_.deliver(piece, last);
+    exchange().deliver(piece, last);
     return last || state_ != State::kStreamBody;
   }
   for (;;) {
@@ -303,7 +303,7 @@ bool HttpConnection::stream_body(net::Buffer& input) {
     if (status == ChunkedDecoder::kDone) {
       input.retrieve(used);
       state_ = State::kAwait;
-      exchange_.deliver({}, true);
+      exchange().deliver({}, true);
       return true;
     }
     if (status == ChunkedDecoder::kNeedMore) {
@@ -311,14 +311,14 @@ bool HttpConnection::stream_body(net::Buffer& input) {
       return false;
     }
     input.retrieve(used);  // `data` stays valid, as above
-    exchange_.deliver(data, false);
+    exchange().deliver(data, false);
     if (state_ != State::kStreamBody) return true;  // the handler finished
-    if (exchange_.body_paused_) return false;
+    if (exchange().body_paused_) return false;
   }
 }
 
 void HttpConnection::finish_exchange() {
-  ResponseWriter& writer = *exchange_.writer_;
+  ResponseWriter& writer = *exchange().writer_;
   if (!writer.finished()) {
     TERN_LOG_ERROR("conn {}: exchange for {} {} finished without a complete response",
                    conn_->id().slot, req_->request.method_text(), req_->request.target());
@@ -333,7 +333,7 @@ void HttpConnection::finish_exchange() {
   const bool body_left = state_ == State::kStreamBody;
   const bool keep_alive =
       writer.keep_alive() && !body_left && !writer.stream_short() && !shared_->draining;
-  exchange_.end();
+  exchange().end();
   if (!conn_->is_reading() && conn_->connected()) conn_->start_reading();
   next_request(keep_alive);
   conn_->flush();
@@ -355,16 +355,16 @@ void HttpConnection::resume_later() {
 }
 
 void HttpConnection::abort_exchange() {
-  if (shared_->on_response) shared_->on_response(req_->request, *conn_, *exchange_.writer_);
-  exchange_.end();
+  if (shared_->on_response) shared_->on_response(req_->request, *conn_, *exchange().writer_);
+  exchange().end();
   state_ = State::kClosing;
   conn_->force_close();
 }
 
 void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
-  auto abort_handler = std::move(exchange_.abort_handler_);
-  const bool started = exchange_.writer_->started();
-  exchange_.end();
+  auto abort_handler = std::move(exchange().abort_handler_);
+  const bool started = exchange().writer_->started();
+  exchange().end();
   if (abort_handler) abort_handler();
   if (!started) return fail(status, log_reason);
   TERN_LOG_DEBUG("conn {}: {} after the response started: closing", conn_->id().slot, log_reason);
@@ -374,8 +374,9 @@ void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
 
 // Exchange: the handler's side, carried out by the HttpConnection.
 
-void Exchange::begin(const Request* request, const ResponseWriter::Context& context,
-                     bool has_body) {
+void Exchange::begin(HttpConnection* owner, const Request* request,
+                     const ResponseWriter::Context& context, bool has_body) {
+  owner_ = owner;
   request_ = request;
   writer_.emplace(context);
   active_ = true;
@@ -508,7 +509,7 @@ void HttpConnection::on_timer() {
   }
   if (state_ == State::kStreamBody) {
     // A paused body waits for the handler, not for the client.
-    if (moved || exchange_.body_paused_) return arm_timer(limits.body_timeout);
+    if (moved || exchange().body_paused_) return arm_timer(limits.body_timeout);
     return fail_exchange(408, "body timeout");
   }
   // Waiting for the handler, which keeps its own time (an upstream's

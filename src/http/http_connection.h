@@ -61,6 +61,7 @@ struct RequestState {
   Request request;
   std::string chunked_body;  // decoded chunked body
   std::string head_copy;     // the head of a request taken as an Exchange
+  Exchange exchange;         // for a request taken as one
 };
 
 // Recycles RequestState objects for one loop. Loop thread only.
@@ -95,7 +96,7 @@ struct HttpShared {
 
 class HttpConnection {
  public:
-  explicit HttpConnection(const HttpShared* shared) : shared_(shared), exchange_(this) {}
+  explicit HttpConnection(const HttpShared* shared) : shared_(shared) {}
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
@@ -136,6 +137,10 @@ class HttpConnection {
   void arm_timer(std::chrono::milliseconds delay);
   void on_timer();
   ResponseWriter::Context writer_context(bool keep_alive) const;
+  // The exchange in progress lives in the request state (idle connections
+  // hold neither); valid while req_ is set.
+  Exchange& exchange() { return req_->exchange; }
+  bool exchange_active() const { return req_ != nullptr && req_->exchange.active_; }
 
   const HttpShared* const shared_;
   net::TcpConnection* conn_ = nullptr;
@@ -145,7 +150,6 @@ class HttpConnection {
   bool continue_sent_ = false;
   bool in_message_ = false;       // inside on_message()
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
-  Exchange exchange_;
   net::TimerId timer_;
   uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
   size_t index_ = 0;
