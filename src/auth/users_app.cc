@@ -24,7 +24,8 @@ int64_t unix_now() { return static_cast<int64_t>(::time(nullptr)); }
 void send_json(http::Exchange& exchange, int status, const nlohmann::json& body,
                std::string_view set_cookie = {}) {
   http::ResponseWriter& w = exchange.writer();
-  w.start(status).header("Content-Type", "application/json").header("Cache-Control", "no-store");
+  w.start(status).header("Cache-Control", "no-store");
+  if (status != 204) w.header("Content-Type", "application/json");
   if (!set_cookie.empty()) w.header("Set-Cookie", set_cookie);
   if (status == 204) {
     w.end();
@@ -36,6 +37,13 @@ void send_json(http::Exchange& exchange, int status, const nlohmann::json& body,
 
 void send_error(http::Exchange& exchange, int status, std::string_view message) {
   send_json(exchange, status, nlohmann::json{{"error", message}});
+}
+
+void send_method_not_allowed(http::Exchange& exchange, std::string_view allow) {
+  http::ResponseWriter& w = exchange.writer();
+  w.start(405).header("Content-Type", "application/json").header("Allow", allow);
+  w.body(nlohmann::json{{"error", "method not allowed"}}.dump() + "\n");
+  exchange.finish();
 }
 
 bool valid_username(std::string_view name) {
@@ -106,16 +114,14 @@ const http::ExchangeHandler* UsersApp::route(const http::Request& request) const
 
 void UsersApp::on_register(http::Exchange& exchange) {
   if (exchange.request().method() != http::Method::kPost) {
-    http::write_error_page(exchange.writer(), 405, "POST");
-    return exchange.finish();
+    return send_method_not_allowed(exchange, "POST");
   }
   read_credentials(exchange, &UsersApp::do_register);
 }
 
 void UsersApp::on_login(http::Exchange& exchange) {
   if (exchange.request().method() != http::Method::kPost) {
-    http::write_error_page(exchange.writer(), 405, "POST");
-    return exchange.finish();
+    return send_method_not_allowed(exchange, "POST");
   }
   int64_t retry_after = 0;
   if (!login_limiter_.allow(exchange.connection().peer_address().to_ip(), unix_now(), &retry_after)) {
@@ -130,8 +136,7 @@ void UsersApp::on_login(http::Exchange& exchange) {
 void UsersApp::on_me(http::Exchange& exchange) {
   const http::Method method = exchange.request().method();
   if (method != http::Method::kGet && method != http::Method::kHead) {
-    http::write_error_page(exchange.writer(), 405, "GET, HEAD");
-    return exchange.finish();
+    return send_method_not_allowed(exchange, "GET, HEAD");
   }
   std::string_view value = SessionSigner::find_cookie(exchange.request().header("Cookie"));
   auto username = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
@@ -141,8 +146,7 @@ void UsersApp::on_me(http::Exchange& exchange) {
 
 void UsersApp::on_logout(http::Exchange& exchange) {
   if (exchange.request().method() != http::Method::kPost) {
-    http::write_error_page(exchange.writer(), 405, "POST");
-    return exchange.finish();
+    return send_method_not_allowed(exchange, "POST");
   }
   send_json(exchange, 204, nullptr, cookie("", 0));
 }

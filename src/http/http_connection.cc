@@ -260,7 +260,10 @@ bool HttpConnection::begin_exchange(net::Buffer& input) {
   req_->parser.parse(req_->head_copy, &request);
   input.retrieve(head);
   body_consumed_ = 0;
-  const bool has_body = request.body_framing() != BodyFraming::kNone;
+  // "Content-Length: 0" is no body at all: nothing to stream or wait for.
+  const bool has_body =
+      request.body_framing() == BodyFraming::kChunked ||
+      (request.body_framing() == BodyFraming::kContentLength && request.content_length() > 0);
   const bool keep_alive = request.keep_alive() && !shared_->draining;
   state_ = has_body ? State::kStreamBody : State::kAwait;
   if (!has_body) arm_timer(shared_->limits->send_timeout);  // parse_head armed the body's

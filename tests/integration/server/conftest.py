@@ -1,13 +1,18 @@
 """Fixtures for the end-to-end tests: each test gets its own tern process
 (real binary, temporary root, generated config, free port), stopped with
 SIGTERM at the end and required to exit 0. Every blocking call has a
-timeout, so a hung server fails a test instead of hanging the suite."""
+timeout, so a hung server fails a test instead of hanging the suite.
+
+MariaDB (for the users application's mysql store) is one real server for
+the whole session, started on first use; each test that asks for
+`mysql_db` gets a database of its own on it."""
 
 import hashlib
 import os
 
 import pytest
 
+from mariadb import MariaDB
 from tern_server import TERN_BIN, TernServer
 
 BIG_FILE_BYTES = 64 * 1024 * 1024
@@ -60,3 +65,53 @@ def big_file(tmp_path_factory):
             digest.update(chunk)
             f.write(chunk)
     return path, digest.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(tmp_path_factory):
+    """The session's MariaDB (mariadb.MariaDB), started the first time a
+    test asks for it and stopped at the end of the session. Tests that stop
+    or kill it need not restart it: `mysql_db` starts it again for the next
+    test."""
+    server = MariaDB(tmp_path_factory.mktemp("mariadb"))
+    server.start()
+    yield server
+    server.cleanup()
+
+
+class MysqlDatabase:
+    """One test's database on the session's MariaDB: store URLs for the
+    application's user, and SQL as root."""
+
+    def __init__(self, server, name):
+        self.server = server
+        self.name = name
+
+    @property
+    def url_socket(self):
+        return self.server.url(self.name, tcp=False)
+
+    @property
+    def url_tcp(self):
+        return self.server.url(self.name, tcp=True)
+
+    def query(self, text):
+        return self.server.query(text, database=self.name)
+
+
+_database_count = 0
+
+
+@pytest.fixture
+def mysql_db(mariadb_server):
+    """A fresh, empty database for this test (running MariaDB, started
+    again if an earlier test left it stopped), dropped at the end."""
+    global _database_count
+    _database_count += 1
+    if not mariadb_server.running():
+        mariadb_server.start()
+    name = mariadb_server.create_database(f"t{os.getpid()}_{_database_count}")
+    yield MysqlDatabase(mariadb_server, name)
+    if not mariadb_server.running():
+        mariadb_server.start()
+    mariadb_server.drop_database(name)
