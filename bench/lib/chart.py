@@ -5,10 +5,13 @@ because the absolute figures of the scenarios differ by four orders of
 magnitude, on a log scale so that 0.5x and 2x are as far from nginx and one
 pipelined row does not flatten the others; each bar is labelled with its
 absolute median. Idle memory, where lower is better, gets its own panel in KiB
-per connection.
+per connection, and the ratios of rows to rows of the same server (php-cached
+against keepalive-100 and php-uncached) another.
 """
 import subprocess
 import sys
+
+from . import report
 
 COLORS = {"tern": "#2a7ab9", "nginx": "#3a9a48", "floor": "#9a9a9a"}
 SERVERS = ("tern", "nginx", "floor")
@@ -75,26 +78,58 @@ def _grouped_bars(ax, rows, figure, title):
     ax.legend(fontsize=8, loc="upper left")
 
 
+def _compared_bars(ax, rows):
+    """report.compared: one group per ratio, one bar per server, log scale."""
+    from matplotlib.ticker import FuncFormatter
+    groups = report.compared(rows)
+    width = 0.8 / 2
+    for i, server in enumerate(("tern", "nginx")):
+        xs, heights = [], []
+        for g, (_, _, _, ratios) in enumerate(groups):
+            if ratios.get(server) is not None:
+                xs.append(g + (i - 0.5) * width)
+                heights.append(ratios[server])
+        bars = ax.bar(xs, heights, width, label=server, color=COLORS[server])
+        ax.bar_label(bars, labels=[_short(h) for h in heights], fontsize=7, padding=2)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{label}\n({name} /\n{ref})" for label, name, ref, _ in groups],
+                       fontsize=7)
+    ax.set_title("rows against rows,\nsame server (log scale)", fontsize=10)
+    ax.margins(y=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+
+
 def _memory_bars(ax, rows):
     mem = [r for r in rows if r.scenario.name == "idle-memory" and r.value is not None]
+    if not mem:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
     bars = ax.bar([r.server for r in mem], [r.value for r in mem],
                   color=[COLORS[r.server] for r in mem])
     ax.bar_label(bars, labels=[f"{r.value:.2f}" for r in mem], fontsize=8)
     ax.set_ylabel("KiB per idle connection")
-    ax.set_title("idle-memory: RSS per keep-alive connection\n(lower is better)", fontsize=10)
+    ax.set_title("idle-memory: RSS per keep-alive\nconnection (lower is better)", fontsize=10)
     ax.margins(y=0.2)
 
 
 def write_png(rows, path, subtitle):
     plt = import_pyplot()
-    fig = plt.figure(figsize=(14, 9))
-    grid = fig.add_gridspec(2, 4)
+    fig = plt.figure(figsize=(16, 9))
+    grid = fig.add_gridspec(2, 5)
     throughput = [r for r in rows if r.scenario.higher_is_better]
+    compared = bool(report.compared(rows))
     _grouped_bars(fig.add_subplot(grid[0, :]), throughput, "value",
                   "Throughput (req/s; file-64m: MiB/s), median; labels: absolute")
-    _grouped_bars(fig.add_subplot(grid[1, :3]), throughput, "per_cpu",
-                  "Requests per second of server CPU (file-64m: MiB per CPU-s), median")
-    _memory_bars(fig.add_subplot(grid[1, 3]), rows)
+    _grouped_bars(fig.add_subplot(grid[1, :3 if compared else 4]), throughput, "per_cpu",
+                  "Requests per second of server CPU (file-64m: MiB per CPU-s; php-*: "
+                  "without php-fpm's), median")
+    if compared:
+        _compared_bars(fig.add_subplot(grid[1, 3]), rows)
+    _memory_bars(fig.add_subplot(grid[1, 4]), rows)
     fig.suptitle(f"tern vs nginx vs floor (higher is better)   {subtitle}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -78,6 +78,39 @@ def target_results(rows):
     return out
 
 
+def compared(rows, figure="value"):
+    """[(label, scenario, reference, {server: ratio})]: each compare_to of a
+    scenario, its median `figure` over the reference's, for each server."""
+    by_key = {(r.scenario.name, r.server): r for r in rows}
+    out, seen = [], set()
+    for r in rows:
+        sc = r.scenario
+        if sc.name in seen:
+            continue
+        seen.add(sc.name)
+        for ref, label in sc.compare_to:
+            ratios = {}
+            for server in sc.servers:
+                row, other = by_key.get((sc.name, server)), by_key.get((ref, server))
+                ratios[server] = _ratio(row and getattr(row, figure),
+                                        other and getattr(other, figure))
+            out.append((label, sc.name, ref, ratios))
+    return out
+
+
+def _compared_both(rows):
+    """compared() of the main figure, with the ratios of per CPU-s beside."""
+    per_cpu = compared(rows, "per_cpu")
+    return [(label, name, ref, ratios, cpu[3]) for (label, name, ref, ratios), cpu
+            in zip(compared(rows), per_cpu)]
+
+
+def compared_json(rows):
+    return [{"label": label, "scenario": name, "reference": ref, "ratios": ratios,
+             "per_cpu_ratios": cpu_ratios}
+            for label, name, ref, ratios, cpu_ratios in _compared_both(rows)]
+
+
 def fmt_value(x, unit):
     if x is None:
         return "-"
@@ -141,6 +174,13 @@ def text_targets(rows):
     return "\n".join(lines)
 
 
+def text_compared(rows):
+    return "\n".join(f"  {label:<22} {name} / {ref}: "
+                     + ", ".join(f"{server} {_fmt_ratio(r)} (per CPU-s {_fmt_ratio(cpu[server])})"
+                                 for server, r in ratios.items())
+                     for label, name, ref, ratios, cpu in _compared_both(rows))
+
+
 def errors_text(rows):
     return "\n".join(f"  {r.scenario.name} / {r.server}: {e}" for r in rows for e in r.errors)
 
@@ -162,13 +202,24 @@ def markdown(rows, samples, meta):
              f"measure {meta['duration']} s (ab: {meta['ab_requests']:,} requests). Server on "
              "CPU 0, load generator on CPU 1. Medians of the runs that had no errors; "
              "ratios are ratios of medians. `per CPU-s`: requests (MiB for file-64m) per "
-             "second of server CPU time (utime+stime of every server process).",
-             "", "![chart](latest.png)", "", _md_table(HEADER, table_cells(rows)), "",
-             "## Targets (tern / peer)", "",
-             _md_table(["target", "ratio", "bound", "result"],
-                       [[d, _fmt_ratio(r), f"{b} {lim}",
-                         {True: "ok", False: "**missed**", None: "no data"}[p]]
-                        for d, r, b, lim, p in target_results(rows)]), ""]
+             "second of server CPU time (utime+stime of every server process; for the php-* "
+             "rows tern's or nginx's, not php-fpm's)."
+             + (" nginx's PHP locations: fastcgi_keep_conn on (--nginx-keep-conn)."
+                if meta.get("nginx_keep_conn") else ""),
+             "", "![chart](latest.png)", "", _md_table(HEADER, table_cells(rows)), ""]
+    if compared(rows):
+        parts += ["## Rows against rows (same server, same run)", "",
+                  _md_table(["ratio", "rows", "tern", "nginx", "tern per CPU-s",
+                             "nginx per CPU-s"],
+                            [[label, f"{name} / {ref}"]
+                             + [_fmt_ratio(d.get(server)) for d in (ratios, cpu)
+                                for server in ("tern", "nginx")]
+                             for label, name, ref, ratios, cpu in _compared_both(rows)]), ""]
+    parts += ["## Targets (tern / peer)", "",
+              _md_table(["target", "ratio", "bound", "result"],
+                        [[d, _fmt_ratio(r), f"{b} {lim}",
+                          {True: "ok", False: "**missed**", None: "no data"}[p]]
+                         for d, r, b, lim, p in target_results(rows)]), ""]
     errors = errors_text(rows)
     if errors:
         parts += ["## Failed runs (not results)", "", "```", errors, "```", ""]

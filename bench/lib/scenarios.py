@@ -22,11 +22,31 @@ class Scenario:
     unit: str                 # of the main figure
     path: str = "/" + servers.SMALL_FILE
     conns: int = 100
-    target: str = "file"      # file: tern/nginx/floor; hello: hello_http/nginx/floor-hello
+    target: str = "file"      # a key of TARGETS: which server process each server name is
     servers: tuple = SERVERS
     pipeline: int = 0         # requests per write (wrk Lua script)
     higher_is_better: bool = True
+    expect_cache_hit: bool = False  # after warm-up the response must say X-Cache: HIT
+    # (scenario, label): this row's median over that row's, same server, same
+    # run; selecting this scenario selects those too.
+    compare_to: tuple = ()
     note: str = ""
+
+    @property
+    def php(self):
+        return self.target.startswith("php")
+
+
+# target -> {server name: kind of the process that serves it (servers.start)}
+TARGETS = {
+    "file": {"tern": "tern", "nginx": "nginx", "floor": "floor"},
+    "hello": {"tern": "hello", "nginx": "nginx", "floor": "floor-hello"},
+    "php": {"tern": "tern-php", "nginx": "nginx-php"},
+    "php-cache": {"tern": "tern-php-cache", "nginx": "nginx-php-cache"},
+}
+PHP_NOTE = (f"through a php-fpm of its own per server ({servers.PHP_POOL} static children, "
+            "unix socket, OPcache, pinned to CPU 0 with the server); per CPU-s counts the "
+            "server's CPU only (php-fpm's is in each run's detail); floor n/a (no PHP)")
 
 
 SCENARIOS = [
@@ -50,6 +70,30 @@ SCENARIOS = [
     Scenario("hello-router", "wrk", "req/s", path="/hello", target="hello",
              note='"Hello, world!\\n" from memory: tern = examples/hello_http, '
                   "nginx = return 200, floor = 14-byte body"),
+    # php-fpm bounds these rows, not the server: 50 connections are plenty.
+    Scenario("php-hello", "wrk", "req/s", path="/hello.php", conns=50, target="php",
+             servers=("tern", "nginx"),
+             note="bench/php/hello.php " + PHP_NOTE + f". tern: [[fastcgi]] pool = "
+                  f"{servers.PHP_POOL}, kept-alive connections, requests queue in tern; "
+                  f"nginx: upstream keepalive {servers.PHP_POOL} but fastcgi_keep_conn off, a "
+                  "connection per request (with it on, nginx's requests beyond the pool wait "
+                  "in php-fpm's backlog behind idle kept-alive connections and time out: "
+                  "bench/compare --nginx-keep-conn)"),
+    Scenario("php-uncached", "wrk", "req/s", path="/slow_hello.php", target="php",
+             servers=("tern", "nginx"),
+             note="bench/php/slow_hello.php (usleep 20 ms, Cache-Control max-age=3600), no "
+                  f"cache: at most {servers.PHP_POOL} x 50 req/s; same connections as "
+                  "php-cached; servers as in php-hello"),
+    # wrk as in keepalive-100, so that cached / static compares like with like.
+    Scenario("php-cached", "wrk", "req/s", path="/slow_hello.php", target="php-cache",
+             servers=("tern", "nginx"), expect_cache_hit=True,
+             compare_to=(("keepalive-100", "cached / static 1 KiB"),
+                         ("php-uncached", "cached / uncached")),
+             note="the same page from the response cache: every measured request a hit "
+                  "(checked: X-Cache: HIT after warm-up; php-fpm CPU about 0). tern: "
+                  '[[fastcgi]] cache = true; nginx: fastcgi_cache (a file cache, keyed on '
+                  "method, host and URI), both honouring max-age; each with a php-fpm as in "
+                  "php-hello; wrk as in keepalive-100"),
 ]
 
 
@@ -63,6 +107,7 @@ class Sample:
     p99_ms: float = None
     lat_avg_ms: float = None
     cpu_s: float = None
+    backend_cpu_s: float = None  # php-fpm's CPU seconds in the measured run (PHP rows)
     errors: list = field(default_factory=list)
     command: str = ""
     detail: str = ""
@@ -90,17 +135,36 @@ def _warm_up(sc, url, seconds):
     loadgen.run(cmd, timeout=seconds + 60)
 
 
+def _check_cache_hit(server, path, sample):
+    """After warm-up, a cached page must come from the cache."""
+    try:
+        status, headers, _ = servers.http_get_headers(server.port, path)
+    except OSError as e:
+        sample.errors.append(f"cache check: {type(e).__name__}: {e}")
+        return
+    if status != 200 or headers.get("x-cache") != "HIT":
+        sample.errors.append(f"not served from the cache after warm-up: status {status}, "
+                             f"X-Cache: {headers.get('x-cache', '(none)')}")
+
+
 def run_load(sc, server, rnd, opts):
-    """One wrk or ab sample against a running server."""
+    """One wrk or ab sample against a running server. For a PHP server, the
+    CPU time of its php-fpm is read around the measured run too."""
     url = server.url(sc.path.lstrip("/"))
     _warm_up(sc, url, opts.warmup)
     cmd = _load_command(sc, url, opts.duration, opts.ab_requests)
     sample = Sample(sc.name, None, rnd, command=" ".join(loadgen.pinned(cmd)))
-    cpu0 = server.cpu_seconds()
+    if sc.expect_cache_hit:
+        _check_cache_hit(server, sc.path, sample)
+    backend = server.backend
+    cpu0, backend_cpu0 = server.cpu_seconds(), backend and backend.cpu_seconds()
     status, out, err = loadgen.run(cmd, timeout=opts.duration + 120)
     sample.cpu_s = server.cpu_seconds() - cpu0
+    if backend is not None:
+        sample.backend_cpu_s = backend.cpu_seconds() - backend_cpu0
+        sample.detail = f"php-fpm CPU {sample.backend_cpu_s:.2f} s"
     parsed = loadgen.parse_ab(out) if sc.kind == "ab" else loadgen.parse_wrk(out)
-    sample.errors = parsed["errors"]
+    sample.errors += parsed["errors"]  # after the cache check's, if any
     if status != 0:
         tail = (err or out).strip().splitlines()[-1:] or [""]
         sample.errors.insert(0, f"{cmd[0]} exit status {status}: {tail[0]}")

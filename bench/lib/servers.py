@@ -3,21 +3,37 @@
 Every server runs pinned to CPU 0 in its own process group, so that a Ctrl-C
 typed at the harness does not reach it before the harness has read what it
 needs, and so that stop() can end the whole group (nginx master and worker).
+A PHP server (tern-php, nginx-php and their -cache forms) has a php-fpm of
+its own, also on CPU 0: the server side of the PHP rows is server + php-fpm.
 """
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
 
-from . import procstat
+from . import procstat, tools
 
 HOST = "127.0.0.1"
 SERVER_CPU = "0"
 SMALL_FILE, SMALL_SIZE = "1k.html", 1024
 BIG_FILE, BIG_SIZE = "64m.bin", 64 << 20
 HELLO_BODY = "Hello, world!\n"
+PHP_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "php")
+PHP_BODY = "hello\n"  # of bench/php/hello.php and slow_hello.php
+# php-fpm children of each PHP server = tern's pool = nginx's upstream
+# keepalive. One php-fpm per server: a kept-alive FastCGI connection keeps
+# its php-fpm child, so a server holding idle connections (tern's pool) would
+# starve another server sharing its php-fpm.
+PHP_POOL = 4
+# nginx's fastcgi_keep_conn (--nginx-keep-conn). Off: with it, nginx opens a
+# connection per request in flight (no queue in front of its upstream), the
+# extra ones wait in php-fpm's backlog while the children stay with idle kept-
+# alive connections, and wrk times out (measured: p99 1.5 s, timeouts, with
+# 4 children and 50 clients). Off is also what Debian's snippets configure.
+NGINX_KEEP_CONN = False
 
 
 def free_port():
@@ -33,13 +49,18 @@ class Workspace:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="tern-bench-")
         self.docroot = os.path.join(self.dir, "www")
+        self.phproot = os.path.join(self.dir, "php")  # bench/php/*.php
         os.mkdir(self.docroot)
+        os.mkdir(self.phproot)
         # nginx workers run as nobody: the root and every parent must be
         # searchable by all. mkdtemp makes 0700 dirs.
-        for d in (self.dir, self.docroot):
+        for d in (self.dir, self.docroot, self.phproot):
             os.chmod(d, 0o755)
         self._check_parents()
         self._write_files()
+        for name in sorted(os.listdir(PHP_SOURCE)):
+            if name.endswith(".php"):
+                shutil.copy(os.path.join(PHP_SOURCE, name), self.phproot)
 
     def _check_parents(self):
         d = os.path.dirname(self.dir)
@@ -69,10 +90,13 @@ class Workspace:
 
 
 class Server:
-    """One started server process (tree)."""
+    """One started server process (tree). A php-fpm is one too, with a unix
+    socket instead of a port; a PHP server has its php-fpm as `backend`."""
 
-    def __init__(self, label, argv, port, log_path):
+    def __init__(self, label, argv, port, log_path, config_path=None, unix_path=None):
         self.label, self.port, self.log_path = label, port, log_path
+        self.config_path, self.unix_path = config_path, unix_path
+        self.backend = None
         self.argv = ["taskset", "-c", SERVER_CPU, *argv]
         self._log = open(log_path, "wb")
         # taskset execs the server, so proc.pid is the server's own pid.
@@ -84,19 +108,33 @@ class Server:
         return f"http://{HOST}:{self.port}/{path}"
 
     def wait_ready(self, timeout=15.0):
-        """Until the port accepts a connection; fail fast if the server died."""
+        """Until the port (or unix socket) accepts a connection; fail fast if
+        the server died."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.label} exited with status {self.proc.returncode}:\n"
                                    f"{self.log_tail()}")
             try:
-                socket.create_connection((HOST, self.port), timeout=1).close()
+                self._connect().close()
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"{self.label} did not listen on port {self.port} in {timeout} s:\n"
+        where = self.unix_path or f"port {self.port}"
+        raise RuntimeError(f"{self.label} did not listen on {where} in {timeout} s:\n"
                            f"{self.log_tail()}")
+
+    def _connect(self):
+        if self.unix_path is None:
+            return socket.create_connection((HOST, self.port), timeout=1)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(1)
+            s.connect(self.unix_path)
+        except OSError:
+            s.close()
+            raise
+        return s
 
     def log_tail(self, lines=15):
         try:
@@ -130,6 +168,8 @@ class Server:
         except (ProcessLookupError, PermissionError):
             pass
         self._log.close()
+        if self.backend is not None:
+            self.backend.stop()
 
 
 def tern_config(ws, port):
@@ -151,15 +191,88 @@ level = "warn"
     return path
 
 
+def tern_php_config(ws, port, fpm, cache):
+    """tern in front of its php-fpm, with the response cache or without."""
+    path = ws.path(f"tern-php{'-cache' if cache else ''}-{port}.toml")
+    cache_lines = 'cache = true\ncache_size = "16MiB"\n' if cache else ""
+    with open(path, "w") as f:
+        f.write(f'''listen = ["{HOST}:{port}"]
+workers = 1
+access_log = "off"
+shutdown_timeout = "1s"
+
+[static]
+root = "{ws.phproot}"
+
+[[fastcgi]]
+match = '\\.php$'
+pass = "unix:{fpm.unix_path}"
+pool = {PHP_POOL}  # = php-fpm's pm.max_children (a child stays with its connection)
+{cache_lines}
+[log]
+level = "warn"
+''')
+    return path
+
+
+def php_fpm_config(ws, name):
+    """(config path, socket path) of a php-fpm with PHP_POOL static children."""
+    home = ws.path(f"php-fpm-{name}")
+    os.makedirs(home, exist_ok=True)
+    sock = os.path.join(home, "php.sock")
+    if len(os.fsencode(sock)) > 100:  # sun_path holds 108 bytes
+        raise SystemExit(f"bench: {sock} is too long for a unix socket; set TMPDIR to a "
+                         "shorter folder")
+    path = os.path.join(home, "php-fpm.conf")
+    with open(path, "w") as f:
+        f.write(f'''[global]
+pid = {home}/php-fpm.pid
+error_log = {home}/php-fpm.log
+log_level = warning
+daemonize = no
+
+[bench]
+listen = {sock}
+; nginx's workers run as nobody.
+listen.mode = 0666
+listen.backlog = 1024
+pm = static
+pm.max_children = {PHP_POOL}
+pm.max_requests = 0
+clear_env = no
+security.limit_extensions = .php
+php_admin_value[expose_php] = off
+php_admin_value[display_errors] = off
+php_admin_value[log_errors] = on
+''')
+    return path, sock
+
+
+def start_php_fpm(ws, name, binary):
+    """php-fpm for the server `name`, without php.ini (-n) but with OPcache,
+    as root (-R) if the harness is root; ready when its socket accepts."""
+    conf, sock = php_fpm_config(ws, name)
+    argv = [binary, "-F", "-n", "-R", "-d", "zend_extension=opcache", "-d", "opcache.enable=1",
+            "-y", conf, "-p", os.path.dirname(conf)]
+    fpm = Server(f"php-fpm ({name})", argv, None, ws.path(f"php-fpm-{name}.out"), conf, sock)
+    try:
+        fpm.wait_ready()
+    except Exception:
+        fpm.stop()
+        raise
+    return fpm
+
+
 def _nginx_has(module):
     """Whether this nginx build has a module that Debian's light builds may drop."""
     out = subprocess.run(["nginx", "-V"], capture_output=True, text=True, timeout=10).stderr
     return f"--without-{module}" not in out
 
 
-def nginx_config(ws, port):
+def nginx_config(ws, port, server_block=None, http_extra=""):
     """The config of BENCHMARKING.md, with every path it writes in the temp dir,
-    so that it runs as root without touching /var."""
+    so that it runs as root without touching /var. server_block: the inside
+    of its server {} (default: the document root and /hello)."""
     tmp = ws.path(f"nginx-{port}")
     os.makedirs(tmp, exist_ok=True)
     temp_paths = [f"client_body_temp_path {tmp}/client_body;",
@@ -168,6 +281,9 @@ def nginx_config(ws, port):
         if _nginx_has(module):
             temp_paths.append(f"{directive}_temp_path {tmp}/{directive};")
     temp_block = "\n    ".join(temp_paths)
+    if server_block is None:
+        server_block = (f"root {ws.docroot};\n        location = /hello {{ default_type "
+                        '"text/plain; charset=utf-8"; return 200 "Hello, world!\\n"; }')
     path = ws.path(f"nginx-{port}.conf")
     with open(path, "w") as f:
         f.write(f'''worker_processes 1;
@@ -184,38 +300,90 @@ http {{
     open_file_cache max=1000;
     types {{ text/html html; application/octet-stream bin; }}
     default_type application/octet-stream;
-    {temp_block}
+    {temp_block}{http_extra}
     server {{
         listen {HOST}:{port};
-        root {ws.docroot};
-        location = /hello {{ default_type "text/plain; charset=utf-8"; return 200 "Hello, world!\\n"; }}
+        {server_block}
     }}
 }}
 ''')
     return path, f"{tmp}/error.log"
 
 
+def nginx_php_config(ws, port, fpm, cache):
+    """nginx in front of its php-fpm: the usual PHP location, an upstream
+    with keepalive PHP_POOL, and fastcgi_cache (which, like tern's cache,
+    honours the script's Cache-Control max-age) when `cache`."""
+    keep_conn = ("fastcgi_keep_conn on;" if NGINX_KEEP_CONN else
+                 "# fastcgi_keep_conn off: see NGINX_KEEP_CONN in bench/lib/servers.py")
+    http_extra = f'''
+    upstream php_fpm {{ server unix:{fpm.unix_path}; keepalive {PHP_POOL}; }}'''
+    cache_lines = ""
+    if cache:
+        http_extra += (f"\n    fastcgi_cache_path {ws.path(f'nginx-{port}')}/fastcgi_cache "
+                       "keys_zone=php:1m max_size=16m;")
+        cache_lines = '''
+            fastcgi_cache php;
+            fastcgi_cache_key $request_method$host$request_uri;
+            add_header X-Cache $upstream_cache_status;'''
+    server_block = f'''root {ws.phproot};
+        location ~ \\.php$ {{
+            # As tern does: a missing script is 404 without asking php-fpm.
+            try_files $fastcgi_script_name =404;
+            include {tools.FASTCGI_PARAMS};
+            fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+            fastcgi_pass php_fpm;
+            {keep_conn}{cache_lines}
+        }}'''
+    return nginx_config(ws, port, server_block, http_extra)
+
+
+# The PHP servers: kind -> (server, response cache on).
+PHP_KINDS = {"tern-php": ("tern", False), "tern-php-cache": ("tern", True),
+             "nginx-php": ("nginx", False), "nginx-php-cache": ("nginx", True)}
+
+
+def _command(kind, ws, bins, port, fpm):
+    """(argv, config path) of a server of `kind` listening on `port`."""
+    if kind in PHP_KINDS:
+        server, cache = PHP_KINDS[kind]
+        if server == "tern":
+            conf = tern_php_config(ws, port, fpm, cache)
+            return [bins["tern"], "-c", conf], conf
+        conf, errlog = nginx_php_config(ws, port, fpm, cache)
+    elif kind == "nginx":
+        conf, errlog = nginx_config(ws, port)
+    elif kind == "tern":
+        conf = tern_config(ws, port)
+        return [bins["tern"], "-c", conf], conf
+    elif kind == "floor":
+        return [bins["floor"], str(port), str(SMALL_SIZE)], None
+    elif kind == "floor-hello":
+        return [bins["floor"], str(port), str(len(HELLO_BODY))], None
+    elif kind == "hello":
+        return [bins["hello"], "--port", str(port), "--threads", "0"], None
+    else:
+        raise ValueError(kind)
+    return ["nginx", "-c", conf, "-e", errlog, "-p", ws.dir, "-g", "daemon off;"], conf
+
+
 def start(kind, ws, bins):
     """Start one server of `kind` on a fresh port and wait until it listens.
 
-    kind: tern | nginx | floor (1 KiB body) | hello (tern's hello_http) | floor-hello.
-    bins: paths of the built binaries (tern, hello_http, floor_server)."""
+    kind: tern | nginx | floor (1 KiB body) | hello (tern's hello_http) | floor-hello
+    | one of PHP_KINDS (started after a php-fpm of its own, its `backend`).
+    bins: paths of the built binaries (tern, hello_http, floor_server, php-fpm)."""
     port = free_port()
     log = ws.path(f"{kind}-{port}.log")
-    if kind == "tern":
-        argv = [bins["tern"], "-c", tern_config(ws, port)]
-    elif kind == "nginx":
-        conf, errlog = nginx_config(ws, port)
-        argv = ["nginx", "-c", conf, "-e", errlog, "-p", ws.dir, "-g", "daemon off;"]
-    elif kind == "floor":
-        argv = [bins["floor"], str(port), str(SMALL_SIZE)]
-    elif kind == "floor-hello":
-        argv = [bins["floor"], str(port), str(len(HELLO_BODY))]
-    elif kind == "hello":
-        argv = [bins["hello"], "--port", str(port), "--threads", "0"]
-    else:
-        raise ValueError(kind)
-    server = Server(kind, argv, port, log)
+    fpm = start_php_fpm(ws, f"{kind}-{port}", bins["php-fpm"]) if kind in PHP_KINDS else None
+    try:
+        argv, conf = _command(kind, ws, bins, port, fpm)
+        server = Server(kind, argv, port, log, conf)
+    except BaseException:
+        if fpm is not None:
+            fpm.stop()
+        raise
+    server.backend = fpm
     try:
         server.wait_ready()
     except Exception:
@@ -227,30 +395,74 @@ def start(kind, ws, bins):
 def http_get(port, path, timeout=5.0):
     """One GET on a new connection: (status, body). Used to check each server
     serves what the others serve before anything is measured."""
+    status, _, body = http_get_headers(port, path, timeout)
+    return status, body
+
+
+def http_get_headers(port, path, timeout=5.0):
+    """One GET on a new connection: (status, {lower-case name: value}, body).
+    Host names the port, as wrk's does: a response cache may key on it."""
     with socket.create_connection((HOST, port), timeout=timeout) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
-        return read_response(s)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+        return read_response(s, with_headers=True)
 
 
-def read_response(sock):
-    """Read one HTTP/1.1 response with a Content-Length body from a socket."""
+def read_response(sock, with_headers=False):
+    """Read one HTTP/1.1 response from a socket: (status, body), or (status,
+    headers, body). The body has a Content-Length or is chunked (PHP's)."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = sock.recv(65536)
         if not chunk:
             raise ConnectionError("connection closed before the response header")
         buf += chunk
-    head, _, body = buf.partition(b"\r\n\r\n")
+    head, _, rest = buf.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
-    length = 0
+    headers = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = sock.recv(min(65536, length - len(body)))
-        if not chunk:
-            raise ConnectionError("connection closed inside the response body")
-        body += chunk
-    return status, body
+        headers[name.strip().lower()] = value.strip()
+    reader = _Reader(sock, rest)
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = _read_chunked(reader)
+    else:
+        body = reader.read(int(headers.get("content-length", 0)))
+    return (status, headers, body) if with_headers else (status, body)
+
+
+class _Reader:
+    """Exact reads from a socket, starting with bytes already received."""
+
+    def __init__(self, sock, data):
+        self.sock, self.data = sock, data
+
+    def read(self, n):
+        while len(self.data) < n:
+            chunk = self.sock.recv(min(65536, n - len(self.data)))
+            if not chunk:
+                raise ConnectionError("connection closed inside the response body")
+            self.data += chunk
+        out, self.data = self.data[:n], self.data[n:]
+        return out
+
+    def line(self):
+        while b"\r\n" not in self.data:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise ConnectionError("connection closed inside a chunked body")
+            self.data += chunk
+        out, _, self.data = self.data.partition(b"\r\n")
+        return out
+
+
+def _read_chunked(reader):
+    body = b""
+    while True:
+        size = int(reader.line().split(b";")[0], 16)
+        if size == 0:
+            while reader.line():  # trailers, up to the empty line
+                pass
+            return body
+        body += reader.read(size)
+        reader.read(2)  # CRLF after the chunk

@@ -10,15 +10,30 @@ import subprocess
 TOOLS = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx-light (or nginx)",
          "taskset": "util-linux", "gcc": "gcc", "cmake": "cmake", "flock": "util-linux"}
 BUILD_LOCK = "/tmp/tern-build.lock"  # shared with everyone who builds in this checkout
+FASTCGI_PARAMS = "/etc/nginx/fastcgi_params"  # included by nginx's PHP location
 
 
-def check_tools(need_build):
+def find_php_fpm():
+    """php-fpm for the PHP rows: $TERN_PHP_FPM (as the tests), else Debian's
+    php-fpm8.2; None if there is none."""
+    for path in (os.environ.get("TERN_PHP_FPM"), "/usr/sbin/php-fpm8.2",
+                 shutil.which("php-fpm8.2")):
+        if path and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def check_tools(need_build, need_php=False):
     missing = []
     for tool, package in TOOLS.items():
         if tool in ("cmake", "gcc", "flock") and not need_build:
             continue
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
             missing.append(f"{tool} (apt-get install {package})")
+    if need_php and not find_php_fpm():
+        missing.append("php-fpm8.2 (apt-get install php8.2-fpm, or set TERN_PHP_FPM)")
+    if need_php and not os.path.exists(FASTCGI_PARAMS):
+        missing.append(f"{FASTCGI_PARAMS} (comes with nginx-common)")
     if missing:
         raise SystemExit("bench: missing tools: " + ", ".join(missing))
     if (os.cpu_count() or 1) < 2:
@@ -75,8 +90,11 @@ def versions(bins):
     wrk = _first_line(["wrk", "-v"]).split(" Copyright")[0]
     ab = _first_line(["ab", "-V"]).replace("This is ApacheBench, ", "ab ")
     nginx = _first_line(["nginx", "-v"]).replace("nginx version: ", "")
-    return (f"{_first_line([bins['tern'], '--version'])} (release preset), {nginx}, {wrk}, "
-            f"{ab}, floor_server built with {_first_line(['gcc', '--version'])} -O2")
+    php = ""
+    if "php-fpm" in bins:
+        php = ", " + _first_line([bins["php-fpm"], "-n", "-v"]).split(" (built")[0]
+    return (f"{_first_line([bins['tern'], '--version'])} (release preset), {nginx}{php}, "
+            f"{wrk}, {ab}, floor_server built with {_first_line(['gcc', '--version'])} -O2")
 
 
 def machine():
