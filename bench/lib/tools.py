@@ -49,7 +49,9 @@ def build(repo, floor_src):
     """The release preset (tern and hello_http only) and the floor server.
     The lock serialises with other builds of this checkout."""
     lock = ["flock", BUILD_LOCK]
-    _run(lock + ["cmake", "--preset", "release", "-DTERN_BUILD_TESTS=OFF"], 900, repo)
+    # Examples on explicitly: scripts/run configures this build without them.
+    _run(lock + ["cmake", "--preset", "release", "-DTERN_BUILD_TESTS=OFF",
+                 "-DTERN_BUILD_EXAMPLES=ON"], 900, repo)
     _run(lock + ["cmake", "--build", "--preset", "release", "--target", "tern_bin", "hello_http"],
          3600, repo)
     os.makedirs(os.path.join(repo, "build", "bench"), exist_ok=True)
