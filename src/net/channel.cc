@@ -64,11 +64,11 @@ void Channel::handle_event(uint32_t revents) {
   // belongs to the old one.
   const uint32_t epoch = epoch_;
   auto live = [this, epoch] { return epoch == epoch_ && !is_none_event(); };
-  if (ChannelHandler* h = handler_) {
-    if ((revents & EPOLLHUP) && !(revents & EPOLLIN) && live()) h->on_hangup();
-    if ((revents & EPOLLERR) && live()) h->on_error();
-    if ((revents & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) && live() && is_reading()) h->on_readable();
-    if ((revents & EPOLLOUT) && live()) h->on_writable();
+  if (const ChannelHandler* h = handler_) {
+    if ((revents & EPOLLHUP) && !(revents & EPOLLIN) && live()) h->hangup(owner_);
+    if ((revents & EPOLLERR) && live()) h->error(owner_);
+    if ((revents & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) && live() && is_reading()) h->readable(owner_);
+    if ((revents & EPOLLOUT) && live()) h->writable(owner_);
     return;
   }
   if (!callbacks_) return;

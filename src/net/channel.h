@@ -18,18 +18,17 @@ namespace tern::net {
 
 class EventLoop;
 
-// What a channel's owner implements instead of four callbacks: for objects
-// there are many of (a TcpConnection per connection), one pointer in the
-// Channel rather than four std::function slots.
-class ChannelHandler {
- public:
-  virtual void on_readable() = 0;
-  virtual void on_writable() = 0;
-  virtual void on_hangup() = 0;
-  virtual void on_error() = 0;
-
- protected:
-  ~ChannelHandler() = default;
+// What a channel calls, for owners there are many of (a TcpConnection per
+// connection): one static table per kind of owner plus the owner's pointer,
+// rather than four std::function slots in every Channel. Plain function
+// pointers, not virtual functions: UBSan's vptr check needs a spare file
+// descriptor, and a server out of descriptors (EMFILE) is exactly when
+// these run.
+struct ChannelHandler {
+  void (*readable)(void* owner);
+  void (*writable)(void* owner);
+  void (*hangup)(void* owner);
+  void (*error)(void* owner);
 };
 
 class Channel {
@@ -46,7 +45,10 @@ class Channel {
 
   // Either a handler or callbacks (the callbacks are kept out of line, for
   // the few channels of a loop that use them: eventfd, timerfd, acceptor).
-  void set_handler(ChannelHandler* handler) { handler_ = handler; }
+  void set_handler(const ChannelHandler* handler, void* owner) {
+    handler_ = handler;
+    owner_ = owner;
+  }
   void set_read_callback(Callback cb) { callbacks().read = std::move(cb); }
   void set_write_callback(Callback cb) { callbacks().write = std::move(cb); }
   void set_close_callback(Callback cb) { callbacks().close = std::move(cb); }
@@ -118,7 +120,8 @@ class Channel {
   bool edge_triggered_ = false;
   uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
   bool queued_ = false;
-  ChannelHandler* handler_ = nullptr;
+  const ChannelHandler* handler_ = nullptr;
+  void* owner_ = nullptr;
   std::unique_ptr<Callbacks> callbacks_;
 };
 

@@ -23,9 +23,16 @@ bool is_peer_error(int err) {
 
 }  // namespace
 
+const ChannelHandler TcpConnection::kChannelHandler = {
+    [](void* c) { static_cast<TcpConnection*>(c)->handle_read(); },
+    [](void* c) { static_cast<TcpConnection*>(c)->handle_write(); },
+    [](void* c) { static_cast<TcpConnection*>(c)->handle_close(); },
+    [](void* c) { static_cast<TcpConnection*>(c)->handle_error(); },
+};
+
 TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
     : loop_(loop), slot_(slot), channel_(loop, -1) {
-  channel_.set_handler(this);
+  channel_.set_handler(&kChannelHandler, this);
 }
 
 TcpConnection::~TcpConnection() {

@@ -34,7 +34,7 @@ namespace tern::net {
 
 class ConnectionTable;
 
-class TcpConnection final : private ChannelHandler {
+class TcpConnection {
  public:
   enum class State : uint8_t { kIdle, kConnected, kDisconnecting, kDisconnected };
 
@@ -114,11 +114,7 @@ class TcpConnection final : private ChannelHandler {
   void recycle();
   const void* owner() const { return owner_; }
 
-  // ChannelHandler.
-  void on_readable() override { handle_read(); }
-  void on_writable() override { handle_write(); }
-  void on_hangup() override { handle_close(); }
-  void on_error() override { handle_error(); }
+  static const ChannelHandler kChannelHandler;  // calls the four below
 
   void handle_read();
   void handle_write();
