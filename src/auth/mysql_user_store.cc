@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "base/log.h"
+#include "http/uri.h"
 
 namespace tern::auth {
 
@@ -15,28 +16,10 @@ namespace {
 
 // ---- URL parsing ----
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Decodes %XX escapes. NUL is refused: the client library takes C strings.
 std::optional<std::string> percent_decode(std::string_view text) {
   std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    int hi = hex_value(text[i + 1]), lo = hex_value(text[i + 2]);
-    if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
+  if (!http::percent_decode(text, &out) || out.find('\0') != std::string::npos) return std::nullopt;
   return out;
 }
 
