@@ -452,15 +452,17 @@ void HttpConnection::fail(int status, std::string_view log_reason) {
 
 void HttpConnection::start_closing() {
   state_ = State::kClosing;
-  conn_->flush();
   if (conn_->input().empty()) {
     // Nothing unread: close once the response is out, as nginx does. (The
     // next bytes might still be on their way; the peer then sees a reset,
     // which is what an HTTP/1.0 client or "Connection: close" agreed to.)
+    // close_after_write() writes the response itself, so that the FIN
+    // leaves in the same packet as its last bytes.
     conn_->close_after_write();
     arm_timer(shared_->limits->send_timeout);
     return;
   }
+  conn_->flush();
   // Unread input: closing now would reset the connection and could destroy
   // our response in the peer's buffer. Half-close, keep reading (and
   // discarding) until the peer closes or the linger timeout.

@@ -30,8 +30,14 @@
 
 namespace tern::http {
 
-struct HttpServerOptions {
+inline net::TcpServerOptions http_tcp_defaults() {
   net::TcpServerOptions tcp;
+  tcp.defer_accept = std::chrono::seconds(1);  // HTTP clients speak first
+  return tcp;
+}
+
+struct HttpServerOptions {
+  net::TcpServerOptions tcp = http_tcp_defaults();
   HttpLimits limits;
   std::string server_name = "tern";
 };

@@ -32,7 +32,9 @@ TcpConnection* ConnectionTable::open(Socket socket, const InetAddress& peer,
   return object.get();
 }
 
-void ConnectionTable::establish(TcpConnection* conn) { conn->establish(); }
+void ConnectionTable::establish(TcpConnection* conn, bool input_waiting) {
+  conn->establish(input_waiting);
+}
 
 TcpConnection* ConnectionTable::find(ConnectionId id) {
   loop_->assert_in_loop_thread();

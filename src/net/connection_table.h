@@ -40,7 +40,7 @@ class ConnectionTable {
                       const ConnectionCallbacks* callbacks, const void* owner,
                       TriggerMode trigger, bool accepted = true);
   // Registers the connection with the poller and runs on_connection.
-  void establish(TcpConnection* conn);
+  void establish(TcpConnection* conn, bool input_waiting = false);
 
   // nullptr if the connection has closed (or the id is from another loop).
   TcpConnection* find(ConnectionId id);

@@ -86,9 +86,10 @@ ssize_t readv(int fd, const iovec* iov, int iovcnt, int* saved_errno) {
   }
 }
 
-ssize_t write(int fd, const void* buf, size_t len, int* saved_errno) {
+ssize_t write(int fd, const void* buf, size_t len, int* saved_errno, bool more) {
+  const int flags = MSG_NOSIGNAL | (more ? MSG_MORE : 0);
   for (;;) {
-    ssize_t n = ::send(fd, buf, len, MSG_NOSIGNAL);
+    ssize_t n = ::send(fd, buf, len, flags);
     if (n >= 0) return n;
     if (errno == EINTR) continue;
     *saved_errno = errno;
@@ -154,6 +155,10 @@ bool is_self_connect(int fd) { return local_address(fd) == peer_address(fd); }
 
 Result<void> set_tcp_nodelay(int fd, bool on) {
   return set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0, "setsockopt(TCP_NODELAY)");
+}
+
+Result<void> set_defer_accept(int fd, int seconds) {
+  return set_int_option(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, seconds, "setsockopt(TCP_DEFER_ACCEPT)");
 }
 
 Result<void> set_keepalive(int fd, bool on) {

@@ -33,8 +33,10 @@ int connect(int fd, const SocketAddress& addr);
 // read/readv/write/writev retrying on EINTR. Return -1 with *saved_errno set.
 ssize_t read(int fd, void* buf, size_t len, int* saved_errno);
 ssize_t readv(int fd, const iovec* iov, int iovcnt, int* saved_errno);
-// Uses send(MSG_NOSIGNAL) so a closed peer gives EPIPE, not SIGPIPE.
-ssize_t write(int fd, const void* buf, size_t len, int* saved_errno);
+// Uses send(MSG_NOSIGNAL) so a closed peer gives EPIPE, not SIGPIPE. With
+// `more`, MSG_MORE: the kernel holds a short last segment for what follows
+// (the next send, or the FIN of a close), so both leave in one packet.
+ssize_t write(int fd, const void* buf, size_t len, int* saved_errno, bool more = false);
 ssize_t writev(int fd, const iovec* iov, int iovcnt, int* saved_errno);
 // sendfile(2) from a file at *offset (advanced) to a socket.
 ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t len, int* saved_errno);
@@ -51,6 +53,9 @@ InetAddress peer_address(int fd);
 bool is_self_connect(int fd);
 
 Result<void> set_tcp_nodelay(int fd, bool on);
+// TCP_DEFER_ACCEPT on a listening socket: accept() sees a connection once its
+// first bytes arrived, or after about `seconds` (0 turns it off).
+Result<void> set_defer_accept(int fd, int seconds);
 Result<void> set_keepalive(int fd, bool on);
 Result<void> set_reuse_addr(int fd, bool on);
 Result<void> set_reuse_port(int fd, bool on);

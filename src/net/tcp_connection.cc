@@ -67,18 +67,37 @@ const InetAddress& TcpConnection::local_address() const {
   return local_;
 }
 
-void TcpConnection::establish() {
+void TcpConnection::establish(bool input_waiting) {
   loop_->assert_in_loop_thread();
   TERN_CHECK(state_ == State::kConnected);
   reading_ = true;
+  if (!input_waiting) {
+    register_channel();
+    if (callbacks_->on_connection) callbacks_->on_connection(*this);
+    return;
+  }
+  // As nginx does with a deferred accept: read first, register after, and
+  // only if the connection outlives that read (an HTTP/1.0 request is read,
+  // answered and closed here without an epoll_ctl).
+  if (callbacks_->on_connection) callbacks_->on_connection(*this);
+  if (state_ == State::kConnected && reading_ && !close_scheduled_) handle_read();
+  if (disconnected() || close_scheduled_) return;
+  register_channel();
+}
+
+void TcpConnection::register_channel() {
   if (trigger_ == TriggerMode::kEdge) {
-    // Registered once for both directions; see TriggerMode.
+    // Registered once for both directions; see TriggerMode. (EPOLL_CTL_ADD
+    // reports readiness that is already there, edge-triggered or not.)
     channel_.set_edge_triggered(true);
-    channel_.enable_all();
-  } else {
+    if (reading_) {
+      channel_.enable_all();
+    } else {
+      channel_.enable_writing();
+    }
+  } else if (reading_) {
     channel_.enable_reading();
   }
-  if (callbacks_->on_connection) callbacks_->on_connection(*this);
 }
 
 void TcpConnection::recycle() {
@@ -197,6 +216,10 @@ void TcpConnection::close_after_write() {
   if (!has_pending_output()) return close_at_round_end();
   close_after_write_ = true;
   state_ = State::kDisconnecting;  // accepts no more output
+  // Written now, the last bytes go with MSG_MORE (see flush_output): the
+  // close at the end of this round puts the FIN in their packet, as a
+  // corked nginx does, which spares the peer a wake-up.
+  if (!close_scheduled_) flush_output();
 }
 
 void TcpConnection::start_reading() {
@@ -310,7 +333,11 @@ void TcpConnection::flush_output() {
   int err = 0;
   for (;;) {
     if (!output_.empty()) {
-      ssize_t n = sockets::write(socket_.fd(), output_.peek(), output_.readable_bytes(), &err);
+      // A head before a file, or the last bytes before a close: hold a
+      // short tail for the file's first bytes or the FIN.
+      const bool more = !files_.empty() || close_after_write_;
+      ssize_t n =
+          sockets::write(socket_.fd(), output_.peek(), output_.readable_bytes(), &err, more);
       if (n < 0) break;
       output_.retrieve(static_cast<size_t>(n));
       bytes_sent_ += static_cast<uint64_t>(n);
@@ -321,7 +348,8 @@ void TcpConnection::flush_output() {
       size_t chunk = region.length < kSendfileChunk ? region.length : kSendfileChunk;
       ssize_t n;
       if (region.memory != nullptr) {
-        n = sockets::write(socket_.fd(), region.memory + region.offset, chunk, &err);
+        const bool more = close_after_write_ || files_.size() > 1 || !files_.front().after.empty();
+        n = sockets::write(socket_.fd(), region.memory + region.offset, chunk, &err, more);
         if (n > 0) region.offset += n;
       } else {
         n = sockets::sendfile(socket_.fd(), region.fd, &region.offset, chunk, &err);

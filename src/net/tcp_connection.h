@@ -110,13 +110,16 @@ class TcpConnection {
   // ConnectionTable's side.
   void open(Socket socket, const InetAddress& peer, const ConnectionCallbacks* callbacks,
             const void* owner, TriggerMode trigger);
-  void establish();
+  // input_waiting: the first bytes are probably there already (deferred
+  // accept): read before registering with epoll.
+  void establish(bool input_waiting);
   void recycle();
   const void* owner() const { return owner_; }
 
   static const ChannelHandler kChannelHandler;  // calls the four below
 
   void handle_read();
+  void register_channel();
   void handle_write();
   void handle_close();
   void handle_error();

@@ -86,6 +86,13 @@ Result<void> TcpServer::start() {
       if (!socket) return socket.error();
       if (i == 0) address = sockets::local_address(socket->fd());
       if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited
+      if (options_.defer_accept.count() > 0) {
+        if (auto r = sockets::set_defer_accept(socket->fd(),
+                                               static_cast<int>(options_.defer_accept.count()));
+            !r) {
+          return r.error();
+        }
+      }
       sockets[a].push_back(std::move(*socket));
     }
     listen_addresses_[a] = address;
@@ -232,7 +239,7 @@ void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress&
   TcpConnection* conn =
       table.open(std::move(socket), peer, &callbacks_, this, options_.trigger);
   if (options_.idle_timeout.count() > 0) conn->set_idle_timeout(options_.idle_timeout);
-  table.establish(conn);
+  table.establish(conn, /*input_waiting=*/options_.defer_accept.count() > 0);
 }
 
 }  // namespace tern::net

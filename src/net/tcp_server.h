@@ -61,6 +61,12 @@ struct TcpServerOptions {
   // Close connections idle this long (no byte either way). 0: never.
   std::chrono::milliseconds idle_timeout{0};
   bool tcp_nodelay = true;
+  // For protocols where the client speaks first (HTTP): with TCP_DEFER_ACCEPT
+  // the kernel hands over a connection only once its first bytes arrived (or
+  // after about this long), and the first read happens at once, without a
+  // round through epoll. A connection answered and closed in that read never
+  // touches epoll at all. 0: off.
+  std::chrono::seconds defer_accept{0};
 };
 
 class TcpServer {

@@ -92,6 +92,7 @@ struct Config {
   net::AcceptMode accept_mode = net::AcceptMode::kDispatch;
   net::DispatchPolicy dispatch_policy = net::DispatchPolicy::kRoundRobin;
   net::TriggerMode trigger = net::TriggerMode::kLevel;
+  bool defer_accept = true;
   std::vector<int> cpu_affinity;
   size_t max_connections_per_worker = 10000;
   std::chrono::milliseconds shutdown_timeout{10000};

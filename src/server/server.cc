@@ -39,6 +39,7 @@ http::HttpServerOptions http_options(const Config& config) {
   tcp.accept_mode = config.accept_mode;
   tcp.dispatch_policy = config.dispatch_policy;
   tcp.trigger = config.trigger;
+  tcp.defer_accept = std::chrono::seconds(config.defer_accept ? 1 : 0);
   tcp.cpu_affinity = config.cpu_affinity;
   tcp.max_connections_per_loop = config.max_connections_per_worker;
   options.limits = config.limits;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "net/connection_table.h"
 #include "net/event_loop.h"
@@ -309,6 +310,92 @@ TEST_F(TcpConnectionTest, AcceptedConnectionHasNagleDisabled) {
   RawClient client(port_);
   EXPECT_NE(nodelay.get_future().get(), 0);
 }
+
+class DeferredAcceptTest : public ServerFixture,
+                           public ::testing::WithParamInterface<TriggerMode> {
+ protected:
+  // Echoes every line; "bye" gets its echo and then the connection closes.
+  void start_line_echo() {
+    TcpServerOptions options;
+    options.defer_accept = 1s;
+    options.trigger = GetParam();
+    start(
+        [&](TcpServer& server) {
+          server.set_message_callback([](TcpConnection& conn, Buffer& input) {
+            for (size_t eol; (eol = input.view().find('\n')) != std::string_view::npos;) {
+              std::string line(input.view().substr(0, eol + 1));
+              input.retrieve(eol + 1);
+              conn.send(line);
+              if (line == "bye\n") return conn.close_after_write();
+            }
+          });
+        },
+        options);
+  }
+};
+
+TEST_P(DeferredAcceptTest, RequestAnsweredAndClosedInTheFirstRead) {
+  start_line_echo();
+  for (int i = 0; i < 20; ++i) {
+    RawClient client(port_);
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client.send_all("hello\nbye\n"));
+    bool eof = false;
+    EXPECT_EQ(client.read_to_eof(&eof), "hello\nbye\n");
+    EXPECT_TRUE(eof);
+  }
+}
+
+TEST_P(DeferredAcceptTest, ConnectionThatLivesOnIsRegisteredAfterTheFirstRead) {
+  start_line_echo();
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client.send_all("one\n"));
+  EXPECT_EQ(client.read_exactly(4), "one\n");
+  for (const char* line : {"two\n", "three\n"}) {
+    std::this_thread::sleep_for(20ms);  // the loop is back in epoll_wait
+    ASSERT_TRUE(client.send_all(line));
+    EXPECT_EQ(client.read_exactly(std::string_view(line).size()), line);
+  }
+  ASSERT_TRUE(client.send_all("bye\n"));
+  bool eof = false;
+  EXPECT_EQ(client.read_to_eof(&eof), "bye\n");
+  EXPECT_TRUE(eof);
+}
+
+TEST_P(DeferredAcceptTest, SilentClientIsHandedOverLaterAndServed) {
+  std::atomic<int> connections{0};
+  TcpServerOptions options;
+  options.defer_accept = 1s;
+  options.trigger = GetParam();
+  start(
+      [&](TcpServer& server) {
+        server.set_connection_callback([&](TcpConnection& conn) {
+          if (conn.connected()) ++connections;
+        });
+        server.set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
+      },
+      options);
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  // Connected as far as the client knows, but not handed to the server
+  // until its first bytes come (or the kernel gives up waiting, ~1 s).
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(connections.load(), 0);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (connections.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(connections.load(), 1);
+  ASSERT_TRUE(client.send_all("late\n"));
+  EXPECT_EQ(client.read_exactly(5), "late\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(Triggers, DeferredAcceptTest,
+                         ::testing::Values(TriggerMode::kLevel, TriggerMode::kEdge),
+                         [](const ::testing::TestParamInfo<TriggerMode>& trigger) {
+                           return trigger.param == TriggerMode::kLevel ? "Level" : "Edge";
+                         });
 
 }  // namespace
 }  // namespace tern::net

@@ -32,6 +32,7 @@ BAD_CONFIGS = [
     ("empty-listen", 'listen = []\n', "listen", 3),
     ("bad-blocked-prefix", 'blocked = ["10.0.0.0/33"]\n', "blocked", 3),
     ("bad-choice", 'trigger = "sometimes"\n', "trigger", 3),
+    ("string-for-defer-accept", 'defer_accept = "yes"\n', "defer_accept", 3),
     ("bad-log-level", '[log]\nlevel = "loud"\n', "log.level", 4),
     ("index-with-slash", '[static]\nindex = ["a/b.html"]\n', "static.index", 4),
     ("non-string-mime", '[static.mime]\nmd = 5\n', "static.mime.md", 4),

@@ -50,6 +50,44 @@ def test_http10_request_closes_connection_by_default(site):
         assert conn.is_closed()
 
 
+def _segments_received(sock):
+    """tcpi_segs_in of struct tcp_info (Linux >= 4.2): segments this socket got."""
+    import struct
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return struct.unpack_from("I", info, 140)[0]
+
+
+def _fetch_closing(server, target):
+    """HTTP/1.0 GET read to EOF; returns (response bytes, segments received)."""
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(f"GET {target} HTTP/1.0\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        return data, _segments_received(sock)
+
+
+def test_last_response_and_fin_leave_in_one_segment(site):
+    # SYN-ACK, the ACK of the request, then the response with the FIN on
+    # it: a separate FIN would be a fourth segment and a second wake-up for
+    # the client (nginx sends them together too).
+    for _ in range(5):
+        data, segments = _fetch_closing(site, "/a.txt")
+        assert data.endswith(b"\r\n\r\n" + FILES["a.txt"])
+        assert segments == 3
+
+
+def test_head_and_sendfile_body_leave_in_one_segment(site):
+    # Above the in-memory size the body goes by sendfile: the head waits for
+    # it (MSG_MORE) rather than leaving alone; the FIN follows on its own.
+    body = bytes(range(256)) * 80  # 20 KiB
+    site.write_file("medium.bin", body)
+    for _ in range(5):
+        data, segments = _fetch_closing(site, "/medium.bin")
+        assert data.endswith(b"\r\n\r\n" + body)
+        assert segments == 4
+
+
 def test_http10_keep_alive_request_is_kept_alive_and_says_so(site):
     with site.connect() as conn:
         for name in ("a.txt", "b.txt", "c.html"):
