@@ -12,9 +12,13 @@
 namespace tern::net {
 namespace {
 
-// A single sendfile(2) call moves at most this much; the kernel limits it to
-// about 2 GiB anyway, and smaller calls keep one transfer from hogging a loop.
-constexpr size_t kSendfileChunk = 16 * 1024 * 1024;
+// A single sendfile(2) (or write of a mapped file) moves at most this much.
+// Level-triggered, the connection then goes back to the loop, which calls it
+// again at once if the socket still has room (as nginx's sendfile_max_chunk):
+// one transfer never hogs a loop, and pacing the socket in steps rather than
+// filling it in one call moved more bytes per second to a local reader
+// (bench/compare file-64m: 256 KiB steps against 16 MiB calls).
+constexpr size_t kSendfileChunk = 256 * 1024;
 
 bool is_peer_error(int err) {
   return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH ||
@@ -367,6 +371,8 @@ void TcpConnection::flush_output() {
       note_activity(static_cast<size_t>(n));
       if (region.length > 0) {
         if (static_cast<size_t>(n) < chunk) break;  // the socket buffer is full
+        // Edge-triggered, no new edge comes while the socket has room: go on.
+        if (trigger_ == TriggerMode::kLevel) break;
         continue;
       }
       // Bytes queued behind the file move up front. output_ is empty here;

@@ -79,20 +79,29 @@ class ServerFixture : public ::testing::Test {
 
 using TcpConnectionTest = ServerFixture;
 
-TEST_F(TcpConnectionTest, BytesAndFileRegionsArriveInTheOrderTheyWereQueued) {
+class QueueOrderTest : public ServerFixture, public ::testing::WithParamInterface<TriggerMode> {};
+
+// The file is far above one sendfile step (256 KiB): level-triggered the
+// loop calls the connection back while the socket has room, edge-triggered
+// it goes on until the socket is full; either way every byte comes, in order.
+TEST_P(QueueOrderTest, BytesAndFileRegionsArriveInTheOrderTheyWereQueued) {
   const std::string file_content = random_bytes(3 * 1024 * 1024 + 17, 1);
   TempFile file(file_content);
-  start([&](TcpServer& server) {
-    server.set_connection_callback([&](TcpConnection& conn) {
-      if (!conn.connected()) return;
-      conn.send("HEAD");
-      conn.send_file(FileRegion{file.fd(), 5, file_content.size() - 10, nullptr, nullptr});
-      conn.send("MIDDLE");
-      conn.send_file(FileRegion{file.fd(), 0, 100, nullptr, nullptr});
-      conn.send("TAIL");
-      conn.shutdown();
-    });
-  });
+  TcpServerOptions options;
+  options.trigger = GetParam();
+  start(
+      [&](TcpServer& server) {
+        server.set_connection_callback([&](TcpConnection& conn) {
+          if (!conn.connected()) return;
+          conn.send("HEAD");
+          conn.send_file(FileRegion{file.fd(), 5, file_content.size() - 10, nullptr, nullptr});
+          conn.send("MIDDLE");
+          conn.send_file(FileRegion{file.fd(), 0, 100, nullptr, nullptr});
+          conn.send("TAIL");
+          conn.shutdown();
+        });
+      },
+      options);
   RawClient client(port_);
   ASSERT_TRUE(client.ok());
   bool eof = false;
@@ -106,6 +115,14 @@ TEST_F(TcpConnectionTest, BytesAndFileRegionsArriveInTheOrderTheyWereQueued) {
   // orders that before the data goes out of scope (the socket does not, for TSan).
   runner_.run([] {});
 }
+
+std::string trigger_name(const ::testing::TestParamInfo<TriggerMode>& trigger) {
+  return trigger.param == TriggerMode::kLevel ? "Level" : "Edge";
+}
+
+INSTANTIATE_TEST_SUITE_P(Triggers, QueueOrderTest,
+                         ::testing::Values(TriggerMode::kLevel, TriggerMode::kEdge), trigger_name);
+
 
 TEST_F(TcpConnectionTest, ShutdownWaitsForQueuedOutputBeforeHalfClosing) {
   const std::string payload = random_bytes(8 * 1024 * 1024, 2);
@@ -392,10 +409,7 @@ TEST_P(DeferredAcceptTest, SilentClientIsHandedOverLaterAndServed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Triggers, DeferredAcceptTest,
-                         ::testing::Values(TriggerMode::kLevel, TriggerMode::kEdge),
-                         [](const ::testing::TestParamInfo<TriggerMode>& trigger) {
-                           return trigger.param == TriggerMode::kLevel ? "Level" : "Edge";
-                         });
+                         ::testing::Values(TriggerMode::kLevel, TriggerMode::kEdge), trigger_name);
 
 }  // namespace
 }  // namespace tern::net
