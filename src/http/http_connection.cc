@@ -53,7 +53,7 @@ void HttpConnection::attach(net::TcpConnection* conn) {
   conn_ = conn;
   req_ = nullptr;
   state_ = State::kHead;
-  request_started_ = continue_sent_ = false;
+  request_started_ = continue_sent_ = head_timer_armed_ = false;
   body_consumed_ = 0;
   timer_ = net::TimerId{};
   arm_timer(shared_->limits->keepalive_timeout);
@@ -129,11 +129,17 @@ bool HttpConnection::parse_head(net::Buffer& input) {
   if (!request_started_) {
     request_started_ = true;
     begin_request();
-    arm_timer(shared_->limits->header_timeout);
   }
   const Request& request = req_->request;
   switch (req_->parser.parse(input.view(), &req_->request)) {
     case ParseStatus::kNeedMore:
+      // The rest of the head has header_timeout from here (armed once per
+      // request). A head that arrives whole never needs the timer, so a
+      // keep-alive request leaves the connection's timer as it was.
+      if (!head_timer_armed_) {
+        head_timer_armed_ = true;
+        arm_timer(shared_->limits->header_timeout);
+      }
       return false;
     case ParseStatus::kError:
       fail(req_->parser.error_status(), req_->parser.error_reason());
@@ -244,7 +250,14 @@ void HttpConnection::next_request(bool keep_alive) {
   // Between requests the connection needs no parser: give it back.
   if (input.empty()) end_request();
   if (!keep_alive) return start_closing();
-  arm_timer(input.empty() ? shared_->limits->keepalive_timeout : shared_->limits->header_timeout);
+  head_timer_armed_ = false;
+  if (input.empty()) return arm_timer(shared_->limits->keepalive_timeout);
+  // A pipelined request is here already. Inside on_message() it is parsed
+  // next, and parse_head() arms the header timer if its head is incomplete;
+  // resumed after an exchange, its head is under way from now.
+  if (in_message_) return;
+  head_timer_armed_ = true;
+  arm_timer(shared_->limits->header_timeout);
 }
 
 bool HttpConnection::begin_exchange(net::Buffer& input) {

@@ -149,6 +149,7 @@ class HttpConnection {
   bool request_started_ = false;  // a byte of the next request has arrived
   bool continue_sent_ = false;
   bool in_message_ = false;       // inside on_message()
+  bool head_timer_armed_ = false;  // header_timeout runs for the head under way
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
   net::TimerId timer_;
   uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed

@@ -53,6 +53,13 @@ ResponseWriter& ResponseWriter::header(std::string_view name, std::string_view v
   return *this;
 }
 
+ResponseWriter& ResponseWriter::fields(std::string_view formatted) {
+  TERN_CHECK(started() && !finished_ && !streaming_);
+  TERN_DCHECK(formatted.empty() || formatted.ends_with("\r\n"));
+  out().append(formatted);
+  return *this;
+}
+
 ResponseWriter& ResponseWriter::header(std::string_view name, uint64_t value) {
   char digits[24];
   auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);

@@ -51,6 +51,9 @@ class ResponseWriter {
   ResponseWriter& start(int status, std::string_view reason = {});
   ResponseWriter& header(std::string_view name, std::string_view value);
   ResponseWriter& header(std::string_view name, uint64_t value);
+  // Fields already formatted, "Name: value\r\n" each, as a cache keeps them
+  // (the static handler's per-file fields): one copy instead of a call per field.
+  ResponseWriter& fields(std::string_view formatted);
 
   // Finishing calls; exactly one per response.
   void body(std::string_view data);

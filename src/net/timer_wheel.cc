@@ -53,8 +53,15 @@ bool TimerWheel::refresh(TimerId id, uint64_t expire) {
   if (node == nullptr) return false;
   expire = expire > now_ ? expire : now_ + 1;
   if (node->state == State::kPending) {
-    // Unlinking and linking again is cheaper than checking whether the slot
-    // changed, and keeps the code path single.
+    // Pushed back (an idle timeout on every request): only the deadline
+    // changes. The node stays in the slot of its old deadline, which is
+    // earlier; when that slot comes up the node is placed again by its new
+    // deadline (cascade() and expire_current_slot() both do so), and it
+    // runs only at that deadline.
+    if (expire >= node->expire) {
+      node->expire = expire;
+      return true;
+    }
     unlink(id.index);
     node->expire = expire;
     insert(id.index);
@@ -231,7 +238,11 @@ void TimerWheel::expire_current_slot() {
   // a timer that is due on this same tick, which must then not run.
   for (uint32_t index = detach_all(slot); index != kNil;) {
     uint32_t next = nodes_[index].next;
-    link(kExpiringList, index);
+    if (nodes_[index].expire > now_) {
+      insert(index);  // pushed back since it was placed (see refresh)
+    } else {
+      link(kExpiringList, index);
+    }
     index = next;
   }
   while (heads_[kExpiringList] != kNil) run(heads_[kExpiringList]);

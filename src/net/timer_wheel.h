@@ -7,7 +7,9 @@
 // also contains "now"; when now crosses a block boundary, the slot that starts
 // there is cascaded down a level. Every timer therefore moves at most four
 // times in its life, and add, cancel and refresh are O(1): unlink from an
-// intrusive list, compute a slot, link. Timer nodes live in one vector and are
+// intrusive list, compute a slot, link. A refresh that pushes a timer back
+// only stores the new deadline; the timer is moved when its old slot comes
+// up (once per timeout period at most, not once per refresh). Timer nodes live in one vector and are
 // recycled through a free list, so steady state does not allocate (besides
 // what a large callback capture needs).
 //
@@ -68,7 +70,9 @@ class TimerWheel {
 
   // The tick at which advance() next has work: the exact deadline of the
   // earliest timer when it is due within the current 256 ms block, else the
-  // next block boundary at which a timer cascades. nullopt when empty.
+  // next block boundary at which a timer cascades. nullopt when empty. Never
+  // later than the earliest deadline; earlier when a timer was pushed back
+  // since it was placed (that wake-up only moves it).
   std::optional<uint64_t> next_wakeup() const;
 
   uint64_t now() const { return now_; }

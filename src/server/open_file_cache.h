@@ -85,6 +85,16 @@ class OpenFile {
   // True if `st`, a fresh stat of the same path, still describes this file.
   bool unchanged(const struct stat& st) const;
 
+  // What the static handler worked out for this file the first time it
+  // served it under its own name: its content type and its formatted
+  // representation fields. A cache, hence mutable; the file cache belongs to
+  // one loop, so no lock.
+  struct HeadMemo {
+    std::string_view content_type;  // into the MimeTypes table; empty: not yet
+    std::string fields;             // Content-Type, Last-Modified, ETag lines
+  };
+  HeadMemo& head_memo() const { return head_memo_; }
+
  private:
   int fd_;
   mode_t mode_;
@@ -98,6 +108,7 @@ class OpenFile {
   std::array<char, http::kHttpDateSize> last_modified_{};
   bool has_content_ = false;
   std::string content_;
+  mutable HeadMemo head_memo_;
 };
 
 enum class SymlinkPolicy : uint8_t {

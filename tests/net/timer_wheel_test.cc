@@ -359,6 +359,56 @@ TEST(TimerWheel, NextWakeupIsExactWithinTheCurrentBlock) {
   EXPECT_EQ(w.next_wakeup(), std::nullopt);
 }
 
+TEST(TimerWheel, PushedBackTimerIsMovedAtItsOldSlotAndFiresAtItsNewDeadline) {
+  TimerWheel w(0);
+  int fired = 0;
+  uint64_t fired_at = 0;
+  TimerId id = w.add(100, [&] { ++fired, fired_at = w.now(); });
+  // Pushed back many times, as an idle timeout on every request: each push
+  // only stores the deadline.
+  for (uint64_t d = 101; d <= 200; ++d) ASSERT_TRUE(w.refresh(id, d));
+  EXPECT_EQ(w.next_wakeup(), 100u);  // the old slot: one early wake-up
+  w.advance(100);
+  EXPECT_EQ(fired, 0);
+  EXPECT_TRUE(w.pending(id));
+  EXPECT_EQ(w.next_wakeup(), 200u);  // placed again by its deadline
+  w.advance(199);
+  EXPECT_EQ(fired, 0);
+  w.advance(200);
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(fired_at, 200u);
+  EXPECT_EQ(w.size(), 0u);
+}
+
+TEST(TimerWheel, PulledForwardTimerIsMovedAtOnce) {
+  TimerWheel w(0);
+  int fired = 0;
+  TimerId id = w.add(70'000, [&] { ++fired; });  // level 1
+  ASSERT_TRUE(w.refresh(id, 30));
+  EXPECT_EQ(w.next_wakeup(), 30u);
+  w.advance(29);
+  EXPECT_EQ(fired, 0);
+  w.advance(30);
+  EXPECT_EQ(fired, 1);
+}
+
+TEST(TimerWheel, PushedBackTimerCanBeCancelledAndPulledForwardAgain) {
+  TimerWheel w(0);
+  int a = 0, b = 0;
+  TimerId first = w.add(50, [&] { ++a; });
+  TimerId second = w.add(50, [&] { ++b; });
+  ASSERT_TRUE(w.refresh(first, 5'000));
+  ASSERT_TRUE(w.refresh(second, 5'000));
+  ASSERT_TRUE(w.cancel(first));        // still sitting in slot 50
+  ASSERT_TRUE(w.refresh(second, 20));  // earlier than its slot: moved now
+  w.advance(20);
+  EXPECT_EQ(b, 1);
+  w.advance(10'000);
+  EXPECT_EQ(a, 0);
+  EXPECT_EQ(b, 1);
+  EXPECT_EQ(w.size(), 0u);
+}
+
 TEST(TimerWheel, NextWakeupBeyondTheBlockIsNotAfterTheEarliestDeadline) {
   for (uint64_t deadline : {uint64_t{256}, uint64_t{1000}, k16, k16 + 12345, k24 + 1, k32 + 99}) {
     TimerWheel w(10);
@@ -499,10 +549,10 @@ TEST(TimerWheel, MatchesReferenceModelUnderRandomOperations) {
       uint64_t earliest = UINT64_MAX;
       for (auto [id, d] : live) earliest = std::min(earliest, d);
       ASSERT_GT(*next, w.now());
+      // Never late. It may be early: a timer pushed back since it was placed
+      // still sits in the slot of its old deadline (the tick order and exact
+      // ticks of what fires are checked above).
       ASSERT_LE(*next, earliest) << "op " << op;
-      if ((earliest >> 8) == (w.now() >> 8)) {
-        ASSERT_EQ(*next, earliest) << "op " << op;
-      }
     }
   }
   for (auto [id, d] : live) EXPECT_TRUE(w.pending(ids[static_cast<size_t>(id)]));

@@ -199,6 +199,22 @@ TEST_F(StaticFilesTest, GzipFileRequestedDirectlyIsPlainGzip) {
   EXPECT_EQ(r.content_type, "application/gzip");
 }
 
+TEST_F(StaticFilesTest, FieldsOfAGzipFileDependOnTheNameItIsServedFor) {
+  // The same .gz file: for /style.css (gzip-encoded CSS) and under its own
+  // name (a gzip file), alternately, so no remembered fields may leak.
+  for (int i = 0; i < 2; ++i) {
+    StaticResult own = serve(with_encoding("/style.css.gz", ""));
+    EXPECT_EQ(own.fields, "Content-Type: application/gzip\r\nLast-Modified: " +
+                              std::string(own.last_modified) + "\r\nETag: " +
+                              std::string(own.etag) + "\r\n");
+    StaticResult encoded = serve(with_encoding("/style.css", "gzip"));
+    ASSERT_TRUE(encoded.gzip);
+    EXPECT_EQ(encoded.etag, own.etag);
+    EXPECT_TRUE(encoded.fields.starts_with("Content-Type: text/css; charset=utf-8\r\n"))
+        << encoded.fields;
+  }
+}
+
 TEST_F(StaticFilesTest, IndexFileCanHaveAGzipSibling) {
   ASSERT_TRUE(root_.write("sub/index.html.gz", "GZINDEX"));
   StaticResult r = serve(with_encoding("/sub/", "gzip"));

@@ -131,9 +131,7 @@ StaticResult StaticFiles::serve(const StaticRequest& request, Clock::time_point 
   result.status = open_target(request, now, &result, &name);
   if (result.status != 0) return result;
   select_encoding(request, name, now, &result);
-  result.content_type = mime_types_.lookup(name);
-  result.etag = result.file->etag();
-  result.last_modified = result.file->last_modified();
+  describe(name, &result);
   if (not_modified(request, *result.file)) {
     result.status = 304;
     return result;
@@ -144,6 +142,27 @@ StaticResult StaticFiles::serve(const StaticRequest& request, Clock::time_point 
   result.send_body = request.method == http::Method::kGet &&
                      (result.status == 200 || result.status == 206);
   return result;
+}
+
+// Content type and representation fields. A file served under its own name
+// keeps them in its memo; a .gz sibling served for another name (whose type
+// it takes) builds them each time.
+void StaticFiles::describe(std::string_view name, StaticResult* result) {
+  const OpenFile& file = *result->file;
+  result->etag = file.etag();
+  result->last_modified = file.last_modified();
+  OpenFile::HeadMemo& memo = result->gzip ? gzip_memo_ : file.head_memo();
+  if (result->gzip || memo.content_type.empty()) {
+    memo.content_type = mime_types_.lookup(name);
+    memo.fields.clear();
+    for (auto [field, value] : {std::pair{"Content-Type: ", memo.content_type},
+                                std::pair{"Last-Modified: ", result->last_modified},
+                                std::pair{"ETag: ", result->etag}}) {
+      memo.fields.append(field).append(value).append("\r\n");
+    }
+  }
+  result->content_type = memo.content_type;
+  result->fields = memo.fields;
 }
 
 // Maps the request path to a regular file: normalises it, opens it, and for

@@ -95,6 +95,8 @@ struct StaticResult {
   std::string_view content_type;      // with `file`
   std::string_view etag;              // with `file`
   std::string_view last_modified;     // with `file`
+  // The three above as formatted fields ("Content-Type: ...\r\n" and so on).
+  std::string_view fields;
   std::string_view location;          // 301: the Location value
   std::string_view allow;             // 405: the Allow value
 
@@ -131,6 +133,7 @@ class StaticFiles {
   int find_index(Clock::time_point now, FilePtr* file);
   void select_encoding(const StaticRequest& request, std::string_view name,
                        Clock::time_point now, StaticResult* result);
+  void describe(std::string_view name, StaticResult* result);
   static bool not_modified(const StaticRequest& request, const OpenFile& file);
   static void apply_range(const StaticRequest& request, StaticResult* result);
 
@@ -141,6 +144,7 @@ class StaticFiles {
   std::string index_path_;  // path_ + an index name
   std::string gz_path_;     // the name of the .gz sibling
   std::string location_;    // a 301's Location
+  OpenFile::HeadMemo gzip_memo_;  // describe() for a .gz sibling, rebuilt each time
 };
 
 // Request-field helpers, public so they can be tested on their own. Any thread.

@@ -74,13 +74,11 @@ void respond_static(StaticFiles& files, const http::Request& request, http::Resp
   }
 
   writer.start(result.status);
-  writer.header("Content-Type", result.content_type);
-  writer.header("Last-Modified", result.last_modified);
-  writer.header("ETag", result.etag);
+  writer.fields(result.fields);  // Content-Type, Last-Modified, ETag
   if (result.gzip) writer.header("Content-Encoding", "gzip");
   if (result.vary_accept_encoding) writer.header("Vary", "Accept-Encoding");
   if (result.status == 304) return writer.end();
-  writer.header("Accept-Ranges", "bytes");
+  writer.fields("Accept-Ranges: bytes\r\n");
   if (result.status == 206) writer.header("Content-Range", result.content_range());
   if (result.file->has_content() && !use_mmap) {
     // Small file: head and body leave in one write.

@@ -236,6 +236,40 @@ def test_incomplete_request_head_gets_408_after_header_timeout(tern_factory):
         assert conn.is_closed()
 
 
+def test_head_trickling_in_gets_408_at_header_timeout_from_its_first_byte(tern_factory):
+    # The header timer starts once per request: bytes that keep coming do
+    # not push it back (slowloris), while the keep-alive timeout is long.
+    srv = tern_factory({"timeouts": {"header": "1s", "keepalive": "30s"}})
+    with srv.connect() as conn:
+        start = time.monotonic()
+        conn.send(b"GET /a.txt HTTP/1.1\r\n")
+        for piece in (b"Host: x\r\n", b"X-A: 1\r\n", b"X-B: 2\r\n", b"X-C: 3\r\n"):
+            time.sleep(0.3)
+            try:
+                conn.send(piece)
+            except OSError:
+                break
+        resp = conn.read_response()
+        assert resp.status == 408
+        assert time.monotonic() - start < 2.5
+
+
+def test_partial_pipelined_request_gets_408_after_header_timeout(tern_factory):
+    # A whole request and the start of a second in one write: the first is
+    # answered, the second's head has header_timeout, not the keep-alive one.
+    srv = tern_factory({"timeouts": {"header": "1s", "keepalive": "30s"}})
+    srv.write_file("a.txt", b"alpha\n")
+    with srv.connect() as conn:
+        start = time.monotonic()
+        conn.send(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHo")
+        first = conn.read_response()
+        assert first.status == 200 and first.body == b"alpha\n"
+        second = conn.read_response()
+        assert second.status == 408
+        assert time.monotonic() - start < 5
+        assert conn.is_closed()
+
+
 def test_stalled_request_body_gets_408_after_body_timeout(tern_factory):
     srv = tern_factory({"timeouts": {"body": "1s"}})
     with srv.connect() as conn:
