@@ -39,7 +39,9 @@ class ConnectionTable {
   TcpConnection* open(Socket socket, const InetAddress& peer,
                       const ConnectionCallbacks* callbacks, const void* owner,
                       TriggerMode trigger, bool accepted = true);
-  // Registers the connection with the poller and runs on_connection.
+  // Registers the connection with the poller and runs on_connection. With
+  // input_waiting (a deferred accept) it reads first and registers only a
+  // connection that is still open after that read.
   void establish(TcpConnection* conn, bool input_waiting = false);
 
   // nullptr if the connection has closed (or the id is from another loop).
