@@ -55,13 +55,11 @@ void HttpConnection::attach(net::TcpConnection* conn) {
   state_ = State::kHead;
   request_started_ = continue_sent_ = head_timer_armed_ = false;
   body_consumed_ = 0;
-  timer_ = net::TimerId{};
   arm_timer(shared_->limits->keepalive_timeout);
 }
 
 void HttpConnection::on_close() {
-  if (timer_.valid()) conn_->loop()->cancel(timer_);
-  timer_ = net::TimerId{};
+  timeout_.cancel();
   if (exchange_active()) {
     // The client went away first: tell the handler, which lets go of it.
     auto abort_handler = std::move(exchange().abort_handler_);
@@ -501,13 +499,8 @@ ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
 }
 
 void HttpConnection::arm_timer(std::chrono::milliseconds delay) {
-  net::EventLoop* loop = conn_->loop();
   progress_mark_ = conn_->bytes_sent() + conn_->bytes_received();
-  if (timer_.valid() && loop->refresh_timer(timer_, delay)) return;
-  timer_ = loop->run_after(delay, [this] {
-    timer_ = net::TimerId{};
-    on_timer();
-  });
+  timeout_.arm(delay);
 }
 
 void HttpConnection::on_timer() {

@@ -31,7 +31,7 @@
 #include "http/request_parser.h"
 #include "http/response_writer.h"
 #include "net/callbacks.h"
-#include "net/timer_wheel.h"
+#include "net/timeout.h"
 
 namespace tern::net {
 class Buffer;
@@ -96,7 +96,8 @@ struct HttpShared {
 
 class HttpConnection {
  public:
-  explicit HttpConnection(const HttpShared* shared) : shared_(shared) {}
+  explicit HttpConnection(const HttpShared* shared)
+      : shared_(shared), timeout_(&HttpConnection::timed_out, this) {}
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
@@ -109,7 +110,7 @@ class HttpConnection {
   void close_if_idle();
   // Position in the owner's table (HttpServer bookkeeping).
   size_t index() const { return index_; }
-  void set_index(size_t index) { index_ = index; }
+  void set_index(size_t index) { index_ = static_cast<uint32_t>(index); }
 
  private:
   friend class Exchange;
@@ -136,24 +137,26 @@ class HttpConnection {
   void start_closing();
   void arm_timer(std::chrono::milliseconds delay);
   void on_timer();
+  static void timed_out(void* self) { static_cast<HttpConnection*>(self)->on_timer(); }
   ResponseWriter::Context writer_context(bool keep_alive) const;
   // The exchange in progress lives in the request state (idle connections
   // hold neither); valid while req_ is set.
   Exchange& exchange() { return req_->exchange; }
   bool exchange_active() const { return req_ != nullptr && req_->exchange.active_; }
 
+  // The first 64 bytes hold what a keep-alive request touches.
   const HttpShared* const shared_;
   net::TcpConnection* conn_ = nullptr;
   RequestState* req_ = nullptr;  // from the pool while a request is in progress
+  uint32_t index_ = 0;           // in HttpServer's table
   State state_ = State::kHead;
-  bool request_started_ = false;  // a byte of the next request has arrived
-  bool continue_sent_ = false;
-  bool in_message_ = false;       // inside on_message()
-  bool head_timer_armed_ = false;  // header_timeout runs for the head under way
+  bool request_started_ : 1 = false;   // a byte of the next request has arrived
+  bool continue_sent_ : 1 = false;
+  bool in_message_ : 1 = false;        // inside on_message()
+  bool head_timer_armed_ : 1 = false;  // header_timeout runs for the head under way
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
-  net::TimerId timer_;
   uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
-  size_t index_ = 0;
+  net::Timeout timeout_;          // the one timer (see above); arm() uses its first 16 bytes
 };
 
 // Writes a small HTML error page for `status` (and nothing else for HEAD).

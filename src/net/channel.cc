@@ -16,8 +16,8 @@ Channel::~Channel() {
   // Destroying a registered channel would leave a dangling pointer in epoll.
   TERN_CHECK_MSG(poller_state_ != PollerState::kAdded, "channel for fd {} destroyed while registered", fd_);
   // An owner destroyed by a handler earlier in the same round (an Acceptor
-  // on a stop signal) leaves an event behind; the loop must skip it.
-  if (queued_) loop_->forget_ready(this);
+  // on a stop signal) may leave an event behind; the loop must skip it.
+  if (loop_->dispatching()) loop_->forget_ready(this);
 }
 
 void Channel::reset(int fd) {

@@ -89,11 +89,6 @@ class Channel {
   uint32_t poller_events() const;
   uint32_t events() const { return events_; }
 
-  // EventLoop bookkeeping: set while an event for this channel waits in the
-  // current round's ready list, so a channel destroyed mid-round can be
-  // struck from it.
-  void set_queued(bool queued) { queued_ = queued; }
-
   // Poller bookkeeping: whether and how this channel is registered.
   enum class PollerState : uint8_t { kNew, kAdded, kDetached };
   PollerState poller_state() const { return poller_state_; }
@@ -113,13 +108,14 @@ class Channel {
   void update(uint32_t events);
   Callbacks& callbacks();
 
+  // Ordered to leave no holes: 48 bytes, in one cache line where it is
+  // embedded (TcpConnection).
   EventLoop* const loop_;
   int fd_;
   uint32_t events_ = 0;
+  uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
   PollerState poller_state_ = PollerState::kNew;
   bool edge_triggered_ = false;
-  uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
-  bool queued_ = false;
   const ChannelHandler* handler_ = nullptr;
   void* owner_ = nullptr;
   std::unique_ptr<Callbacks> callbacks_;

@@ -91,12 +91,12 @@ void EventLoop::loop() {
     poller_->poll(-1, &ready_);
     clock_.update();
     ++iterations_;
-    for (const ReadyEvent& event : ready_) event.channel->set_queued(true);
+    dispatching_ = true;
     for (const ReadyEvent& event : ready_) {
       if (event.channel == nullptr) continue;  // its owner was destroyed this round
-      event.channel->set_queued(false);
       event.channel->handle_event(event.revents);
     }
+    dispatching_ = false;
     run_deferred();
     run_pending();
     // Posted work may have closed connections or deferred work of its own.

@@ -104,8 +104,11 @@ class EventLoop {
   // Used by Channel. Loop thread only.
   void update_channel(Channel* channel);
   void remove_channel(Channel* channel);
-  // Drops the channel's pending event from the current round.
+  // Drops the channel's pending event from the current round (a scan of
+  // the round's events: channels are rarely destroyed while dispatching,
+  // whereas marking each queued one would cost a write per event).
   void forget_ready(Channel* channel);
+  bool dispatching() const { return dispatching_; }
 
  private:
   [[noreturn]] void abort_not_in_loop_thread() const;
@@ -129,6 +132,7 @@ class EventLoop {
 
   std::atomic<bool> quit_{false};
   bool looping_ = false;
+  bool dispatching_ = false;  // handling this round's ready events
   bool calling_pending_ = false;
   uint64_t iterations_ = 0;
   std::vector<ReadyEvent> ready_;

@@ -35,7 +35,7 @@ const ChannelHandler TcpConnection::kChannelHandler = {
 };
 
 TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
-    : loop_(loop), slot_(slot), channel_(loop, -1) {
+    : channel_(loop, -1), slot_(slot) {
   channel_.set_handler(&kChannelHandler, this);
 }
 
@@ -43,7 +43,7 @@ TcpConnection::~TcpConnection() {
   // Only the loop's ConnectionTable destroys connections, on the loop thread,
   // either pooled ones or, at loop shutdown, live ones (without callbacks).
   if (state_ != State::kIdle && state_ != State::kDisconnected) {
-    if (idle_timer_.valid()) loop_->cancel(idle_timer_);
+    if (idle_timer_) idle_timer_->cancel();
     channel_.remove();
   }
 }
@@ -72,7 +72,7 @@ const InetAddress& TcpConnection::local_address() const {
 }
 
 void TcpConnection::establish(bool input_waiting) {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   TERN_CHECK(state_ == State::kConnected);
   reading_ = true;
   if (!input_waiting) {
@@ -112,20 +112,21 @@ void TcpConnection::recycle() {
   channel_.reset(-1);
   input_.retrieve_all();
   output_.retrieve_all();
-  loop_->buffers().drain(input_);
-  loop_->buffers().drain(output_);
+  loop()->buffers().drain(input_);
+  loop()->buffers().drain(output_);
   files_.clear();
   context_.reset();
   callbacks_ = nullptr;
   owner_ = nullptr;
   reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = write_complete_asked_ = false;
   idle_timeout_ = std::chrono::milliseconds(0);
-  idle_timer_ = TimerId{};
+  idle_timer_on_ = false;
+  if (idle_timer_) idle_timer_->cancel();
   bytes_received_ = bytes_sent_ = 0;
 }
 
 void TcpConnection::send(std::string_view data) {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (state_ != State::kConnected) {
     TERN_LOG_DEBUG("conn {} {}: send of {} bytes after close ignored", slot_, peer_.to_ip_port(),
                    data.size());
@@ -148,7 +149,7 @@ void TcpConnection::send(std::string_view data) {
     }
   }
   size_t before = pending_output_bytes();
-  if (files_.empty()) loop_->buffers().fill(output_);
+  if (files_.empty()) loop()->buffers().fill(output_);
   output_tail().append(data.data() + written, data.size() - written);
   after_queue_grew(before);
 }
@@ -159,7 +160,7 @@ void TcpConnection::send(Buffer& data) {
 }
 
 void TcpConnection::send_file(FileRegion region) {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (state_ != State::kConnected) return;
   if (region.length == 0) return;
   size_t before = pending_output_bytes();
@@ -172,14 +173,14 @@ void TcpConnection::send_file(FileRegion region) {
 }
 
 Buffer& TcpConnection::output_tail_buffer() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   Buffer& tail = output_tail();
-  if (&tail == &output_) loop_->buffers().fill(output_);
+  if (&tail == &output_) loop()->buffers().fill(output_);
   return tail;
 }
 
 void TcpConnection::flush() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (state_ != State::kConnected && state_ != State::kDisconnecting) return;
   if (close_scheduled_ || !has_pending_output()) return;
   // Writing when a level-triggered channel already waits for EPOLLOUT is
@@ -188,7 +189,7 @@ void TcpConnection::flush() {
 }
 
 size_t TcpConnection::pending_output_bytes() const {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   size_t total = output_.readable_bytes();
   for (const PendingFile& file : files_) total += file.region.length + file.after.readable_bytes();
   return total;
@@ -203,19 +204,19 @@ void TcpConnection::after_queue_grew(size_t before) {
 }
 
 void TcpConnection::shutdown() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (state_ != State::kConnected) return;
   state_ = State::kDisconnecting;
   if (!has_pending_output()) (void)sockets::shutdown_write(socket_.fd());
 }
 
 void TcpConnection::force_close() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (state_ == State::kConnected || state_ == State::kDisconnecting) close_at_round_end();
 }
 
 void TcpConnection::close_after_write() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (state_ != State::kConnected && state_ != State::kDisconnecting) return;
   if (!has_pending_output()) return close_at_round_end();
   close_after_write_ = true;
@@ -227,7 +228,7 @@ void TcpConnection::close_after_write() {
 }
 
 void TcpConnection::start_reading() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (reading_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
   if (peer_closed_) return;
   reading_ = true;
@@ -237,53 +238,54 @@ void TcpConnection::start_reading() {
 }
 
 void TcpConnection::stop_reading() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (!reading_) return;
   reading_ = false;
   channel_.disable_reading();
 }
 
 void TcpConnection::set_idle_timeout(std::chrono::milliseconds timeout) {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   idle_timeout_ = timeout;
-  if (idle_timer_.valid()) {
-    loop_->cancel(idle_timer_);
-    idle_timer_ = TimerId{};
-  }
+  if (idle_timer_) idle_timer_->cancel();
+  idle_timer_on_ = false;
   if (timeout.count() <= 0 || state_ == State::kDisconnected || state_ == State::kIdle) return;
-  const uint32_t generation = generation_;
-  idle_timer_ = loop_->run_after(timeout, [this, generation] {
-    if (generation != generation_ || disconnected()) return;
-    idle_timer_ = TimerId{};
-    TERN_LOG_DEBUG("conn {} {}: idle for {} ms, closing", slot_, peer_.to_ip_port(),
-                   idle_timeout_.count());
-    handle_close();
-  });
+  if (!idle_timer_) idle_timer_ = std::make_unique<Timeout>(&TcpConnection::idle_timed_out, this);
+  idle_timer_on_ = true;
+  idle_timer_->arm(timeout);
+}
+
+void TcpConnection::idle_timed_out(void* self) {
+  auto* conn = static_cast<TcpConnection*>(self);
+  if (conn->disconnected()) return;
+  TERN_LOG_DEBUG("conn {} {}: idle for {} ms, closing", conn->slot_, conn->peer_.to_ip_port(),
+                 conn->idle_timeout_.count());
+  conn->handle_close();
 }
 
 void TcpConnection::set_high_water_mark(size_t bytes) {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   high_water_mark_ = bytes;
 }
 
 Buffer& TcpConnection::input() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   return input_;
 }
 
 std::any& TcpConnection::context() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   return context_;
 }
 
 void TcpConnection::set_tcp_nodelay(bool on) {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   (void)sockets::set_tcp_nodelay(socket_.fd(), on);
 }
 
 void TcpConnection::note_activity(size_t bytes) {
-  loop_->load().bytes_this_period += bytes;
-  if (idle_timer_.valid()) loop_->refresh_timer(idle_timer_, idle_timeout_);
+  loop()->load().bytes_this_period += bytes;
+  if (idle_timer_on_) idle_timer_->arm(idle_timeout_);
 }
 
 void TcpConnection::handle_read() {
@@ -293,7 +295,7 @@ void TcpConnection::handle_read() {
   for (;;) {
     int err = 0;
     size_t offered = 0;
-    loop_->buffers().fill(input_);
+    loop()->buffers().fill(input_);
     ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
     if (n > 0) {
       bytes_received_ += static_cast<uint64_t>(n);
@@ -304,14 +306,14 @@ void TcpConnection::handle_read() {
         input_.retrieve_all();
       }
       // Consumed everything: the memory goes back to the loop until more comes.
-      loop_->buffers().drain(input_);
+      loop()->buffers().drain(input_);
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
           static_cast<size_t>(n) < offered) {
         return;
       }
       continue;
     }
-    loop_->buffers().drain(input_);
+    loop()->buffers().drain(input_);
     if (n == 0) return handle_peer_eof();
     if (err == EAGAIN || err == EWOULDBLOCK) return;
     return fail(err, "read");
@@ -380,7 +382,7 @@ void TcpConnection::flush_output() {
       // the next response in the common case of nothing queued behind.
       Buffer& after = files_.front().after;
       if (!after.empty()) {
-        loop_->buffers().fill(output_);
+        loop()->buffers().fill(output_);
         output_.append(after.view());
       }
       files_.erase(files_.begin());
@@ -393,7 +395,7 @@ void TcpConnection::flush_output() {
 }
 
 void TcpConnection::output_drained() {
-  loop_->buffers().drain(output_);
+  loop()->buffers().drain(output_);
   if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
   if (wants_write_complete()) defer_callback(&TcpConnection::call_write_complete);
   if (peer_closed_ || close_after_write_) return close_at_round_end();
@@ -406,7 +408,7 @@ bool TcpConnection::wants_write_complete() const {
 }
 
 void TcpConnection::ask_write_complete() {
-  loop_->assert_in_loop_thread();
+  loop()->assert_in_loop_thread();
   if (write_complete_asked_) return;
   write_complete_asked_ = true;
   if (!has_pending_output()) defer_callback(&TcpConnection::call_write_complete);
@@ -422,7 +424,7 @@ void TcpConnection::call_write_complete() {
 
 void TcpConnection::defer_callback(void (TcpConnection::*method)()) {
   const uint32_t generation = generation_;
-  loop_->defer([this, generation, method] {
+  loop()->defer([this, generation, method] {
     if (generation == generation_) (this->*method)();
   });
 }
@@ -461,14 +463,12 @@ void TcpConnection::handle_close() {
   reading_ = false;
   // Closing the socket (just below) takes it out of epoll: no EPOLL_CTL_DEL.
   channel_.forget();
-  if (idle_timer_.valid()) {
-    loop_->cancel(idle_timer_);
-    idle_timer_ = TimerId{};
-  }
+  idle_timer_on_ = false;
+  if (idle_timer_) idle_timer_->cancel();
   if (callbacks_->on_connection) callbacks_->on_connection(*this);
   if (callbacks_->on_close) callbacks_->on_close(*this);
   socket_.reset();
-  loop_->connections().release(this);
+  loop()->connections().release(this);
 }
 
 }  // namespace tern::net
