@@ -493,7 +493,9 @@ ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
   ctx.version = req_ != nullptr ? req_->request.version() : Version::kHttp11;
   ctx.head_only = req_ != nullptr && req_->request.method() == Method::kHead;
   ctx.keep_alive = keep_alive;
-  ctx.date = shared_->date();
+  const HttpShared::Clock clock = shared_->clock();
+  ctx.date = clock.date;
+  ctx.ok_head = clock.ok_head;
   ctx.server = shared_->server_name;
   return ctx;
 }

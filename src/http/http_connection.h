@@ -87,8 +87,12 @@ struct HttpShared {
   std::function<void(const Request&, ResponseWriter&)> dispatch;
   // After each response (for the access log); may be empty.
   std::function<void(const Request&, const net::TcpConnection&, const ResponseWriter&)> on_response;
-  // The cached Date header value for now.
-  std::function<std::string_view()> date;
+  // What every response of this second starts with, cached per loop.
+  struct Clock {
+    std::string_view date;     // the Date header value
+    std::string_view ok_head;  // status line, Server and Date of a 200
+  };
+  std::function<Clock()> clock;
   // Server is shutting down: finish the current request, then close.
   bool draining = false;
   RequestStatePool* states = nullptr;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "http/http_date.h"
+#include "net/buffer.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 
@@ -25,14 +26,18 @@ struct HttpServer::LoopContext {
   size_t live = 0;
   int64_t date_second = -1;
   char date[kHttpDateSize] = {};
+  net::Buffer ok_head{256};  // refilled each second without allocating
 
-  std::string_view current_date() {
+  HttpShared::Clock current_clock() {
     int64_t now = loop->clock().wall_seconds();
     if (now != date_second) {
       date_second = now;
       format_http_date(static_cast<time_t>(now), std::span<char, kHttpDateSize>(date, kHttpDateSize));
+      ok_head.retrieve_all();
+      ResponseWriter::append_head_start(ok_head, 200, {}, shared.server_name,
+                                        std::string_view(date, kHttpDateSize));
     }
-    return {date, kHttpDateSize};
+    return {std::string_view(date, kHttpDateSize), ok_head.view()};
   }
 };
 
@@ -58,7 +63,7 @@ Result<void> HttpServer::start() {
     context->shared.on_response = on_response_;
     context->shared.exchange_for = exchange_router_;
     LoopContext* raw = context.get();
-    context->shared.date = [raw] { return raw->current_date(); };
+    context->shared.clock = [raw] { return raw->current_clock(); };
     {
       std::lock_guard lock(contexts_mu_);
       contexts_.push_back(std::move(context));

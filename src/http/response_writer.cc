@@ -26,15 +26,10 @@ void append_field(net::Buffer& out, std::string_view name, std::string_view valu
 
 }  // namespace
 
-net::Buffer& ResponseWriter::out() { return ctx_.conn->output_tail_buffer(); }
-
-ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
-  TERN_CHECK_MSG(!started(), "ResponseWriter::start called twice");
-  TERN_CHECK(status >= 100 && status <= 999);
-  status_ = status;
+void ResponseWriter::append_head_start(net::Buffer& b, int status, std::string_view reason,
+                                       std::string_view server, std::string_view date) {
   if (reason.empty()) reason = reason_phrase(status);
-  net::Buffer& b = out();
-  b.ensure_writable(64 + reason.size() + ctx_.date.size() + ctx_.server.size());
+  b.ensure_writable(64 + reason.size() + date.size() + server.size());
   // Always our own version, also to 1.0 clients (RFC 9110 6.2); what the
   // client's version changes is the framing and Connection handling.
   b.append("HTTP/1.1 ", 9);
@@ -42,8 +37,21 @@ ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
   b.append(" ", 1);
   b.append(reason);
   b.append("\r\n", 2);
-  if (!ctx_.server.empty()) append_field(b, "Server", ctx_.server);
-  if (!ctx_.date.empty()) append_field(b, "Date", ctx_.date);
+  if (!server.empty()) append_field(b, "Server", server);
+  if (!date.empty()) append_field(b, "Date", date);
+}
+
+net::Buffer& ResponseWriter::out() { return ctx_.conn->output_tail_buffer(); }
+
+ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
+  TERN_CHECK_MSG(!started(), "ResponseWriter::start called twice");
+  TERN_CHECK(status >= 100 && status <= 999);
+  status_ = status;
+  if (status == 200 && reason.empty() && !ctx_.ok_head.empty()) {
+    out().append(ctx_.ok_head);
+  } else {
+    append_head_start(out(), status, reason, ctx_.server, ctx_.date);
+  }
   return *this;
 }
 

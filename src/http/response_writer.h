@@ -42,7 +42,14 @@ class ResponseWriter {
     bool keep_alive = true;   // the request allows it and the server wants it
     std::string_view date;    // "Sun, 06 Nov 1994 08:49:37 GMT", cached per loop
     std::string_view server;  // Server header value; empty for none
+    // append_head_start(200, {}, server, date), cached per loop, or empty:
+    // start(200) then copies it in one piece.
+    std::string_view ok_head;
   };
+
+  // Appends the status line, Server (if not empty) and Date (if not empty).
+  static void append_head_start(net::Buffer& out, int status, std::string_view reason,
+                                std::string_view server, std::string_view date);
 
   explicit ResponseWriter(const Context& context) : ctx_(context) {}
   ResponseWriter(const ResponseWriter&) = delete;

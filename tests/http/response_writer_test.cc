@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "net/buffer.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
 #include "support/loop_runner.h"
@@ -101,6 +102,31 @@ class ResponseWriterTest : public ::testing::Test {
   std::function<void(ResponseWriter&)> fill_;
   Outcome outcome_;
 };
+
+TEST(ResponseWriterHeadStart, IsTheStatusLineThenServerThenDate) {
+  net::Buffer b(0);
+  ResponseWriter::append_head_start(b, 200, {}, "tern", "Sun, 06 Nov 1994 08:49:37 GMT");
+  EXPECT_EQ(b.view(), "HTTP/1.1 200 OK\r\nServer: tern\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n");
+  b.retrieve_all();
+  ResponseWriter::append_head_start(b, 404, "Gone Fishing", "", "");
+  EXPECT_EQ(b.view(), "HTTP/1.1 404 Gone Fishing\r\n");
+}
+
+TEST_F(ResponseWriterTest, OkHeadIsCopiedForA200AndOnlyThere) {
+  // A context whose cached head differs from what start() would build, so
+  // the test sees which one went out.
+  ResponseWriter::Context ctx = http11();
+  ctx.ok_head = "HTTP/1.1 200 OK\r\nX-Cached: yes\r\n";
+  Outcome o;
+  Sent s = respond(ctx, [](ResponseWriter& w) { w.start(200).body("x"); }, &o);
+  EXPECT_TRUE(s.head.starts_with("HTTP/1.1 200 OK\r\nX-Cached: yes\r\nContent-Length: 1\r\n"))
+      << s.head;
+  s = respond(ctx, [](ResponseWriter& w) { w.start(200, "Fine").body("x"); }, &o);
+  EXPECT_TRUE(s.head.starts_with("HTTP/1.1 200 Fine\r\nServer: tern\r\nDate: ")) << s.head;
+  s = respond(ctx, [](ResponseWriter& w) { w.start(404).body("x"); }, &o);
+  EXPECT_TRUE(s.head.starts_with("HTTP/1.1 404 Not Found\r\nServer: tern\r\n")) << s.head;
+  EXPECT_FALSE(s.has("X-Cached")) << s.head;
+}
 
 TEST_F(ResponseWriterTest, SizedStreamIsSentWithContentLengthAndNoChunking) {
   Outcome o;
