@@ -92,6 +92,9 @@ class OpenFile {
   struct HeadMemo {
     std::string_view content_type;  // into the MimeTypes table; empty: not yet
     std::string fields;             // Content-Type, Last-Modified, ETag lines
+    // When a probe last found no "<name>.gz" beside the file (epoch: never).
+    // Trusted for as long as a cached "not found" would be.
+    std::chrono::steady_clock::time_point no_gzip_at{};
   };
   HeadMemo& head_memo() const { return head_memo_; }
 

@@ -2,6 +2,7 @@
 #include "server/handlers/static_files.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 #include <string_view>
@@ -221,6 +222,38 @@ TEST_F(StaticFilesTest, IndexFileCanHaveAGzipSibling) {
   EXPECT_TRUE(r.gzip);
   EXPECT_EQ(body_of(r), "GZINDEX");
   EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+}
+
+TEST_F(StaticFilesTest, GzipSiblingAddedLaterIsFoundAfterTheCacheValidity) {
+  // The absence of hello.txt.gz is remembered with the file, as a cached
+  // "not found" would be: trusted for cache_valid_for (1 s), then probed.
+  ASSERT_FALSE(serve(with_encoding("/hello.txt", "gzip")).gzip);
+  ASSERT_TRUE(root_.write("hello.txt.gz", "GZHELLO"));
+  now_ += 500ms;
+  StaticResult r = serve(with_encoding("/hello.txt", "gzip"));
+  EXPECT_FALSE(r.gzip);
+  EXPECT_FALSE(r.vary_accept_encoding);
+  now_ += 600ms;
+  r = serve(with_encoding("/hello.txt", "gzip"));
+  EXPECT_TRUE(r.gzip);
+  EXPECT_TRUE(r.vary_accept_encoding);
+  EXPECT_EQ(body_of(r), "GZHELLO");
+}
+
+TEST_F(StaticFilesTest, GzipSiblingRemovedIsNoticedAfterTheCacheValidity) {
+  ASSERT_TRUE(serve(with_encoding("/style.css", "gzip")).gzip);
+  ASSERT_EQ(::unlink((root_.path() + "/style.css.gz").c_str()), 0);
+  now_ += 1100ms;
+  StaticResult r = serve(with_encoding("/style.css", "gzip"));
+  EXPECT_FALSE(r.gzip);
+  EXPECT_FALSE(r.vary_accept_encoding);
+  // And once known absent, it stays so without a probe until it may have
+  // changed; then a new sibling is served.
+  ASSERT_TRUE(root_.write("style.css.gz", "GZ2"));
+  now_ += 1100ms;
+  r = serve(with_encoding("/style.css", "gzip"));
+  EXPECT_TRUE(r.gzip);
+  EXPECT_EQ(body_of(r), "GZ2");
 }
 
 // --- Caching and allocation ---

@@ -221,9 +221,18 @@ int StaticFiles::find_index(Clock::time_point now, FilePtr* file) {
 void StaticFiles::select_encoding(const StaticRequest& request, std::string_view name,
                                   Clock::time_point now, StaticResult* result) {
   if (!options_.gzip_static) return;
+  // Most files have no .gz sibling: the memo spares the probe (a path copy
+  // and a cache lookup) until the answer may have changed.
+  OpenFile::HeadMemo& memo = result->file->head_memo();
+  const Clock::time_point never{};
+  if (memo.no_gzip_at != never && now - memo.no_gzip_at < options_.cache_valid_for) return;
   gz_path_.assign(name).append(".gz");
   OpenFileCache::FileResult gz = cache_.find(gz_path_, now);
-  if (!gz || !gz.value()->is_regular()) return;
+  if (!gz || !gz.value()->is_regular()) {
+    memo.no_gzip_at = now;
+    return;
+  }
+  memo.no_gzip_at = never;
   result->vary_accept_encoding = true;
   if (!accepts_gzip(request.accept_encoding)) return;
   result->file = std::move(gz.value());
