@@ -19,10 +19,10 @@
 #pragma once
 
 #include <any>
-#include <memory>
 #include <chrono>
-#include <vector>
+#include <memory>
 #include <string_view>
+#include <vector>
 
 #include "net/buffer.h"
 #include "net/callbacks.h"

@@ -240,6 +240,32 @@ TEST_F(TcpConnectionTest, IdleTimeoutClosesAQuietConnectionButNotAnActiveOne) {
   EXPECT_TRUE(eof) << "quiet connection was not closed";
 }
 
+TEST_F(TcpConnectionTest, IdleTimeoutWorksAgainOnARecycledConnection) {
+  // The idle timer object stays with the pooled connection: closed by the
+  // timer once, the same slot must time out again, not earlier, not never.
+  TcpServerOptions options;
+  options.idle_timeout = 150ms;
+  start([&](TcpServer& server) {
+    server.set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
+  }, options);
+  for (int round = 0; round < 2; ++round) {
+    RawClient client(port_);
+    ASSERT_TRUE(client.ok());
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(client.send_all("a"));
+    ASSERT_EQ(client.read_exactly(1), "a");
+    bool eof = false;
+    client.read_to_eof(&eof, 2s);
+    EXPECT_TRUE(eof) << "round " << round << ": not closed";
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 140ms) << "round " << round;
+    // Let the loop reap the slot before the next client takes it.
+    for (int i = 0; i < 100; ++i) {
+      if (runner_.run([&] { return runner_.loop()->connections().live(); }) == 0) break;
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+}
+
 TEST_F(TcpConnectionTest, ClosedConnectionIsRecycledAndItsOldIdFindsNothing) {
   std::vector<ConnectionId> ids;
   std::promise<void> second;
