@@ -17,7 +17,11 @@ Channel::~Channel() {
   TERN_CHECK_MSG(poller_state_ != PollerState::kAdded, "channel for fd {} destroyed while registered", fd_);
   // An owner destroyed by a handler earlier in the same round (an Acceptor
   // on a stop signal) may leave an event behind; the loop must skip it.
-  if (loop_->dispatching()) loop_->forget_ready(this);
+  // Asked through current(), so that a channel outliving its loop does not
+  // touch the loop's memory.
+  if (EventLoop* loop = EventLoop::current(); loop == loop_ && loop->dispatching()) {
+    loop->forget_ready(this);
+  }
 }
 
 void Channel::reset(int fd) {

@@ -24,7 +24,9 @@ void Timeout::cancel() {
   deadline_ = 0;
   if (placed_ == 0) return;
   placed_ = 0;
-  EventLoop::current()->cancel(timer_);
+  EventLoop* loop = EventLoop::current();
+  TERN_DCHECK(loop != nullptr);
+  if (loop != nullptr) loop->cancel(timer_);
 }
 
 void Timeout::place(EventLoop* loop, uint64_t now) {
