@@ -74,7 +74,9 @@ class EventLoop {
   TimerId run_every(Millis interval, Functor f);
   bool cancel(TimerId id);
   // Moves a pending timer's deadline to now + delay. O(1), no system call
-  // when the deadline moves later: the idle-timeout refresh path.
+  // when the deadline moves later. A timer pushed back on every request is
+  // cheaper still as a Timeout (net/timeout.h), which keeps the deadline in
+  // its owner and leaves the wheel alone.
   bool refresh_timer(TimerId id, Millis delay);
 
   // Loop thread only. Runs f after every ready event of this round has been
