@@ -46,14 +46,13 @@ def _run(cmd, timeout, cwd):
 
 
 def build(repo, floor_src):
-    """The release preset (tern and hello_http only) and the floor server.
-    The lock serialises with other builds of this checkout."""
+    """The release build as scripts/run makes it (profile-guided, see
+    scripts/build-release), with the examples (hello_http), and the floor
+    server. The lock serialises with other builds of this checkout."""
     lock = ["flock", BUILD_LOCK]
     # Examples on explicitly: scripts/run configures this build without them.
-    _run(lock + ["cmake", "--preset", "release", "-DTERN_BUILD_TESTS=OFF",
-                 "-DTERN_BUILD_EXAMPLES=ON"], 900, repo)
-    _run(lock + ["cmake", "--build", "--preset", "release", "--target", "tern_bin", "hello_http"],
-         3600, repo)
+    _run(lock + [os.path.join(repo, "scripts", "build-release"), "-DTERN_BUILD_TESTS=OFF",
+                 "-DTERN_BUILD_EXAMPLES=ON"], 3600, repo)
     os.makedirs(os.path.join(repo, "build", "bench"), exist_ok=True)
     _run(["gcc", "-O2", "-o", "build/bench/floor_server", floor_src], 300, repo)
 
@@ -95,7 +94,7 @@ def versions(bins):
     php = ""
     if "php-fpm" in bins:
         php = ", " + _first_line([bins["php-fpm"], "-n", "-v"]).split(" (built")[0]
-    return (f"{_first_line([bins['tern'], '--version'])} (release preset), {nginx}{php}, "
+    return (f"{_first_line([bins['tern'], '--version'])} (scripts/build-release), {nginx}{php}, "
             f"{wrk}, {ab}, floor_server built with {_first_line(['gcc', '--version'])} -O2")
 
 

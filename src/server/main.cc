@@ -23,8 +23,8 @@
 #ifndef TERN_VERSION
 #define TERN_VERSION "0.0.0"
 #endif
-#ifndef TERN_ALLOCATOR_NAME
-#define TERN_ALLOCATOR_NAME "system"
+#ifndef TERN_BUILD_NOTE
+#define TERN_BUILD_NOTE "malloc: system"
 #endif
 
 namespace {
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off");
   app.add_option("--access-log", flags.access_log, "access log file, or off");
   app.add_flag("-t,--test", flags.test_only, "check the configuration and exit");
-  app.set_version_flag("-v,--version", "tern " TERN_VERSION " (malloc: " TERN_ALLOCATOR_NAME ")");
+  app.set_version_flag("-v,--version", "tern " TERN_VERSION " (" TERN_BUILD_NOTE ")");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

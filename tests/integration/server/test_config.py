@@ -124,6 +124,7 @@ def test_version_flag_prints_version():
     proc = run_tern("--version")
     assert proc.returncode == 0
     assert proc.stdout.startswith("tern ")
+    assert "(malloc: " in proc.stdout  # and ", profile-guided" in such a build
 
 
 def test_root_flag_overrides_the_config_file(tern_factory, tmp_path):
