@@ -18,9 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PIPELINE_LUA = os.path.join(HERE, "..", "..", "bench", "pipeline.lua")
+BENCH = os.path.join(HERE, "..", "..", "bench")
+PIPELINE_LUA = os.path.join(BENCH, "pipeline.lua")
+sys.path.insert(0, BENCH)
+from lib.servers import tern_config  # noqa: E402  (the config bench/compare measures)
 
 
 def fail(message):
@@ -42,20 +46,6 @@ def make_site(root):
         f.write("<!DOCTYPE html>\n<title>docs</title>\n")
     with open(os.path.join(root, "big.bin"), "wb") as f:
         f.write(os.urandom(1 << 20) * 8)  # 8 MiB: sent with sendfile
-
-
-def write_config(path, port, root):
-    with open(path, "w") as f:
-        f.write(f'''listen = ["127.0.0.1:{port}"]
-workers = 1
-max_connections = 20000
-access_log = "off"
-shutdown_timeout = "1s"
-[static]
-root = "{root}"
-[log]
-level = "warn"
-''')
 
 
 def wait_listening(port, proc):
@@ -146,8 +136,8 @@ def main():
         root = os.path.join(work, "www")
         make_site(root)
         port = free_port()
-        config = os.path.join(work, "tern.toml")
-        write_config(config, port, root)
+        config = tern_config(types.SimpleNamespace(path=lambda name: os.path.join(work, name),
+                                                   docroot=root), port)
         log = open(os.path.join(work, "tern.log"), "w")
         proc = subprocess.Popen([tern, "-c", config], stdout=log, stderr=subprocess.STDOUT)
         try:
