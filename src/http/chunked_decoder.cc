@@ -12,7 +12,16 @@ namespace {
 enum State : uint8_t {
   kSize,          // chunk-size hex digits
   kSizeSpace,     // BWS after the size: only ';' may follow
-  kExtension,     // skipping chunk-ext up to CR
+  // chunk-ext (RFC 9112 7.1.1), one state per position in its grammar:
+  kExtName0,      // after ';': BWS, then the first tchar of a name
+  kExtName,       // in a name: tchar, or BWS, '=', ';', CR
+  kExtNameSpace,  // BWS after a name: '=' or ';'
+  kExtValue0,     // after '=': BWS, then a token or a quoted-string
+  kExtToken,      // in a token value: tchar, or BWS, ';', CR
+  kExtQuoted,     // inside a quoted-string
+  kExtEscape,     // after a backslash in a quoted-string
+  kExtQuoteEnd,   // after the closing quote: ';', CR or BWS
+  kExtSpace,      // BWS after a value: only ';' may follow
   kSizeLf,        // CR seen at the end of the chunk-size line
   kChunkData,
   kDataCr,        // after chunk data
@@ -41,17 +50,19 @@ bool is_tchar(char c) {
   return false;
 }
 
-// Field values and extensions: anything but CTLs (HTAB excepted) and DEL.
+// Field values: anything but CTLs (HTAB excepted) and DEL.
 bool text_byte(char c) {
   auto u = static_cast<unsigned char>(c);
   return (u >= 0x20 && u != 0x7f) || u == '\t';
 }
 
+bool is_bws(char c) { return c == ' ' || c == '\t'; }
+
 }  // namespace
 
 void ChunkedDecoder::reset() {
   state_ = kSize;
-  chunk_left_ = body_bytes_ = 0;
+  chunk_left_ = body_bytes_ = framing_bytes_ = 0;
   line_bytes_ = trailer_bytes_ = 0;
   size_digits_ = 0;
   error_status_ = 0;
@@ -94,10 +105,21 @@ ChunkedDecoder::Status ChunkedDecoder::next(std::string_view input, size_t* cons
 
 // One framing byte; kNeedMore means "carry on".
 ChunkedDecoder::Status ChunkedDecoder::step(char c) {
+  if (++framing_bytes_ > limits_.max_framing) return fail(413, "chunked framing too large");
   switch (state_) {
     case kSize:
-    case kSizeSpace:
-    case kExtension: return size_byte(c);
+    case kSizeSpace: return size_byte(c);
+    case kExtName0:
+    case kExtName:
+    case kExtNameSpace:
+    case kExtValue0:
+    case kExtToken:
+    case kExtQuoted:
+    case kExtEscape:
+    case kExtQuoteEnd:
+    case kExtSpace:
+      if (++line_bytes_ > limits_.max_line) return fail(400, "chunk-size line too long");
+      return extension_byte(c);
     case kSizeLf:
       if (c != '\n') return fail(400, "bare CR after chunk size");
       line_bytes_ = 0;
@@ -116,9 +138,7 @@ ChunkedDecoder::Status ChunkedDecoder::step(char c) {
   }
 }
 
-// chunk-size [ chunk-ext ] CRLF, where chunk-ext = *( BWS ";" BWS ext-name
-// [ BWS "=" BWS ext-val ] ) (RFC 9112 7.1.1). Extensions are only skipped, so
-// they are only checked for bytes that could confuse framing.
+// chunk-size [ chunk-ext ] CRLF (RFC 9112 7.1.1).
 ChunkedDecoder::Status ChunkedDecoder::size_byte(char c) {
   if (++line_bytes_ > limits_.max_line) return fail(400, "chunk-size line too long");
   if (state_ == kSize) {
@@ -130,9 +150,8 @@ ChunkedDecoder::Status ChunkedDecoder::size_byte(char c) {
     }
     if (Status s = end_of_size(); s != kNeedMore) return s;
   }
-  if (state_ == kExtension) return extension_byte(c);
   if (c == ';') {
-    state_ = kExtension;
+    state_ = kExtName0;
   } else if (c == '\r' && state_ == kSize) {
     state_ = kSizeLf;
   } else if (c != ' ' && c != '\t') {
@@ -153,14 +172,89 @@ ChunkedDecoder::Status ChunkedDecoder::end_of_size() {
   return kNeedMore;
 }
 
+// chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+// chunk-ext-name = token; chunk-ext-val = token / quoted-string. Nothing
+// reads the extensions, but one parser's "skipped" is another's framing:
+// anything outside the grammar is refused rather than guessed at.
 ChunkedDecoder::Status ChunkedDecoder::extension_byte(char c) {
+  if (c == '\n') return fail(400, "bare LF in chunk extension");
+  if (!text_byte(c) && c != '\r') return fail(400, "control character in chunk extension");
+  switch (state_) {
+    case kExtName0:
+      if (is_bws(c)) return kNeedMore;
+      if (!is_tchar(c)) return fail(400, "malformed chunk extension name");
+      state_ = kExtName;
+      return kNeedMore;
+    case kExtName:
+      if (is_tchar(c)) return kNeedMore;
+      if (is_bws(c)) {
+        state_ = kExtNameSpace;
+        return kNeedMore;
+      }
+      if (c == '=') {
+        state_ = kExtValue0;
+        return kNeedMore;
+      }
+      return extension_end(c);
+    case kExtNameSpace:
+      if (is_bws(c)) return kNeedMore;
+      if (c == '=') {
+        state_ = kExtValue0;
+        return kNeedMore;
+      }
+      if (c == ';') return extension_end(c);
+      return fail(400, "malformed chunk extension");
+    case kExtValue0:
+      if (is_bws(c)) return kNeedMore;
+      if (c == '"') {
+        state_ = kExtQuoted;
+      } else if (is_tchar(c)) {
+        state_ = kExtToken;
+      } else {
+        return fail(400, "malformed chunk extension value");
+      }
+      return kNeedMore;
+    case kExtToken:
+      if (is_tchar(c)) return kNeedMore;
+      if (is_bws(c)) {
+        state_ = kExtSpace;
+        return kNeedMore;
+      }
+      return extension_end(c);
+    case kExtQuoted:
+      // qdtext: HTAB, SP, VCHAR but '"' and '\', obs-text.
+      if (c == '"') state_ = kExtQuoteEnd;
+      if (c == '\\') state_ = kExtEscape;
+      if (c == '\r') return fail(400, "unterminated quoted chunk extension value");
+      return kNeedMore;
+    case kExtEscape:
+      if (c == '\r') return fail(400, "unterminated quoted chunk extension value");
+      state_ = kExtQuoted;
+      return kNeedMore;
+    case kExtQuoteEnd:
+      if (is_bws(c)) {
+        state_ = kExtSpace;
+        return kNeedMore;
+      }
+      return extension_end(c);
+    default:  // kExtSpace
+      if (is_bws(c)) return kNeedMore;
+      if (c == ';') return extension_end(c);
+      return fail(400, "malformed chunk extension");
+  }
+}
+
+// Where an extension may end: ';' starts another, CR ends the line.
+ChunkedDecoder::Status ChunkedDecoder::extension_end(char c) {
+  if (c == ';') {
+    state_ = kExtName0;
+    return kNeedMore;
+  }
   if (c == '\r') {
     state_ = kSizeLf;
     return kNeedMore;
   }
-  if (c == '\n') return fail(400, "bare LF in chunk extension");
-  if (!text_byte(c)) return fail(400, "control character in chunk extension");
-  return kNeedMore;
+  return fail(400, "malformed chunk extension");
 }
 
 // trailer-section = *( field-line CRLF ) CRLF, read with the same strictness

@@ -176,8 +176,10 @@ struct HeadFacts {
 
 Verdict note_host(std::string_view value, HeadFacts* f) {
   if (++f->hosts > 1) return bad("repeated Host");
-  // An empty Host is valid: the target URI may have no authority (RFC 9110 7.2).
-  if (!value.empty() && !valid_authority(value, false)) return bad("malformed Host");
+  // RFC 9110 7.2 allows an empty Host only for a target URI without an
+  // authority, which no origin server serves; nginx refuses it too.
+  if (value.empty()) return bad("empty Host");
+  if (!valid_authority(value, false)) return bad("malformed Host");
   f->host = value;
   return kFine;
 }

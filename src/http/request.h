@@ -2,7 +2,8 @@
 //
 // Every string_view points into the bytes the parser was given (normally the
 // connection's input buffer) and is valid until those bytes are consumed or
-// the buffer is modified. Nothing here allocates.
+// the buffer is modified. Only the field table allocates, when a head has
+// more fields than any before it in this object.
 //
 // A value type, filled by the parser; used on one loop thread.
 #pragma once
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace tern::http {
 
@@ -45,7 +47,10 @@ bool iequals(std::string_view a, std::string_view b);
 
 class Request {
  public:
-  static constexpr size_t kMaxHeaders = 100;
+  // The default bound on header fields (RequestParser::Limits): generous,
+  // so that the header section's size in bytes is what limits a request, as
+  // with nginx; a browser behind a few proxies sends about a hundred.
+  static constexpr size_t kDefaultMaxHeaders = 1000;
 
   Method method() const { return method_; }
   std::string_view method_text() const { return method_text_; }
@@ -108,7 +113,10 @@ class Request {
   size_t head_size_ = 0;
   std::string_view body_;
   size_t header_count_ = 0;
-  std::array<Header, kMaxHeaders> headers_;
+  // Grows to the largest head parsed into this object and keeps that
+  // capacity, so a reused Request (HttpConnection pools them) stops
+  // allocating.
+  std::vector<Header> headers_;
 };
 
 }  // namespace tern::http

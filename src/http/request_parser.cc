@@ -211,7 +211,7 @@ RequestParser::Step RequestParser::scan(const char* p, size_t end) {
 // them with the scan of the next line. (Scanning name, then OWS, then value
 // made each line three dependent steps; the benchmark took half as long again.)
 RequestParser::Step RequestParser::scan_fields(const char* p, size_t end) {
-  const size_t max_fields = std::min(limits_.max_headers, Request::kMaxHeaders);
+  const size_t max_fields = limits_.max_headers;
   size_t i = pos_;
   bool mid_line = state_ == kFieldLine;  // resuming inside a line
   for (;; mid_line = false) {
@@ -283,8 +283,8 @@ RequestParser::Step RequestParser::scan_target(const char* p, size_t end) {
 }
 
 // "HTTP/" DIGIT "." DIGIT CRLF, matched byte by byte as far as it has
-// arrived, so garbage fails early; a well-formed version other than 1.0 and
-// 1.1 is 505 (RFC 9110 15.6.6), anything else 400.
+// arrived, so garbage fails early; a well-formed version with a major number
+// other than 1 is 505 (RFC 9110 15.6.6), anything else malformed 400.
 RequestParser::Step RequestParser::scan_version(const char* p, size_t end) {
   static constexpr std::string_view kShape = "HTTP/9.9\r\n";
   if (end - pos_ >= kShape.size()) {  // the usual case, in two compares
@@ -305,10 +305,10 @@ RequestParser::Step RequestParser::scan_version(const char* p, size_t end) {
     return failed(400, i >= 8 ? "junk after HTTP version" : "malformed HTTP version");
   }
   if (avail < kShape.size()) return Step::kStarved;
+  // RFC 9110 2.5: a later minor version of HTTP/1 is answered as the
+  // highest we speak, 1.1; only another major version is refused.
   char major = p[pos_ + 5], minor = p[pos_ + 7];
-  if (major != '1' || (minor != '0' && minor != '1')) {
-    return failed(505, "HTTP version not supported");
-  }
+  if (major != '1') return failed(505, "HTTP version not supported");
   version_ = minor == '0' ? Version::kHttp10 : Version::kHttp11;
   pos_ += kShape.size();
   state_ = kFieldStart;
@@ -328,7 +328,7 @@ RequestParser::Step RequestParser::line_start_stop(const char* p, size_t i, size
   // A line starting with whitespace is obs-fold (RFC 9112 5.2), or, on the
   // first line, whitespace before the first field (2.2); both are refused.
   if (p[i] == ' ' || p[i] == '\t') return failed(400, "obs-fold or whitespace before field");
-  if (header_count_ == std::min(limits_.max_headers, Request::kMaxHeaders)) {
+  if (header_count_ == limits_.max_headers) {
     return failed(431, "too many header fields");
   }
   return failed(400, p[i] == ':' ? "empty field name" : "invalid byte in field name");
@@ -358,10 +358,15 @@ bool RequestParser::add_field(const char* p, size_t cr) {
   while (value_end > value_start && (p[value_end - 1] == ' ' || p[value_end - 1] == '\t')) {
     --value_end;
   }
-  spans_[header_count_++] = {static_cast<uint32_t>(line_start_),
-                             static_cast<uint32_t>(colon - line_start_),
-                             static_cast<uint32_t>(value_start),
-                             static_cast<uint32_t>(value_end - value_start)};
+  const Span span = {static_cast<uint32_t>(line_start_), static_cast<uint32_t>(colon - line_start_),
+                     static_cast<uint32_t>(value_start),
+                     static_cast<uint32_t>(value_end - value_start)};
+  if (header_count_ < spans_.size()) {
+    spans_[header_count_] = span;
+  } else {
+    spans_.push_back(span);
+  }
+  ++header_count_;
   return true;
 }
 
@@ -385,6 +390,7 @@ void RequestParser::fill(std::string_view data, Request* request) const {
   r.target_ = data.substr(target_start_, target_end_ - target_start_);
   r.version_ = version_;
   r.header_count_ = header_count_;
+  if (r.headers_.size() < header_count_) r.headers_.resize(header_count_);
   const char* base = data.data();
   for (size_t i = 0; i < header_count_; ++i) {
     const Span& s = spans_[i];

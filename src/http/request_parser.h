@@ -2,7 +2,8 @@
 // heads (request line and header section, RFC 9112), as a resumable state
 // machine.
 //
-// No I/O and no allocation: it is handed the bytes received so far for the
+// No I/O, and no allocation once its field table has grown to the largest
+// head it has seen (it keeps that capacity): it is handed the bytes received so far for the
 // current request and answers kComplete, kNeedMore or kError. After kNeedMore
 // the caller appends what arrives and calls again with the longer span (same
 // first byte); the parser resumes where it stopped instead of starting over,
@@ -21,7 +22,8 @@
 //   431  header section longer than Limits::max_head_bytes, or more than
 //        Limits::max_headers fields
 //   501  a transfer coding other than chunked (RFC 9112 6.1)
-//   505  an HTTP version other than 1.0 and 1.1
+//   505  an HTTP version whose major number is not 1 (HTTP/1.2 and later
+//        minor versions are answered as 1.1, RFC 9110 2.5)
 // Method tokens are not judged here: an unknown one parses as Method::kOther
 // and the server answers 501 (or 405 for a known method a resource refuses).
 //
@@ -33,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "http/request.h"
 
@@ -45,7 +48,7 @@ class RequestParser {
   struct Limits {
     size_t max_target = 8192;
     size_t max_head_bytes = 16384;  // request line plus all fields
-    size_t max_headers = Request::kMaxHeaders;
+    size_t max_headers = Request::kDefaultMaxHeaders;
   };
 
   RequestParser() = default;
@@ -108,7 +111,7 @@ class RequestParser {
   size_t target_end_ = 0;
   size_t line_start_ = 0;  // first byte of the field line being scanned
   size_t header_count_ = 0;
-  Span spans_[Request::kMaxHeaders];
+  std::vector<Span> spans_;  // capacity kept across reset()
 };
 
 }  // namespace tern::http

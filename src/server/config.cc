@@ -230,7 +230,7 @@ void read_timeouts(Section s, Config& c) {
 void read_limits(Section s, Config& c) {
   s.get_size("header_bytes", &c.limits.parser.max_head_bytes, 256);
   s.get_size("uri_bytes", &c.limits.parser.max_target, 16);
-  s.get_int("headers", &c.limits.parser.max_headers, 1, static_cast<int64_t>(http::Request::kMaxHeaders));
+  s.get_int("headers", &c.limits.parser.max_headers, 1, 100000);
   s.get_size("body_bytes", &c.limits.max_body_bytes, 0);
   s.finish();
 }

@@ -92,7 +92,7 @@ Outcome parse_in_pieces(std::string_view input, std::initializer_list<size_t> cu
     out.head_size = request.head_size();
     out.framing = request.body_framing();
     FUZZ_CHECK(out.head_size <= buffer->size());
-    FUZZ_CHECK(request.headers().size() <= Request::kMaxHeaders);
+    FUZZ_CHECK(request.headers().size() <= limits.max_headers);
   }
   return out;
 }

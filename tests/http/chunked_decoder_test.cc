@@ -123,6 +123,28 @@ TEST(ChunkedDecoder, DecodesEmptyBody) { EXPECT_TRUE(decodes("0\r\n\r\n", "")); 
 TEST(ChunkedDecoder, SkipsExtensions) {
   EXPECT_TRUE(decodes("5;name=value;flag\r\nhello\r\n0;last\r\n\r\n", "hello"));
   EXPECT_TRUE(decodes("5 ;a=\"x y\"\t; b\r\nhello\r\n0\r\n\r\n", "hello"));
+  EXPECT_TRUE(decodes("5; a = b ;c= \"q\\\"\\\\;=\" ;d\r\nhello\r\n0\r\n\r\n", "hello"));
+  EXPECT_TRUE(decodes("5;chunk-signature=ad9c1f4a8b\r\nhello\r\n0;x=\"\"\r\n\r\n", "hello"));
+}
+
+TEST(ChunkedDecoder, RejectsExtensionsOutsideTheGrammar) {
+  for (std::string bad : {"5;", "5;\t", "5; ;a", "5;bad[=x", "5;a=", "5;a=b c", "5;=x", "5;a=\"open",
+                          "5;a=\"x\"y", "5;a ", "5;a=b ", "5;a b", "5;a=(b)", "5;a=\"x\\"}) {
+    EXPECT_TRUE(fails_with(bad + "\r\nhello\r\n0\r\n\r\n", 400)) << bad;
+  }
+}
+
+TEST(ChunkedDecoder, BoundsFramingBytes) {
+  // The body limit counts decoded bytes; framing has its own allowance, so
+  // a client cannot send megabytes of extensions for a few bytes of body.
+  const Limits limits{.max_framing = 40};
+  EXPECT_TRUE(decodes("1;ab\r\nX\r\n1;ab\r\nY\r\n0\r\n\r\n", "XY", 23, limits));
+  std::string flood;
+  for (int i = 0; i < 4; ++i) flood += "1;" + std::string(12, 'e') + "\r\nX\r\n";
+  EXPECT_TRUE(fails_with(flood + "0\r\n\r\n", 413, limits));
+  // The default allowance grows with the body limit.
+  EXPECT_EQ(ChunkedDecoder::framing_allowance(0), 64u * 1024);
+  EXPECT_EQ(ChunkedDecoder::framing_allowance(8u << 20), 64u * 1024 + (1u << 20));
 }
 
 TEST(ChunkedDecoder, ReadsAndDropsTrailers) {

@@ -160,8 +160,19 @@ TEST(RequestParser, RejectsMalformedVersionWith400) {
 }
 
 TEST(RequestParser, RejectsUnsupportedVersionWith505) {
-  for (const char* version : {"HTTP/2.0", "HTTP/1.2", "HTTP/3.0", "HTTP/0.9"}) {
+  for (const char* version : {"HTTP/2.0", "HTTP/3.0", "HTTP/0.9", "HTTP/9.1"}) {
     EXPECT_TRUE(fails_with("GET / "s + version + "\r\nHost: a\r\n\r\n", 505)) << version;
+  }
+}
+
+TEST(RequestParser, AnswersLaterMinorVersionsAsHttp11) {
+  // RFC 9110 2.5: a server answers with the highest minor version it
+  // supports of the major version received.
+  for (const char* version : {"HTTP/1.2", "HTTP/1.9"}) {
+    Parsed p;
+    ASSERT_TRUE(parses("GET / "s + version + "\r\nHost: a\r\n\r\n", &p)) << version;
+    EXPECT_EQ(p.version, Version::kHttp11) << version;
+    EXPECT_TRUE(p.keep_alive) << version;
   }
 }
 
