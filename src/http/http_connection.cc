@@ -37,23 +37,24 @@ void write_error_page(ResponseWriter& writer, int status, std::string_view allow
   writer.body(page);
 }
 
-RequestState* RequestStatePool::acquire() {
-  if (free_.empty()) {
-    owned_.push_back(std::make_unique<RequestState>());
-    return owned_.back().get();
-  }
-  RequestState* state = free_.back();
+std::unique_ptr<RequestState> RequestStatePool::acquire() {
+  if (free_.empty()) return std::make_unique<RequestState>();
+  std::unique_ptr<RequestState> state = std::move(free_.back());
   free_.pop_back();
   return state;
 }
 
-void RequestStatePool::release(RequestState* state) { free_.push_back(state); }
+void RequestStatePool::release(std::unique_ptr<RequestState> state) {
+  state->body.clear();
+  if (free_.size() < kMaxSpare) free_.push_back(std::move(state));
+}
 
 void HttpConnection::attach(net::TcpConnection* conn) {
   conn_ = conn;
   req_ = nullptr;
   state_ = State::kHead;
   request_started_ = continue_sent_ = head_timer_armed_ = false;
+  body_spooled_ = output_paused_ = false;
   body_consumed_ = 0;
   arm_timer(shared_->limits->keepalive_timeout);
 }
@@ -71,9 +72,31 @@ void HttpConnection::on_close() {
 }
 
 void HttpConnection::on_write_complete() {
-  if (!exchange_active() || !exchange().drain_handler_) return;
-  auto handler = exchange().drain_handler_;  // it may set another
-  handler();
+  if (exchange_active()) {
+    if (!exchange().drain_handler_) return;
+    auto handler = exchange().drain_handler_;  // it may set another
+    return handler();
+  }
+  if (!output_paused_) return;
+  // The responses queued before a pipelined request are out: go on.
+  output_paused_ = false;
+  if (state_ != State::kHead || !conn_->connected()) return;
+  conn_->start_reading();
+  on_message(conn_->input());
+}
+
+bool HttpConnection::output_backlogged() const {
+  return conn_->pending_output_bytes() > kOutputHighWater;
+}
+
+void HttpConnection::wait_for_output() {
+  // Parsing on would queue a response for every request the client sends,
+  // whether it reads them or not. Let the kernel hold its requests instead,
+  // and give the output send_timeout to make progress.
+  output_paused_ = true;
+  conn_->stop_reading();
+  conn_->ask_write_complete();
+  arm_timer(shared_->limits->send_timeout);
 }
 
 void HttpConnection::begin_request() {
@@ -81,13 +104,11 @@ void HttpConnection::begin_request() {
   req_ = shared_->states->acquire();
   req_->parser.set_limits(shared_->limits->parser);
   req_->parser.reset();
-  req_->chunked_body.clear();
 }
 
 void HttpConnection::end_request() {
   if (req_ == nullptr) return;
-  shared_->states->release(req_);
-  req_ = nullptr;
+  shared_->states->release(std::move(req_));
 }
 
 void HttpConnection::on_message(net::Buffer& input) {
@@ -95,9 +116,13 @@ void HttpConnection::on_message(net::Buffer& input) {
   for (bool more = true; more;) {
     switch (state_) {
       case State::kHead:
-        more = !input.empty() && parse_head(input);
-        if (more && !(shared_->exchange_for && begin_exchange(input)) && state_ == State::kHead) {
-          dispatch(input);
+        if (input.empty()) {
+          more = false;
+        } else if (!output_backlogged()) {
+          more = parse_head(input) && start_request(input);
+        } else {
+          wait_for_output();
+          more = false;
         }
         break;
       case State::kBody:
@@ -106,6 +131,9 @@ void HttpConnection::on_message(net::Buffer& input) {
         break;
       case State::kStreamBody:
         more = stream_body(input);
+        break;
+      case State::kDiscard:
+        more = discard_body(input);
         break;
       case State::kAwait:
       case State::kClosing:
@@ -151,56 +179,128 @@ bool HttpConnection::parse_head(net::Buffer& input) {
     fail(413, "Content-Length over the body limit");
     return false;
   }
-  if (request.body_framing() == BodyFraming::kNone) return true;
-  // A Router handler gets the whole body; an Exchange takes this over.
-  state_ = State::kBody;
   body_consumed_ = 0;
-  continue_sent_ = false;
-  req_->chunked_body.clear();
-  req_->chunked = ChunkedDecoder(ChunkedDecoder::Limits{limits.max_body_bytes, 4096, 8192});
+  body_spooled_ = continue_sent_ = false;
+  if (request.body_framing() != BodyFraming::kNone) {
+    req_->chunked = ChunkedDecoder(ChunkedDecoder::Limits{
+        .max_body = limits.max_body_bytes,
+        .max_framing = ChunkedDecoder::framing_allowance(limits.max_body_bytes)});
+  }
+  return true;
+}
+
+// The head is complete: the request goes to an exchange, to the Router at
+// once, or to the Router once its body is read. An unknown method is 501
+// without reading a body (dispatch() answers it).
+bool HttpConnection::start_request(net::Buffer& input) {
+  const Request& request = req_->request;
+  if (request.method() != Method::kOther) {
+    if (shared_->exchange_for && begin_exchange(input)) return true;
+    if (request.body_framing() != BodyFraming::kNone) return begin_body(input);
+  }
+  dispatch(input);
+  return true;
+}
+
+// A body for a Router handler. One of known length that fits in
+// body_buffer_bytes stays in the input buffer behind its head; any other
+// (larger, or chunked) goes to the request's Spool as it arrives, the head
+// to a copy of its own, and the input keeps nothing of this request.
+bool HttpConnection::begin_body(net::Buffer& input) {
+  const HttpLimits& limits = *shared_->limits;
+  const Request& request = req_->request;
+  state_ = State::kBody;
+  body_spooled_ = request.body_framing() == BodyFraming::kChunked ||
+                  request.content_length() > limits.body_buffer_bytes;
+  if (body_spooled_) {
+    detach_head(input);
+    req_->body.configure(limits.body_buffer_bytes, limits.temp_dir);
+  }
   arm_timer(limits.body_timeout);
   return true;
 }
 
 bool HttpConnection::read_body(net::Buffer& input) {
-  // The head stays in the buffer until the request is answered, so the
-  // parsed views may be re-derived if the buffer moves as the body arrives.
   Request& request = req_->request;
-  const size_t head = request.head_size();
-  std::string_view after_head = input.view().substr(head);
   bool complete = false;
-  if (request.body_framing() == BodyFraming::kContentLength) {
-    complete = after_head.size() >= request.content_length();
-    body_consumed_ = complete ? request.content_length() : 0;
+  if (body_spooled_) {
+    if (!spool_body(input, &complete)) return false;
   } else {
-    for (;;) {
-      size_t used = 0;
-      std::string_view data;
-      auto status = req_->chunked.next(after_head.substr(body_consumed_), &used, &data);
-      body_consumed_ += used;
-      if (status == ChunkedDecoder::kData) {
-        req_->chunked_body.append(data);
-        continue;
-      }
-      if (status == ChunkedDecoder::kError) {
-        fail(req_->chunked.error_status(), req_->chunked.error_reason());
-        return false;
-      }
-      complete = status == ChunkedDecoder::kDone;
-      break;
-    }
+    // The head stays in the buffer until the request is answered, so the
+    // parsed views are derived again once the buffer stops moving.
+    const size_t head = request.head_size();
+    complete = input.readable_bytes() - head >= request.content_length();
+    if (complete) body_consumed_ = request.content_length();
   }
   if (!complete) {
     if (request.expect_continue() && !continue_sent_) send_continue();
     return false;
   }
-  // Views into the buffer may be stale after it grew: parse the head again.
+  if (body_spooled_) {
+    Result<std::string_view> body = req_->body.view();
+    if (!body) {
+      TERN_LOG_ERROR("conn {}: request body: {}", conn_->id().slot, body.error().message());
+      fail(500, "cannot map the request body");
+      return false;
+    }
+    request.body_ = *body;
+    return true;
+  }
   req_->parser.reset();
   req_->parser.parse(input.view(), &request);
-  request.body_ = request.body_framing() == BodyFraming::kChunked
-                      ? std::string_view(req_->chunked_body)
-                      : input.view().substr(head, request.content_length());
+  request.body_ = input.view().substr(request.head_size(), request.content_length());
   return true;
+}
+
+// Moves what arrived of the body into the spool, chunked framing decoded
+// and dropped. False after failing the request.
+bool HttpConnection::spool_body(net::Buffer& input, bool* complete) {
+  const Request& request = req_->request;
+  Spool& body = req_->body;
+  Result<void> stored;
+  if (request.body_framing() == BodyFraming::kContentLength) {
+    const uint64_t left = request.content_length() - body_consumed_;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, input.readable_bytes()));
+    stored = body.append(std::string_view(input.peek(), n));
+    input.retrieve(n);
+    body_consumed_ += n;
+    *complete = body_consumed_ == request.content_length();
+  } else {
+    for (;;) {
+      size_t used = 0;
+      std::string_view data;
+      const auto status = req_->chunked.next(input.view(), &used, &data);
+      if (status == ChunkedDecoder::kError) {
+        fail(req_->chunked.error_status(), req_->chunked.error_reason());
+        return false;
+      }
+      if (status == ChunkedDecoder::kData) stored = body.append(data);
+      input.retrieve(used);  // `data` stays where it is until the next read
+      body_consumed_ += used;
+      if (status != ChunkedDecoder::kData || !stored) {
+        *complete = status == ChunkedDecoder::kDone;
+        break;
+      }
+    }
+  }
+  if (!stored) {
+    TERN_LOG_ERROR("conn {}: request body: {}", conn_->id().slot, stored.error().message());
+    fail(500, "cannot store the request body");
+    return false;
+  }
+  return true;
+}
+
+// The head moves out of the input buffer (which a body streams through, or
+// which the body leaves): parse a copy of it again, so that the request's
+// views point there.
+void HttpConnection::detach_head(net::Buffer& input) {
+  Request& request = req_->request;
+  const size_t head = request.head_size();
+  req_->head_copy.assign(input.peek(), head);
+  req_->parser.reset();
+  req_->parser.parse(req_->head_copy, &request);
+  input.retrieve(head);
 }
 
 void HttpConnection::send_continue() {
@@ -213,7 +313,12 @@ void HttpConnection::send_continue() {
 
 void HttpConnection::dispatch(net::Buffer& input) {
   Request& request = req_->request;
-  const bool keep_alive = request.keep_alive() && !shared_->draining;
+  // Answered straight from the head (501 for an unknown method): a body
+  // behind it is not read, and the connection cannot go on.
+  const bool body_unread = state_ == State::kHead && request.body_framing() != BodyFraming::kNone &&
+                           !(request.body_framing() == BodyFraming::kContentLength &&
+                             request.content_length() == 0);
+  const bool keep_alive = request.keep_alive() && !shared_->draining && !body_unread;
   ResponseWriter writer(writer_context(keep_alive));
   if (request.method() == Method::kOther) {
     write_error_page(writer, 501);
@@ -234,20 +339,21 @@ void HttpConnection::dispatch(net::Buffer& input) {
   }
   if (shared_->on_response) shared_->on_response(request, *conn_, writer);
 
-  input.retrieve(request.head_size() + body_consumed_);
+  if (!body_spooled_) input.retrieve(request.head_size() + body_consumed_);
   request.body_ = {};
-  next_request(writer.keep_alive());
+  next_request(writer.keep_alive(), body_unread);
 }
 
-void HttpConnection::next_request(bool keep_alive) {
+void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
   req_->parser.reset();
+  req_->body.clear();
   body_consumed_ = 0;
-  request_started_ = false;
+  request_started_ = body_spooled_ = false;
   state_ = State::kHead;
   net::Buffer& input = conn_->input();
   // Between requests the connection needs no parser: give it back.
   if (input.empty()) end_request();
-  if (!keep_alive) return start_closing();
+  if (!keep_alive) return start_closing(more_input_expected);
   head_timer_armed_ = false;
   if (input.empty()) return arm_timer(shared_->limits->keepalive_timeout);
   // A pipelined request is here already. Inside on_message() it is parsed
@@ -260,24 +366,16 @@ void HttpConnection::next_request(bool keep_alive) {
 
 bool HttpConnection::begin_exchange(net::Buffer& input) {
   Request& request = req_->request;
-  if (request.method() == Method::kOther) return false;  // 501 from dispatch()
   const ExchangeHandler* handler = shared_->exchange_for(request);
   if (handler == nullptr) return false;
-  // The head moves out of the input buffer, which the body streams through:
-  // parse a copy of it again so that the views point there.
-  const size_t head = request.head_size();
-  req_->head_copy.assign(input.peek(), head);
-  req_->parser.reset();
-  req_->parser.parse(req_->head_copy, &request);
-  input.retrieve(head);
-  body_consumed_ = 0;
+  detach_head(input);
   // "Content-Length: 0" is no body at all: nothing to stream or wait for.
   const bool has_body =
       request.body_framing() == BodyFraming::kChunked ||
       (request.body_framing() == BodyFraming::kContentLength && request.content_length() > 0);
   const bool keep_alive = request.keep_alive() && !shared_->draining;
   state_ = has_body ? State::kStreamBody : State::kAwait;
-  if (!has_body) arm_timer(shared_->limits->send_timeout);  // parse_head armed the body's
+  arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);
   exchange().begin(this, &request, writer_context(keep_alive), has_body);
   (*handler)(exchange());
   // It may have answered already (finish() ran), or be waiting.
@@ -331,6 +429,47 @@ bool HttpConnection::stream_body(net::Buffer& input) {
   }
 }
 
+// Drops body bytes as they arrive; at the end of the body the connection
+// goes on to the next request.
+bool HttpConnection::discard_body(net::Buffer& input) {
+  const Request& request = req_->request;
+  bool done = false;
+  if (request.body_framing() == BodyFraming::kContentLength) {
+    const uint64_t left = request.content_length() - body_consumed_;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, input.readable_bytes()));
+    input.retrieve(n);
+    body_consumed_ += n;
+    done = n == left;
+  } else {
+    for (;;) {
+      size_t used = 0;
+      std::string_view data;
+      const auto status = req_->chunked.next(input.view(), &used, &data);
+      input.retrieve(used);
+      if (status == ChunkedDecoder::kData) continue;
+      if (status == ChunkedDecoder::kError) {
+        // The response has gone out; the framing of what follows is lost.
+        TERN_LOG_DEBUG("conn {}: discarding a body: {}", conn_->id().slot,
+                       req_->chunked.error_reason());
+        start_closing(true);
+        return false;
+      }
+      done = status == ChunkedDecoder::kDone;
+      break;
+    }
+  }
+  if (!done) return false;
+  next_request(!shared_->draining);
+  return true;
+}
+
+// Whether a response sent before the body is in may keep the connection:
+// the rest is then read and dropped. Not when the client waits for a 100
+// (Continue) we have not sent: it may never send the body.
+bool HttpConnection::can_discard_body() const {
+  return !shared_->draining && !(req_->request.expect_continue() && !continue_sent_);
+}
+
 void HttpConnection::finish_exchange() {
   ResponseWriter& writer = *exchange().writer_;
   if (!writer.finished()) {
@@ -345,15 +484,23 @@ void HttpConnection::finish_exchange() {
   }
   if (shared_->on_response) shared_->on_response(req_->request, *conn_, writer);
   const bool body_left = state_ == State::kStreamBody;
-  const bool keep_alive =
-      writer.keep_alive() && !body_left && !writer.stream_short() && !shared_->draining;
+  const bool keep_alive = writer.keep_alive() && !writer.stream_short() && !shared_->draining;
   exchange().end();
   if (!conn_->is_reading() && conn_->connected()) conn_->start_reading();
-  next_request(keep_alive);
+  if (body_left && keep_alive) {
+    // Answered before the body was in: drop the rest, then go on.
+    state_ = State::kDiscard;
+    arm_timer(shared_->limits->body_timeout);
+  } else {
+    next_request(keep_alive, body_left);
+  }
   conn_->flush();
-  // Requests that arrived meanwhile: parse them, but not from inside the
-  // caller (an upstream's callback, say).
-  if (state_ == State::kHead && !conn_->input().empty() && !in_message_) resume_later();
+  // Requests (or body bytes) that arrived meanwhile: go on with them, but
+  // not from inside the caller (an upstream's callback, say).
+  if ((state_ == State::kHead || state_ == State::kDiscard) && !conn_->input().empty() &&
+      !in_message_) {
+    resume_later();
+  }
 }
 
 void HttpConnection::resume_later() {
@@ -370,9 +517,11 @@ void HttpConnection::resume_later() {
 
 void HttpConnection::abort_exchange() {
   if (shared_->on_response) shared_->on_response(req_->request, *conn_, *exchange().writer_);
+  const bool body_left = state_ == State::kStreamBody;
   exchange().end();
-  state_ = State::kClosing;
-  conn_->force_close();
+  // What the response got so far goes out, then the close tells the client
+  // it is incomplete.
+  start_closing(body_left);
 }
 
 void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
@@ -382,8 +531,7 @@ void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
   if (abort_handler) abort_handler();
   if (!started) return fail(status, log_reason);
   TERN_LOG_DEBUG("conn {}: {} after the response started: closing", conn_->id().slot, log_reason);
-  state_ = State::kClosing;
-  conn_->force_close();
+  start_closing(true);
 }
 
 // Exchange: the handler's side, carried out by the HttpConnection.
@@ -411,9 +559,13 @@ void Exchange::deliver(std::string_view piece, bool last) {
 }
 
 ResponseWriter& Exchange::writer() {
-  // Announce the close a finish() will make: the body is still coming, or
-  // the server started draining since the exchange began.
-  if ((!body_complete_ || owner_->shared_->draining) && !writer_->started()) writer_->close_after();
+  // Announce the close a finish() will make: the server started draining
+  // since the exchange began, or the body is still coming and cannot be
+  // read and dropped after the response.
+  if (!writer_->started() && (owner_->shared_->draining ||
+                              (!body_complete_ && !owner_->can_discard_body()))) {
+    writer_->close_after();
+  }
   return *writer_;
 }
 
@@ -458,12 +610,13 @@ void HttpConnection::fail(int status, std::string_view log_reason) {
   write_error_page(writer, status);
   // The request may be half parsed: log it as an empty one.
   if (shared_->on_response) shared_->on_response(Request{}, *conn_, writer);
-  start_closing();
+  // The rest of the request may still be on its way.
+  start_closing(true);
 }
 
-void HttpConnection::start_closing() {
+void HttpConnection::start_closing(bool more_input_expected) {
   state_ = State::kClosing;
-  if (conn_->input().empty()) {
+  if (conn_->input().empty() && !more_input_expected) {
     // Nothing unread: close once the response is out, as nginx does. (The
     // next bytes might still be on their way; the peer then sees a reset,
     // which is what an HTTP/1.0 client or "Connection: close" agreed to.)
@@ -474,16 +627,17 @@ void HttpConnection::start_closing() {
     return;
   }
   conn_->flush();
-  // Unread input: closing now would reset the connection and could destroy
-  // our response in the peer's buffer. Half-close, keep reading (and
-  // discarding) until the peer closes or the linger timeout.
+  // Unread input, or input still to come (a body we did not read): closing
+  // now would reset the connection and could destroy our response in the
+  // peer's buffer. Half-close, keep reading (and discarding) until the peer
+  // closes or the linger timeout.
   conn_->shutdown();
   arm_timer(shared_->limits->linger_timeout);
 }
 
 void HttpConnection::close_if_idle() {
   if (state_ == State::kHead && !request_started_ && conn_ != nullptr) {
-    start_closing();
+    start_closing(false);
   }
 }
 
@@ -501,33 +655,41 @@ ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
 }
 
 void HttpConnection::arm_timer(std::chrono::milliseconds delay) {
-  progress_mark_ = conn_->bytes_sent() + conn_->bytes_received();
+  sent_mark_ = static_cast<uint32_t>(conn_->bytes_sent());
+  received_mark_ = static_cast<uint32_t>(conn_->bytes_received());
   timeout_.arm(delay);
 }
 
 void HttpConnection::on_timer() {
   if (conn_ == nullptr) return;
   const HttpLimits& limits = *shared_->limits;
-  const bool moved = conn_->bytes_sent() + conn_->bytes_received() != progress_mark_;
+  const bool sent = static_cast<uint32_t>(conn_->bytes_sent()) != sent_mark_;
+  const bool received = static_cast<uint32_t>(conn_->bytes_received()) != received_mark_;
   if (conn_->pending_output_bytes() > 0) {
     // Sending (a last response too): the client must keep taking bytes.
-    if (moved) return arm_timer(limits.send_timeout);
+    // What it sends meanwhile is no progress: a client that pipelines
+    // requests and never reads the answers is cut off here.
+    if (sent) return arm_timer(limits.send_timeout);
     TERN_LOG_DEBUG("conn {}: send timeout", conn_->id().slot);
     return conn_->force_close();
   }
   if (state_ == State::kClosing) return conn_->force_close();  // lingered long enough
   if (state_ == State::kBody) {
-    if (moved) return arm_timer(limits.body_timeout);
+    if (received) return arm_timer(limits.body_timeout);
     return fail(408, "body timeout");
   }
   if (state_ == State::kStreamBody) {
     // A paused body waits for the handler, not for the client.
-    if (moved || exchange().body_paused_) return arm_timer(limits.body_timeout);
+    if (received || exchange().body_paused_) return arm_timer(limits.body_timeout);
     return fail_exchange(408, "body timeout");
   }
+  if (state_ == State::kDiscard) {
+    if (received) return arm_timer(limits.body_timeout);
+    return conn_->force_close();  // the response went out already
+  }
   // Waiting for the handler, which keeps its own time (an upstream's
-  // read timeout, say).
-  if (state_ == State::kAwait) return arm_timer(limits.send_timeout);
+  // read timeout, say), or for the output to drain.
+  if (state_ == State::kAwait || output_paused_) return arm_timer(limits.send_timeout);
   if (request_started_) return fail(408, "header timeout");
   conn_->force_close();  // keep-alive idle
 }

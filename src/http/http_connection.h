@@ -9,11 +9,25 @@
 //
 // A handler may also take a request as an Exchange (exchange.h) when its
 // head is complete; the body then streams to it, and the connection waits
-// for the exchange to finish before it reads the next request.
+// for the exchange to finish before it reads the next request. An exchange
+// that answers before the body is in (a 405, a 413) leaves the rest of the
+// body to be read and dropped, after which the connection goes on.
+//
+// Memory per connection is bounded whatever the client does:
+//   - the head by the parser's limits (431);
+//   - a body for a Router handler by the body limit (413), and in memory
+//     only up to body_buffer_bytes: past that it waits in an unlinked temp
+//     file (base/spool.h), mapped when the handler runs; chunked framing is
+//     dropped as it is decoded;
+//   - output: a pipelined request is not parsed while the responses queued
+//     before it exceed kOutputHighWater; reading stops until the client has
+//     taken them (a client that pipelines and never reads holds that much);
+//   - behind an exchange, unread input above the head limit stops reading.
 //
 // Timeouts, all on one timer: keep-alive idle time before a request starts;
 // the whole header section once its first byte arrived (408); progress while
-// reading a body (408) or sending a response (close).
+// reading a body (408); progress of the output while a response is queued
+// (close; bytes the client sends meanwhile do not count).
 //
 // Owned by HttpServer's per-loop pool (recycled after close); the
 // TcpConnection's context slot points to it. Loop thread only.
@@ -25,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "base/spool.h"
 #include "http/chunked_decoder.h"
 #include "http/exchange.h"
 #include "http/request.h"
@@ -43,6 +58,10 @@ namespace tern::http {
 struct HttpLimits {
   RequestParser::Limits parser;
   uint64_t max_body_bytes = 1024 * 1024;
+  // A request body for a Router handler is kept in memory up to this size,
+  // beyond it in an unlinked file in temp_dir.
+  size_t body_buffer_bytes = 16 * 1024;
+  std::string temp_dir = "/tmp";
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds body_timeout{30000};
   std::chrono::milliseconds keepalive_timeout{60000};
@@ -53,27 +72,29 @@ struct HttpLimits {
 };
 
 // What a connection needs only while a request is in progress: the parser
-// with its field table, the parsed head, the body decoder. Some 5 KiB, so
-// idle keep-alive connections hand theirs back to a per-loop pool.
+// with its field table, the parsed head, the body decoder and store. A few
+// KiB, so idle keep-alive connections hand theirs back to a per-loop pool.
 struct RequestState {
   RequestParser parser;
   ChunkedDecoder chunked;
   Request request;
-  std::string chunked_body;  // decoded chunked body
-  std::string head_copy;     // the head of a request taken as an Exchange
-  Exchange exchange;         // for a request taken as one
+  Spool body;             // a body read for a Router handler (see above)
+  std::string head_copy;  // the head, when the input buffer cannot keep it
+  Exchange exchange;      // for a request taken as one
 };
 
-// Recycles RequestState objects for one loop. Loop thread only.
+// Recycles RequestState objects for one loop, keeping at most kMaxSpare
+// (a burst of slow requests does not pin their memory). Loop thread only.
 class RequestStatePool {
  public:
-  RequestState* acquire();
-  void release(RequestState* state);
+  static constexpr size_t kMaxSpare = 128;
+
+  std::unique_ptr<RequestState> acquire();
+  void release(std::unique_ptr<RequestState> state);
   size_t idle() const { return free_.size(); }
 
  private:
-  std::vector<std::unique_ptr<RequestState>> owned_;  // every state ever made
-  std::vector<RequestState*> free_;                   // those not in use
+  std::vector<std::unique_ptr<RequestState>> free_;
 };
 
 // What every connection of a loop shares: set up by HttpServer.
@@ -120,29 +141,43 @@ class HttpConnection {
   friend class Exchange;
 
   // kBody: reading a body for a Router handler; kStreamBody: passing a body
-  // to an Exchange; kAwait: the Exchange has the whole request.
-  enum class State : uint8_t { kHead, kBody, kStreamBody, kAwait, kClosing };
+  // to an Exchange; kAwait: the Exchange has the whole request; kDiscard:
+  // dropping the rest of a body whose response went out already.
+  enum class State : uint8_t { kHead, kBody, kStreamBody, kAwait, kDiscard, kClosing };
+
+  // Queued output above which no further pipelined request is parsed.
+  static constexpr size_t kOutputHighWater = 64 * 1024;
 
   void begin_request();
   void end_request();
   bool parse_head(net::Buffer& input);
+  bool start_request(net::Buffer& input);
+  bool begin_body(net::Buffer& input);
   bool read_body(net::Buffer& input);
+  bool spool_body(net::Buffer& input, bool* complete);
+  void detach_head(net::Buffer& input);
   void dispatch(net::Buffer& input);
   bool begin_exchange(net::Buffer& input);
   bool stream_body(net::Buffer& input);
+  bool discard_body(net::Buffer& input);
+  bool can_discard_body() const;
   void finish_exchange();
   void abort_exchange();
   void fail_exchange(int status, std::string_view log_reason);
   void resume_later();
-  void next_request(bool keep_alive);
+  void wait_for_output();
+  // keep_alive: go on to the next request; otherwise close, lingering when
+  // the client may still be sending (see start_closing).
+  void next_request(bool keep_alive, bool more_input_expected = false);
   // Answers `status` with an error page and closes.
   void fail(int status, std::string_view log_reason);
   void send_continue();
-  void start_closing();
+  void start_closing(bool more_input_expected);
   void arm_timer(std::chrono::milliseconds delay);
   void on_timer();
   static void timed_out(void* self) { static_cast<HttpConnection*>(self)->on_timer(); }
   ResponseWriter::Context writer_context(bool keep_alive) const;
+  bool output_backlogged() const;
   // The exchange in progress lives in the request state (idle connections
   // hold neither); valid while req_ is set.
   Exchange& exchange() { return req_->exchange; }
@@ -151,15 +186,21 @@ class HttpConnection {
   // The first 64 bytes hold what a keep-alive request touches.
   const HttpShared* const shared_;
   net::TcpConnection* conn_ = nullptr;
-  RequestState* req_ = nullptr;  // from the pool while a request is in progress
-  uint32_t index_ = 0;           // in HttpServer's table
+  std::unique_ptr<RequestState> req_;  // from the pool while a request is in progress
+  uint32_t index_ = 0;                 // in HttpServer's table
   State state_ = State::kHead;
   bool request_started_ : 1 = false;   // a byte of the next request has arrived
   bool continue_sent_ : 1 = false;
   bool in_message_ : 1 = false;        // inside on_message()
   bool head_timer_armed_ : 1 = false;  // header_timeout runs for the head under way
+  bool body_spooled_ : 1 = false;      // head and body left the input (RequestState::body)
+  bool output_paused_ : 1 = false;     // waiting for queued output to drain (kOutputHighWater)
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
-  uint64_t progress_mark_ = 0;    // bytes moved when the timer was armed
+  // The low 32 bits of the bytes sent and received when the timer was
+  // armed: progress is any change, and exactly 4 GiB between two timer
+  // checks is the only change they miss.
+  uint32_t sent_mark_ = 0;
+  uint32_t received_mark_ = 0;
   net::Timeout timeout_;          // the one timer (see above); arm() uses its first 16 bytes
 };
 

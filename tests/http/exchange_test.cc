@@ -455,7 +455,7 @@ TEST_F(ExchangeTest, PausedChunkedBodyResumesWithChunksAlreadyBuffered) {
   });
 }
 
-TEST_F(ExchangeTest, FinishBeforeTheBodyArrivedClosesWithoutParsingTheRest) {
+TEST_F(ExchangeTest, FinishBeforeTheBodyArrivedDropsTheBodyAndGoesOn) {
   on("/early", [this](Exchange& ex) {
     ++started_;
     ex.writer().start(200).body("early");
@@ -463,19 +463,19 @@ TEST_F(ExchangeTest, FinishBeforeTheBodyArrivedClosesWithoutParsingTheRest) {
   });
   start();
   RawClient client(port_);
-  // The body holds bytes that would parse as a request.
-  const std::string smuggled = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_TRUE(client.send_all("POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" + smuggled));
-  bool closed = false;
-  std::string out = read_until_closed(client, &closed);
-  EXPECT_TRUE(closed);
-  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos) << out;
-  EXPECT_TRUE(out.ends_with("\r\n\r\nearly")) << out;
-  EXPECT_EQ(count(out, "HTTP/1.1 "), 1u) << "body bytes were parsed as a request: " << out;
+  // The body holds bytes that would parse as a request; a real one follows.
+  std::string smuggled = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
+  smuggled.resize(100, 's');
+  ASSERT_TRUE(client.send_all("POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n" +
+                              smuggled + "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string out = read_until(client, "\r\n\r\nhello");
+  EXPECT_EQ(out.find("Connection: close\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\r\n\r\nearly"), std::string::npos) << out;
+  EXPECT_EQ(count(out, "HTTP/1.1 "), 2u) << "body bytes were parsed as a request: " << out;
   EXPECT_EQ(on_loop([&] { return started_; }), 1);
 }
 
-TEST_F(ExchangeTest, FinishFromATimerMidBodyClosesWithoutParsingTheRest) {
+TEST_F(ExchangeTest, FinishFromATimerMidBodyDropsTheRestOfTheBody) {
   on("/early", [this](Exchange& ex) {
     ++started_;
     ex.set_body_handler([this](std::string_view piece, bool last) { body_.add(piece, last); });
@@ -490,21 +490,70 @@ TEST_F(ExchangeTest, FinishFromATimerMidBodyClosesWithoutParsingTheRest) {
   ASSERT_TRUE(client.send_all("POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" +
                               std::string(100, 'b')));
   std::string out = read_until(client, "early");
-  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Connection: close\r\n"), std::string::npos) << out;
   // The rest of the body comes after the response, starting with what
-  // would parse as a request.
+  // would parse as a request, and then a request.
   std::string rest = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
   rest.resize(900, 'c');
-  (void)client.send_all(rest);  // the server may already be gone
-  bool closed = false;
-  out += read_until_closed(client, &closed);
-  EXPECT_TRUE(closed);
-  EXPECT_EQ(count(out, "HTTP/1.1 "), 1u) << "body bytes were parsed as a request: " << out;
+  ASSERT_TRUE(client.send_all(rest + "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  out += read_until(client, "\r\n\r\nhello");
+  EXPECT_EQ(count(out, "HTTP/1.1 "), 2u) << "body bytes were parsed as a request: " << out;
   on_loop([&] {
     EXPECT_EQ(body_.body, std::string(100, 'b'));
     EXPECT_EQ(body_.lasts, 0);
     EXPECT_EQ(started_, 1);
   });
+}
+
+TEST_F(ExchangeTest, FinishBeforeAChunkedBodyDropsItAndGoesOn) {
+  on("/early", [](Exchange& ex) {
+    ex.writer().start(405).body("no");
+    ex.finish();
+  });
+  start();
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all(
+      "POST /early HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "20;ext=1\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n\r\n0\r\n\r\n"
+      "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string out = read_until(client, "\r\n\r\nhello");
+  EXPECT_TRUE(out.starts_with("HTTP/1.1 405 ")) << out;
+  EXPECT_EQ(count(out, "HTTP/1.1 "), 2u) << out;
+}
+
+TEST_F(ExchangeTest, EarlyAnswerToAClientWaitingForContinueCloses) {
+  // The client waits for a 100 (Continue) that never comes: it may never
+  // send the body, so the connection cannot wait for it.
+  on("/early", [](Exchange& ex) {
+    ex.writer().start(413).body("too big");
+    ex.finish();
+  });
+  start();
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("POST /early HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n"
+                              "Expect: 100-continue\r\n\r\n"));
+  bool closed = false;
+  std::string out = read_until_closed(client, &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(out.starts_with("HTTP/1.1 413 ")) << out;
+  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("100 Continue"), std::string::npos) << out;
+}
+
+TEST_F(ExchangeTest, MalformedBodyBeingDroppedClosesTheConnection) {
+  on("/early", [](Exchange& ex) {
+    ex.writer().start(200).body("early");
+    ex.finish();
+  });
+  start();
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("POST /early HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  std::string out = read_until(client, "early");
+  ASSERT_TRUE(client.send_all("zz\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  bool closed = false;
+  out += read_until_closed(client, &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(count(out, "HTTP/1.1 "), 1u) << out;
 }
 
 TEST_F(ExchangeTest, ClientClosingWhileAnExchangeIsPendingRunsTheAbortHandlerOnce) {

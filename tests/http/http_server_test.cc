@@ -4,10 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
+
+#include <atomic>
+#include <filesystem>
 #include <string>
+#include <thread>
 
 #include "support/loop_runner.h"
 #include "support/raw_socket.h"
+#include "support/temp_dir.h"
 
 namespace tern::http {
 namespace {
@@ -20,6 +26,9 @@ class HttpServerTest : public ::testing::Test {
   void SetUp() override {
     HttpServerOptions options;
     options.limits.max_body_bytes = 1024;
+    // Bodies above 64 bytes wait in a file in temp_ for their handler.
+    options.limits.body_buffer_bytes = 64;
+    options.limits.temp_dir = temp_.path();
     server_ = tern::testing::make_on_loop<HttpServer>(runner_, runner_.loop(),
                                                       net::InetAddress(0, true), options);
     runner_.run([&] {
@@ -31,6 +40,20 @@ class HttpServerTest : public ::testing::Test {
       });
       server_->router().prefix(Method::kGet, "/files/", [](const Request& r, ResponseWriter& w) {
         w.start(200).body(r.path());
+      });
+      server_->post("/spooled", [this](const Request& r, ResponseWriter& w) {
+        // How many files in temp_ this process holds open (the body's).
+        int open = 0;
+        for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+          std::error_code ec;
+          auto target = std::filesystem::read_symlink(fd.path(), ec);
+          if (!ec && target.string().starts_with(temp_.path())) ++open;
+        }
+        w.start(200).header("X-Temp-Files", static_cast<uint64_t>(open)).body(r.body());
+      });
+      server_->get("/large", [this](const Request&, ResponseWriter& w) {
+        ++large_calls_;
+        w.start(200).body(std::string(64 * 1024, 'k'));
       });
       server_->get("/stream", [](const Request&, ResponseWriter& w) {
         w.start(200).begin_stream();
@@ -50,9 +73,11 @@ class HttpServerTest : public ::testing::Test {
     return client.read_to_eof(nullptr, std::chrono::seconds(5));
   }
 
+  tern::testing::TempDir temp_;
   LoopRunner runner_;
   tern::testing::LoopOwned<HttpServer> server_;
   uint16_t port_ = 0;
+  std::atomic<int> large_calls_{0};
 };
 
 TEST_F(HttpServerTest, ExactRouteAnswersAndHeadGetsNoBody) {
@@ -151,6 +176,68 @@ TEST_F(HttpServerTest, Http10KeepAliveIsAnnouncedAndKept) {
   ASSERT_TRUE(client.send_all("GET /hello HTTP/1.0\r\n\r\n"));
   std::string second = client.read_to_eof(nullptr, std::chrono::seconds(5));
   EXPECT_TRUE(second.starts_with("HTTP/1.1 200 OK\r\n")) << second;
+}
+
+TEST_F(HttpServerTest, LargeBodyWaitsInAnUnlinkedTempFile) {
+  std::string body;
+  for (int i = 0; i < 100; ++i) body += std::to_string(i) + ",";
+  std::string out = exchange("POST /spooled HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                             std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_NE(out.find("X-Temp-Files: 1\r\n"), std::string::npos) << out;
+  EXPECT_TRUE(out.ends_with("\r\n\r\n" + body)) << out;
+  // Gone with the request, and never named in the directory.
+  EXPECT_TRUE(std::filesystem::is_empty(temp_.path()));
+  std::string small = exchange(
+      "POST /spooled HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5\r\n\r\nsmall");
+  EXPECT_NE(small.find("X-Temp-Files: 0\r\n"), std::string::npos) << small;
+}
+
+TEST_F(HttpServerTest, ChunkedBodyIsDecodedIntoTheTempFileWithoutItsFraming) {
+  std::string chunks, body;
+  for (int i = 0; i < 60; ++i) {
+    std::string piece = "piece" + std::to_string(i) + ";";
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", piece.size());
+    chunks += std::string(size) + ";n=\"" + std::string(20, 'e') + "\"\r\n" + piece + "\r\n";
+    body += piece;
+  }
+  std::string out = exchange(
+      "POST /spooled HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      chunks + "0\r\n\r\n");
+  EXPECT_NE(out.find("X-Temp-Files: 1\r\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
+  EXPECT_TRUE(out.ends_with("\r\n\r\n" + body)) << out;
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsWaitWhileTheClientDoesNotRead) {
+  // A client that pipelines a thousand requests for 64 KiB and reads
+  // nothing gets only what the socket buffers hold (a few MiB) and what
+  // the output high-water mark allows; the rest of its requests wait,
+  // unparsed, and no 64 MB pile up in the server.
+  RawClient client(port_);
+  const std::string request = "GET /large HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::string all;
+  for (int i = 0; i < 1000; ++i) all += request;
+  ASSERT_TRUE(client.send_all(all));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int answered = large_calls_.load();
+  EXPECT_LT(answered, 300) << "responses kept being produced for a client that does not read";
+  EXPECT_GT(answered, 0);
+  // Reading, the client gets an answer to every request, in order.
+  const std::string status_line = "HTTP/1.1 200 OK";
+  size_t responses = 0, total = 0;
+  std::string carry;  // shorter than the status line: nothing counted twice
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (responses < 1000 && std::chrono::steady_clock::now() < deadline) {
+    std::string fresh = client.read_exactly(1 << 20, std::chrono::milliseconds(500));
+    total += fresh.size();
+    std::string got = carry + fresh;
+    for (size_t at = got.find(status_line); at != std::string::npos; at = got.find(status_line, at + 1)) {
+      ++responses;
+    }
+    carry = got.substr(got.size() - std::min(got.size(), status_line.size() - 1));
+  }
+  EXPECT_EQ(responses, 1000u) << large_calls_.load() << " answered, " << total << " bytes read";
 }
 
 }  // namespace
