@@ -1,29 +1,46 @@
 // Call: one HTTP request relayed to a FastCGI application (php-fpm) over a
-// pooled connection, and its response relayed back, both ways streaming.
+// pooled connection, and its response relayed back.
 //
 //   Call::start(exchange, pool, options, write_params, tap);
 //
 // The request: BEGIN_REQUEST and PARAMS (written by `write_params`), then the
-// body as STDIN records as it arrives from the client. A body of known
-// length streams through in bounded memory: when the upstream does not keep
-// up, the client's body is paused. A chunked body is gathered first (up to
-// the server's body limit), as nginx does, because PHP reads exactly
-// CONTENT_LENGTH bytes and so has to be told it up front.
+// body as STDIN records. With request buffering (the default, as nginx's
+// fastcgi_request_buffering) the whole body is received first, in memory up
+// to request_memory and beyond it in an unlinked temp file, and only then
+// is a connection taken from the pool: a client that uploads slowly holds a
+// descriptor and some page cache, never one of the application's workers.
+// Without it a body of known length streams through as it arrives, pausing
+// the client when the upstream falls behind; a chunked body is always
+// gathered first, because PHP reads exactly CONTENT_LENGTH bytes and so has
+// to be told it up front.
 //
 // The response: STDOUT starts with a CGI head (Status, Location, fields),
-// which becomes the HTTP response head; the rest streams to the client,
-// with Content-Length when the application gave one, else chunked. When the
-// client is slow, reading from the upstream pauses until it catches up, so
-// a large response never piles up in memory. STDERR goes to the error log
-// line by line. END_REQUEST ends the response; the connection goes back to
-// the pool when the exchange on it ended cleanly (FCGI_KEEP_CONN).
+// which becomes the HTTP response head; the rest goes to the client, with
+// Content-Length when the application gave one, else chunked. With response
+// buffering (the default, as nginx's fastcgi_buffering) the application's
+// output is read as fast as it comes: what the client cannot take yet waits
+// in memory up to response_memory and then in a temp file (up to
+// max_temp_file, after which reading pauses), and the connection goes back
+// to the pool at END_REQUEST, while the client is still downloading. A
+// response with "X-Accel-Buffering: no" (a stream of events, say) and blocks
+// with buffering off are relayed as they come instead, reading from the
+// upstream paused while the client is behind. STDERR goes to the error log
+// line by line. The connection is reused when the exchange on it ended
+// cleanly (FCGI_KEEP_CONN).
+//
+// Fields that describe the CGI hop or the application's server (Connection,
+// Transfer-Encoding, Content-Length, Date, Server) and internal directives
+// (X-Accel-*, X-Sendfile) are not relayed. A 1xx status is not a response
+// a client can be given: it is a 502.
 //
 // Failures: no connection (refused, down, connect timeout) -> 502; every
 // pooled connection busy for too long -> 503; no response within
-// read_timeout -> 504; a bad response head -> 502. After the head was sent
-// only closing the client's connection can tell it the body is incomplete,
-// and so it does. A request without a body that finds its pooled connection
-// closed before any answer is tried once more on a new connection.
+// read_timeout -> 504; a bad response head -> 502; a temp file that cannot
+// be written -> 500. After the head was sent only closing the client's
+// connection can tell it the body is incomplete: what arrived is sent, then
+// the connection closes. A request whose pooled connection turns out closed
+// before any answer (a worker recycled) is tried once more on a new
+// connection, if it has no body or its body was buffered.
 //
 // A Call owns itself: it ends when the response has been relayed, or when
 // the client goes away. Loop thread only.
@@ -35,7 +52,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "base/spool.h"
 #include "fastcgi/cgi_response.h"
 #include "fastcgi/protocol.h"
 #include "http/exchange.h"
@@ -51,12 +70,19 @@ struct CallOptions {
   std::string_view extra_header_name;
   std::string_view extra_header_value;
   std::string_view log_name = "fastcgi";  // the upstream, for log lines
+  bool request_buffering = true;
+  bool response_buffering = true;
+  size_t request_memory = 16 * 1024;   // of a buffered body, before a temp file
+  size_t response_memory = 64 * 1024;  // of a buffered response, before a temp file
+  uint64_t max_temp_file = uint64_t{1} << 30;  // of a buffered response
+  std::string_view temp_dir = "/tmp";
 };
 
 // Sees the response a Call relays (a cache filling an entry, say).
 class ResponseTap {
  public:
   virtual ~ResponseTap() = default;
+  // The status and the fields exactly as relayed to the client.
   virtual void on_head(int status, std::span<const http::Header> headers) = 0;
   virtual void on_body(std::string_view piece) = 0;
   // complete: the whole response reached the client's connection.
@@ -64,8 +90,13 @@ class ResponseTap {
 };
 
 // Writes BEGIN_REQUEST and the PARAMS stream (request id 1, keep_conn) into
-// `out`; `content_length` is set for a chunked body, once it is known.
+// `out`; `content_length` is set when the body was gathered first, once its
+// length is known.
 using RequestHeadWriter = std::function<void(net::Buffer& out, std::optional<uint64_t> content_length)>;
+
+// Whether a field of a CGI response head stays between the application and
+// the server (see above).
+bool is_unrelayed_field(std::string_view name);
 
 class Call final : private net::ConnectionPool::User {
  public:
@@ -89,12 +120,19 @@ class Call final : private net::ConnectionPool::User {
   void on_upstream_drained(net::TcpConnection& conn) override;
   void on_upstream_closed(net::TcpConnection& conn) override;
 
+  void send_request();
+  void pump_body();
   bool on_stdout(std::string_view data);
-  void write_response_head();
+  bool write_response_head();
+  bool relay(std::string_view data);
+  bool pump_response();
+  void pause_upstream();
+  void resume_upstream();
   void on_stderr(std::string_view data, bool flush);
   void on_end_request(const Event& event, const net::Buffer& input);
+  void end_response();
+  void arm_read_timer();
   void on_read_timeout();
-  void send_pending();
   // Answers `status` if nothing was sent yet, else cuts the client off.
   void fail(int status, std::string_view why);
   void done();
@@ -107,16 +145,24 @@ class Call final : private net::ConnectionPool::User {
   net::EventLoop* const loop_;
   net::TcpConnection* upstream_ = nullptr;  // while leased
   net::Buffer pending_{0};  // request records waiting for a connection
+  Spool body_;              // a buffered request body
+  uint64_t body_sent_ = 0;  // of body_, written as STDIN
+  Spool response_;          // response bytes the client has not taken yet
+  uint64_t response_sent_ = 0;
+  std::string scratch_;     // for reading the spools
   RecordParser records_;
   CgiHeadParser head_;
   std::string stderr_line_;
+  std::vector<http::Header> relayed_;  // the head's relayed fields, for the tap
   net::TimerId read_timer_;
-  uint64_t chunked_bytes_ = 0;
-  bool chunked_ = false;       // the body is gathered before PARAMS go out
-  bool head_written_ = false;  // BEGIN_REQUEST and PARAMS are in pending_ or sent
-  bool stdin_done_ = false;    // the empty STDIN record is written
+  bool buffer_body_ = false;      // the body is gathered before a connection is taken
+  bool buffer_response_ = false;  // this response is read ahead of the client
+  bool replayable_ = false;       // no body, or a buffered one: can be sent again
+  bool head_written_ = false;     // BEGIN_REQUEST and PARAMS are in pending_ or sent
+  bool stdin_done_ = false;       // the empty STDIN record is written
   bool response_started_ = false;
-  bool answered_ = false;      // upstream bytes arrived
+  bool upstream_done_ = false;    // END_REQUEST arrived; the connection went back
+  bool answered_ = false;         // upstream bytes arrived
   bool retried_ = false;
   bool done_ = false;
 };

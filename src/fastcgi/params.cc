@@ -11,12 +11,25 @@ std::string_view number(uint64_t value, char (&digits)[24]) {
   return {digits, static_cast<size_t>(end - digits)};
 }
 
+// Letters, digits and '-' only: any other byte a token allows ('_', '.',
+// '~', ...) would turn into '_' or pass as it is, so "X.Forwarded.For" or
+// "X_Forwarded_For" would reach the application as HTTP_X_FORWARDED_FOR,
+// the variable a proxy in front of it sets.
+bool cgi_safe_name(std::string_view name) {
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void write_cgi_params(ParamsWriter& params, const http::Request& request, const CgiContext& cgi,
                       std::optional<uint64_t> content_length) {
   char digits[24];
   params.add("GATEWAY_INTERFACE", "CGI/1.1");
+  params.add("REQUEST_SCHEME", cgi.https ? "https" : "http");
   params.add("SERVER_SOFTWARE", cgi.server_software);
   params.add("SERVER_PROTOCOL",
              request.version() == http::Version::kHttp11 ? "HTTP/1.1" : "HTTP/1.0");
@@ -46,7 +59,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
 
   std::string name;
   for (const http::Header& header : request.headers()) {
-    if (header.name.find('_') != std::string_view::npos) continue;
+    if (!cgi_safe_name(header.name)) continue;
     if (http::iequals(header.name, "Proxy")) continue;
     name.assign("HTTP_");
     for (char c : header.name) {

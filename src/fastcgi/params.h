@@ -21,16 +21,17 @@ struct CgiContext {
   std::string_view document_root;
   std::string_view document_uri;     // the decoded path of the request
   std::string_view server_software;  // "tern/0.1.0"
-  std::string_view server_name;      // the Host header without the port, or the address
+  std::string_view server_name;      // the configured server name
   net::InetAddress server_address;
   net::InetAddress remote_address;
   bool https = false;
 };
 
 // Every variable, then each request header as HTTP_NAME (upper case, '-' as
-// '_'). Headers whose names contain '_' are left out, as nginx does: they
-// would be indistinguishable from their '-' twins (a client could pass
-// "X_Forwarded_For" to shadow "X-Forwarded-For"). "Proxy" is left out too
+// '_'). Only names of letters, digits and '-' are passed: one with '_' or
+// '.' would be indistinguishable from its '-' twin (a client could send
+// "X_Forwarded_For" or "X.Forwarded.For" to shadow the "X-Forwarded-For" a
+// proxy sets; nginx drops such names too). "Proxy" is left out as well
 // (httpoxy). CONTENT_LENGTH is `content_length` when given (a chunked body,
 // counted once it has all arrived), else the request's own.
 void write_cgi_params(ParamsWriter& params, const http::Request& request, const CgiContext& cgi,

@@ -20,9 +20,13 @@ struct ConnectionPool::Slot {
 ConnectionPool::ConnectionPool(EventLoop* loop, ConnectionPoolOptions options)
     : loop_(loop), options_(std::move(options)) {}
 
-ConnectionPool::~ConnectionPool() {
+ConnectionPool::~ConnectionPool() { close(); }
+
+void ConnectionPool::close() {
   // Everyone still waiting or holding a connection hears about it, once
   // the pool is empty (so whatever they call back finds nothing).
+  if (destroying_) return;
+  loop_->assert_in_loop_thread();
   destroying_ = true;
   std::vector<User*> users;
   for (Waiter& w : waiting_) {
@@ -54,7 +58,7 @@ size_t ConnectionPool::connecting() const {
 
 void ConnectionPool::acquire(User* user) {
   loop_->assert_in_loop_thread();
-  if (destroying_) return user->on_lease_failed(Failure::kConnectFailed, "connection pool closed");
+  if (destroying_) return fail_later(user, Failure::kConnectFailed, "connection pool closed");
   if (waiting_.size() >= options_.max_waiting) {
     return fail_later(user, Failure::kOverloaded, "too many requests waiting for a connection");
   }

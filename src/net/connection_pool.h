@@ -17,9 +17,12 @@
 // idle just leaves the pool.
 //
 // on_lease() may run inside acquire() (an idle connection was at hand);
-// on_lease_failed() never does, except while the pool is being destroyed,
-// which fails every user still waiting or holding a connection. One pool
-// per loop per upstream, destroyed on that loop's thread; loop thread only.
+// on_lease_failed() never does, except while the pool is being closed or
+// destroyed, which fails every user still waiting or holding a connection.
+// A closed pool fails every later acquire() (after the round), so users may
+// go on calling it until it is destroyed. One pool per loop per upstream,
+// closed on that loop's thread (the destructor closes it if nobody did);
+// loop thread only.
 #pragma once
 
 #include <chrono>
@@ -74,6 +77,9 @@ class ConnectionPool {
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
   void acquire(User* user);
+  // Closes every connection and fails every user (see above).
+  void close();
+  bool closed() const { return destroying_; }
   // Takes a user out of the queue, or takes back its connection (closing
   // it: what was in flight on it is unknown).
   void cancel(User* user);

@@ -2,7 +2,13 @@
 
 #include <toml++/toml.h>
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <thread>
 #include <charconv>
 #include <initializer_list>
 #include <regex>
@@ -153,7 +159,20 @@ void read_server(Section& s, Config& c) {
     }
     if (c.listen.empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
   }
-  s.get_int("workers", &c.workers, 1, 1024);
+  if (const toml::node* node = s.node("workers")) {
+    if (node->is_string() && node->as_string()->get() == "auto") {
+      c.workers = cpu_count();
+    } else {
+      s.get_int("workers", &c.workers, 1, 1024);
+    }
+  }
+  s.get_string("server_name", &c.server_name);
+  if (const toml::node* node = s.node("temp_dir")) {
+    s.get_string("temp_dir", &c.temp_dir);
+    if (c.temp_dir.empty() || c.temp_dir.front() != '/') {
+      s.fail(*node, "temp_dir", "expected an absolute directory path");
+    }
+  }
   s.get_choice("accept_mode", &c.accept_mode,
                {{"dispatch", net::AcceptMode::kDispatch}, {"reuseport", net::AcceptMode::kReusePort}});
   s.get_choice("dispatch_policy", &c.dispatch_policy,
@@ -232,6 +251,7 @@ void read_limits(Section s, Config& c) {
   s.get_size("uri_bytes", &c.limits.parser.max_target, 16);
   s.get_int("headers", &c.limits.parser.max_headers, 1, 100000);
   s.get_size("body_bytes", &c.limits.max_body_bytes, 0);
+  s.get_size("body_buffer", &c.limits.body_buffer_bytes, 0);
   s.finish();
 }
 
@@ -252,6 +272,7 @@ void read_static(Section s, Config& c) {
   s.get_int("cache_entries", &st.cache_entries, 0, 1'000'000);
   s.get_duration("cache_valid", &st.cache_valid);
   s.get_size("memory_file_bytes", &st.memory_file_bytes, 0);
+  s.get_bool("deny_dotfiles", &st.deny_dotfiles);
   if (const toml::table* mime = s.get_table("mime")) {
     for (const auto& [ext, node] : *mime) {
       if (!node.is_string()) s.fail(node, "mime." + std::string(ext.str()), "expected a MIME type string");
@@ -293,6 +314,20 @@ void read_fastcgi(Section s, int line, Config& c) {
   s.get_bool("cache", &f.cache);
   s.get_size("cache_size", &f.cache_size, 4096);
   s.get_duration("cache_ttl", &f.cache_ttl);
+  s.get_bool("request_buffering", &f.request_buffering);
+  s.get_bool("response_buffering", &f.response_buffering);
+  s.get_size("response_buffer", &f.response_buffer, 0);
+  s.get_size("max_temp_file", &f.max_temp_file, 0);
+  if (auto methods = s.get_strings("methods")) {
+    f.methods.clear();
+    for (const auto& [name, node] : *methods) {
+      const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+        return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+      });
+      if (!token) s.fail(*node, "methods", "expected method names such as \"GET\" (upper case)");
+      f.methods.push_back(name);
+    }
+  }
   s.finish();
   c.fastcgi.push_back(std::move(f));
 }
@@ -360,9 +395,22 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   return number << shift;
 }
 
+int cpu_count() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::clamp(CPU_COUNT(&set), 1, 1024);
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(std::min(n, 1024u));
+}
+
 Config default_config() {
   Config c;
   c.listen.push_back(net::InetAddress(8080, true));
+  c.workers = cpu_count();
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') c.server_name = host;
+  if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && tmp[0] == '/') c.temp_dir = tmp;
+  c.limits.temp_dir = c.temp_dir;
   return c;
 }
 
@@ -398,6 +446,7 @@ Config load_config(const std::string& path) {
   }
   top.finish();
   if (c.access_log == "off") c.access_log.clear();
+  c.limits.temp_dir = c.temp_dir;
   return c;
 }
 

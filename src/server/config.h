@@ -43,6 +43,9 @@ struct StaticConfig {
   size_t cache_entries = 1024;
   std::chrono::milliseconds cache_valid{1000};
   size_t memory_file_bytes = 16 * 1024;  // cached files up to this size are kept in memory
+  // Paths with a segment starting with '.' (.git/, .env) are 403, except
+  // under /.well-known/; for PHP too.
+  bool deny_dotfiles = true;
 };
 
 // One [[fastcgi]] block: requests whose decoded path matches go to a
@@ -61,6 +64,17 @@ struct FastCgiConfig {
   bool cache = false;
   size_t cache_size = 16 * 1024 * 1024;
   std::chrono::milliseconds cache_ttl{0};  // without Cache-Control max-age; 0: not cached
+  // The whole request body is received (memory, then a temp file) before a
+  // connection to the application is taken.
+  bool request_buffering = true;
+  // The response is read as fast as the application writes it (memory up
+  // to response_buffer, then a temp file up to max_temp_file).
+  bool response_buffering = true;
+  size_t response_buffer = 64 * 1024;
+  uint64_t max_temp_file = uint64_t{1} << 30;
+  // Methods passed to the application; others get 405 (TRACE is not among
+  // them unless listed).
+  std::vector<std::string> methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
   int line = 0;  // where the block starts, for messages
 };
 
@@ -88,7 +102,13 @@ struct LogConfig {
 struct Config {
   std::string source = "(built-in defaults)";
   std::vector<net::InetAddress> listen;
-  int workers = 1;
+  int workers = 1;  // default_config(): one per CPU ("auto")
+  // SERVER_NAME for applications, and the name this server goes by;
+  // default_config(): the host name.
+  std::string server_name;
+  // Where request bodies and responses wait when they outgrow memory, in
+  // unnamed files; default_config(): $TMPDIR, else /tmp.
+  std::string temp_dir = "/tmp";
   net::AcceptMode accept_mode = net::AcceptMode::kDispatch;
   net::DispatchPolicy dispatch_policy = net::DispatchPolicy::kRoundRobin;
   net::TriggerMode trigger = net::TriggerMode::kLevel;
@@ -106,8 +126,11 @@ struct Config {
   std::vector<Cidr> blocked;
 };
 
-// The configuration with no file: ./www on 127.0.0.1:8080.
+// The configuration with no file: ./www on 127.0.0.1:8080, a worker per CPU.
 Config default_config();
+
+// CPUs this process may run on ("auto" workers).
+int cpu_count();
 
 // Reads and validates a TOML file on top of the defaults. Throws ConfigError.
 Config load_config(const std::string& path);

@@ -17,6 +17,9 @@ namespace tern::server {
 namespace {
 
 constexpr int kOpenFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+// Only to look at a file (a script another process runs): no read
+// permission needed, and nothing a device node could react to.
+constexpr int kLookFlags = O_PATH | O_CLOEXEC;
 
 // Retries an open on EINTR and, a few times, on EAGAIN (openat2 returns it
 // when a concurrent rename might have let ".." escape; our paths hold no "..",
@@ -31,9 +34,9 @@ int retry_open(Open open) {
   }
 }
 
-int open_beneath(int root_fd, const char* relative) {
+int open_beneath(int root_fd, const char* relative, int flags) {
   open_how how{};
-  how.flags = kOpenFlags;
+  how.flags = static_cast<uint64_t>(flags);
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
   return static_cast<int>(::syscall(SYS_openat2, root_fd, relative, &how, sizeof how));
 }
@@ -61,7 +64,7 @@ int open_directory_component(int dir_fd, const char* name) {
 // component at a time, never following a symlink. Normalised paths hold no
 // "." or ".." components, so the walk cannot leave the root either. Edits
 // `relative` in place (slashes become NULs).
-int open_without_symlinks(int root_fd, std::string& relative) {
+int open_without_symlinks(int root_fd, std::string& relative, int open_flags) {
   bool trailing_slash = relative.size() > 1 && relative.back() == '/';
   if (trailing_slash) relative.pop_back();
   int dir_fd = root_fd;
@@ -79,7 +82,7 @@ int open_without_symlinks(int root_fd, std::string& relative) {
   // O_NOFOLLOW, so it was stripped and is expressed as O_DIRECTORY instead.
   // That combination reports a symlink as ENOTDIR; look again to say ELOOP.
   const char* name = relative.c_str() + start;
-  int flags = kOpenFlags | O_NOFOLLOW | (trailing_slash ? O_DIRECTORY : 0);
+  int flags = open_flags | O_NOFOLLOW | (trailing_slash ? O_DIRECTORY : 0);
   int fd = retry_open([&] { return ::openat(dir_fd, name, flags); });
   int err = errno;
   struct stat st {};
@@ -146,7 +149,7 @@ OpenFileCache::OpenFileCache(const std::string& root, OpenFileCacheOptions optio
 // the syscall answer EPERM for it; finding out per request would turn every
 // file into a 403. Opening the root itself cannot fail with either otherwise.
 void OpenFileCache::probe_openat2() {
-  int fd = retry_open([&] { return open_beneath(root_fd_, "."); });
+  int fd = retry_open([&] { return open_beneath(root_fd_, ".", kLookFlags); });
   if (fd >= 0) {
     ::close(fd);
     return;
@@ -254,19 +257,20 @@ void OpenFileCache::insert(std::string_view path, FileResult& opened, Clock::tim
 
 OpenFileCache::FileResult OpenFileCache::open_path(std::string_view path) {
   const char* rel = relative(path);
+  const int flags = options_.open_for_reading ? kOpenFlags : kLookFlags;
   int fd = -1;
   switch (options_.symlinks) {
     case SymlinkPolicy::kAnywhere:
-      fd = retry_open([&] { return ::openat(root_fd_, rel, kOpenFlags); });
+      fd = retry_open([&] { return ::openat(root_fd_, rel, flags); });
       break;
     case SymlinkPolicy::kInsideRoot:
       if (have_openat2_) {
-        fd = retry_open([&] { return open_beneath(root_fd_, rel); });
+        fd = retry_open([&] { return open_beneath(root_fd_, rel, flags); });
         break;
       }
       [[fallthrough]];
     case SymlinkPolicy::kNever:
-      fd = open_without_symlinks(root_fd_, scratch_);
+      fd = open_without_symlinks(root_fd_, scratch_, flags);
       break;
   }
   if (fd < 0) return Error{errno, "open"};
@@ -280,8 +284,8 @@ OpenFileCache::FileResult OpenFileCache::open_path(std::string_view path) {
     ::close(fd);
     return Error{EPERM, "not a regular file or directory"};
   }
-  return std::shared_ptr<const OpenFile>(
-      std::make_shared<const OpenFile>(fd, st, options_.memory_max_file_bytes));
+  const size_t memory = options_.open_for_reading ? options_.memory_max_file_bytes : 0;
+  return std::shared_ptr<const OpenFile>(std::make_shared<const OpenFile>(fd, st, memory));
 }
 
 // "/a/b" -> "a/b", "/" -> ".", NUL-terminated in scratch_ (valid until the

@@ -140,6 +140,9 @@ struct OpenFileCacheOptions {
   bool cache_not_found = true;
   // Regular files up to this size are kept in memory too (0: none).
   size_t memory_max_file_bytes = 16 * 1024;
+  // False: files are only looked at (O_PATH), for their kind and metadata,
+  // and need no read permission (scripts that an application server runs).
+  bool open_for_reading = true;
 };
 
 class OpenFileCache {

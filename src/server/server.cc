@@ -56,6 +56,7 @@ StaticFilesOptions static_options(const Config& config, const MimeTypes* mime) {
   options.cache_max_entries = config.static_files.cache_entries;
   options.cache_valid_for = config.static_files.cache_valid;
   options.memory_max_file_bytes = config.static_files.memory_file_bytes;
+  options.deny_dotfiles = config.static_files.deny_dotfiles;
   options.mime_types = mime;
   return options;
 }
@@ -104,18 +105,28 @@ void Server::start() {
   http_ = std::make_unique<http::HttpServer>(loop_, config.listen, http_options(config));
   http_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) { serve(r, w); });
   if (!config.fastcgi.empty()) {
-    fastcgi_ = std::make_unique<FastCgiRoutes>(config.fastcgi, config.static_files.root,
-                                               std::string("tern/") + TERN_VERSION);
+    fastcgi_ = std::make_unique<FastCgiRoutes>(config, std::string("tern/") + TERN_VERSION);
   }
   if (config.auth.enabled) start_users_app(config);
-  if (fastcgi_ || users_) {
-    http_->set_exchange_router([this](const http::Request& request) -> const http::ExchangeHandler* {
-      if (users_) {
-        if (const http::ExchangeHandler* handler = users_->route(request)) return handler;
-      }
-      return fastcgi_ ? fastcgi_->route(request) : nullptr;
-    });
-  }
+  // A static file takes no body: a request with one is answered from its
+  // head, and the body is dropped as it arrives rather than read into
+  // memory first (HttpConnection).
+  static_with_body_ = [this](http::Exchange& exchange) {
+    serve(exchange.request(), exchange.writer());
+    exchange.finish();
+  };
+  http_->set_exchange_router([this](const http::Request& request) -> const http::ExchangeHandler* {
+    if (users_) {
+      if (const http::ExchangeHandler* handler = users_->route(request)) return handler;
+    }
+    if (fastcgi_) {
+      if (const http::ExchangeHandler* handler = fastcgi_->route(request)) return handler;
+    }
+    const bool has_body = request.body_framing() == http::BodyFraming::kChunked ||
+                          (request.body_framing() == http::BodyFraming::kContentLength &&
+                           request.content_length() > 0);
+    return has_body ? &static_with_body_ : nullptr;
+  });
   http_->set_thread_init_callback([this](net::EventLoop* loop) {
     if (fastcgi_) fastcgi_->init_loop(loop);
     auto files = std::make_unique<StaticFiles>(static_options(*config_, &mime_));

@@ -72,6 +72,7 @@ class Server {
   std::mutex static_mu_;  // guards static_files_ while loops start
   std::vector<std::unique_ptr<StaticFiles>> static_files_;  // one per loop
   std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without [[fastcgi]] blocks
+  http::ExchangeHandler static_with_body_;
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
   std::unique_ptr<http::HttpServer> http_;
   // After http_: joined first, while the loops its tasks post to still run.

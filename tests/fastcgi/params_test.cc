@@ -108,6 +108,7 @@ TEST(CgiParams, EveryVariableIsPresentWithItsValue) {
   Params p = write(r.request, context());
   const std::map<std::string, std::string> expected = {
       {"GATEWAY_INTERFACE", "CGI/1.1"},
+      {"REQUEST_SCHEME", "http"},
       {"SERVER_SOFTWARE", "tern/0.1.0"},
       {"SERVER_PROTOCOL", "HTTP/1.1"},
       {"REQUEST_METHOD", "GET"},
@@ -141,6 +142,25 @@ TEST(CgiParams, HttpsIsOnOnlyWhenSet) {
   CgiContext cgi = context();
   cgi.https = true;
   EXPECT_EQ(write(r.request, cgi).get("HTTPS"), "on");
+  EXPECT_EQ(write(r.request, cgi).get("REQUEST_SCHEME"), "https");
+}
+
+TEST(CgiParams, HeaderNamesWithDotsOrOtherTokenBytesAreLeftOut) {
+  // Each of these would read as HTTP_X_FORWARDED_FOR (or close to it) to an
+  // application that looks for the header a proxy sets.
+  ParsedRequest r(
+      "GET / HTTP/1.1\r\nHost: a\r\nX.Forwarded.For: dots\r\nX~Forwarded~For: tildes\r\n"
+      "X-Forwarded+For: plus\r\nX-Real-IP: kept\r\n\r\n");
+  ASSERT_EQ(r.status, http::ParseStatus::kComplete);
+  Params p = write(r.request, context());
+  EXPECT_EQ(p.get("HTTP_X_FORWARDED_FOR"), std::nullopt);
+  EXPECT_EQ(p.get("HTTP_X_REAL_IP"), "kept");
+  for (const auto& [name, value] : p.pairs) {
+    for (char c : name) {
+      const bool ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+      EXPECT_TRUE(ok) << name;
+    }
+  }
 }
 
 TEST(CgiParams, Http10AndIpv6AddressesAreWrittenAsSuch) {

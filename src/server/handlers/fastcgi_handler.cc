@@ -1,8 +1,10 @@
 #include "server/handlers/fastcgi_handler.h"
 
-#include <sys/stat.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <latch>
+#include <stdexcept>
 
 #include "base/log.h"
 #include "fastcgi/call.h"
@@ -12,6 +14,8 @@
 #include "net/connection_pool.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
+#include "server/handlers/static_files.h"
+#include "server/open_file_cache.h"
 
 namespace tern::server {
 namespace {
@@ -36,9 +40,13 @@ std::optional<std::string> literal_suffix(std::string_view pattern) {
   return literal;
 }
 
-bool is_regular_file(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
 }
 
 }  // namespace
@@ -49,46 +57,79 @@ struct FastCgiRoutes::Block {
   std::optional<std::string> suffix;
   std::regex pattern;
   std::string log_name;
+  std::string allow;  // the methods, for a 405's Allow
   std::unique_ptr<ResponseCache> cache;
   http::ExchangeHandler handler;
-  size_t index = 0;  // position in blocks_ and in each LoopState's pools
+  size_t index = 0;  // position in blocks_ and in each LoopState's vectors
 
   bool matches(std::string_view path) const {
     if (suffix) return path.ends_with(*suffix);
     return std::regex_search(path.begin(), path.end(), pattern);
   }
+  bool allows(std::string_view method) const {
+    for (const std::string& m : config.methods) {
+      if (m == method) return true;
+    }
+    return false;
+  }
 };
 
 struct FastCgiRoutes::LoopState {
+  // What route() found, for the handle() that runs right after it.
+  struct Route {
+    const Block* block = nullptr;
+    std::string script;     // the script's URI path
+    std::string path_info;  // what followed it
+    int status = 0;         // 0, or the error to answer (404, 403)
+  };
+
   net::EventLoop* loop = nullptr;
   std::vector<std::unique_ptr<net::ConnectionPool>> pools;  // one per block
-  std::string path;    // scratch for decoding
-  std::string script;  // scratch for the script name
+  std::vector<std::unique_ptr<OpenFileCache>> scripts;      // one per block: what exists
+  std::string path;   // scratch for the normalised path
+  std::string probe;  // scratch for a candidate script
+  Route route;
 };
 
 namespace {
 thread_local FastCgiRoutes::LoopState* t_loop_state = nullptr;
 }
 
-FastCgiRoutes::FastCgiRoutes(const std::vector<FastCgiConfig>& blocks,
-                             const std::string& static_root, std::string software)
-    : software_(std::move(software)) {
-  for (const FastCgiConfig& config : blocks) {
+FastCgiRoutes::FastCgiRoutes(const Config& config, std::string software)
+    : software_(std::move(software)),
+      server_name_(config.server_name),
+      temp_dir_(config.temp_dir),
+      symlinks_anywhere_(config.static_files.allow_symlinks_outside_root),
+      deny_dotfiles_(config.static_files.deny_dotfiles),
+      cache_valid_(config.static_files.cache_valid) {
+  for (const FastCgiConfig& block_config : config.fastcgi) {
     auto block = std::make_unique<Block>();
-    block->config = config;
-    block->root = config.root.empty() ? static_root : config.root;
+    block->config = block_config;
+    block->root = block_config.root.empty() ? config.static_files.root : block_config.root;
     while (block->root.size() > 1 && block->root.back() == '/') block->root.pop_back();
-    block->suffix = literal_suffix(config.match);
-    if (!block->suffix) block->pattern = std::regex(config.match, std::regex::ECMAScript);
-    block->log_name = "fastcgi " + config.address.to_string();
-    if (config.cache) {
-      block->cache = std::make_unique<ResponseCache>(config.cache_size, config.cache_ttl);
+    // Checked here, on the main thread: the loops open it again for their
+    // script caches and must not fail.
+    int fd = ::open(block->root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      throw std::runtime_error("fastcgi block at line " + std::to_string(block_config.line) +
+                               ": cannot open root " + block->root);
+    }
+    ::close(fd);
+    block->suffix = literal_suffix(block_config.match);
+    if (!block->suffix) block->pattern = std::regex(block_config.match, std::regex::ECMAScript);
+    block->log_name = "fastcgi " + block_config.address.to_string();
+    block->allow = join(block_config.methods, ", ");
+    if (block_config.cache) {
+      block->cache = std::make_unique<ResponseCache>(block_config.cache_size, block_config.cache_ttl);
     }
     block->index = blocks_.size();
     TERN_LOG_INFO("fastcgi: {} -> {}, up to {} connection(s) per worker (php-fpm needs "
-                  "pm.max_children >= that x workers){}",
-                  config.match, config.address.to_string(), config.pool,
-                  config.cache ? ", response cache on" : "");
+                  "pm.max_children >= that x workers), request buffering {}, response "
+                  "buffering {}{}",
+                  block_config.match, block_config.address.to_string(), block_config.pool,
+                  block_config.request_buffering ? "on" : "off",
+                  block_config.response_buffering ? "on" : "off",
+                  block_config.cache ? ", response cache on" : "");
     Block* raw = block.get();
     block->handler = [this, raw](http::Exchange& exchange) { handle(*raw, exchange); };
     blocks_.push_back(std::move(block));
@@ -109,6 +150,12 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
     options.connect_timeout = block->config.connect_timeout;
     options.queue_timeout = block->config.queue_timeout;
     state->pools.push_back(std::make_unique<net::ConnectionPool>(loop, options));
+    OpenFileCacheOptions scripts;
+    scripts.valid_for = cache_valid_;
+    scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
+    scripts.memory_max_file_bytes = 0;
+    scripts.open_for_reading = false;  // php-fpm reads them, not us
+    state->scripts.push_back(std::make_unique<OpenFileCache>(block->root, scripts));
   }
   t_loop_state = state.get();
   std::lock_guard lock(loops_mu_);
@@ -119,9 +166,10 @@ void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
   std::lock_guard lock(loops_mu_);
   for (auto& state : loops_) {
     LoopState* raw = state.get();
+    // Closed, not destroyed: a request still on its way finds a pool that
+    // answers 502, and the pools go with this object, after the loops.
     auto close = [raw] {
-      raw->pools.clear();
-      if (t_loop_state == raw) t_loop_state = nullptr;
+      for (auto& pool : raw->pools) pool->close();
     };
     if (raw->loop->is_in_loop_thread()) {
       close();
@@ -139,49 +187,67 @@ void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
   }
 }
 
-bool FastCgiRoutes::match(const http::Request& request, const Block** found,
-                          std::string* script) const {
-  LoopState& state = *t_loop_state;
-  if (!http::normalize_path(request.path(), &state.path)) return false;  // 400 from static
-  const std::string& path = state.path;
+const http::ExchangeHandler* FastCgiRoutes::route(const http::Request& request) {
+  LoopState* state = t_loop_state;
+  if (state == nullptr) return nullptr;
+  if (!http::normalize_path(request.path(), &state->path)) return nullptr;  // 400 from static
+  const std::string& path = state->path;
+  if (deny_dotfiles_ && names_a_dotfile(path)) return nullptr;  // 403 from static
+  const auto now = state->loop->clock().now();
+  LoopState::Route& route = state->route;
+  auto is_script = [&](const Block& block, std::string_view candidate, int* error) {
+    OpenFileCache::FileResult found = state->scripts[block.index]->find(candidate, now);
+    if (found && found.value()->is_regular()) return true;
+    *error = found ? 404 : OpenFileCache::http_status(found.error());
+    return false;
+  };
   for (const auto& block : blocks_) {
-    if (path.back() == '/' && !block->config.index.empty()) {
-      script->assign(path).append(block->config.index);
-      if (block->matches(*script) && is_regular_file(block->root + *script)) {
-        *found = block.get();
-        return true;
-      }
-      continue;
+    int error = 404;
+    if (path.back() == '/') {
+      if (block->config.index.empty()) continue;
+      state->probe.assign(path).append(block->config.index);
+      if (!block->matches(state->probe) || !is_script(*block, state->probe, &error)) continue;
+      route = {block.get(), state->probe, {}, 0};
+      return &block->handler;
     }
-    if (block->matches(path)) {
-      script->assign(path);
-      *found = block.get();
-      return true;
+    // The longest prefix ending at a segment boundary that the block would
+    // run and that exists; the whole path first.
+    const bool whole = block->matches(path);
+    for (size_t end = path.size(); end > 0; end = path.rfind('/', end - 1)) {
+      std::string_view prefix(path.data(), end);
+      int prefix_error = 404;
+      if ((end == path.size() ? whole : block->matches(prefix)) &&
+          is_script(*block, prefix, &prefix_error)) {
+        route = {block.get(), std::string(prefix), path.substr(end), 0};
+        return &block->handler;
+      }
+      if (end == path.size()) error = prefix_error;
+    }
+    if (whole) {
+      // Its kind of path, but no script: answered here, not by the static
+      // files (which would send the source of a script they can read).
+      route = {block.get(), path, {}, error};
+      return &block->handler;
     }
   }
-  return false;
-}
-
-const http::ExchangeHandler* FastCgiRoutes::route(const http::Request& request) {
-  if (t_loop_state == nullptr) return nullptr;
-  const Block* block = nullptr;
-  if (!match(request, &block, &t_loop_state->script)) return nullptr;
-  return &block->handler;
+  return nullptr;
 }
 
 void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange) {
   const http::Request& request = exchange.request();
   LoopState& state = *t_loop_state;
-  const Block* matched = nullptr;
-  std::string script;
-  if (!match(request, &matched, &script) || matched != &block) {
-    // route() chose this block for the same request a moment ago.
+  const LoopState::Route& route = state.route;
+  if (route.block != &block) {
+    // route() chose this block for this request a moment ago.
     http::write_error_page(exchange.writer(), 500);
     return exchange.finish();
   }
-  std::string filename = block.root + script;
-  if (!is_regular_file(filename)) {
-    http::write_error_page(exchange.writer(), 404);
+  if (route.status != 0) {
+    http::write_error_page(exchange.writer(), route.status);
+    return exchange.finish();
+  }
+  if (!block.allows(request.method_text())) {
+    http::write_error_page(exchange.writer(), 405, block.allow);
     return exchange.finish();
   }
 
@@ -206,29 +272,29 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange) {
   fastcgi::CallOptions options;
   options.read_timeout = block.config.read_timeout;
   options.log_name = block.log_name;
+  options.request_buffering = block.config.request_buffering;
+  options.response_buffering = block.config.response_buffering;
+  options.response_memory = block.config.response_buffer;
+  options.max_temp_file = block.config.max_temp_file;
+  options.temp_dir = temp_dir_;
   if (block.cache) {
     options.extra_header_name = "X-Cache";
     options.extra_header_value = "MISS";
   }
   // What PARAMS need beyond the request, owned by the writer (it runs again
-  // if the request is retried, and for a chunked body at its end).
+  // if the request is retried, and for a buffered body at its end).
   const net::TcpConnection& conn = exchange.connection();
-  std::string_view host = request.host();
-  if (size_t colon = host.rfind(':');
-      colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  std::string server_name = host.empty() ? conn.local_address().to_ip() : std::string(host);
-  auto head_writer = [&request, filename = std::move(filename), script, uri = state.path,
-                      root = block.root, server_name = std::move(server_name),
-                      local = conn.local_address(), peer = conn.peer_address(),
-                      software = std::string_view(software_)](net::Buffer& out,
-                                                             std::optional<uint64_t> length) {
+  auto head_writer = [&request, filename = block.root + route.script, script = route.script,
+                      path_info = route.path_info, uri = state.path, root = block.root,
+                      server_name = std::string_view(server_name_), local = conn.local_address(),
+                      peer = conn.peer_address(), software = std::string_view(software_)](
+                         net::Buffer& out, std::optional<uint64_t> length) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
     fastcgi::CgiContext cgi;
     cgi.script_filename = filename;
     cgi.script_name = script;
+    cgi.path_info = path_info;
     cgi.document_root = root;
     cgi.document_uri = uri;
     cgi.server_software = software;

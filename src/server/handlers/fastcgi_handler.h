@@ -1,17 +1,28 @@
 // FastCgiRoutes: the [[fastcgi]] blocks of the config, turned into
 // Exchange handlers that pass matching requests to php-fpm.
 //
-// A request is matched against each block in order: a path ending in '/'
-// runs the block's index script ("/" -> "/index.php") if that file exists;
-// otherwise a path the block's regular expression finds a match in runs the
-// script of that name under the block's root. A script that does not exist
-// is answered 404 here, without asking the application (nginx's
-// "try_files $uri =404", which also keeps PHP's security.limit_extensions
-// from being the only guard). Everything else falls through to the static
-// files.
+// A request is matched against each block in order, on its decoded and
+// normalised path:
+//   - a path ending in '/' runs the block's index script ("/" ->
+//     "/index.php") if that file exists;
+//   - otherwise the script is the longest prefix of the path, ending at a
+//     segment boundary, that the block's regular expression finds a match
+//     in and that exists as a regular file; what follows it is PATH_INFO
+//     ("/doku.php/wiki:page" runs /doku.php with PATH_INFO "/wiki:page", as
+//     nginx's fastcgi_split_path_info). A prefix the expression does not
+//     match is never run: "/upload/evil.jpg/x.php" runs nothing.
+//   - a path the expression matches whole but that names no script is
+//     answered 404 here, without asking the application (nginx's
+//     "try_files $uri =404", which also keeps PHP's
+//     security.limit_extensions from being the only guard).
+// Everything else falls through to the static files. Scripts are looked up
+// beneath the block's root with the static files' symlink policy (a link
+// out of the root is 403, as for a file), through a per-loop cache of what
+// exists; dotfiles are left to the static files' rule when it is on.
+// A method the block does not list (TRACE by default) is 405.
 //
 // Each loop has its own connection pool per block (created by init_loop()
-// on that loop's thread, destroyed by shutdown()); blocks with `cache` on
+// on that loop's thread, closed by shutdown()); blocks with `cache` on
 // share one ResponseCache between loops.
 #pragma once
 
@@ -34,10 +45,11 @@ namespace tern::server {
 
 class FastCgiRoutes {
  public:
-  // `static_root` is the root of blocks that set none; `software` is
-  // SERVER_SOFTWARE ("tern/0.1.0").
-  FastCgiRoutes(const std::vector<FastCgiConfig>& blocks, const std::string& static_root,
-                std::string software);
+  // From config: the blocks, the static root (for blocks that set none),
+  // the symlink and dotfile rules, the temp directory and the server name.
+  // `software` is SERVER_SOFTWARE ("tern/0.1.0"). Throws std::runtime_error
+  // when a block's root cannot be opened.
+  FastCgiRoutes(const Config& config, std::string software);
   ~FastCgiRoutes();
   FastCgiRoutes(const FastCgiRoutes&) = delete;
   FastCgiRoutes& operator=(const FastCgiRoutes&) = delete;
@@ -46,23 +58,27 @@ class FastCgiRoutes {
   // On each I/O loop's thread, before it serves.
   void init_loop(net::EventLoop* loop);
   // Closes the pools, each on its loop's thread (waits). Main thread, while
-  // the I/O loops still run.
+  // the I/O loops still run; requests after it get 502.
   void shutdown(const std::vector<net::EventLoop*>& loops);
 
-  // The handler for this request, or nullptr. Loop thread.
+  // The handler for this request, or nullptr. Loop thread; the handler
+  // returned must be run before the next call (HttpConnection does).
   const http::ExchangeHandler* route(const http::Request& request);
 
-  struct LoopState;  // one loop's pools (defined in the .cc)
+  struct LoopState;  // one loop's pools and script cache (defined in the .cc)
 
  private:
   struct Block;
 
-  // The block and script for `request`; false if none matches.
-  bool match(const http::Request& request, const Block** block, std::string* script) const;
   void handle(const Block& block, http::Exchange& exchange);
 
   std::vector<std::unique_ptr<Block>> blocks_;
   const std::string software_;
+  const std::string server_name_;
+  const std::string temp_dir_;
+  const bool symlinks_anywhere_;
+  const bool deny_dotfiles_;
+  const std::chrono::milliseconds cache_valid_;
   std::mutex loops_mu_;  // guards loops_ while loops start and stop
   std::vector<std::unique_ptr<LoopState>> loops_;
 };

@@ -1,6 +1,7 @@
 #include "server/handlers/static_files.h"
 
 #include <algorithm>
+#include <ctime>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -78,6 +79,12 @@ bool if_range_matches(std::string_view if_range, const OpenFile& file) {
 }
 
 }  // namespace
+
+bool names_a_dotfile(std::string_view path) {
+  constexpr std::string_view kWellKnown = "/.well-known/";
+  if (path.starts_with(kWellKnown)) path.remove_prefix(kWellKnown.size() - 1);
+  return path.find("/.") != std::string_view::npos;
+}
 
 bool accepts_gzip(std::string_view accept_encoding) {
   int gzip = -1, star = -1;  // -1: not listed; else 0 or 1
@@ -172,6 +179,7 @@ void StaticFiles::describe(std::string_view name, StaticResult* result) {
 int StaticFiles::open_target(const StaticRequest& request, Clock::time_point now,
                              StaticResult* result, std::string_view* name) {
   if (!http::normalize_path(request.path, &path_)) return 400;
+  if (options_.deny_dotfiles && names_a_dotfile(path_)) return 403;
   OpenFileCache::FileResult found = cache_.find(path_, now);
   if (!found) return OpenFileCache::http_status(found.error());
   FilePtr file = std::move(found.value());
@@ -245,7 +253,10 @@ bool StaticFiles::not_modified(const StaticRequest& request, const OpenFile& fil
   }
   if (!request.if_modified_since.empty()) {
     std::optional<time_t> since = http::parse_http_date(request.if_modified_since);
-    return since && file.mtime() <= *since;
+    // A date in the future is invalid (RFC 9110 13.1.3): a client that says
+    // it has a version from tomorrow has none we sent.
+    const int64_t now = request.now != 0 ? request.now : static_cast<int64_t>(::time(nullptr));
+    return since && *since <= now && file.mtime() <= *since;
   }
   return false;
 }

@@ -22,8 +22,11 @@
 //     refuses -> 403 (OpenFileCache::http_status).
 //   - If-None-Match (weak comparison, "*" or a list) decides alone when
 //     present; otherwise If-Modified-Since (mtime <= date, whole seconds). A
-//     match is 304. (RFC 9110 13.2.2 order; If-Match and If-Unmodified-Since
-//     are not evaluated.)
+//     match is 304. A date later than the server's clock is invalid and
+//     ignored (RFC 9110 13.1.3). (RFC 9110 13.2.2 order; If-Match and
+//     If-Unmodified-Since are not evaluated.)
+//   - With deny_dotfiles, a path with a segment starting with '.' (.git/,
+//     .env, .htpasswd) is 403, except under /.well-known/ (RFC 8615).
 //   - Range applies only to GET and, when If-Range is present, only if it is
 //     exactly our ETag (strong comparison) or exactly our Last-Modified date;
 //     otherwise the whole file is sent with 200. One satisfiable range is 206,
@@ -65,6 +68,7 @@ struct StaticFilesOptions {
   std::chrono::steady_clock::duration cache_valid_for = std::chrono::seconds(1);
   bool cache_not_found = true;
   size_t memory_max_file_bytes = 16 * 1024;  // see OpenFileCacheOptions
+  bool deny_dotfiles = true;
   const MimeTypes* mime_types = nullptr;  // not owned, must outlive; null: built-in table
 };
 
@@ -78,6 +82,7 @@ struct StaticRequest {
   std::string_view range;
   std::string_view if_range;
   std::string_view accept_encoding;
+  int64_t now = 0;  // the wall clock, seconds since the epoch; 0: read it
 };
 
 struct StaticResult {
@@ -146,6 +151,10 @@ class StaticFiles {
   std::string location_;    // a 301's Location
   OpenFile::HeadMemo gzip_memo_;  // describe() for a .gz sibling, rebuilt each time
 };
+
+// Whether a normalised path names a dotfile or goes through a dot
+// directory ("/.git/config", "/a/.env"), other than under "/.well-known/".
+bool names_a_dotfile(std::string_view path);
 
 // Request-field helpers, public so they can be tested on their own. Any thread.
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "http/http_connection.h"
+#include "net/event_loop.h"
 
 namespace tern::server {
 namespace {
@@ -33,6 +34,7 @@ void respond_static(StaticFiles& files, const http::Request& request, http::Resp
   query.method = request.method();
   query.path = request.path();
   query.query = request.query();
+  query.now = net::EventLoop::current() != nullptr ? net::EventLoop::current()->clock().wall_seconds() : 0;
   // One pass over the fields instead of a lookup each (first one wins, as
   // Request::header does).
   for (const http::Header& field : request.headers()) {

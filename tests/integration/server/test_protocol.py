@@ -271,22 +271,39 @@ def test_partial_pipelined_request_gets_408_after_header_timeout(tern_factory):
 
 
 def test_stalled_request_body_gets_408_after_body_timeout(tern_factory):
-    srv = tern_factory({"timeouts": {"body": "1s"}})
+    # A target that reads its body (the users API): the body timeout is 408.
+    srv = tern_factory({"timeouts": {"body": "1s"}, "auth": {"store": "sqlite:users.db"}})
     with srv.connect() as conn:
-        conn.send(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        conn.send(b"POST /api/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100\r\n\r\n{\"user")
         resp = conn.read_response()
         assert resp.status == 408
         assert conn.is_closed()
 
 
-def test_expect_100_continue_gets_interim_response_before_body(site):
-    with site.connect() as conn:
-        conn.send(build_request("POST", "/a.txt", {"Content-Length": "4", "Expect": "100-continue"}))
-        interim = conn.read_response(skip_interim=False)
-        assert interim.status == 100
-        conn.send(b"data")
+def test_stalled_body_to_a_static_file_is_answered_then_closed_at_body_timeout(tern_factory):
+    # A static file takes no body: 405 from the head, then the body is
+    # dropped as it comes, and one that stops coming ends the connection.
+    srv = tern_factory({"timeouts": {"body": "1s"}})
+    srv.write_file("a.txt", b"alpha\n")
+    with srv.connect() as conn:
+        started = time.monotonic()
+        conn.send(b"POST /a.txt HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
         resp = conn.read_response()
         assert resp.status == 405
+        assert time.monotonic() - started < 0.9, "answered only after waiting for the body"
+        assert conn.is_closed(timeout=10)
+
+
+def test_expect_100_continue_to_a_static_file_is_405_without_continue(site):
+    # The body is never wanted: no 100 (Continue), and since the client may
+    # then never send it, the connection closes after the answer.
+    with site.connect() as conn:
+        conn.send(build_request("POST", "/a.txt", {"Content-Length": "4", "Expect": "100-continue"}))
+        resp = conn.read_response(skip_interim=False)
+        assert resp.status == 405
+        assert "close" in resp.connection_tokens()
+        assert conn.is_closed()
 
 
 def test_many_small_pipelined_requests_beyond_header_limit_are_all_answered(tern_factory):
