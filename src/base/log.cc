@@ -1,7 +1,8 @@
 #include "base/log.h"
 
+#include "base/file_sink.h"
+
 #include <spdlog/async.h>
-#include <spdlog/sinks/rotating_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <array>
@@ -28,6 +29,7 @@ struct State {
   std::mutex mu;
   std::shared_ptr<spdlog::logger> logger = make_stderr_logger();
   std::shared_ptr<spdlog::details::thread_pool> pool;  // set while async
+  std::shared_ptr<FileSink> file;  // the current logger's, when it writes to a file
   bool custom = false;  // init() replaced the built-in stderr logger
   // Loggers replaced by init() or shutdown(). Another thread may have loaded
   // g_logger just before the swap and still be inside a call on it, so the
@@ -58,11 +60,12 @@ void init(const Options& options) {
   std::lock_guard lock(s.mu);
 
   spdlog::sink_ptr sink;
+  std::shared_ptr<FileSink> file;
   if (options.file.empty()) {
     sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
   } else {
-    sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
-        options.file, options.max_file_bytes, options.max_files);
+    file = std::make_shared<FileSink>(options.file, options.max_file_bytes, options.max_files);
+    sink = file;
   }
 
   std::shared_ptr<spdlog::logger> logger;
@@ -94,6 +97,10 @@ void init(const Options& options) {
   s.logger = logger;
   s.custom = true;
   s.pool = pool;  // the previous pool, if any, drains and stops here
+  // Drained: the old file can close now (a retired logger keeps only the
+  // object, and drops what a late caller still gives it).
+  if (s.file) s.file->close();
+  s.file = std::move(file);
 
   // spdlog's periodic flusher walks its registry, so the logger is registered.
   spdlog::drop("tern");
@@ -118,6 +125,14 @@ void shutdown() {
   // Destroying the pool drains its queue in order and joins its thread, so
   // every record logged before this point is written when we return.
   s.pool.reset();
+  if (s.file) s.file->close();
+  s.file.reset();
+}
+
+void reopen() {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.file) s.file->reopen();
 }
 
 void set_level(Level level) {

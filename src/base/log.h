@@ -55,6 +55,11 @@ void init(const Options& options);
 // reverts to the synchronous stderr logger.
 void shutdown();
 
+// Opens the log file again (after logrotate moved it), closing the old
+// one; nothing when logging to stderr. Throws spdlog::spdlog_ex if the file
+// cannot be opened.
+void reopen();
+
 void set_level(Level level);
 Level level();
 

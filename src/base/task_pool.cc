@@ -36,6 +36,17 @@ bool TaskPool::submit(Task task) {
   return true;
 }
 
+size_t TaskPool::discard_queued() {
+  std::deque<Task> dropped;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  cv_.notify_all();
+  return dropped.size();  // destroyed here, outside the lock
+}
+
 size_t TaskPool::queued() const {
   std::lock_guard lock(mu_);
   return queue_.size();

@@ -11,7 +11,8 @@
 // The queue is bounded: submit() refuses work beyond max_queued instead of
 // letting a slow database turn into unbounded memory. Tasks run in FIFO
 // order on whichever thread is free. The destructor runs what is queued,
-// then joins. Thread-safe.
+// then joins; discard_queued() first drops what has not started (a second
+// stop signal: exit now). Thread-safe.
 #pragma once
 
 #include <condition_variable>
@@ -38,6 +39,9 @@ class TaskPool {
   bool submit(Task task);
   size_t threads() const { return threads_.size(); }
   size_t queued() const;
+  // Drops the tasks that have not started, refuses new ones, and returns
+  // how many were dropped. Running tasks finish.
+  size_t discard_queued();
 
  private:
   void run();

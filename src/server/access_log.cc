@@ -1,11 +1,11 @@
 #include "server/access_log.h"
 
 #include <spdlog/async.h>
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <ctime>
 
+#include "base/file_sink.h"
 #include "http/request.h"
 #include "http/response_writer.h"
 #include "net/event_loop.h"
@@ -46,10 +46,10 @@ void append_escaped(fmt::memory_buffer& out, std::string_view value) {
 
 AccessLog::~AccessLog() {
   current_.store(nullptr, std::memory_order_release);
-  for (auto& logger : owned_) logger->flush();
-  // Drains the queue and joins the backend thread; only then do the loggers go.
+  if (logger_) logger_->flush();
+  // Drains the queue and joins the backend thread; only then does the logger go.
   pool_.reset();
-  owned_.clear();
+  logger_.reset();
 }
 
 void AccessLog::open(const std::string& path) {
@@ -57,26 +57,27 @@ void AccessLog::open(const std::string& path) {
   path_ = path;
   if (path.empty()) {
     current_.store(nullptr, std::memory_order_release);
+    if (file_) file_->close();
     return;
   }
-  if (!pool_) pool_ = std::make_shared<spdlog::details::thread_pool>(8192, 1);
-  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
-  auto logger = std::make_shared<spdlog::async_logger>("access", sink, pool_,
-                                                       spdlog::async_overflow_policy::overrun_oldest);
-  logger->set_pattern("%v");
-  logger->set_level(spdlog::level::info);
-  logger->flush_on(spdlog::level::info);
-  current_.store(logger.get(), std::memory_order_release);
-  owned_.push_back(std::move(logger));
+  if (!logger_) {
+    pool_ = std::make_shared<spdlog::details::thread_pool>(8192, 1);
+    file_ = std::make_shared<log::FileSink>(path);
+    logger_ = std::make_shared<spdlog::async_logger>("access", file_, pool_,
+                                                     spdlog::async_overflow_policy::overrun_oldest);
+    logger_->set_pattern("%v");
+    logger_->set_level(spdlog::level::info);
+    logger_->flush_on(spdlog::level::info);
+  } else {
+    file_->reopen(path, 0, 0);
+  }
+  current_.store(logger_.get(), std::memory_order_release);
 }
 
 void AccessLog::reopen() {
-  std::string path;
-  {
-    std::lock_guard lock(mu_);
-    path = path_;
-  }
-  open(path);
+  std::lock_guard lock(mu_);
+  if (path_.empty() || !file_) return;
+  file_->reopen();
 }
 
 void AccessLog::log(const http::Request& request, const net::TcpConnection& conn,

@@ -5,7 +5,8 @@
 //   127.0.0.1 - - [22/Nov/2026:11:02:03 +0000] "GET / HTTP/1.1" 200 1024 "-" "curl/7.88.1"
 //
 // reopen() (SIGUSR1, after logrotate moved the file) and open() with another
-// path (SIGHUP) swap the writer; records in flight go to the old file.
+// path (SIGHUP) reopen the one file the log holds (log::FileSink): the old
+// descriptor closes at once, and records still queued go to the new file.
 //
 // Owned by Server. log() may be called from any loop thread; open() and
 // reopen() from the main thread.
@@ -23,6 +24,10 @@ namespace details {
 class thread_pool;
 }  // namespace details
 }  // namespace spdlog
+
+namespace tern::log {
+class FileSink;
+}  // namespace tern::log
 
 namespace tern::net {
 class TcpConnection;
@@ -56,11 +61,11 @@ class AccessLog {
   std::mutex mu_;  // open/reopen
   std::string path_;
   // Our own backend thread (not spdlog's global one), so that the destructor
-  // can drain and join it before the loggers it writes for are freed.
+  // can drain and join it before the logger it writes for is freed.
   std::shared_ptr<spdlog::details::thread_pool> pool_;
-  std::atomic<spdlog::logger*> current_{nullptr};
-  // Replaced writers stay alive: a loop may be inside log() on one.
-  std::vector<std::shared_ptr<spdlog::logger>> owned_;
+  std::shared_ptr<log::FileSink> file_;
+  std::shared_ptr<spdlog::logger> logger_;  // made on the first open, kept
+  std::atomic<spdlog::logger*> current_{nullptr};  // logger_, or null when off
 };
 
 }  // namespace tern::server

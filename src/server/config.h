@@ -76,6 +76,7 @@ struct FastCgiConfig {
   // them unless listed).
   std::vector<std::string> methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
   int line = 0;  // where the block starts, for messages
+  bool operator==(const FastCgiConfig&) const = default;
 };
 
 // [auth]: the users application (register, log in) on a database.
@@ -89,6 +90,7 @@ struct AuthConfig {
   uint32_t login_attempts = 10;  // per client address per minute
   size_t db_pool = 4;            // MariaDB connections
   int line = 0;
+  bool operator==(const AuthConfig&) const = default;
 };
 
 struct LogConfig {

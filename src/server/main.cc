@@ -7,6 +7,8 @@
 // Flags override the config file. A bad flag or config value is one line on
 // stderr naming the file, line and key, and exit status 2.
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/spool.h"
 #include "net/event_loop.h"
 #include "net/signal_set.h"
 #include "server/config.h"
@@ -69,6 +72,44 @@ tern::server::Config build_config(const Flags& flags) {
   return config;
 }
 
+// Temp files for bodies and responses must be possible before the first
+// request needs one.
+void check_temp_dir(const std::string& dir) {
+  tern::Result<int> fd = tern::open_temp_file(dir);
+  if (!fd) throw std::runtime_error("temp_dir " + dir + ": " + fd.error().message());
+  ::close(*fd);
+}
+
+// Every connection is a descriptor: the soft limit goes up to the hard one
+// (what nginx's worker_rlimit_nofile asks for by hand), and a limit below
+// what the configuration may open is said at start rather than found out
+// when clients are refused at accept.
+void raise_descriptor_limit(const tern::server::Config& config) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      TERN_LOG_INFO("descriptors: soft limit raised from {} to {}", limit.rlim_cur, raised.rlim_cur);
+      limit = raised;
+    }
+  }
+  // Beside its connections each worker holds an epoll, an eventfd, a timer,
+  // listening sockets, its open-file caches and its upstream pools.
+  const uint64_t workers = static_cast<uint64_t>(config.workers);
+  uint64_t per_worker = 16 + config.listen.size() + config.static_files.cache_entries;
+  for (const auto& block : config.fastcgi) per_worker += block.pool + config.static_files.cache_entries;
+  const uint64_t reserve = 64 + workers * per_worker;
+  const uint64_t need = workers * config.max_connections_per_worker + reserve;
+  if (limit.rlim_cur != RLIM_INFINITY && need > limit.rlim_cur) {
+    TERN_LOG_WARN("descriptors: the limit is {}, but {} worker(s) x max_connections {} plus {} "
+                  "for files and sockets need {}: connections past the limit will be refused; "
+                  "raise it (ulimit -n, systemd LimitNOFILE=) or lower max_connections",
+                  limit.rlim_cur, workers, config.max_connections_per_worker, reserve, need);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,11 +143,14 @@ int main(int argc, char** argv) {
     if (flags.test_only) {
       // Opening the root is part of the check, as nginx -t checks its files.
       tern::server::StaticFiles probe({config.static_files.root, config.static_files.index});
+      check_temp_dir(config.temp_dir);
       std::printf("tern: configuration %s is ok\n", config.source.c_str());
       return 0;
     }
+    check_temp_dir(config.temp_dir);
     tern::server::apply_log_config(config.log);
     if (!flags.log_level.empty()) tern::log::set_level(config.log.level);  // the flag beats TERN_LOG_LEVEL
+    raise_descriptor_limit(config);
   } catch (const tern::server::ConfigError& e) {
     usage_error(e.what());
   } catch (const std::exception& e) {

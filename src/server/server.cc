@@ -26,8 +26,6 @@ namespace {
 
 constexpr std::chrono::milliseconds kDrainPoll{50};
 
-// The StaticFiles of the loop running on this thread (set at loop start).
-thread_local StaticFiles* t_static_files = nullptr;
 
 http::HttpServerOptions http_options(const Config& config) {
   http::HttpServerOptions options;
@@ -44,6 +42,12 @@ http::HttpServerOptions http_options(const Config& config) {
   tcp.max_connections_per_loop = config.max_connections_per_worker;
   options.limits = config.limits;
   return options;
+}
+
+std::shared_ptr<const MimeTypes> mime_types(const Config& config) {
+  auto mime = std::make_shared<MimeTypes>();
+  for (const auto& [extension, type] : config.static_files.mime) mime->set(extension, type);
+  return mime;
 }
 
 StaticFilesOptions static_options(const Config& config, const MimeTypes* mime) {
@@ -63,6 +67,52 @@ StaticFilesOptions static_options(const Config& config, const MimeTypes* mime) {
 
 }  // namespace
 
+// One loop's static files: the handler with its open-file cache, and the
+// MIME table it reads. Replaced whole on SIGHUP, on that loop's thread.
+struct StaticSite {
+  net::EventLoop* loop = nullptr;
+  std::shared_ptr<const MimeTypes> mime;
+  std::unique_ptr<StaticFiles> files;
+  bool use_mmap = false;
+};
+
+namespace {
+// The StaticSite of the loop running on this thread.
+thread_local StaticSite* t_static_site = nullptr;
+
+// A FastCgiConfig or AuthConfig as written, wherever in the file it sits.
+template <typename T>
+T without_line(T value) {
+  value.line = 0;
+  return value;
+}
+}  // namespace
+
+std::vector<std::string> settings_needing_restart(const Config& a, const Config& b) {
+  std::vector<std::string> keys;
+  auto check = [&keys](bool same, const char* key) {
+    if (!same) keys.emplace_back(key);
+  };
+  check(a.listen == b.listen, "listen");
+  check(a.workers == b.workers, "workers");
+  check(a.accept_mode == b.accept_mode, "accept_mode");
+  check(a.dispatch_policy == b.dispatch_policy, "dispatch_policy");
+  check(a.trigger == b.trigger, "trigger");
+  check(a.defer_accept == b.defer_accept, "defer_accept");
+  check(a.cpu_affinity == b.cpu_affinity, "cpu_affinity");
+  check(a.max_connections_per_worker == b.max_connections_per_worker, "max_connections");
+  check(a.task_threads == b.task_threads, "task_threads");
+  check(a.server_name == b.server_name, "server_name");
+  check(a.temp_dir == b.temp_dir, "temp_dir");
+  bool same_fastcgi = a.fastcgi.size() == b.fastcgi.size();
+  for (size_t i = 0; same_fastcgi && i < a.fastcgi.size(); ++i) {
+    same_fastcgi = without_line(a.fastcgi[i]) == without_line(b.fastcgi[i]);
+  }
+  check(same_fastcgi, "[[fastcgi]]");
+  check(without_line(a.auth) == without_line(b.auth), "[auth]");
+  return keys;
+}
+
 void apply_log_config(const LogConfig& config) {
   log::Options options;
   options.level = config.level;
@@ -77,9 +127,7 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
     : loop_(loop),
       config_path_(std::move(config_path)),
       config_(std::make_shared<const Config>(std::move(config))),
-      blocked_(std::make_shared<const IpFilter>(config_->blocked)) {
-  for (const auto& [extension, type] : config_->static_files.mime) mime_.set(extension, type);
-}
+      blocked_(std::make_shared<const IpFilter>(config_->blocked)) {}
 
 Server::~Server() {
   // The pools belong to the I/O loops' threads: closed there while they run.
@@ -99,7 +147,8 @@ void Server::start() {
       loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2},
       [this](int signo) { on_signal(signo); });
   // Fail early, on the main thread, if the root cannot be opened.
-  StaticFiles probe(static_options(config, &mime_));
+  auto mime = mime_types(config);
+  StaticFiles probe(static_options(config, mime.get()));
   access_log_.open(config.access_log);
 
   http_ = std::make_unique<http::HttpServer>(loop_, config.listen, http_options(config));
@@ -127,14 +176,10 @@ void Server::start() {
                            request.content_length() > 0);
     return has_body ? &static_with_body_ : nullptr;
   });
-  http_->set_thread_init_callback([this](net::EventLoop* loop) {
+  http_->set_thread_init_callback([this, mime](net::EventLoop* loop) {
     if (fastcgi_) fastcgi_->init_loop(loop);
-    auto files = std::make_unique<StaticFiles>(static_options(*config_, &mime_));
-    t_static_files = files.get();
-    std::lock_guard lock(static_mu_);
-    static_files_.push_back(std::move(files));
+    install_static_site(loop, *config_, mime);
   });
-  use_mmap_ = config.static_files.zero_copy == StaticConfig::ZeroCopy::kMmap;
   // Installed even when the log is off: SIGHUP may turn it on.
   http_->set_response_callback(
       [this](const http::Request& r, const net::TcpConnection& c, const http::ResponseWriter& w) {
@@ -186,9 +231,28 @@ void Server::start_users_app(const Config& config) {
                 config.task_threads);
 }
 
+void Server::install_static_site(net::EventLoop* loop, const Config& config,
+                                 std::shared_ptr<const MimeTypes> mime) {
+  auto site = std::make_unique<StaticSite>();
+  site->loop = loop;
+  site->mime = std::move(mime);
+  site->files = std::make_unique<StaticFiles>(static_options(config, site->mime.get()));
+  site->use_mmap = config.static_files.zero_copy == StaticConfig::ZeroCopy::kMmap;
+  t_static_site = site.get();
+  std::lock_guard lock(static_mu_);
+  for (auto& existing : static_sites_) {
+    if (existing->loop == loop) {
+      existing = std::move(site);  // the old one goes here, on its loop
+      return;
+    }
+  }
+  static_sites_.push_back(std::move(site));
+}
+
 void Server::serve(const http::Request& request, http::ResponseWriter& writer) {
-  respond_static(*t_static_files, request, writer, net::EventLoop::current()->clock().now(),
-                 use_mmap_);
+  StaticSite& site = *t_static_site;
+  respond_static(*site.files, request, writer, net::EventLoop::current()->clock().now(),
+                 site.use_mmap);
 }
 
 void Server::on_signal(int signo) {
@@ -201,7 +265,11 @@ void Server::on_signal(int signo) {
       return toggle_profiler();
     default:
       if (stopping_) {
-        TERN_LOG_WARN("second stop signal: exiting now");
+        // Now means now: what waits for a task thread (password hashes
+        // queued behind a login flood) is dropped, not worked through.
+        const size_t dropped = tasks_ ? tasks_->discard_queued() : 0;
+        TERN_LOG_WARN("second stop signal: exiting now{}",
+                      dropped > 0 ? fmt::format(" ({} queued task(s) dropped)", dropped) : "");
         return loop_->quit();
       }
       return stop_gracefully();
@@ -221,8 +289,38 @@ void Server::reload() {
     return;
   }
   const Config& old = *config_;
-  if (fresh.listen != old.listen || fresh.workers != old.workers) {
-    TERN_LOG_WARN("SIGHUP: listen addresses and workers change only on restart");
+  // What could fail is checked before anything changes.
+  auto mime = mime_types(fresh);
+  try {
+    StaticFiles probe(static_options(fresh, mime.get()));
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: {}", config_path_, e.what());
+    return;
+  }
+  // Settings only a restart applies keep their running values.
+  std::vector<std::string> restart = settings_needing_restart(old, fresh);
+  fresh.listen = old.listen;
+  fresh.workers = old.workers;
+  fresh.accept_mode = old.accept_mode;
+  fresh.dispatch_policy = old.dispatch_policy;
+  fresh.trigger = old.trigger;
+  fresh.defer_accept = old.defer_accept;
+  fresh.cpu_affinity = old.cpu_affinity;
+  fresh.max_connections_per_worker = old.max_connections_per_worker;
+  fresh.task_threads = old.task_threads;
+  fresh.server_name = old.server_name;
+  fresh.temp_dir = fresh.limits.temp_dir = old.temp_dir;
+  fresh.fastcgi = old.fastcgi;
+  fresh.auth = old.auth;
+
+  if (fresh.log.error_log != old.log.error_log || fresh.log.max_file_bytes != old.log.max_file_bytes ||
+      fresh.log.max_files != old.log.max_files || fresh.log.flush_interval != old.log.flush_interval) {
+    try {
+      apply_log_config(fresh.log);
+    } catch (const std::exception& e) {
+      TERN_LOG_ERROR("SIGHUP: cannot open error log {}: {}", fresh.log.error_log, e.what());
+      fresh.log = old.log;
+    }
   }
   log::set_level(fresh.log.level);
   try {
@@ -236,8 +334,23 @@ void Server::reload() {
     blocked_ = std::move(filter);
   }
   http_->set_limits(fresh.limits);
+  auto applied = std::make_shared<const Config>(std::move(fresh));
+  for (net::EventLoop* loop : http_->tcp_server().io_loops()) {
+    loop->run_in_loop([this, loop, applied, mime] {
+      try {
+        install_static_site(loop, *applied, mime);
+      } catch (const std::exception& e) {
+        TERN_LOG_ERROR("SIGHUP: static files keep their running settings: {}", e.what());
+      }
+    });
+  }
+  config_ = std::move(applied);
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
-  config_ = std::make_shared<const Config>(std::move(fresh));
+  if (!restart.empty()) {
+    std::string keys;
+    for (const std::string& key : restart) keys += (keys.empty() ? "" : ", ") + key;
+    TERN_LOG_WARN("SIGHUP: not applied until a restart (running values kept): {}", keys);
+  }
 }
 
 void Server::toggle_profiler() {
@@ -262,7 +375,7 @@ void Server::toggle_profiler() {
 void Server::reopen_logs() {
   try {
     access_log_.reopen();
-    if (!config_->log.error_log.empty()) apply_log_config(config_->log);
+    log::reopen();
     TERN_LOG_INFO("SIGUSR1: log files reopened");
   } catch (const std::exception& e) {
     TERN_LOG_ERROR("SIGUSR1: cannot reopen log files: {}", e.what());

@@ -4,9 +4,12 @@
 // blocklist, and the reactions to signals:
 //   SIGTERM, SIGINT  stop accepting, let in-flight responses finish (up to
 //                    shutdown_timeout), close idle keep-alive connections, exit
-//   SIGHUP           re-read the config file: log level, access log,
-//                    blocklist, timeouts and limits change without dropping
-//                    connections (listen addresses and workers need a restart)
+//   SIGHUP           re-read the config file and apply it without dropping
+//                    connections: logging, access log, blocklist, timeouts
+//                    and limits, and [static] (a new root too; one that
+//                    cannot be opened keeps the running configuration). What
+//                    needs a restart (listen, workers, [[fastcgi]], [auth],
+//                    ...) keeps its running value and is named in the log.
 //   SIGUSR1          reopen the log files (after logrotate moved them)
 //   SIGUSR2          start / stop a CPU profile (-DTERN_PROFILER=ON builds)
 //
@@ -31,7 +34,7 @@
 namespace tern::server {
 
 class FastCgiRoutes;
-class StaticFiles;
+struct StaticSite;
 
 class Server {
  public:
@@ -59,18 +62,19 @@ class Server {
   void serve(const http::Request& request, http::ResponseWriter& writer);
   void check_drained();
   void start_users_app(const Config& config);
+  // Builds this loop's static site from `config` (on the loop's thread).
+  void install_static_site(net::EventLoop* loop, const Config& config,
+                           std::shared_ptr<const MimeTypes> mime);
 
   net::EventLoop* const loop_;
   std::string config_path_;
   std::shared_ptr<const Config> config_;
-  MimeTypes mime_;
   AccessLog access_log_;
   // Read on accepting threads, replaced on SIGHUP.
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
-  bool use_mmap_ = false;  // fixed at start (zero_copy does not reload)
-  std::mutex static_mu_;  // guards static_files_ while loops start
-  std::vector<std::unique_ptr<StaticFiles>> static_files_;  // one per loop
+  std::mutex static_mu_;  // guards static_sites_ (loops start, SIGHUP replaces)
+  std::vector<std::unique_ptr<StaticSite>> static_sites_;  // one per loop
   std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without [[fastcgi]] blocks
   http::ExchangeHandler static_with_body_;
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
@@ -88,5 +92,9 @@ class Server {
 
 // Applies the logging part of a config (error log file, level, rotation).
 void apply_log_config(const LogConfig& log);
+
+// The settings that differ between two configs and that only a restart
+// applies ("listen", "[[fastcgi]]", ...); empty when a reload applies all.
+std::vector<std::string> settings_needing_restart(const Config& running, const Config& fresh);
 
 }  // namespace tern::server
