@@ -157,17 +157,32 @@ std::string MysqlUrl::describe() const {
 
 namespace {
 
-// username compares byte for byte (utf8mb4_bin), as SQLite's TEXT does.
+// username keeps its bytes (utf8mb4_bin); username_ci, its lower case, is
+// what names are unique by and looked up by (as SQLite's NOCASE index).
 constexpr std::string_view kCreateTable =
     "CREATE TABLE IF NOT EXISTS users ("
     " id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,"
     " username VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL UNIQUE,"
     " password_hash VARCHAR(255) NOT NULL,"
-    " created_at BIGINT NOT NULL"
+    " created_at BIGINT NOT NULL,"
+    " session_generation BIGINT UNSIGNED NOT NULL DEFAULT 0,"
+    " username_ci VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin AS (LOWER(username)) PERSISTENT,"
+    " UNIQUE KEY users_username_ci (username_ci)"
     ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+// A table made by an older tern gets what it lacks (no-ops otherwise).
+constexpr std::string_view kMigrations[] = {
+    "ALTER TABLE users ADD COLUMN IF NOT EXISTS"
+    " session_generation BIGINT UNSIGNED NOT NULL DEFAULT 0",
+    "ALTER TABLE users ADD COLUMN IF NOT EXISTS"
+    " username_ci VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin AS (LOWER(username)) PERSISTENT",
+    "CREATE UNIQUE INDEX IF NOT EXISTS users_username_ci ON users (username_ci)",
+};
 constexpr std::string_view kInsert =
     "INSERT INTO users (username, password_hash, created_at) VALUES (?, ?, ?)";
-constexpr std::string_view kSelect = "SELECT username, password_hash FROM users WHERE username = ?";
+constexpr std::string_view kSelect =
+    "SELECT username, password_hash, session_generation FROM users WHERE username_ci = LOWER(?)";
+constexpr std::string_view kBump =
+    "UPDATE users SET session_generation = session_generation + 1 WHERE username_ci = LOWER(?)";
 
 // Result buffers large enough for any row the schema allows (32 and 255
 // characters of up to 4 bytes); a longer value is still fetched whole.
@@ -238,6 +253,7 @@ class MysqlUserStore::Connection {
   ~Connection() {
     if (insert_ != nullptr) mysql_stmt_close(insert_);
     if (select_ != nullptr) mysql_stmt_close(select_);
+    if (bump_ != nullptr) mysql_stmt_close(bump_);
     mysql_close(mysql_);
   }
   Connection(const Connection&) = delete;
@@ -245,6 +261,7 @@ class MysqlUserStore::Connection {
 
   Status insert(std::string_view username, std::string_view password_hash, int64_t created_at);
   Status select(std::string_view username, User* out);
+  Status bump(std::string_view username);
   bool ping();
 
   // Set by the pool when the connection goes back to it: the pool's epoch
@@ -261,6 +278,7 @@ class MysqlUserStore::Connection {
   MYSQL* const mysql_;   // owned
   MYSQL_STMT* insert_ = nullptr;  // owned
   MYSQL_STMT* select_ = nullptr;  // owned
+  MYSQL_STMT* bump_ = nullptr;    // owned
 };
 
 std::unique_ptr<MysqlUserStore::Connection> MysqlUserStore::Connection::open(
@@ -297,15 +315,23 @@ std::unique_ptr<MysqlUserStore::Connection> MysqlUserStore::Connection::open(
 }
 
 bool MysqlUserStore::Connection::prepare(bool create_table) {
-  if (create_table && mysql_real_query(mysql_, kCreateTable.data(), kCreateTable.size()) != 0) {
-    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: CREATE TABLE users failed: {} (error {})",
-                          url_.describe(), mysql_error(mysql_), mysql_errno(mysql_));
-    return false;
+  if (create_table) {
+    for (std::string_view sql : {kCreateTable, kMigrations[0], kMigrations[1], kMigrations[2]}) {
+      if (mysql_real_query(mysql_, sql.data(), sql.size()) != 0) {
+        TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: '{}' failed: {} (error {})",
+                              url_.describe(), sql.substr(0, 40), mysql_error(mysql_),
+                              mysql_errno(mysql_));
+        return false;
+      }
+    }
   }
   insert_ = mysql_stmt_init(mysql_);
   select_ = mysql_stmt_init(mysql_);
-  TERN_CHECK_MSG(insert_ != nullptr && select_ != nullptr, "mysql_stmt_init: out of memory");
-  for (auto [stmt, sql] : {std::pair{insert_, kInsert}, std::pair{select_, kSelect}}) {
+  bump_ = mysql_stmt_init(mysql_);
+  TERN_CHECK_MSG(insert_ != nullptr && select_ != nullptr && bump_ != nullptr,
+                 "mysql_stmt_init: out of memory");
+  for (auto [stmt, sql] :
+       {std::pair{insert_, kInsert}, std::pair{select_, kSelect}, std::pair{bump_, kBump}}) {
     if (mysql_stmt_prepare(stmt, sql.data(), static_cast<unsigned long>(sql.size())) != 0) {
       TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: prepare '{}' failed: {} (error {})",
                             url_.describe(), sql, mysql_stmt_error(stmt), mysql_stmt_errno(stmt));
@@ -340,9 +366,13 @@ UserStore::Status MysqlUserStore::Connection::select(std::string_view username, 
   }
   std::string columns[2] = {std::string(kUsernameBytes, '\0'), std::string(kHashBytes, '\0')};
   unsigned long lengths[2] = {};
-  MYSQL_BIND results[2]{};
+  unsigned long long generation = 0;
+  MYSQL_BIND results[3]{};
   bind_output(&results[0], &columns[0], &lengths[0]);
   bind_output(&results[1], &columns[1], &lengths[1]);
+  results[2].buffer_type = MYSQL_TYPE_LONGLONG;
+  results[2].buffer = &generation;
+  results[2].is_unsigned = 1;
   if (mysql_stmt_bind_result(select_, results) != 0) return failed(select_, "find user");
   int rc = mysql_stmt_fetch(select_);
   if (rc == MYSQL_NO_DATA) {
@@ -362,7 +392,18 @@ UserStore::Status MysqlUserStore::Connection::select(std::string_view username, 
   mysql_stmt_free_result(select_);
   out->username = std::move(columns[0]);
   out->password_hash = std::move(columns[1]);
+  out->session_generation = generation;
   return Status::kOk;
+}
+
+UserStore::Status MysqlUserStore::Connection::bump(std::string_view username) {
+  MYSQL_BIND param{};
+  unsigned long param_length = 0;
+  bind_input(&param, username, &param_length);
+  if (mysql_stmt_bind_param(bump_, &param) != 0 || mysql_stmt_execute(bump_) != 0) {
+    return failed(bump_, "end sessions");
+  }
+  return mysql_stmt_affected_rows(bump_) > 0 ? Status::kOk : Status::kNotFound;
 }
 
 bool MysqlUserStore::Connection::ping() {
@@ -429,6 +470,12 @@ UserStore::Status MysqlUserStore::find_user(std::string_view username, User* out
   Lease lease(this);
   if (!lease) return Status::kUnavailable;
   return lease.finish(lease->select(username, out));
+}
+
+UserStore::Status MysqlUserStore::end_sessions(std::string_view username) {
+  Lease lease(this);
+  if (!lease) return Status::kUnavailable;
+  return lease.finish(lease->bump(username));
 }
 
 std::unique_ptr<MysqlUserStore::Connection> MysqlUserStore::acquire() {

@@ -108,6 +108,7 @@ class MysqlUserStore final : public UserStore {
   // kUnavailable (see "Failure and recovery" above).
   Status create_user(std::string_view username, std::string_view password_hash) override;
   Status find_user(std::string_view username, User* out) override;
+  Status end_sessions(std::string_view username) override;
   std::string describe() const override { return url_.describe(); }
 
  private:

@@ -1,6 +1,16 @@
 #include "auth/rate_limiter.h"
 
+#include <cstring>
+
 namespace tern::auth {
+
+std::string address_key(const net::InetAddress& peer) {
+  if (!peer.is_ipv6()) return peer.to_ip();
+  sockaddr_in6 prefix = *reinterpret_cast<const sockaddr_in6*>(peer.sockaddr_ptr());
+  if (IN6_IS_ADDR_V4MAPPED(&prefix.sin6_addr)) return peer.to_ip();
+  std::memset(prefix.sin6_addr.s6_addr + 8, 0, 8);
+  return net::InetAddress(prefix).to_ip() + "/64";
+}
 
 RateLimiter::RateLimiter(uint32_t limit, std::chrono::seconds window, size_t max_addresses)
     : limit_(limit), window_(window.count() > 0 ? window.count() : 1), max_addresses_(max_addresses) {}

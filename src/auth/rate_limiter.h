@@ -12,7 +12,14 @@
 #include <string>
 #include <unordered_map>
 
+#include "net/inet_address.h"
+
 namespace tern::auth {
+
+// What a per-address limit counts for a client: its address, or for IPv6
+// its /64 ("2001:db8:1:2::/64"), which one host or one customer network
+// usually holds whole: a client there has billions of addresses to rotate.
+std::string address_key(const net::InetAddress& peer);
 
 class RateLimiter {
  public:

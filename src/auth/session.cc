@@ -41,15 +41,27 @@ std::string SessionSigner::mac(std::string_view message) const {
   return std::string(reinterpret_cast<const char*>(out), sizeof out);
 }
 
-std::string SessionSigner::sign(std::string_view username, int64_t now) const {
+// Digits only, no sign, no leading '+', within range.
+template <typename T>
+std::optional<T> parse_number(std::string_view text) {
+  T n{};
+  if (text.empty() || text.front() == '-' || text.front() == '+') return std::nullopt;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return n;
+}
+
+std::string SessionSigner::sign(std::string_view username, uint64_t generation, int64_t now) const {
   std::string value = to_base64(username);
+  value += '.';
+  value += std::to_string(generation);
   value += '.';
   value += std::to_string(now + ttl_.count());
   value += '.' + to_base64(mac(value));
   return value;
 }
 
-std::optional<std::string> SessionSigner::verify(std::string_view value, int64_t now) const {
+std::optional<SessionSigner::Session> SessionSigner::verify(std::string_view value, int64_t now) const {
   const size_t last_dot = value.rfind('.');
   if (last_dot == std::string_view::npos) return std::nullopt;
   const std::string_view signed_part = value.substr(0, last_dot);
@@ -57,15 +69,16 @@ std::optional<std::string> SessionSigner::verify(std::string_view value, int64_t
   if (!given || given->size() != crypto_auth_hmacsha256_BYTES) return std::nullopt;
   const std::string expected = mac(signed_part);
   if (sodium_memcmp(given->data(), expected.data(), expected.size()) != 0) return std::nullopt;
-  const size_t dot = signed_part.find('.');
-  if (dot == std::string_view::npos) return std::nullopt;
-  const std::string_view expiry_text = signed_part.substr(dot + 1);
-  int64_t expiry = 0;
-  auto [end, ec] = std::from_chars(expiry_text.data(), expiry_text.data() + expiry_text.size(), expiry);
-  if (ec != std::errc() || end != expiry_text.data() + expiry_text.size() || expiry <= now) {
-    return std::nullopt;
-  }
-  return from_base64(signed_part.substr(0, dot));
+  // base64url(username) "." generation "." expiry; base64url has no dots.
+  const size_t first = signed_part.find('.');
+  const size_t second = first == std::string_view::npos ? first : signed_part.find('.', first + 1);
+  if (second == std::string_view::npos) return std::nullopt;
+  auto generation = parse_number<uint64_t>(signed_part.substr(first + 1, second - first - 1));
+  auto expiry = parse_number<int64_t>(signed_part.substr(second + 1));
+  if (!generation || !expiry || *expiry <= now) return std::nullopt;
+  auto username = from_base64(signed_part.substr(0, first));
+  if (!username) return std::nullopt;
+  return Session{std::move(*username), *generation};
 }
 
 std::string_view SessionSigner::find_cookie(std::string_view header) {

@@ -1,8 +1,11 @@
-// Sessions as signed cookies: the cookie itself says who is logged in and
-// until when, with an HMAC-SHA-256 over both, so no session table is needed
-// and any tern node holding the same secret accepts it.
+// Sessions as signed cookies: the cookie itself says who is logged in, which
+// generation of that user's sessions it belongs to, and until when, with an
+// HMAC-SHA-256 over all three, so no session table is needed and any tern
+// node holding the same secret accepts it. The generation is the store's
+// (UserStore::User::session_generation): logging out moves it on, and every
+// cookie signed with the old one stops working on every node.
 //
-//   value = base64url(username) "." expiry-seconds "." base64url(mac)
+//   value = base64url(username) "." generation "." expiry-seconds "." base64url(mac)
 //
 // Loop threads; the signer is immutable after construction.
 #pragma once
@@ -24,10 +27,17 @@ class SessionSigner {
   // `secret`: any length; hashed into the MAC key.
   SessionSigner(std::string_view secret, std::chrono::seconds ttl);
 
-  // The cookie value for `username`, valid for ttl from `now` (Unix time).
-  std::string sign(std::string_view username, int64_t now) const;
-  // The username, if `value` is untampered and not expired at `now`.
-  std::optional<std::string> verify(std::string_view value, int64_t now) const;
+  struct Session {
+    std::string username;
+    uint64_t generation = 0;
+  };
+
+  // The cookie value for `username` at `generation`, valid for ttl from
+  // `now` (Unix time).
+  std::string sign(std::string_view username, uint64_t generation, int64_t now) const;
+  // The session, if `value` is untampered and not expired at `now`. Whether
+  // its generation is still the user's is for the caller to ask the store.
+  std::optional<Session> verify(std::string_view value, int64_t now) const;
   std::chrono::seconds ttl() const { return ttl_; }
 
   // The tern_session value in a Cookie header ("a=1; tern_session=...").

@@ -21,10 +21,21 @@ constexpr const char* kCreateTable =
     " id INTEGER PRIMARY KEY,"
     " username TEXT NOT NULL UNIQUE,"
     " password_hash TEXT NOT NULL,"
-    " created_at INTEGER NOT NULL)";
+    " created_at INTEGER NOT NULL,"
+    " session_generation INTEGER NOT NULL DEFAULT 0)";
+// Tables made by an older tern lack the column.
+constexpr const char* kHasGeneration =
+    "SELECT 1 FROM pragma_table_info('users') WHERE name = 'session_generation'";
+constexpr const char* kAddGeneration =
+    "ALTER TABLE users ADD COLUMN session_generation INTEGER NOT NULL DEFAULT 0";
+constexpr const char* kCaseIndex =
+    "CREATE UNIQUE INDEX IF NOT EXISTS users_username_nocase ON users (username COLLATE NOCASE)";
 constexpr const char* kInsert =
     "INSERT INTO users (username, password_hash, created_at) VALUES (?1, ?2, ?3)";
-constexpr const char* kSelect = "SELECT username, password_hash FROM users WHERE username = ?1";
+constexpr const char* kSelect =
+    "SELECT username, password_hash, session_generation FROM users WHERE username = ?1 COLLATE NOCASE";
+constexpr const char* kBump =
+    "UPDATE users SET session_generation = session_generation + 1 WHERE username = ?1 COLLATE NOCASE";
 
 // A string_view made from nothing has a null data(), which sqlite3_bind_text
 // would store as SQL NULL rather than ''. The statement is always stepped and
@@ -143,8 +154,23 @@ Result<void> SqliteUserStore::prepare() {
   if (sqlite3_exec(db_, kCreateTable, nullptr, nullptr, nullptr) != SQLITE_OK) {
     return fail("create SQLite users table");
   }
+  sqlite3_stmt* probe = nullptr;
+  if (sqlite3_prepare_v2(db_, kHasGeneration, -1, &probe, nullptr) != SQLITE_OK) {
+    return fail("inspect SQLite users table");
+  }
+  const bool has_generation = sqlite3_step(probe) == SQLITE_ROW;
+  sqlite3_finalize(probe);
+  if (!has_generation && sqlite3_exec(db_, kAddGeneration, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return fail("add session_generation to SQLite users table");
+  }
+  // Fails if an older tern let two names differ only by case: the operator
+  // has to rename one (the message says which index).
+  if (sqlite3_exec(db_, kCaseIndex, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return fail("make SQLite usernames unique without regard to case");
+  }
   if (sqlite3_prepare_v2(db_, kInsert, -1, &insert_, nullptr) != SQLITE_OK ||
-      sqlite3_prepare_v2(db_, kSelect, -1, &select_, nullptr) != SQLITE_OK) {
+      sqlite3_prepare_v2(db_, kSelect, -1, &select_, nullptr) != SQLITE_OK ||
+      sqlite3_prepare_v2(db_, kBump, -1, &bump_, nullptr) != SQLITE_OK) {
     return fail("prepare SQLite statements");
   }
   return {};
@@ -153,6 +179,7 @@ Result<void> SqliteUserStore::prepare() {
 SqliteUserStore::~SqliteUserStore() {
   sqlite3_finalize(insert_);  // no-ops on nullptr
   sqlite3_finalize(select_);
+  sqlite3_finalize(bump_);
   sqlite3_close(db_);
 }
 
@@ -183,9 +210,21 @@ UserStore::Status SqliteUserStore::find_user(std::string_view username, User* ou
   if (rc == SQLITE_ROW) {
     out->username = column_text(select_, 0);
     out->password_hash = column_text(select_, 1);
+    out->session_generation = static_cast<uint64_t>(sqlite3_column_int64(select_, 2));
     return Status::kOk;
   }
   TERN_LOG_EVERY_SECOND(spdlog::level::err, "sqlite:{}: find user failed: {} ({})", path_,
+                        sqlite3_errmsg(db_), sqlite3_errstr(rc));
+  return Status::kUnavailable;
+}
+
+UserStore::Status SqliteUserStore::end_sessions(std::string_view username) {
+  std::lock_guard lock(mu_);
+  StatementReset reset(bump_);
+  int rc = bind_text(bump_, 1, username);
+  if (rc == SQLITE_OK) rc = sqlite3_step(bump_);
+  if (rc == SQLITE_DONE) return sqlite3_changes(db_) > 0 ? Status::kOk : Status::kNotFound;
+  TERN_LOG_EVERY_SECOND(spdlog::level::err, "sqlite:{}: end sessions failed: {} ({})", path_,
                         sqlite3_errmsg(db_), sqlite3_errstr(rc));
   return Status::kUnavailable;
 }

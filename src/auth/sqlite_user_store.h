@@ -5,7 +5,11 @@
 // busy timeout covers another process (an operator's sqlite3 shell, a backup)
 // holding the write lock for a moment.
 //
-// One connection, guarded by a mutex, with its two statements kept prepared.
+// Names are unique without regard to ASCII case (an index on username
+// COLLATE NOCASE); a table from an older tern gets the index and the
+// session_generation column when it is opened.
+//
+// One connection, guarded by a mutex, with its statements kept prepared.
 // We considered a connection per task thread: WAL would then let lookups run
 // in parallel, but writes serialise on SQLite's single write lock anyway, a
 // lookup by primary key takes microseconds next to the argon2id hash the
@@ -51,6 +55,7 @@ class SqliteUserStore final : public UserStore {
   // the write lock held past kBusyTimeoutMs) is logged and kUnavailable.
   Status create_user(std::string_view username, std::string_view password_hash) override;
   Status find_user(std::string_view username, User* out) override;
+  Status end_sessions(std::string_view username) override;
   std::string describe() const override;  // "sqlite:data/users.db"
 
  private:
@@ -62,6 +67,7 @@ class SqliteUserStore final : public UserStore {
   sqlite3* const db_;              // owned; closed in the destructor
   sqlite3_stmt* insert_ = nullptr;  // owned; finalized in the destructor
   sqlite3_stmt* select_ = nullptr;  // owned; finalized in the destructor
+  sqlite3_stmt* bump_ = nullptr;    // owned; finalized in the destructor
 };
 
 }  // namespace tern::auth

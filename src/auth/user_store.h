@@ -29,8 +29,11 @@ class UserStore {
   };
 
   struct User {
-    std::string username;
+    std::string username;       // as registered
     std::string password_hash;  // libsodium's argon2id string
+    // Signed into each session cookie; end_sessions() moves it on, which
+    // ends every session of the user on every node sharing the store.
+    uint64_t session_generation = 0;
   };
 
   virtual ~UserStore() = default;
@@ -39,13 +42,19 @@ class UserStore {
   // SQLite, on the first successful connection for MariaDB (while the
   // server is down, calls fail with kUnavailable and later calls retry).
   //
-  // Stores a new user: kOk, kTaken when the username exists (names compare
-  // byte for byte: "Alice" and "alice" are two users), or kUnavailable.
-  // Callers validate usernames first (MariaDB holds at most 32 characters).
+  // Names compare without regard to ASCII case: "Alice" and "alice" are one
+  // user, so nobody can register a look-alike of an existing name.
+  //
+  // Stores a new user: kOk, kTaken when the username exists, or
+  // kUnavailable. Callers validate usernames first (MariaDB holds at most
+  // 32 characters).
   virtual Status create_user(std::string_view username, std::string_view password_hash) = 0;
-  // kOk with *out filled in, kNotFound, or kUnavailable; *out is left alone
-  // unless kOk.
+  // kOk with *out filled in (the name as registered), kNotFound, or
+  // kUnavailable; *out is left alone unless kOk.
   virtual Status find_user(std::string_view username, User* out) = 0;
+  // Moves the user's session generation on (logout): kOk, kNotFound or
+  // kUnavailable.
+  virtual Status end_sessions(std::string_view username) = 0;
   // "sqlite:data/users.db", "mysql://user@host:3306/db" (never the password).
   virtual std::string describe() const = 0;
 };

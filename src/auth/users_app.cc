@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -21,29 +22,38 @@ constexpr size_t kMaxBody = 4096;  // a username and a password, as JSON
 
 int64_t unix_now() { return static_cast<int64_t>(::time(nullptr)); }
 
-void send_json(http::Exchange& exchange, int status, const nlohmann::json& body,
-               std::string_view set_cookie = {}) {
+struct Field {
+  std::string_view name;
+  std::string_view value;
+};
+
+// Every answer of the API goes out here: JSON (or nothing for 204), never
+// stored by a cache, with any extra fields.
+void answer(http::Exchange& exchange, int status, const nlohmann::json& body,
+            std::initializer_list<Field> fields = {}) {
   http::ResponseWriter& w = exchange.writer();
   w.start(status).header("Cache-Control", "no-store");
-  if (status != 204) w.header("Content-Type", "application/json");
-  if (!set_cookie.empty()) w.header("Set-Cookie", set_cookie);
+  for (const Field& f : fields) w.header(f.name, f.value);
   if (status == 204) {
     w.end();
   } else {
+    w.header("Content-Type", "application/json");
     w.body(body.dump() + "\n");
   }
   exchange.finish();
 }
 
 void send_error(http::Exchange& exchange, int status, std::string_view message) {
-  send_json(exchange, status, nlohmann::json{{"error", message}});
+  answer(exchange, status, nlohmann::json{{"error", message}});
 }
 
 void send_method_not_allowed(http::Exchange& exchange, std::string_view allow) {
-  http::ResponseWriter& w = exchange.writer();
-  w.start(405).header("Content-Type", "application/json").header("Allow", allow);
-  w.body(nlohmann::json{{"error", "method not allowed"}}.dump() + "\n");
-  exchange.finish();
+  answer(exchange, 405, nlohmann::json{{"error", "method not allowed"}}, {{"Allow", allow}});
+}
+
+void send_too_many(http::Exchange& exchange, int64_t retry_after, std::string_view message) {
+  const std::string seconds = std::to_string(std::max<int64_t>(retry_after, 1));
+  answer(exchange, 429, nlohmann::json{{"error", message}}, {{"Retry-After", seconds}});
 }
 
 bool valid_username(std::string_view name) {
@@ -86,7 +96,10 @@ UsersApp::UsersApp(std::unique_ptr<UserStore> store, const UsersOptions& options
       options_(options),
       tasks_(tasks),
       signer_(options.secret, options.session_ttl),
-      login_limiter_(options.login_attempts, std::chrono::seconds(60)) {
+      login_limiter_(options.login_attempts, std::chrono::seconds(60)),
+      register_limiter_(options.register_attempts, std::chrono::seconds(3600)),
+      account_throttle_(options.account_login_failures, options.account_backoff,
+                        options.max_account_backoff) {
   char hash[crypto_pwhash_STRBYTES];
   unsigned char random[16];
   randombytes_buf(random, sizeof random);
@@ -116,6 +129,11 @@ void UsersApp::on_register(http::Exchange& exchange) {
   if (exchange.request().method() != http::Method::kPost) {
     return send_method_not_allowed(exchange, "POST");
   }
+  int64_t retry_after = 0;
+  if (!register_limiter_.allow(address_key(exchange.connection().peer_address()), unix_now(),
+                               &retry_after)) {
+    return send_too_many(exchange, retry_after, "too many registrations; try again later");
+  }
   read_credentials(exchange, &UsersApp::do_register);
 }
 
@@ -124,11 +142,9 @@ void UsersApp::on_login(http::Exchange& exchange) {
     return send_method_not_allowed(exchange, "POST");
   }
   int64_t retry_after = 0;
-  if (!login_limiter_.allow(exchange.connection().peer_address().to_ip(), unix_now(), &retry_after)) {
-    http::ResponseWriter& w = exchange.writer();
-    w.start(429).header("Content-Type", "application/json").header("Retry-After", static_cast<uint64_t>(retry_after));
-    w.body(nlohmann::json{{"error", "too many login attempts; try again later"}}.dump() + "\n");
-    return exchange.finish();
+  if (!login_limiter_.allow(address_key(exchange.connection().peer_address()), unix_now(),
+                            &retry_after)) {
+    return send_too_many(exchange, retry_after, "too many login attempts; try again later");
   }
   read_credentials(exchange, &UsersApp::do_login);
 }
@@ -139,16 +155,66 @@ void UsersApp::on_me(http::Exchange& exchange) {
     return send_method_not_allowed(exchange, "GET, HEAD");
   }
   std::string_view value = SessionSigner::find_cookie(exchange.request().header("Cookie"));
-  auto username = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
-  if (!username) return send_error(exchange, 401, "not logged in");
-  send_json(exchange, 200, nlohmann::json{{"username", *username}});
+  auto session = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
+  if (!session) return send_error(exchange, 401, "not logged in");
+  // The signature is good; whether the session outlived a logout (on any
+  // node) only the store knows.
+  auto pending = std::make_shared<Pending>(Pending{&exchange, exchange.loop(), {}});
+  exchange.set_abort_handler([pending] { pending->exchange = nullptr; });
+  run_task(pending, [this, pending, session = std::move(*session)] {
+    UserStore::User user;
+    const UserStore::Status status = store_->find_user(session.username, &user);
+    pending->loop->run_in_loop([pending, status, user = std::move(user), generation = session.generation] {
+      if (pending->exchange == nullptr) return;
+      http::Exchange& ex = *pending->exchange;
+      if (status == UserStore::Status::kUnavailable) {
+        return send_error(ex, 503, "the user database is unavailable; try again shortly");
+      }
+      if (status != UserStore::Status::kOk || user.session_generation != generation) {
+        return send_error(ex, 401, "not logged in");
+      }
+      answer(ex, 200, nlohmann::json{{"username", user.username}});
+    });
+  });
 }
 
 void UsersApp::on_logout(http::Exchange& exchange) {
-  if (exchange.request().method() != http::Method::kPost) {
-    return send_method_not_allowed(exchange, "POST");
+  const http::Request& request = exchange.request();
+  if (request.method() != http::Method::kPost) return send_method_not_allowed(exchange, "POST");
+  // As for the other POSTs: a cross-site form cannot send this type, so it
+  // cannot log anyone out.
+  if (!is_json(request.header("Content-Type"))) {
+    return send_error(exchange, 415, "send JSON with Content-Type: application/json");
   }
-  send_json(exchange, 204, nullptr, cookie("", 0));
+  std::string_view value = SessionSigner::find_cookie(request.header("Cookie"));
+  auto session = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
+  if (!session) {
+    const std::string clear = cookie("", 0);
+    return answer(exchange, 204, nullptr, {{"Set-Cookie", clear}});
+  }
+  auto pending = std::make_shared<Pending>(Pending{&exchange, exchange.loop(), {}});
+  exchange.set_abort_handler([pending] { pending->exchange = nullptr; });
+  end_sessions(std::move(pending), std::move(session->username));
+}
+
+void UsersApp::end_sessions(std::shared_ptr<Pending> pending, std::string username) {
+  run_task(pending, [this, pending, username = std::move(username)] {
+    const UserStore::Status status = store_->end_sessions(username);
+    pending->loop->run_in_loop([pending, status] {
+      if (pending->exchange == nullptr) return;
+      http::Exchange& ex = *pending->exchange;
+      const std::string clear = cookie("", 0);
+      if (status == UserStore::Status::kUnavailable) {
+        // This browser forgets the cookie; other copies of it stay valid
+        // until the store is back and the user logs out again.
+        return answer(ex, 503,
+                      nlohmann::json{{"error", "the user database is unavailable; the session "
+                                               "could not be ended everywhere"}},
+                      {{"Set-Cookie", clear}});
+      }
+      answer(ex, 204, nullptr, {{"Set-Cookie", clear}});
+    });
+  });
 }
 
 void UsersApp::read_credentials(
@@ -219,7 +285,7 @@ void UsersApp::do_register(std::shared_ptr<Pending> pending, std::string usernam
       http::Exchange& ex = *pending->exchange;
       switch (status) {
         case UserStore::Status::kOk:
-          return send_json(ex, 201, nlohmann::json{{"username", username}});
+          return answer(ex, 201, nlohmann::json{{"username", username}});
         case UserStore::Status::kTaken:
           return send_error(ex, 409, "that username is taken");
         default:
@@ -230,6 +296,13 @@ void UsersApp::do_register(std::shared_ptr<Pending> pending, std::string usernam
 }
 
 void UsersApp::do_login(std::shared_ptr<Pending> pending, std::string username, std::string password) {
+  // Refused before any hashing: a guesser spread over many addresses still
+  // meets the account's back-off.
+  int64_t retry_after = 0;
+  if (!account_throttle_.allow(username, unix_now(), &retry_after)) {
+    return send_too_many(*pending->exchange, retry_after,
+                         "too many failed logins for this account; try again later");
+  }
   run_task(pending, [this, pending, username = std::move(username), password = std::move(password)] {
     UserStore::User user;
     UserStore::Status status = valid_username(username) ? store_->find_user(username, &user)
@@ -242,15 +315,23 @@ void UsersApp::do_login(std::shared_ptr<Pending> pending, std::string username, 
       [[maybe_unused]] int ignored =
           crypto_pwhash_str_verify(dummy_hash_.c_str(), password.data(), password.size());
     }
-    pending->loop->run_in_loop([this, pending, status, ok, username] {
-      if (pending->exchange == nullptr) return;
-      http::Exchange& ex = *pending->exchange;
+    pending->loop->run_in_loop([this, pending, status, ok, username, user = std::move(user)] {
       if (status == UserStore::Status::kUnavailable) {
-        return send_error(ex, 503, "the user database is unavailable; try again shortly");
+        if (pending->exchange == nullptr) return;
+        return send_error(*pending->exchange, 503, "the user database is unavailable; try again shortly");
       }
-      if (!ok) return send_error(ex, 401, "wrong username or password");
-      send_json(ex, 200, nlohmann::json{{"username", username}},
-                cookie(signer_.sign(username, unix_now()), signer_.ttl().count()));
+      // Unknown names count too, so the back-off does not tell which exist.
+      if (!ok) {
+        account_throttle_.failed(username, unix_now());
+        if (pending->exchange == nullptr) return;
+        return send_error(*pending->exchange, 401, "wrong username or password");
+      }
+      account_throttle_.succeeded(username);
+      if (pending->exchange == nullptr) return;
+      // The name as registered, whatever case it was typed in.
+      const std::string set = cookie(signer_.sign(user.username, user.session_generation, unix_now()),
+                                     signer_.ttl().count());
+      answer(*pending->exchange, 200, nlohmann::json{{"username", user.username}}, {{"Set-Cookie", set}});
     });
   });
 }

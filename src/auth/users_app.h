@@ -1,16 +1,22 @@
 // UsersApp: register, log in, who am I, log out, as a JSON API on a
 // UserStore.
 //
-//   POST /api/register {"username","password"}  201 {"username"} | 400 | 409
+//   POST /api/register {"username","password"}  201 {"username"} | 400 | 409 | 429
 //   POST /api/login    {"username","password"}  200 {"username"} + session cookie | 401 | 429
 //   GET  /api/me                                 200 {"username"} | 401
-//   POST /api/logout                             204, cookie cleared
+//   POST /api/logout                             204, cookie cleared, every session ended
 //
-// Bodies must be JSON sent as application/json (415 otherwise: a cross-site
-// HTML form cannot send that type, which keeps the API out of reach of
-// login CSRF). Passwords are hashed with argon2id (libsodium); sessions are
-// signed cookies (session.h). Login attempts are limited per client address
-// (429 with Retry-After). Hashing and the database run on the TaskPool; the
+// Requests that send data must send it as application/json (415 otherwise:
+// a cross-site HTML form cannot send that type, which keeps the API out of
+// reach of login and logout CSRF). Passwords are hashed with argon2id
+// (libsodium); sessions are signed cookies (session.h) carrying the user's
+// session generation, which /api/me checks against the store and logout
+// moves on, so a logout ends the user's sessions on every node. Names are
+// unique without regard to case. Registrations are limited per client
+// address per hour, logins per address per minute and per account with a
+// doubling back-off (429 with Retry-After); an IPv6 client counts as its
+// /64, which one host usually holds whole. Every response says
+// Cache-Control: no-store. Hashing and the database run on the TaskPool; the
 // answer is posted back to the connection's loop, so no I/O loop ever waits.
 // A database that cannot be reached is a 503 and an error-log line, and the
 // next request tries again.
@@ -24,6 +30,7 @@
 #include <memory>
 #include <string>
 
+#include "auth/login_throttle.h"
 #include "auth/rate_limiter.h"
 #include "auth/session.h"
 #include "auth/user_store.h"
@@ -39,6 +46,10 @@ struct UsersOptions {
   size_t password_memory = 64 << 20;     // argon2id memlimit, bytes
   std::chrono::seconds session_ttl{7 * 24 * 3600};
   uint32_t login_attempts = 10;          // per client address per minute
+  uint32_t register_attempts = 20;       // per client address per hour
+  uint32_t account_login_failures = 5;   // in a row, before the account backs off
+  std::chrono::seconds account_backoff{30};  // the first back-off; it doubles...
+  std::chrono::seconds max_account_backoff{3600};  // ...up to this
 };
 
 class UsersApp {
@@ -66,12 +77,15 @@ class UsersApp {
   void do_register(std::shared_ptr<Pending> pending, std::string username, std::string password);
   void do_login(std::shared_ptr<Pending> pending, std::string username, std::string password);
   void run_task(const std::shared_ptr<Pending>& pending, std::function<void()> task);
+  void end_sessions(std::shared_ptr<Pending> pending, std::string username);
 
   std::unique_ptr<UserStore> store_;
   const UsersOptions options_;
   TaskPool* const tasks_;
   SessionSigner signer_;
   RateLimiter login_limiter_;
+  RateLimiter register_limiter_;
+  LoginThrottle account_throttle_;
   std::string dummy_hash_;  // verified against for unknown users: same time either way
   http::ExchangeHandler register_, login_, me_, logout_;
 };

@@ -209,6 +209,8 @@ void read_auth(Section s, int line, Config& c) {
   s.get_duration("session_ttl", &a.session_ttl);
   if (a.session_ttl.count() < 1000) s.fail(*s.node("session_ttl"), "session_ttl", "must be at least 1s");
   s.get_int("login_attempts", &a.login_attempts, 1, 1'000'000);
+  s.get_int("register_attempts", &a.register_attempts, 1, 1'000'000);
+  s.get_int("account_login_failures", &a.account_login_failures, 1, 1'000'000);
   s.get_int("db_pool", &a.db_pool, 1, 1000);
   s.finish();
 }

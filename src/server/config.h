@@ -88,6 +88,8 @@ struct AuthConfig {
   size_t password_memory = 64 * 1024 * 1024;  // argon2id memlimit
   std::chrono::milliseconds session_ttl{7LL * 24 * 3600 * 1000};
   uint32_t login_attempts = 10;  // per client address per minute
+  uint32_t register_attempts = 20;       // per client address per hour
+  uint32_t account_login_failures = 5;   // in a row, then the account backs off
   size_t db_pool = 4;            // MariaDB connections
   int line = 0;
   bool operator==(const AuthConfig&) const = default;

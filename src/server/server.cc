@@ -224,6 +224,8 @@ void Server::start_users_app(const Config& config) {
   options.password_memory = a.password_memory;
   options.session_ttl = std::chrono::duration_cast<std::chrono::seconds>(a.session_ttl);
   options.login_attempts = a.login_attempts;
+  options.register_attempts = a.register_attempts;
+  options.account_login_failures = a.account_login_failures;
   tasks_ = std::make_unique<TaskPool>("task", config.task_threads, 4096);
   users_ = std::make_unique<auth::UsersApp>(std::move(*store), options, tasks_.get());
   TERN_LOG_INFO("users: {} (argon2id ops {}, memory {} KiB), {} task threads",

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,7 +115,44 @@ TEST_F(SqliteUserStoreTest, DuplicateUsernameIsTaken) {
   UserStore::User user;
   ASSERT_EQ(store->find_user("bob", &user), Status::kOk);
   EXPECT_EQ(user.password_hash, "h1");
-  EXPECT_EQ(store->create_user("Bob", "h3"), Status::kOk) << "names are case-sensitive";
+  EXPECT_EQ(store->create_user("Bob", "h3"), Status::kTaken) << "names are unique whatever the case";
+  ASSERT_EQ(store->find_user("BOB", &user), Status::kOk);
+  EXPECT_EQ(user.username, "bob") << "the name as registered";
+}
+
+TEST_F(SqliteUserStoreTest, EndingSessionsMovesTheGenerationOn) {
+  auto store = open_or_fail(url());
+  ASSERT_TRUE(store);
+  ASSERT_EQ(store->create_user("Dana", "h"), Status::kOk);
+  UserStore::User user;
+  ASSERT_EQ(store->find_user("dana", &user), Status::kOk);
+  const uint64_t first = user.session_generation;
+  EXPECT_EQ(store->end_sessions("DANA"), Status::kOk);
+  ASSERT_EQ(store->find_user("Dana", &user), Status::kOk);
+  EXPECT_EQ(user.session_generation, first + 1);
+  EXPECT_EQ(store->end_sessions("nobody"), Status::kNotFound);
+}
+
+TEST_F(SqliteUserStoreTest, ATableFromAnOlderVersionIsUpgraded) {
+  // The users table as tern made it before sessions had generations and
+  // before names were unique without regard to case.
+  ASSERT_TRUE(std::filesystem::create_directories(dir_.at("data")));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path().c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT NOT NULL UNIQUE,"
+                         " password_hash TEXT NOT NULL, created_at INTEGER NOT NULL);"
+                         "INSERT INTO users (username, password_hash, created_at) VALUES ('old', 'h', 1);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = open_or_fail(url());
+  ASSERT_TRUE(store);
+  UserStore::User user;
+  ASSERT_EQ(store->find_user("OLD", &user), Status::kOk);
+  EXPECT_EQ(user.session_generation, 0u);
+  EXPECT_EQ(store->end_sessions("old"), Status::kOk);
+  EXPECT_EQ(store->create_user("Old", "h2"), Status::kTaken);
 }
 
 TEST_F(SqliteUserStoreTest, UnknownUserIsNotFound) {
@@ -466,10 +504,23 @@ TEST_F(MariadbUserStoreTest, CreateFindDuplicateAndNotFound) {
   EXPECT_EQ(user.username, name("alice"));
   EXPECT_EQ(user.password_hash, "$argon2id$v=19$abc");
   EXPECT_EQ(store_->create_user(name("alice"), "other"), Status::kTaken);
-  EXPECT_EQ(store_->create_user(name("Alice"), "h"), Status::kOk) << "names are case-sensitive";
-  // Still usable after the duplicate-key error.
-  ASSERT_EQ(store_->find_user(name("alice"), &user), Status::kOk);
+  EXPECT_EQ(store_->create_user(name("Alice"), "h"), Status::kTaken) << "unique whatever the case";
+  // Still usable after the duplicate-key error; found in any case, named
+  // as registered.
+  ASSERT_EQ(store_->find_user(name("ALICE"), &user), Status::kOk);
+  EXPECT_EQ(user.username, name("alice"));
   EXPECT_EQ(user.password_hash, "$argon2id$v=19$abc");
+}
+
+TEST_F(MariadbUserStoreTest, EndingSessionsMovesTheGenerationOn) {
+  ASSERT_EQ(store_->create_user(name("dana"), "h"), Status::kOk);
+  UserStore::User user;
+  ASSERT_EQ(store_->find_user(name("dana"), &user), Status::kOk);
+  const uint64_t first = user.session_generation;
+  EXPECT_EQ(store_->end_sessions(name("DANA")), Status::kOk);
+  ASSERT_EQ(store_->find_user(name("dana"), &user), Status::kOk);
+  EXPECT_EQ(user.session_generation, first + 1);
+  EXPECT_EQ(store_->end_sessions(name("nobody")), Status::kNotFound);
 }
 
 TEST_F(MariadbUserStoreTest, SqlLookingInputIsStoredVerbatim) {

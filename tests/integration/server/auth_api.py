@@ -21,9 +21,10 @@ JSON_TYPE = "application/json"
 
 def auth_config(store, secret=None, task_threads=4, **auth):
     """A config dict with task_threads and an [auth] block for this store
-    URL. login_attempts is high unless a test sets it: only the rate-limit
-    tests are about that limit."""
-    block = {"store": store, **FAST_HASH, "login_attempts": 1000}
+    URL. The rate limits are high unless a test sets them: only the
+    rate-limit tests are about them."""
+    block = {"store": store, **FAST_HASH, "login_attempts": 1000, "register_attempts": 1000,
+             "account_login_failures": 1000}
     if secret is not None:
         block["secret"] = secret
     block.update(auth)

@@ -729,3 +729,94 @@ def test_mariadb_fixture_user_connects_with_its_password(mysql_db):
     assert mysql_db.url_socket.startswith(f"mysql://{server.user}:{server.password}@localhost/{mysql_db.name}?socket=/")
     assert mysql_db.url_tcp == f"mysql://{server.user}:{server.password}@127.0.0.1:{server.port}/{mysql_db.name}"
     assert len(os.fsencode(str(server.socket_path))) <= 107
+
+
+# -- hardening -------------------------------------------------------------------
+
+
+def test_logout_ends_the_session_on_every_node(tern_factory, store, tmp_path):
+    # Two nodes on one store and one secret: a cookie from one works on the
+    # other, and a logout on either ends it on both.
+    secret = store.secret or SECRET
+    first = start_app(tern_factory, store, secret=secret, name="first")
+    second = start_app(tern_factory, store, secret=secret, name="second")
+    assert register(first, "ivan", "ivan password").status == 201
+    cookie = login_cookie(first, "ivan", "ivan password")
+    stolen = cookie  # a copy kept elsewhere
+    assert json_body(me(second, cookie), 200) == {"username": "ivan"}
+    assert logout(second, cookie).status == 204
+    error_of(me(first, stolen), 401)
+    error_of(me(second, stolen), 401)
+    # Logging in again works, with a new cookie.
+    fresh = login_cookie(second, "ivan", "ivan password")
+    assert json_body(me(first, fresh), 200) == {"username": "ivan"}
+    error_of(me(first, stolen), 401)
+
+
+def test_usernames_are_unique_without_regard_to_case(app, store):
+    assert json_body(register(app, "Alice", "alice password"), 201) == {"username": "Alice"}
+    for other in ("alice", "ALICE", "aLiCe"):
+        error_of(register(app, other, "impostor password"), 409)
+    assert list(store.rows()) == ["Alice"]
+    # Typed in any case, the login finds the account and names it as registered.
+    resp = login(app, "aLICE", "alice password")
+    assert json_body(resp, 200) == {"username": "Alice"}
+    cookie = f"{SESSION_COOKIE}={session_set_cookie(resp)[1]}"
+    assert json_body(me(app, cookie), 200) == {"username": "Alice"}
+
+
+def test_registrations_are_limited_per_address(tern_factory, store):
+    srv = start_app(tern_factory, store, register_attempts=3)
+    for i in range(3):
+        assert register(srv, f"bulk{i}", "bulk password").status == 201
+    resp = register(srv, "bulk3", "bulk password")
+    error_of(resp, 429)
+    retry_after = resp.header("Retry-After")
+    assert retry_after is not None and 1 <= int(retry_after) <= 3600, resp.headers
+    assert resp.header("Cache-Control") == "no-store"
+    # Another address may still register; logins are not counted here.
+    assert register(srv, "bulk3", "bulk password", source="127.0.0.2").status == 201
+    login_cookie(srv, "bulk0", "bulk password")
+
+
+def test_an_account_backs_off_after_failed_logins_from_many_addresses(tern_factory, store):
+    # The per-address limit sees one attempt per address; the account's
+    # own count stops the guessing all the same.
+    srv = start_app(tern_factory, store, account_login_failures=3)
+    assert register(srv, "judy", "judy password").status == 201
+    assert register(srv, "karl", "karl password").status == 201
+    for i in range(3):
+        error_of(login(srv, "judy", f"guess {i}", source=f"127.0.0.{10 + i}"), 401)
+    for password in ("guess 4", "judy password"):
+        resp = login(srv, "JUDY", password, source="127.0.0.20")
+        error_of(resp, 429)
+        assert not resp.header_all("Set-Cookie")
+        assert int(resp.header("Retry-After")) >= 1, resp.headers
+    # Other accounts are not affected.
+    login_cookie(srv, "karl", "karl password", source="127.0.0.10")
+
+
+def test_every_api_response_says_no_store(app):
+    assert register(app, "lena", "lena password").status == 201
+    cookie = login_cookie(app, "lena", "lena password")
+    responses = {
+        "201": register(app, "lena2", "lena password"),
+        "200 me": me(app, cookie),
+        "401": me(app),
+        "405": call(app, "GET", "/api/login"),
+        "415": call(app, "POST", "/api/login", body=b"x", content_type="text/plain"),
+        "400": call(app, "POST", "/api/login", body=b"[]"),
+        "204": logout(app, cookie),
+    }
+    for what, resp in responses.items():
+        assert resp.header("Cache-Control") == "no-store", f"{what}: {resp!r} {resp.headers}"
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", None])
+def test_logout_needs_the_json_content_type(app, ctype):
+    # A cross-site form could otherwise log a user out.
+    assert register(app, "mona", "mona password").status == 201
+    cookie = login_cookie(app, "mona", "mona password")
+    resp = call(app, "POST", "/api/logout", cookie=cookie, body=b"", content_type=ctype)
+    error_of(resp, 415)
+    assert json_body(me(app, cookie), 200) == {"username": "mona"}
