@@ -30,11 +30,11 @@ def tern_factory(tmp_path):
     end of the test each one still running gets SIGTERM and must exit 0."""
     servers = []
 
-    def start(config=None, name=None, host="127.0.0.1", args=()):
+    def start(config=None, name=None, host="127.0.0.1", args=(), env=None, preexec_fn=None):
         workdir = tmp_path / (name or f"server{len(servers)}")
         root = workdir / "www"
         root.mkdir(parents=True)
-        server = TernServer(workdir, root, config, host=host, args=args)
+        server = TernServer(workdir, root, config, host=host, args=args, env=env, preexec_fn=preexec_fn)
         servers.append(server)
         return server.start()
 

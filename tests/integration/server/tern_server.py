@@ -96,10 +96,12 @@ def free_port(host="127.0.0.1"):
 class TernServer:
     """One tern process with its own document root and config file."""
 
-    def __init__(self, workdir, root, config=None, host="127.0.0.1", args=()):
+    def __init__(self, workdir, root, config=None, host="127.0.0.1", args=(), env=None, preexec_fn=None):
         self.workdir = Path(workdir)
         self.host = host  # "127.0.0.1" or "::1"
         self.args = list(args)  # extra command-line flags
+        self.env = env  # extra environment variables
+        self.preexec_fn = preexec_fn  # run in the child before exec (limits)
         self.root = Path(root)
         self.config_path = self.workdir / "tern.toml"
         self.stderr_path = self.workdir / "tern.stderr"
@@ -132,9 +134,10 @@ class TernServer:
             self.port = free_port(self.host)
             self.write_config()
             with open(self.stderr_path, "ab") as err:
+                env = {**os.environ, **self.env} if self.env else None
                 self.proc = subprocess.Popen([str(TERN_BIN), "-c", str(self.config_path), *self.args],
                                              stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                             cwd=self.workdir)
+                                             cwd=self.workdir, env=env, preexec_fn=self.preexec_fn)
             if self._wait_listening():
                 return self
             # Lost the race for the port to another process: try another one.
@@ -203,6 +206,18 @@ class TernServer:
         self.signal(signal.SIGHUP)
         assert self.wait_for_log("configuration reloaded", before + 1), \
             f"no reload logged after SIGHUP; stderr:\n{self.stderr()}"
+
+    def open_files(self):
+        """What each of the process's descriptors points at (readlink of
+        /proc/PID/fd/N), deleted files marked " (deleted)"."""
+        out = []
+        fd_dir = f"/proc/{self.proc.pid}/fd"
+        for name in os.listdir(fd_dir):
+            try:
+                out.append(os.readlink(f"{fd_dir}/{name}"))
+            except OSError:
+                pass
+        return out
 
     def rss_kib(self, field="VmRSS"):
         with open(f"/proc/{self.proc.pid}/status") as f:

@@ -17,6 +17,13 @@ BAD_CONFIGS = [
     ("unknown-table", '[statik]\nroot = "www"\n', "statik", 3),
     ("string-for-integer", 'workers = "two"\n', "workers", 3),
     ("integer-out-of-range", 'workers = 0\n', "workers", 3),
+    ("workers-word", 'workers = "many"\n', "workers", 3),
+    ("relative-temp-dir", 'temp_dir = "tmp"\n', "temp_dir", 3),
+    ("fastcgi-lower-case-method", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\nmethods = ["get"]\n',
+     "fastcgi[0].methods", 6),
+    ("fastcgi-buffering-not-bool", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\nrequest_buffering = 1\n',
+     "fastcgi[0].request_buffering", 6),
+    ("bad-body-buffer", '[limits]\nbody_buffer = "lots"\n', "limits.body_buffer", 4),
     ("string-for-bool", '[static]\nallow_symlinks_outside_root = "yes"\n', "static.allow_symlinks_outside_root", 4),
     ("integer-for-array", 'listen = 8080\n', "listen", 3),
     ("bad-duration-unit", '[timeouts]\nkeepalive = "10 parsecs"\n', "timeouts.keepalive", 4),
@@ -175,3 +182,12 @@ def test_ipv6_listen_address_serves(tern_factory):
     srv.write_file("six.txt", b"six")
     with srv.connect() as conn:
         assert conn.get("/six.txt").body == b"six"
+
+
+def test_a_temp_dir_that_cannot_take_files_fails_the_check(tmp_path):
+    (tmp_path / "www").mkdir()
+    path = tmp_path / "t.toml"
+    path.write_text(f'temp_dir = "{tmp_path / "missing"}"\n[static]\nroot = "{tmp_path / "www"}"\n')
+    proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 2, proc
+    assert "temp_dir" in proc.stderr and "missing" in proc.stderr, proc.stderr

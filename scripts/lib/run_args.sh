@@ -1,0 +1,34 @@
+# What scripts/run needs to know of the arguments it passes on to tern.
+# Sourced, not run.
+#
+# parse_run_args ARGS... sets
+#   RUN_OWN_CONFIG  1 when tern gets a config of the user's own (-c), or
+#                   only prints something (--help, --version)
+#   RUN_WORKERS     the workers tern will run: --workers N, else one per CPU
+#                   (tern's default, "auto")
+#   RUN_URLS        the addresses tern will serve, as URLs: one per
+#                   --listen, else http://127.0.0.1:8080
+parse_run_args() {
+  RUN_OWN_CONFIG=""
+  RUN_WORKERS=""
+  RUN_URLS=()
+  local args=("$@") i arg value
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    arg=${args[i]}
+    value=""
+    case "$arg" in
+      -c | --config | -c* | --config=* | -h | --help | -v | --version) RUN_OWN_CONFIG=1 ;;
+      --workers) RUN_WORKERS=${args[i + 1]:-} ;;
+      --workers=*) RUN_WORKERS=${arg#--workers=} ;;
+      --listen) value=${args[i + 1]:-} ;;
+      --listen=*) value=${arg#--listen=} ;;
+    esac
+    if [ -n "$value" ]; then
+      # "*:8080" is every IPv4 address, as tern reads it.
+      [[ "$value" == \*:* ]] && value="0.0.0.0:${value#\*:}"
+      RUN_URLS+=("http://$value")
+    fi
+  done
+  [[ "$RUN_WORKERS" =~ ^[0-9]+$ ]] && [ "$RUN_WORKERS" -ge 1 ] || RUN_WORKERS=$(nproc 2>/dev/null || echo 1)
+  [ ${#RUN_URLS[@]} -gt 0 ] || RUN_URLS=("http://127.0.0.1:8080")
+}

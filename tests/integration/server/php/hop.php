@@ -1,0 +1,13 @@
+<?php
+// Fields that belong to the hop between PHP and the server, not to the
+// response: Transfer-Encoding, Connection, internal redirects (X-Accel-*,
+// X-Sendfile). Cacheable, with a fresh token, for the response cache.
+header('Cache-Control: public, max-age=60');
+header('Transfer-Encoding: chunked');
+header('Connection: close');
+header('X-Accel-Redirect: /internal/secret');
+header('X-Accel-Buffering: yes');
+header('X-Sendfile: /etc/passwd');
+header('X-Kept: yes');
+header('Content-Type: text/plain');
+echo 'token ' . bin2hex(random_bytes(8)) . "\n";
