@@ -22,10 +22,10 @@ TEST(TaskPool, RunsWhatIsQueuedBeforeItJoins) {
 }
 
 TEST(TaskPool, RefusesWorkBeyondItsQueue) {
-  TaskPool pool("t", 1, 2);
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::atomic<bool> started{false};
+  TaskPool pool("t", 1, 2);  // last: joined before what its task uses goes
   ASSERT_TRUE(pool.submit([&] {
     started = true;
     gate.wait();
@@ -44,7 +44,7 @@ TEST(TaskPool, DiscardingDropsWhatHasNotStartedAndLetsTheRunningFinish) {
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::atomic<bool> started{false};
-  TaskPool pool("t", 1, 100);
+  TaskPool pool("t", 1, 100);  // last: joined before what its task uses goes
   ASSERT_TRUE(pool.submit([&] {
     started = true;
     gate.wait();

@@ -13,6 +13,8 @@ import os
 import pytest
 
 from mariadb import MariaDB
+from php_fpm import PhpFpm
+from php_site import fastcgi_block, start_fastcgi_server
 from tern_server import TERN_BIN, TernServer
 
 BIG_FILE_BYTES = 64 * 1024 * 1024
@@ -115,3 +117,32 @@ def mysql_db(mariadb_server):
     if not mariadb_server.running():
         mariadb_server.start()
     mariadb_server.drop_database(name)
+
+
+@pytest.fixture
+def fpm(tmp_path):
+    """A running php-fpm with 8 children, stopped at the end of the test
+    (after tern: fixtures that use it start tern later)."""
+    server = PhpFpm(tmp_path / "fpm", children=8)
+    server.start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def php_factory(fpm, tern_factory):
+    """start(fastcgi=None, config=None, env=None) -> a TernServer passing
+    \\.php$ to the test's php-fpm; fastcgi holds extra keys for the
+    [[fastcgi]] block, config extra top-level settings, env extra
+    environment variables for tern."""
+
+    def start(fastcgi=None, config=None, env=None):
+        return start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, **(fastcgi or {}))],
+                                    config, env)
+
+    return start
+
+
+@pytest.fixture
+def php(php_factory):
+    return php_factory()

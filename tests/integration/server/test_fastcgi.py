@@ -19,16 +19,14 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from http_client import ConnectionClosed, HttpConn, build_request
 from php_fpm import PhpFpm
-from tern_server import SCALE, TERN_BIN, free_port, merge, scaled, sha256
+from php_site import MIB, SCRIPTS, RssSampler, fastcgi_block, start_fastcgi_server
+from tern_server import SCALE, TERN_BIN, free_port, scaled, sha256
 
-MIB = 1024 * 1024
-SCRIPTS = Path(__file__).resolve().parent / "php"
 # big.php's pattern: 64-byte lines "%07d " + FILL + "\n".
 FILL = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012"
 # Sanitizer builds (TERN_TEST_SCALE < 1) answer more slowly: wider upper
@@ -54,65 +52,6 @@ def tern_version():
     match = re.search(r"(\d+\.\d+\.\d+\S*)", out)
     assert match, f"no version in `tern -v`: {out!r}"
     return match.group(1)
-
-
-def install_scripts(root):
-    for script in SCRIPTS.glob("*.php"):
-        shutil.copyfile(script, Path(root) / script.name)
-
-
-def fastcgi_block(pass_address, **overrides):
-    # A php-fpm child serves one FastCGI connection at a time, for as long as
-    # the web server keeps it open: workers x pool must not exceed the pool's
-    # children, or requests sent on the surplus connections wait for a child
-    # that never comes (until read_timeout). The fixture's php-fpm has 8.
-    block = {
-        "match": r"\.php$",
-        "pass": pass_address,
-        "connect_timeout": "2s",
-        "read_timeout": "30s",
-        "pool": 4,
-    }
-    block.update(overrides)
-    return block
-
-
-def start_fastcgi_server(tern_factory, blocks, config=None):
-    """A tern with these [[fastcgi]] blocks, request bodies up to 64 MiB, and
-    the test scripts plus a static file (static.txt) in its root."""
-    cfg = merge({"limits": {"body_bytes": "64MiB"}}, config)
-    cfg["fastcgi"] = blocks
-    srv = tern_factory(cfg)
-    install_scripts(srv.root)
-    srv.write_file("static.txt", b"static file\n")
-    return srv
-
-
-@pytest.fixture
-def fpm(tmp_path):
-    """A running php-fpm with 8 children, stopped at the end of the test
-    (after tern: fixtures that use it start tern later)."""
-    server = PhpFpm(tmp_path / "fpm", children=8)
-    server.start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture
-def php_factory(fpm, tern_factory):
-    """start(fastcgi=None, config=None) -> a TernServer passing \\.php$ to the
-    test's php-fpm; fastcgi holds extra keys for the [[fastcgi]] block,
-    config extra top-level settings."""
-
-    def start(fastcgi=None, config=None):
-        return start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, **(fastcgi or {}))], config)
-
-    return start
-
-
-@pytest.fixture
-def php(php_factory):
-    return php_factory()
 
 
 def get_json(resp):
@@ -374,29 +313,6 @@ def test_fastcgi_root_can_differ_from_the_static_root(fpm, tern_factory, tmp_pat
 
 
 # -- big responses, slow readers, upstream failures mid-response -------------------
-
-
-class RssSampler(threading.Thread):
-    """Samples tern's VmRSS every 20 ms; keeps the peak."""
-
-    def __init__(self, server):
-        super().__init__(daemon=True)
-        self.server = server
-        self.baseline = server.rss_kib()
-        self.peak = self.baseline
-        self.done = threading.Event()
-
-    def run(self):
-        while not self.done.wait(0.02):
-            try:
-                self.peak = max(self.peak, self.server.rss_kib())
-            except (OSError, AssertionError):
-                return
-
-    def growth_mib(self):
-        self.done.set()
-        self.join(timeout=5)
-        return (self.peak - self.baseline) / 1024
 
 
 class SlowReader:

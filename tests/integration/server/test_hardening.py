@@ -14,17 +14,14 @@ import resource
 import signal
 import socket
 import subprocess
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from auth_api import auth_config, error_of, json_body, register
-from http_client import ConnectionClosed, HttpConn, build_request
-from php_fpm import PhpFpm
+from auth_api import auth_config, error_of, register
+from http_client import HttpConn
 from tern_server import SCALE, TERN_BIN, free_port, scaled, to_toml
-from test_fastcgi import MIB, RssSampler, fastcgi_block, install_scripts, start_fastcgi_server
+from php_site import MIB, RssSampler
 
 MAX_GROWTH_MIB = 32
 # A small quarantine: what a bounded server frees comes back soon enough to
@@ -102,27 +99,6 @@ def test_pipelined_requests_a_client_never_reads_hold_bounded_memory(tern_factor
 # -- 2. chunk extensions and framing --------------------------------------------------
 
 
-@pytest.fixture
-def fpm(tmp_path):
-    server = PhpFpm(tmp_path / "fpm", children=8)
-    server.start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture
-def php_factory(fpm, tern_factory):
-    def start(fastcgi=None, config=None):
-        return start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address, **(fastcgi or {}))], config)
-
-    return start
-
-
-@pytest.fixture
-def php(php_factory):
-    return php_factory()
-
-
 def chunk_flood(ext_bytes, chunks):
     return b"".join(b"1;" + b"e" * ext_bytes + b"\r\nX\r\n" for _ in range(chunks))
 
@@ -133,7 +109,7 @@ def test_chunk_extension_flood_is_refused_in_bounded_memory(php_factory, path, e
     # 25,000 chunks of one byte, each with a long extension: 25 KB of body
     # in about 100 MB of framing. A size line is at most 1 KiB (400), and
     # all framing at most 64 KiB plus an eighth of the body limit (413).
-    srv = php_factory(config={"limits": {"body_bytes": "1MiB"}})
+    srv = php_factory(env=LOW_QUARANTINE, config={"limits": {"body_bytes": "1MiB"}})
     srv.write_file("a.txt", b"alpha\n")
     srv.get("/a.txt")
     sampler = RssSampler(srv)
@@ -168,7 +144,7 @@ def test_slow_clients_do_not_take_the_php_fpm_connections(php_factory):
     # Two connections per worker to php-fpm; four clients uploading a byte
     # at a time and four downloading 20 MB without reading would each hold
     # one without buffering. With it, every other request is answered.
-    srv = php_factory(fastcgi={"pool": 2, "queue_timeout": "2s"}, config={"timeouts": {"body": "60s"}})
+    srv = php_factory(env=LOW_QUARANTINE, fastcgi={"pool": 2, "queue_timeout": "2s"}, config={"timeouts": {"body": "60s"}})
     assert srv.get("/hello.php").status == 200
     sampler = RssSampler(srv)
     sampler.start()
@@ -259,7 +235,7 @@ def test_many_trickled_uploads_wait_on_disk_not_in_memory(php_factory, chunked):
     # Each client sends all of a 1 MiB body but its last byte, and holds:
     # without temp files every body would sit in tern's memory.
     clients = scaled(150, 40)
-    srv = php_factory(config={"limits": {"body_bytes": "1MiB"}, "timeouts": {"body": "60s"},
+    srv = php_factory(env=LOW_QUARANTINE, config={"limits": {"body_bytes": "1MiB"}, "timeouts": {"body": "60s"},
                               "max_connections": 1000}, fastcgi={"pool": 2})
     assert srv.get("/hello.php").status == 200
     sampler = RssSampler(srv)
@@ -430,7 +406,7 @@ def test_server_name_comes_from_the_config_not_the_host_header(php_factory):
 
 
 def test_oversized_chunked_body_to_the_api_gets_a_readable_413(tern_factory):
-    srv = tern_factory(auth_config("sqlite:users.db"))
+    srv = tern_factory(auth_config("sqlite:users.db"), env=LOW_QUARANTINE)
     body = b"x" * 100000
     with srv.connect() as conn:
         conn.send(b"POST /api/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
