@@ -30,8 +30,11 @@
 // first, the abort handler runs, and the Exchange must not be used after it.
 //
 // Requests pipelined behind this one wait until finish(). If finish() comes
-// before the whole body has arrived, the connection closes after the
-// response (the rest of the body is discarded, not parsed as a request).
+// before the whole body has arrived (a 405 or a 413 answered from the
+// head), the rest of the body is read and dropped, never parsed as a
+// request, and the connection goes on after it; when the client waits for
+// a 100 (Continue) that was not sent, or the server is draining, the
+// response says Connection: close instead.
 //
 // Owned by the HttpConnection's per-request state (pooled per loop) while
 // the request is in progress. Loop thread only.
@@ -67,7 +70,7 @@ class Exchange {
 
   const Request& request() const { return *request_; }
   // The response. While the request body is still arriving, a response that
-  // has not started is marked to close the connection (see above).
+  // has not started may be marked to close the connection (see above).
   ResponseWriter& writer();
   // Sends what the writer has queued.
   void flush();
@@ -91,8 +94,8 @@ class Exchange {
   // The response is complete: the connection goes on to the next request.
   void finish();
   // The response cannot be completed (an upstream failed after its head was
-  // sent): close the connection now, so the client sees a truncated body.
-  // The abort handler does not run.
+  // sent): what was written goes out, then the connection closes, so the
+  // client sees a truncated body. The abort handler does not run.
   void abort();
 
  private:
