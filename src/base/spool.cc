@@ -23,13 +23,13 @@ Result<int> open_temp_file(const std::string& dir) {
   return fd;
 }
 
-Spool::~Spool() { clear(); }
+Spool::~Spool() { clear_slow(); }
 
 Spool::Spool(Spool&& other) noexcept { *this = std::move(other); }
 
 Spool& Spool::operator=(Spool&& other) noexcept {
   if (this == &other) return *this;
-  clear();
+  clear_slow();
   memory_limit_ = other.memory_limit_;
   temp_dir_ = std::move(other.temp_dir_);
   memory_ = std::move(other.memory_);
@@ -121,7 +121,7 @@ void Spool::unmap() {
   map_size_ = 0;
 }
 
-void Spool::clear() {
+void Spool::clear_slow() {
   unmap();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

@@ -57,10 +57,14 @@ class Spool {
   // (unmapped by clear() or an append).
   Result<std::string_view> view();
 
-  // Empty again: the file (if any) is closed and so deleted.
-  void clear();
+  // Empty again: the file (if any) is closed and so deleted. Inline: most
+  // requests have no body, and their spool is cleared for nothing.
+  void clear() {
+    if (size_ != 0 || fd_ >= 0) clear_slow();
+  }
 
  private:
+  void clear_slow();
   Result<void> spill();
   Result<void> write_file(std::string_view data);
   void unmap();

@@ -195,8 +195,12 @@ bool HttpConnection::parse_head(net::Buffer& input) {
 bool HttpConnection::start_request(net::Buffer& input) {
   const Request& request = req_->request;
   if (request.method() != Method::kOther) {
-    if (shared_->exchange_for && begin_exchange(input)) return true;
-    if (request.body_framing() != BodyFraming::kNone) return begin_body(input);
+    const bool has_body = request.body_framing() != BodyFraming::kNone;
+    if (shared_->exchange_for && (has_body || !shared_->exchange_for_bodies_only) &&
+        begin_exchange(input)) {
+      return true;
+    }
+    if (has_body) return begin_body(input);
   }
   dispatch(input);
   return true;

@@ -62,6 +62,7 @@ Result<void> HttpServer::start() {
     context->shared.dispatch = [this](const Request& r, ResponseWriter& w) { dispatch(r, w); };
     context->shared.on_response = on_response_;
     context->shared.exchange_for = exchange_router_;
+    context->shared.exchange_for_bodies_only = exchange_bodies_only_;
     LoopContext* raw = context.get();
     context->shared.clock = [raw] { return raw->current_clock(); };
     {

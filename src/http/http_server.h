@@ -58,10 +58,13 @@ class HttpServer {
   void get(std::string path, Handler handler) { router_.get(std::move(path), std::move(handler)); }
   void post(std::string path, Handler handler) { router_.post(std::move(path), std::move(handler)); }
 
-  // Asked first for every request head: the handler that takes it as an
-  // Exchange (exchange.h), or nullptr for the router. Set before start().
-  void set_exchange_router(std::function<const ExchangeHandler*(const Request&)> router) {
+  // Asked first for every request head (with bodies_only, for those with a
+  // body): the handler that takes it as an Exchange (exchange.h), or
+  // nullptr for the router. Set before start().
+  void set_exchange_router(std::function<const ExchangeHandler*(const Request&)> router,
+                           bool bodies_only = false) {
     exchange_router_ = std::move(router);
+    exchange_bodies_only_ = bodies_only;
   }
 
   // Called after every response, on the connection's loop (access logs).
@@ -93,6 +96,7 @@ class HttpServer {
   Router router_;
   ResponseCallback on_response_;
   std::function<const ExchangeHandler*(const Request&)> exchange_router_;
+  bool exchange_bodies_only_ = false;
   std::function<void(net::EventLoop*)> thread_init_;
   std::mutex contexts_mu_;  // guards contexts_ while loops start
   std::vector<std::unique_ptr<LoopContext>> contexts_;

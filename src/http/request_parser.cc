@@ -358,16 +358,18 @@ bool RequestParser::add_field(const char* p, size_t cr) {
   while (value_end > value_start && (p[value_end - 1] == ' ' || p[value_end - 1] == '\t')) {
     --value_end;
   }
-  const Span span = {static_cast<uint32_t>(line_start_), static_cast<uint32_t>(colon - line_start_),
-                     static_cast<uint32_t>(value_start),
-                     static_cast<uint32_t>(value_end - value_start)};
-  if (header_count_ < spans_.size()) {
-    spans_[header_count_] = span;
-  } else {
-    spans_.push_back(span);
-  }
-  ++header_count_;
+  if (header_count_ == span_capacity_) grow_spans();
+  spans_[header_count_++] = {static_cast<uint32_t>(line_start_),
+                             static_cast<uint32_t>(colon - line_start_),
+                             static_cast<uint32_t>(value_start),
+                             static_cast<uint32_t>(value_end - value_start)};
   return true;
+}
+
+void RequestParser::grow_spans() {
+  span_storage_.resize(std::max<size_t>(32, span_storage_.size() * 2));
+  spans_ = span_storage_.data();
+  span_capacity_ = span_storage_.size();
 }
 
 // Builds the Request from offsets into this call's data, then runs the checks

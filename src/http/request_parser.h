@@ -53,6 +53,9 @@ class RequestParser {
 
   RequestParser() = default;
   explicit RequestParser(Limits limits) : limits_(limits) {}
+  // Its field table points into its own storage.
+  RequestParser(const RequestParser&) = delete;
+  RequestParser& operator=(const RequestParser&) = delete;
 
   // Parses the request whose first byte is data[0]. On kComplete the request
   // is filled and request->head_size() bytes of `data` are its head (any
@@ -111,7 +114,13 @@ class RequestParser {
   size_t target_end_ = 0;
   size_t line_start_ = 0;  // first byte of the field line being scanned
   size_t header_count_ = 0;
-  std::vector<Span> spans_;  // capacity kept across reset()
+  // The field table: grown by doubling, kept across reset(); spans_ and
+  // span_capacity_ mirror its storage so that adding a field costs a
+  // compare and a store, as with a fixed array.
+  std::vector<Span> span_storage_;
+  Span* spans_ = nullptr;
+  size_t span_capacity_ = 0;
+  void grow_spans();
 };
 
 }  // namespace tern::http

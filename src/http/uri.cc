@@ -64,8 +64,9 @@ bool already_normal(std::string_view path) {
 
 }  // namespace
 
-Result<void> normalize_path(std::string_view encoded, std::string* out) {
-  if (already_normal(encoded)) {
+Result<void> normalize_path(std::string_view encoded, std::string* out, bool* dot_segment) {
+  if (dot_segment != nullptr) *dot_segment = false;
+  if (already_normal(encoded)) {  // no "/." in it
     out->assign(encoded);
     return {};
   }
@@ -85,6 +86,7 @@ Result<void> normalize_path(std::string_view encoded, std::string* out) {
     if (out->back() != '/') out->push_back('/');
   }
   if (!finish_segment(out)) return Error{EINVAL, "path climbs above the root"};
+  if (dot_segment != nullptr) *dot_segment = out->find("/.") != std::string::npos;
   return {};
 }
 

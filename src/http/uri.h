@@ -41,8 +41,11 @@ namespace tern::http {
 // ends with '/' exactly when the request named a directory form. `encoded`
 // must start with '/' (origin-form); anything else is an error. Errors carry
 // EINVAL and a short reason in `what`; callers answer 400. On error *out holds
-// unspecified contents.
-Result<void> normalize_path(std::string_view encoded, std::string* out);
+// unspecified contents. With `dot_segment` set, *dot_segment says whether a
+// segment of the result starts with '.' (".git", ".env"): found for free,
+// since the common path that needs no work has none.
+Result<void> normalize_path(std::string_view encoded, std::string* out,
+                            bool* dot_segment = nullptr);
 
 // Decodes every "%XX" in `encoded` into *out (replacing its contents). '+' is
 // left alone (it means a space only in HTML form bodies and queries, which is

@@ -164,18 +164,21 @@ void Server::start() {
     serve(exchange.request(), exchange.writer());
     exchange.finish();
   };
-  http_->set_exchange_router([this](const http::Request& request) -> const http::ExchangeHandler* {
-    if (users_) {
-      if (const http::ExchangeHandler* handler = users_->route(request)) return handler;
-    }
-    if (fastcgi_) {
-      if (const http::ExchangeHandler* handler = fastcgi_->route(request)) return handler;
-    }
-    const bool has_body = request.body_framing() == http::BodyFraming::kChunked ||
-                          (request.body_framing() == http::BodyFraming::kContentLength &&
-                           request.content_length() > 0);
-    return has_body ? &static_with_body_ : nullptr;
-  });
+  // Without applications only requests with a body need asking.
+  http_->set_exchange_router(
+      [this](const http::Request& request) -> const http::ExchangeHandler* {
+        if (users_) {
+          if (const http::ExchangeHandler* handler = users_->route(request)) return handler;
+        }
+        if (fastcgi_) {
+          if (const http::ExchangeHandler* handler = fastcgi_->route(request)) return handler;
+        }
+        const bool has_body = request.body_framing() == http::BodyFraming::kChunked ||
+                              (request.body_framing() == http::BodyFraming::kContentLength &&
+                               request.content_length() > 0);
+        return has_body ? &static_with_body_ : nullptr;
+      },
+      /*bodies_only=*/!users_ && !fastcgi_);
   http_->set_thread_init_callback([this, mime](net::EventLoop* loop) {
     if (fastcgi_) fastcgi_->init_loop(loop);
     install_static_site(loop, *config_, mime);

@@ -190,9 +190,10 @@ void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
 const http::ExchangeHandler* FastCgiRoutes::route(const http::Request& request) {
   LoopState* state = t_loop_state;
   if (state == nullptr) return nullptr;
-  if (!http::normalize_path(request.path(), &state->path)) return nullptr;  // 400 from static
+  bool dot_segment = false;
+  if (!http::normalize_path(request.path(), &state->path, &dot_segment)) return nullptr;  // 400 from static
   const std::string& path = state->path;
-  if (deny_dotfiles_ && names_a_dotfile(path)) return nullptr;  // 403 from static
+  if (dot_segment && deny_dotfiles_ && names_a_dotfile(path)) return nullptr;  // 403 from static
   const auto now = state->loop->clock().now();
   LoopState::Route& route = state->route;
   auto is_script = [&](const Block& block, std::string_view candidate, int* error) {

@@ -178,8 +178,9 @@ void StaticFiles::describe(std::string_view name, StaticResult* result) {
 // to answer (a 301 also fills in the location).
 int StaticFiles::open_target(const StaticRequest& request, Clock::time_point now,
                              StaticResult* result, std::string_view* name) {
-  if (!http::normalize_path(request.path, &path_)) return 400;
-  if (options_.deny_dotfiles && names_a_dotfile(path_)) return 403;
+  bool dot_segment = false;
+  if (!http::normalize_path(request.path, &path_, &dot_segment)) return 400;
+  if (dot_segment && options_.deny_dotfiles && names_a_dotfile(path_)) return 403;
   OpenFileCache::FileResult found = cache_.find(path_, now);
   if (!found) return OpenFileCache::http_status(found.error());
   FilePtr file = std::move(found.value());
