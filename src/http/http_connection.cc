@@ -319,7 +319,8 @@ void HttpConnection::dispatch(net::Buffer& input) {
   Request& request = req_->request;
   // Answered straight from the head (501 for an unknown method): a body
   // behind it is not read, and the connection cannot go on.
-  const bool body_unread = state_ == State::kHead && request.body_framing() != BodyFraming::kNone &&
+  const bool body_unread = request.method() == Method::kOther &&
+                           request.body_framing() != BodyFraming::kNone &&
                            !(request.body_framing() == BodyFraming::kContentLength &&
                              request.content_length() == 0);
   const bool keep_alive = request.keep_alive() && !shared_->draining && !body_unread;

@@ -394,9 +394,10 @@ void RequestParser::fill(std::string_view data, Request* request) const {
   r.header_count_ = header_count_;
   if (r.headers_.size() < header_count_) r.headers_.resize(header_count_);
   const char* base = data.data();
+  Header* out = r.headers_.data();
   for (size_t i = 0; i < header_count_; ++i) {
     const Span& s = spans_[i];
-    r.headers_[i] = {{base + s.name_start, s.name_len}, {base + s.value_start, s.value_len}};
+    out[i] = {{base + s.name_start, s.name_len}, {base + s.value_start, s.value_len}};
   }
   r.head_size_ = pos_;
 }
