@@ -88,6 +88,7 @@ def test_pipelined_requests_a_client_never_reads_hold_bounded_memory(tern_factor
         time.sleep(1.0)
         fill_nonblocking(sock, request * 10, 0.1)
     growth = sampler.growth_mib()
+    print(f"RSS growth {growth:.1f} MiB")  # shown with pytest -rP
     assert growth < MAX_GROWTH_MIB, f"RSS grew by {growth:.1f} MiB for one client that does not read"
     closed, got = read_until_closed(sock, 10, 64 * MIB)
     sock.close()
@@ -128,6 +129,7 @@ def test_chunk_extension_flood_is_refused_in_bounded_memory(php_factory, path, e
         assert resp.status == (405 if path == "/a.txt" else status), resp
         assert conn.is_closed()
     growth = sampler.growth_mib()
+    print(f"RSS growth {growth:.1f} MiB")  # shown with pytest -rP
     assert growth < MAX_GROWTH_MIB, f"RSS grew by {growth:.1f} MiB"
 
 
@@ -168,16 +170,16 @@ def test_slow_clients_do_not_take_the_php_fpm_connections(php_factory):
             assert resp.status == 200 and resp.body == b"hello\n", resp
             times.append(took)
         times.sort()
-        assert times[len(times) // 2] < 0.1 * SLACK, f"PHP requests took {times} s beside slow clients"
-        assert times[-1] < 1.0, f"PHP requests took {times} s beside slow clients"
+        print("PHP beside slow clients, ms:", " ".join(f"{t * 1000:.1f}" for t in times))
+        assert times[-1] < 0.1, f"PHP requests took {times} s beside slow clients"
         for conn in slow[:4]:
             conn.send(b"y")  # the uploads still go on
     finally:
         for conn in slow:
             conn.close()
     growth = sampler.growth_mib()
-    if not srv.runs_under("libasan"):
-        assert growth < MAX_GROWTH_MIB, f"RSS grew by {growth:.1f} MiB buffering four 20 MB responses"
+    print(f"RSS growth {growth:.1f} MiB")  # shown with pytest -rP
+    assert growth < MAX_GROWTH_MIB, f"RSS grew by {growth:.1f} MiB buffering four 20 MB responses"
 
 
 def test_buffered_response_reaches_a_slow_client_whole_after_php_is_done(php_factory):
@@ -253,6 +255,7 @@ def test_many_trickled_uploads_wait_on_disk_not_in_memory(php_factory, chunked):
             conns.append(conn)
         time.sleep(0.5)
         growth = sampler.growth_mib()
+        print(f"RSS growth {growth:.1f} MiB")  # shown with pytest -rP
         assert growth < MAX_GROWTH_MIB, f"RSS grew by {growth:.1f} MiB for {clients} uploads of 1 MiB"
         # They all finish correctly.
         for conn in conns[:5]:
