@@ -2,25 +2,19 @@
 
 #include <cstring>
 
+#include "http/chars.h"
+
 namespace tern::fastcgi {
 namespace {
 
 constexpr auto npos = std::string_view::npos;
 
-bool is_tchar(char c) {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != npos;
-}
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
+using http::chars::is_digit;
+using http::chars::is_ows;
+using http::chars::is_tchar;
 
 // CTLs other than HTAB, and DEL; bytes from 0x80 up (obs-text) are allowed.
-bool is_ctl(char c) {
-  auto u = static_cast<unsigned char>(c);
-  return (u < 0x20 && c != '\t') || u == 0x7f;
-}
+bool is_ctl(char c) { return !http::chars::is_field_text(c); }
 
 size_t leading_ows(std::string_view s) {
   size_t n = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "http/chars.h"
+
 namespace tern::http {
 namespace {
 
@@ -35,28 +37,11 @@ enum State : uint8_t {
   kFailed,
 };
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool is_tchar(char c) {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  for (char t : std::string_view("!#$%&'*+-.^_`|~")) {
-    if (c == t) return true;
-  }
-  return false;
-}
-
+using chars::hex_value;
+using chars::is_tchar;
 // Field values: anything but CTLs (HTAB excepted) and DEL.
-bool text_byte(char c) {
-  auto u = static_cast<unsigned char>(c);
-  return (u >= 0x20 && u != 0x7f) || u == '\t';
-}
-
-bool is_bws(char c) { return c == ' ' || c == '\t'; }
+bool text_byte(char c) { return chars::is_field_text(c); }
+bool is_bws(char c) { return chars::is_ows(c); }
 
 }  // namespace
 

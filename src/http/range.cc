@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/assert.h"
+#include "http/chars.h"
 #include "http/request.h"
 
 namespace tern::http {
@@ -12,8 +13,8 @@ namespace {
 
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+using chars::is_digit;
+using chars::is_ows;
 
 void skip_ows(std::string_view* s) {
   while (!s->empty() && is_ows(s->front())) s->remove_prefix(1);

@@ -3,29 +3,18 @@
 #include <algorithm>
 #include <array>
 
+#include "http/chars.h"
+
 namespace tern::http {
 namespace {
 
-enum CharClass : uint8_t { kTchar = 1, kRegName = 2, kHex = 4, kDigit = 8, kAlpha = 16 };
+using chars::kAlpha;
+using chars::kDigit;
+using chars::kHex;
+using chars::kRegName;
 
-// request_parser.cc has its own tchar table for its scanning loops; this one
-// serves the field checks below.
-constexpr std::array<uint8_t, 256> make_char_classes() {
-  std::array<uint8_t, 256> t{};
-  auto add = [&t](std::string_view chars, uint8_t cls) {
-    for (char c : chars) t[static_cast<unsigned char>(c)] |= cls;
-  };
-  add("0123456789", kTchar | kRegName | kHex | kDigit);
-  add("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", kTchar | kRegName | kAlpha);
-  add("abcdefABCDEF", kHex);
-  add("!#$%&'*+-.^_`|~", kTchar);     // RFC 9110 5.6.2
-  add("-._~!$&'()*+,;=", kRegName);   // RFC 3986 unreserved, sub-delims
-  return t;
-}
-constexpr std::array<uint8_t, 256> kCharClasses = make_char_classes();
-
-bool has_class(char c, uint8_t cls) { return kCharClasses[static_cast<unsigned char>(c)] & cls; }
-bool is_tchar(char c) { return has_class(c, kTchar); }
+bool has_class(char c, uint8_t cls) { return chars::has(c, cls); }
+using chars::is_tchar;
 
 // The outcome of a check; status 0 means the request may proceed.
 struct Verdict {
@@ -38,13 +27,7 @@ constexpr Verdict bad(std::string_view reason) { return {400, reason}; }
 
 constexpr auto npos = std::string_view::npos;
 
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
+using chars::trim_ows;
 
 // Calls f on each element of a comma-separated list (RFC 9110 5.6.1) with its
 // OWS trimmed, empty elements included; stops early when f returns false.

@@ -10,6 +10,7 @@
 #endif
 
 #include "base/assert.h"
+#include "http/chars.h"
 
 namespace tern::http {
 
@@ -40,26 +41,16 @@ enum State : uint8_t {
   kFailed,
 };
 
-// tchar (RFC 9110 5.6.2) as a 256-entry table.
-constexpr std::array<uint8_t, 256> make_tchar_table() {
-  std::array<uint8_t, 256> t{};
-  for (int c = '0'; c <= '9'; ++c) t[c] = 1;
-  for (int c = 'a'; c <= 'z'; ++c) t[c] = t[c - 'a' + 'A'] = 1;
-  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = 1;
-  return t;
-}
-constexpr std::array<uint8_t, 256> kTchar = make_tchar_table();
+using chars::is_tchar;
+using chars::is_vchar;
 
-uint8_t tchar(const char* p, size_t i) { return kTchar[static_cast<unsigned char>(p[i])]; }
-bool is_tchar(char c) { return kTchar[static_cast<unsigned char>(c)] != 0; }
-bool is_vchar(char c) {
-  auto u = static_cast<unsigned char>(c);
-  return u > 0x20 && u < 0x7f;
+// kTchar is the table's lowest bit, so four lookups and'ed say "all tchar".
+static_assert(chars::kTchar == 1);
+uint8_t tchar(const char* p, size_t i) {
+  return chars::kTable[static_cast<unsigned char>(p[i])] & chars::kTchar;
 }
-bool is_line_byte(char c) {
-  auto u = static_cast<unsigned char>(c);
-  return (u >= 0x20 && u != 0x7f) || u == '\t';  // obs-text (>= 0x80) included
-}
+// Field-line bytes: no CTL but HTAB, no DEL; obs-text (>= 0x80) included.
+bool is_line_byte(char c) { return chars::is_field_text(c); }
 
 // The skip_* helpers return the first index in [i, end) whose byte is not in
 // their class, or end. They hold the loops that see most of the bytes of a

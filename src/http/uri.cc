@@ -2,15 +2,12 @@
 
 #include <cerrno>
 
+#include "http/chars.h"
+
 namespace tern::http {
 namespace {
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+using chars::hex_value;
 
 // Decodes the byte at encoded[*i], advancing *i past it (three bytes for an
 // escape). Returns -1 for a bad or truncated escape.

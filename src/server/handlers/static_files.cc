@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "http/chars.h"
 #include "http/http_date.h"
 #include "http/uri.h"
 
@@ -36,13 +37,8 @@ void check_index_names(const std::vector<std::string>& names) {
   }
 }
 
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
+using http::chars::is_ows;
+std::string_view trim(std::string_view s) { return http::chars::trim_ows(s); }
 
 // Removes and returns the text up to the next `separator` (or the end).
 std::string_view next_token(std::string_view* s, char separator) {
