@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
-#include "http/http_connection.h"
+#include "http/error_page.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 

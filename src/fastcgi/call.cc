@@ -1,7 +1,7 @@
 #include "fastcgi/call.h"
 
 #include "base/log.h"
-#include "http/http_connection.h"
+#include "http/error_page.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 

@@ -39,11 +39,11 @@
 #include <string>
 #include <vector>
 
-#include "base/spool.h"
-#include "http/chunked_decoder.h"
+#include "http/error_page.h"
 #include "http/exchange.h"
+#include "http/http_limits.h"
 #include "http/request.h"
-#include "http/request_parser.h"
+#include "http/request_state.h"
 #include "http/response_writer.h"
 #include "net/callbacks.h"
 #include "net/timeout.h"
@@ -54,48 +54,6 @@ class TcpConnection;
 }  // namespace tern::net
 
 namespace tern::http {
-
-struct HttpLimits {
-  RequestParser::Limits parser;
-  uint64_t max_body_bytes = 1024 * 1024;
-  // A request body for a Router handler is kept in memory up to this size,
-  // beyond it in an unlinked file in temp_dir.
-  size_t body_buffer_bytes = 16 * 1024;
-  std::string temp_dir = "/tmp";
-  std::chrono::milliseconds header_timeout{10000};
-  std::chrono::milliseconds body_timeout{30000};
-  std::chrono::milliseconds keepalive_timeout{60000};
-  std::chrono::milliseconds send_timeout{60000};
-  // After deciding to close, how long to keep reading (and discarding) so
-  // that the peer sees our response rather than a reset.
-  std::chrono::milliseconds linger_timeout{5000};
-};
-
-// What a connection needs only while a request is in progress: the parser
-// with its field table, the parsed head, the body decoder and store. A few
-// KiB, so idle keep-alive connections hand theirs back to a per-loop pool.
-struct RequestState {
-  RequestParser parser;
-  ChunkedDecoder chunked;
-  Request request;
-  Spool body;             // a body read for a Router handler (see above)
-  std::string head_copy;  // the head, when the input buffer cannot keep it
-  Exchange exchange;      // for a request taken as one
-};
-
-// Recycles RequestState objects for one loop, keeping at most kMaxSpare
-// (a burst of slow requests does not pin their memory). Loop thread only.
-class RequestStatePool {
- public:
-  static constexpr size_t kMaxSpare = 128;
-
-  std::unique_ptr<RequestState> acquire();
-  void release(std::unique_ptr<RequestState> state);
-  size_t idle() const { return free_.size(); }
-
- private:
-  std::vector<std::unique_ptr<RequestState>> free_;
-};
 
 // What every connection of a loop shares: set up by HttpServer.
 struct HttpShared {
@@ -205,9 +163,5 @@ class HttpConnection {
   uint32_t received_mark_ = 0;
   net::Timeout timeout_;          // the one timer (see above); arm() uses its first 16 bytes
 };
-
-// Writes a small HTML error page for `status` (and nothing else for HEAD).
-// 400, 413, 414, 500 and 501 also end the connection after the response.
-void write_error_page(ResponseWriter& writer, int status, std::string_view allow = {});
 
 }  // namespace tern::http

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "base/log.h"
-#include "http/http_connection.h"
+#include "http/http_limits.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
 #include "net/socket_address.h"

@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "fastcgi/call.h"
 #include "fastcgi/params.h"
-#include "http/http_connection.h"
+#include "http/error_page.h"
 #include "http/uri.h"
 #include "net/connection_pool.h"
 #include "net/event_loop.h"

@@ -3,7 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "http/http_connection.h"
+#include "http/error_page.h"
 #include "net/event_loop.h"
 
 namespace tern::server {

@@ -1,0 +1,31 @@
+// HttpLimits: the sizes and timeouts an HTTP/1 connection enforces, from
+// the config's [limits] and [timeouts]. A value type; each loop keeps its
+// copy (HttpServer::set_limits replaces it on SIGHUP).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "http/request_parser.h"
+
+namespace tern::http {
+
+struct HttpLimits {
+  RequestParser::Limits parser;
+  uint64_t max_body_bytes = 1024 * 1024;
+  // A request body for a Router handler is kept in memory up to this size,
+  // beyond it in an unlinked file in temp_dir.
+  size_t body_buffer_bytes = 16 * 1024;
+  std::string temp_dir = "/tmp";
+  std::chrono::milliseconds header_timeout{10000};
+  std::chrono::milliseconds body_timeout{30000};
+  std::chrono::milliseconds keepalive_timeout{60000};
+  std::chrono::milliseconds send_timeout{60000};
+  // After deciding to close, how long to keep reading (and discarding) so
+  // that the peer sees our response rather than a reset.
+  std::chrono::milliseconds linger_timeout{5000};
+};
+
+}  // namespace tern::http
