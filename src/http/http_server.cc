@@ -53,7 +53,7 @@ HttpServer::~HttpServer() = default;
 
 Result<void> HttpServer::start() {
   tcp_.set_thread_init_callback([this](net::EventLoop* loop) {
-    auto context = std::make_unique<LoopContext>();
+    LoopContext* context = &contexts_.emplace(loop);
     context->loop = loop;
     context->limits = options_.limits;
     context->shared.limits = &context->limits;
@@ -63,12 +63,7 @@ Result<void> HttpServer::start() {
     context->shared.on_response = on_response_;
     context->shared.exchange_for = exchange_router_;
     context->shared.exchange_for_bodies_only = exchange_bodies_only_;
-    LoopContext* raw = context.get();
-    context->shared.clock = [raw] { return raw->current_clock(); };
-    {
-      std::lock_guard lock(contexts_mu_);
-      contexts_.push_back(std::move(context));
-    }
+    context->shared.clock = [context] { return context->current_clock(); };
     if (thread_init_) thread_init_(loop);
   });
   tcp_.set_connection_callback([this](net::TcpConnection& conn) { on_connection(conn); });
@@ -84,17 +79,8 @@ Result<void> HttpServer::start() {
   return tcp_.start();
 }
 
-HttpServer::LoopContext* HttpServer::context_for(net::EventLoop* loop) {
-  // Written while the loops start, read-only after; few loops, so a scan.
-  std::lock_guard lock(contexts_mu_);
-  for (auto& context : contexts_) {
-    if (context->loop == loop) return context.get();
-  }
-  return nullptr;
-}
-
 void HttpServer::on_connection(net::TcpConnection& conn) {
-  LoopContext* context = context_for(conn.loop());
+  LoopContext* context = contexts_.get(conn.loop());
   auto& all = context->all;
   if (conn.connected()) {
     if (context->live == all.size()) all.push_back(std::make_unique<HttpConnection>(&context->shared));
@@ -123,14 +109,14 @@ void HttpServer::dispatch(const Request& request, ResponseWriter& writer) {
 
 void HttpServer::set_limits(const HttpLimits& limits) {
   for (net::EventLoop* loop : tcp_.io_loops()) {
-    loop->run_in_loop([this, loop, limits] { context_for(loop)->limits = limits; });
+    loop->run_in_loop([this, loop, limits] { contexts_.get(loop)->limits = limits; });
   }
 }
 
 void HttpServer::drain() {
   for (net::EventLoop* loop : tcp_.io_loops()) {
     loop->run_in_loop([this, loop] {
-      LoopContext* context = context_for(loop);
+      LoopContext* context = contexts_.get(loop);
       context->shared.draining = true;
       // close_if_idle() only half-closes: the set of live connections does
       // not change while we walk it.

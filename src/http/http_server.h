@@ -26,6 +26,7 @@
 #include "http/http_connection.h"
 #include "http/router.h"
 #include "net/inet_address.h"
+#include "net/loop_local.h"
 #include "net/tcp_server.h"
 
 namespace tern::http {
@@ -88,7 +89,6 @@ class HttpServer {
 
  private:
   struct LoopContext;
-  LoopContext* context_for(net::EventLoop* loop);
   void on_connection(net::TcpConnection& conn);
   void dispatch(const Request& request, ResponseWriter& writer);
 
@@ -98,8 +98,7 @@ class HttpServer {
   std::function<const ExchangeHandler*(const Request&)> exchange_router_;
   bool exchange_bodies_only_ = false;
   std::function<void(net::EventLoop*)> thread_init_;
-  std::mutex contexts_mu_;  // guards contexts_ while loops start
-  std::vector<std::unique_ptr<LoopContext>> contexts_;
+  net::LoopLocal<LoopContext> contexts_;  // one per I/O loop
   net::TcpServer tcp_;  // declared last: destroyed (and its loops joined) first
 };
 

@@ -48,6 +48,17 @@ void ignore_sigpipe_once() {
 
 EventLoop* EventLoop::current() { return t_loop_in_this_thread; }
 
+size_t EventLoop::new_slot_key() {
+  static std::atomic<size_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void EventLoop::set_slot(size_t key, void* value) {
+  assert_in_loop_thread();
+  if (key >= slots_.size()) slots_.resize(key + 1, nullptr);
+  slots_[key] = value;
+}
+
 EventLoop::EventLoop()
     : thread_id_(current_thread_id()),
       poller_(Poller::create_default()),

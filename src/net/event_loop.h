@@ -96,6 +96,14 @@ class EventLoop {
   // The loop created on the calling thread, or nullptr.
   static EventLoop* current();
 
+  // Per-loop slots: a component that keeps state in every loop it runs on
+  // takes a process-wide key (any thread) and keeps its state's pointer in
+  // each loop's slot for that key (loop thread only), found in O(1) by
+  // index. net/loop_local.h owns the state; this only finds it.
+  static size_t new_slot_key();
+  void* slot(size_t key) const { return key < slots_.size() ? slots_[key] : nullptr; }
+  void set_slot(size_t key, void* value);
+
   const CachedClock& clock() const { return clock_; }
   ConnectionTable& connections() { return *connections_; }
   BufferPool& buffers() { return buffers_; }
@@ -147,6 +155,8 @@ class EventLoop {
   std::mutex pending_mu_;
   std::vector<Functor> pending_;  // guarded by pending_mu_
   std::vector<Functor> pending_running_;
+
+  std::vector<void*> slots_;  // by key (new_slot_key); loop thread only
 
   LoopLoad load_;
   BufferPool buffers_;

@@ -70,16 +70,12 @@ StaticFilesOptions static_options(const Config& config, const MimeTypes* mime) {
 // One loop's static files: the handler with its open-file cache, and the
 // MIME table it reads. Replaced whole on SIGHUP, on that loop's thread.
 struct StaticSite {
-  net::EventLoop* loop = nullptr;
   std::shared_ptr<const MimeTypes> mime;
   std::unique_ptr<StaticFiles> files;
   bool use_mmap = false;
 };
 
 namespace {
-// The StaticSite of the loop running on this thread.
-thread_local StaticSite* t_static_site = nullptr;
-
 // A FastCgiConfig or AuthConfig as written, wherever in the file it sits.
 template <typename T>
 T without_line(T value) {
@@ -238,24 +234,15 @@ void Server::start_users_app(const Config& config) {
 
 void Server::install_static_site(net::EventLoop* loop, const Config& config,
                                  std::shared_ptr<const MimeTypes> mime) {
-  auto site = std::make_unique<StaticSite>();
-  site->loop = loop;
-  site->mime = std::move(mime);
-  site->files = std::make_unique<StaticFiles>(static_options(config, site->mime.get()));
-  site->use_mmap = config.static_files.zero_copy == StaticConfig::ZeroCopy::kMmap;
-  t_static_site = site.get();
-  std::lock_guard lock(static_mu_);
-  for (auto& existing : static_sites_) {
-    if (existing->loop == loop) {
-      existing = std::move(site);  // the old one goes here, on its loop
-      return;
-    }
-  }
-  static_sites_.push_back(std::move(site));
+  StaticSite site;
+  site.mime = std::move(mime);
+  site.files = std::make_unique<StaticFiles>(static_options(config, site.mime.get()));  // may throw
+  site.use_mmap = config.static_files.zero_copy == StaticConfig::ZeroCopy::kMmap;
+  static_sites_.emplace(loop, std::move(site));  // an old one goes here, on its loop
 }
 
 void Server::serve(const http::Request& request, http::ResponseWriter& writer) {
-  StaticSite& site = *t_static_site;
+  StaticSite& site = *static_sites_.current();
   respond_static(*site.files, request, writer, net::EventLoop::current()->clock().now(),
                  site.use_mmap);
 }

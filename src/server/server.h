@@ -25,6 +25,7 @@
 #include "auth/users_app.h"
 #include "base/task_pool.h"
 #include "http/http_server.h"
+#include "net/loop_local.h"
 #include "net/signal_set.h"
 #include "server/access_log.h"
 #include "server/config.h"
@@ -73,8 +74,7 @@ class Server {
   // Read on accepting threads, replaced on SIGHUP.
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
-  std::mutex static_mu_;  // guards static_sites_ (loops start, SIGHUP replaces)
-  std::vector<std::unique_ptr<StaticSite>> static_sites_;  // one per loop
+  net::LoopLocal<StaticSite> static_sites_;  // replaced whole on SIGHUP
   std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without [[fastcgi]] blocks
   http::ExchangeHandler static_with_body_;
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]

@@ -83,17 +83,12 @@ struct FastCgiRoutes::LoopState {
     int status = 0;         // 0, or the error to answer (404, 403)
   };
 
-  net::EventLoop* loop = nullptr;
   std::vector<std::unique_ptr<net::ConnectionPool>> pools;  // one per block
   std::vector<std::unique_ptr<OpenFileCache>> scripts;      // one per block: what exists
   std::string path;   // scratch for the normalised path
   std::string probe;  // scratch for a candidate script
   Route route;
 };
-
-namespace {
-thread_local FastCgiRoutes::LoopState* t_loop_state = nullptr;
-}
 
 FastCgiRoutes::FastCgiRoutes(const Config& config, std::string software)
     : software_(std::move(software)),
@@ -139,8 +134,7 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, std::string software)
 FastCgiRoutes::~FastCgiRoutes() = default;
 
 void FastCgiRoutes::init_loop(net::EventLoop* loop) {
-  auto state = std::make_unique<LoopState>();
-  state->loop = loop;
+  LoopState* state = &loops_.emplace(loop);
   for (const auto& block : blocks_) {
     net::ConnectionPoolOptions options;
     options.address = block->config.address;
@@ -157,44 +151,36 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
     scripts.open_for_reading = false;  // php-fpm reads them, not us
     state->scripts.push_back(std::make_unique<OpenFileCache>(block->root, scripts));
   }
-  t_loop_state = state.get();
-  std::lock_guard lock(loops_mu_);
-  loops_.push_back(std::move(state));
 }
 
 void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
-  std::lock_guard lock(loops_mu_);
-  for (auto& state : loops_) {
-    LoopState* raw = state.get();
+  loops_.for_each([this, &loops](net::EventLoop* loop, LoopState&) {
     // Closed, not destroyed: a request still on its way finds a pool that
     // answers 502, and the pools go with this object, after the loops.
-    auto close = [raw] {
-      for (auto& pool : raw->pools) pool->close();
+    auto close = [this, loop] {
+      for (auto& pool : loops_.get(loop)->pools) pool->close();
     };
-    if (raw->loop->is_in_loop_thread()) {
-      close();
-      continue;
-    }
+    if (loop->is_in_loop_thread()) return close();
     bool running = false;
-    for (net::EventLoop* loop : loops) running = running || loop == raw->loop;
-    if (!running) continue;
+    for (net::EventLoop* l : loops) running = running || l == loop;
+    if (!running) return;
     std::latch done(1);
-    raw->loop->run_in_loop([&] {
+    loop->run_in_loop([&] {
       close();
       done.count_down();
     });
     done.wait();
-  }
+  });
 }
 
 const http::ExchangeHandler* FastCgiRoutes::route(const http::Request& request) {
-  LoopState* state = t_loop_state;
+  LoopState* state = loops_.current();
   if (state == nullptr) return nullptr;
   bool dot_segment = false;
   if (!http::normalize_path(request.path(), &state->path, &dot_segment)) return nullptr;  // 400 from static
   const std::string& path = state->path;
   if (dot_segment && deny_dotfiles_ && names_a_dotfile(path)) return nullptr;  // 403 from static
-  const auto now = state->loop->clock().now();
+  const auto now = net::EventLoop::current()->clock().now();
   LoopState::Route& route = state->route;
   auto is_script = [&](const Block& block, std::string_view candidate, int* error) {
     OpenFileCache::FileResult found = state->scripts[block.index]->find(candidate, now);
@@ -236,7 +222,7 @@ const http::ExchangeHandler* FastCgiRoutes::route(const http::Request& request) 
 
 void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange) {
   const http::Request& request = exchange.request();
-  LoopState& state = *t_loop_state;
+  LoopState& state = *loops_.current();
   const LoopState::Route& route = state.route;
   if (route.block != &block) {
     // route() chose this block for this request a moment ago.

@@ -34,6 +34,7 @@
 
 #include "http/exchange.h"
 #include "http/request.h"
+#include "net/loop_local.h"
 #include "server/config.h"
 #include "server/response_cache.h"
 
@@ -79,8 +80,7 @@ class FastCgiRoutes {
   const bool symlinks_anywhere_;
   const bool deny_dotfiles_;
   const std::chrono::milliseconds cache_valid_;
-  std::mutex loops_mu_;  // guards loops_ while loops start and stop
-  std::vector<std::unique_ptr<LoopState>> loops_;
+  net::LoopLocal<LoopState> loops_;
 };
 
 }  // namespace tern::server
