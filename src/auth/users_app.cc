@@ -83,13 +83,15 @@ std::string cookie(std::string_view value, int64_t max_age) {
 
 }  // namespace
 
-// One request waiting on a task: the exchange is dropped (on the loop) if
-// the client goes away, and the task's answer is then thrown away.
-struct UsersApp::Pending {
-  http::Exchange* exchange;
-  net::EventLoop* loop;
-  std::string body;
-};
+// A task's answer comes back to the exchange's loop and finds the exchange
+// by its id: if the client went away meanwhile, there is none, and the
+// answer is dropped.
+template <typename F>
+void answer_later(const http::ExchangeId& id, F f) {
+  id.connection.loop->run_in_loop([id, f = std::move(f)]() mutable {
+    if (http::Exchange* exchange = http::Exchange::find(id)) f(*exchange);
+  });
+}
 
 UsersApp::UsersApp(std::unique_ptr<UserStore> store, const UsersOptions& options, TaskPool* tasks)
     : store_(std::move(store)),
@@ -159,14 +161,10 @@ void UsersApp::on_me(http::Exchange& exchange) {
   if (!session) return send_error(exchange, 401, "not logged in");
   // The signature is good; whether the session outlived a logout (on any
   // node) only the store knows.
-  auto pending = std::make_shared<Pending>(Pending{&exchange, exchange.loop(), {}});
-  exchange.set_abort_handler([pending] { pending->exchange = nullptr; });
-  run_task(pending, [this, pending, session = std::move(*session)] {
+  run_task(exchange, [this, id = exchange.id(), session = std::move(*session)] {
     UserStore::User user;
     const UserStore::Status status = store_->find_user(session.username, &user);
-    pending->loop->run_in_loop([pending, status, user = std::move(user), generation = session.generation] {
-      if (pending->exchange == nullptr) return;
-      http::Exchange& ex = *pending->exchange;
+    answer_later(id, [status, user = std::move(user), generation = session.generation](http::Exchange& ex) {
       if (status == UserStore::Status::kUnavailable) {
         return send_error(ex, 503, "the user database is unavailable; try again shortly");
       }
@@ -192,17 +190,13 @@ void UsersApp::on_logout(http::Exchange& exchange) {
     const std::string clear = cookie("", 0);
     return answer(exchange, 204, nullptr, {{"Set-Cookie", clear}});
   }
-  auto pending = std::make_shared<Pending>(Pending{&exchange, exchange.loop(), {}});
-  exchange.set_abort_handler([pending] { pending->exchange = nullptr; });
-  end_sessions(std::move(pending), std::move(session->username));
+  end_sessions(exchange, std::move(session->username));
 }
 
-void UsersApp::end_sessions(std::shared_ptr<Pending> pending, std::string username) {
-  run_task(pending, [this, pending, username = std::move(username)] {
+void UsersApp::end_sessions(http::Exchange& exchange, std::string username) {
+  run_task(exchange, [this, id = exchange.id(), username = std::move(username)] {
     const UserStore::Status status = store_->end_sessions(username);
-    pending->loop->run_in_loop([pending, status] {
-      if (pending->exchange == nullptr) return;
-      http::Exchange& ex = *pending->exchange;
+    answer_later(id, [status](http::Exchange& ex) {
       const std::string clear = cookie("", 0);
       if (status == UserStore::Status::kUnavailable) {
         // This browser forgets the cookie; other copies of it stay valid
@@ -219,7 +213,7 @@ void UsersApp::end_sessions(std::shared_ptr<Pending> pending, std::string userna
 
 void UsersApp::read_credentials(
     http::Exchange& exchange,
-    void (UsersApp::*then)(std::shared_ptr<Pending>, std::string, std::string)) {
+    void (UsersApp::*then)(http::Exchange&, std::string, std::string)) {
   const http::Request& request = exchange.request();
   if (!is_json(request.header("Content-Type"))) {
     return send_error(exchange, 415, "send JSON with Content-Type: application/json");
@@ -227,51 +221,47 @@ void UsersApp::read_credentials(
   if (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > kMaxBody) {
     return send_error(exchange, 413, "request body too large");
   }
-  auto pending = std::make_shared<Pending>(Pending{&exchange, exchange.loop(), {}});
-  exchange.set_abort_handler([pending] { pending->exchange = nullptr; });
-  auto parse = [this, pending, then] {
-    auto json = nlohmann::json::parse(pending->body, nullptr, /*allow_exceptions=*/false);
+  auto parse = [this, then](http::Exchange& ex, std::string_view body) {
+    auto json = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (json.is_discarded() || !json.is_object()) {
-      return send_error(*pending->exchange, 400, "malformed JSON: expected an object");
+      return send_error(ex, 400, "malformed JSON: expected an object");
     }
     auto username = json.find("username");
     auto password = json.find("password");
     if (username == json.end() || !username->is_string() || password == json.end() ||
         !password->is_string()) {
-      return send_error(*pending->exchange, 400, "\"username\" and \"password\" strings are required");
+      return send_error(ex, 400, "\"username\" and \"password\" strings are required");
     }
-    (this->*then)(pending, username->get<std::string>(), password->get<std::string>());
+    (this->*then)(ex, username->get<std::string>(), password->get<std::string>());
   };
-  if (exchange.body_complete()) return parse();
-  exchange.set_body_handler([pending, parse](std::string_view piece, bool last) {
-    if (pending->exchange == nullptr) return;
-    if (pending->body.size() + piece.size() > kMaxBody) {
-      pending->body.clear();
-      http::Exchange& ex = *pending->exchange;
-      pending->exchange = nullptr;
-      return send_error(ex, 413, "request body too large");
-    }
-    pending->body.append(piece);
-    if (last) parse();
+  if (exchange.body_complete()) return parse(exchange, {});
+  // The exchange drops this handler (and the body gathered in it) when it
+  // ends, so the reference to it cannot outlive it.
+  exchange.set_body_handler([&exchange, parse, body = std::string()](std::string_view piece,
+                                                                      bool last) mutable {
+    if (body.size() + piece.size() > kMaxBody) return send_error(exchange, 413, "request body too large");
+    body.append(piece);
+    if (last) parse(exchange, body);
   });
 }
 
-void UsersApp::run_task(const std::shared_ptr<Pending>& pending, std::function<void()> task) {
+void UsersApp::run_task(http::Exchange& exchange, std::function<void()> task) {
   if (!tasks_->submit(std::move(task))) {
     TERN_LOG_EVERY_SECOND(spdlog::level::warn, "users: task queue full; answering 503");
-    send_error(*pending->exchange, 503, "server busy; try again shortly");
+    send_error(exchange, 503, "server busy; try again shortly");
   }
 }
 
-void UsersApp::do_register(std::shared_ptr<Pending> pending, std::string username, std::string password) {
+void UsersApp::do_register(http::Exchange& exchange, std::string username, std::string password) {
   if (!valid_username(username)) {
-    return send_error(*pending->exchange, 400,
+    return send_error(exchange, 400,
                       "username must be 3 to 32 characters of A-Z, a-z, 0-9, '_', '.' and '-'");
   }
   if (password.size() < 8 || password.size() > 128) {
-    return send_error(*pending->exchange, 400, "password must be 8 to 128 bytes");
+    return send_error(exchange, 400, "password must be 8 to 128 bytes");
   }
-  run_task(pending, [this, pending, username = std::move(username), password = std::move(password)] {
+  run_task(exchange, [this, id = exchange.id(), username = std::move(username),
+                      password = std::move(password)] {
     char hash[crypto_pwhash_STRBYTES];
     UserStore::Status status = UserStore::Status::kUnavailable;
     if (crypto_pwhash_str(hash, password.data(), password.size(), options_.password_ops,
@@ -280,9 +270,7 @@ void UsersApp::do_register(std::shared_ptr<Pending> pending, std::string usernam
     } else {
       TERN_LOG_ERROR("users: out of memory hashing a password");
     }
-    pending->loop->run_in_loop([pending, status, username] {
-      if (pending->exchange == nullptr) return;
-      http::Exchange& ex = *pending->exchange;
+    answer_later(id, [status, username](http::Exchange& ex) {
       switch (status) {
         case UserStore::Status::kOk:
           return answer(ex, 201, nlohmann::json{{"username", username}});
@@ -295,15 +283,16 @@ void UsersApp::do_register(std::shared_ptr<Pending> pending, std::string usernam
   });
 }
 
-void UsersApp::do_login(std::shared_ptr<Pending> pending, std::string username, std::string password) {
+void UsersApp::do_login(http::Exchange& exchange, std::string username, std::string password) {
   // Refused before any hashing: a guesser spread over many addresses still
   // meets the account's back-off.
   int64_t retry_after = 0;
   if (!account_throttle_.allow(username, unix_now(), &retry_after)) {
-    return send_too_many(*pending->exchange, retry_after,
+    return send_too_many(exchange, retry_after,
                          "too many failed logins for this account; try again later");
   }
-  run_task(pending, [this, pending, username = std::move(username), password = std::move(password)] {
+  run_task(exchange, [this, id = exchange.id(), username = std::move(username),
+                      password = std::move(password)] {
     UserStore::User user;
     UserStore::Status status = valid_username(username) ? store_->find_user(username, &user)
                                                         : UserStore::Status::kNotFound;
@@ -315,23 +304,25 @@ void UsersApp::do_login(std::shared_ptr<Pending> pending, std::string username, 
       [[maybe_unused]] int ignored =
           crypto_pwhash_str_verify(dummy_hash_.c_str(), password.data(), password.size());
     }
-    pending->loop->run_in_loop([this, pending, status, ok, username, user = std::move(user)] {
-      if (status == UserStore::Status::kUnavailable) {
-        if (pending->exchange == nullptr) return;
-        return send_error(*pending->exchange, 503, "the user database is unavailable; try again shortly");
-      }
-      // Unknown names count too, so the back-off does not tell which exist.
-      if (!ok) {
+    // Counted here, on the task thread (the throttle is thread-safe), so
+    // that a client gone meanwhile still counts: unknown names too, so the
+    // back-off does not tell which exist.
+    if (status != UserStore::Status::kUnavailable) {
+      if (ok) {
+        account_throttle_.succeeded(username);
+      } else {
         account_throttle_.failed(username, unix_now());
-        if (pending->exchange == nullptr) return;
-        return send_error(*pending->exchange, 401, "wrong username or password");
       }
-      account_throttle_.succeeded(username);
-      if (pending->exchange == nullptr) return;
+    }
+    answer_later(id, [this, status, ok, user = std::move(user)](http::Exchange& ex) {
+      if (status == UserStore::Status::kUnavailable) {
+        return send_error(ex, 503, "the user database is unavailable; try again shortly");
+      }
+      if (!ok) return send_error(ex, 401, "wrong username or password");
       // The name as registered, whatever case it was typed in.
       const std::string set = cookie(signer_.sign(user.username, user.session_generation, unix_now()),
                                      signer_.ttl().count());
-      answer(*pending->exchange, 200, nlohmann::json{{"username", user.username}}, {{"Set-Cookie", set}});
+      answer(ex, 200, nlohmann::json{{"username", user.username}}, {{"Set-Cookie", set}});
     });
   });
 }

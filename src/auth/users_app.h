@@ -65,7 +65,6 @@ class UsersApp {
   const UserStore& store() const { return *store_; }
 
  private:
-  struct Pending;
 
   void on_register(http::Exchange& exchange);
   void on_login(http::Exchange& exchange);
@@ -73,11 +72,13 @@ class UsersApp {
   void on_logout(http::Exchange& exchange);
   // Gathers a JSON body, then calls `then` with the username and password.
   void read_credentials(http::Exchange& exchange,
-                        void (UsersApp::*then)(std::shared_ptr<Pending>, std::string, std::string));
-  void do_register(std::shared_ptr<Pending> pending, std::string username, std::string password);
-  void do_login(std::shared_ptr<Pending> pending, std::string username, std::string password);
-  void run_task(const std::shared_ptr<Pending>& pending, std::function<void()> task);
-  void end_sessions(std::shared_ptr<Pending> pending, std::string username);
+                        void (UsersApp::*then)(http::Exchange&, std::string, std::string));
+  void do_register(http::Exchange& exchange, std::string username, std::string password);
+  void do_login(http::Exchange& exchange, std::string username, std::string password);
+  // Runs a task for an exchange (503 when the task queue is full); its
+  // answer comes back through answer_later() in users_app.cc.
+  void run_task(http::Exchange& exchange, std::function<void()> task);
+  void end_sessions(http::Exchange& exchange, std::string username);
 
   std::unique_ptr<UserStore> store_;
   const UsersOptions options_;

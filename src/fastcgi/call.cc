@@ -31,7 +31,9 @@ bool is_unrelayed_field(std::string_view name) {
 
 void Call::start(http::Exchange& exchange, net::ConnectionPool& pool, const CallOptions& options,
                  RequestHeadWriter head_writer, std::unique_ptr<ResponseTap> tap) {
-  auto* call = new Call(exchange, pool, options, std::move(head_writer), std::move(tap));
+  std::unique_ptr<Call> owned(new Call(exchange, pool, options, std::move(head_writer), std::move(tap)));
+  Call* call = owned.get();
+  exchange.adopt(std::move(owned));
   call->begin();
 }
 
@@ -434,8 +436,7 @@ void Call::done() {
   upstream_ = nullptr;
   body_.clear();
   response_.clear();
-  // We may be inside a callback of the pool or of the exchange.
-  loop_->defer([this] { delete this; });
+  // The exchange ended (or is ending): it destroys this call after the round.
 }
 
 }  // namespace tern::fastcgi

@@ -42,8 +42,9 @@
 // before any answer (a worker recycled) is tried once more on a new
 // connection, if it has no body or its body was buffered.
 //
-// A Call owns itself: it ends when the response has been relayed, or when
-// the client goes away. Loop thread only.
+// The exchange owns its Call (http::ExchangeJob) and destroys it after the
+// round in which the exchange ends: when the response has been relayed, or
+// when the client goes away. Loop thread only.
 #pragma once
 
 #include <chrono>
@@ -98,7 +99,7 @@ using RequestHeadWriter = std::function<void(net::Buffer& out, std::optional<uin
 // the server (see above).
 bool is_unrelayed_field(std::string_view name);
 
-class Call final : private net::ConnectionPool::User {
+class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
  public:
   static void start(http::Exchange& exchange, net::ConnectionPool& pool, const CallOptions& options,
                     RequestHeadWriter head_writer, std::unique_ptr<ResponseTap> tap);
@@ -106,7 +107,13 @@ class Call final : private net::ConnectionPool::User {
  private:
   Call(http::Exchange& exchange, net::ConnectionPool& pool, const CallOptions& options,
        RequestHeadWriter head_writer, std::unique_ptr<ResponseTap> tap);
-  ~Call() override = default;
+
+ public:
+  // Lets go of the pool and timers if the call never ended (its exchange
+  // went with its loop).
+  ~Call() override { done(); }
+
+ private:
 
   void begin();
   // Client side.

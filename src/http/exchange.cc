@@ -4,13 +4,16 @@
 
 #include "base/assert.h"
 #include "http/http_connection.h"
+#include "net/connection_table.h"
+#include "net/event_loop.h"
 #include "net/tcp_connection.h"
 
 namespace tern::http {
 
 void Exchange::begin(HttpConnection* owner, const Request* request,
-                     const ResponseWriter::Context& context, bool has_body) {
+                     const ResponseWriter::Context& context, bool has_body, uint64_t serial) {
   owner_ = owner;
+  serial_ = serial;
   request_ = request;
   writer_.emplace(context);
   active_ = true;
@@ -20,9 +23,29 @@ void Exchange::begin(HttpConnection* owner, const Request* request,
 
 void Exchange::end() {
   active_ = false;
+  if (!body_handler_ && !drain_handler_ && !abort_handler_ && !job_) return;
+  // What is running now may be one of these (finish() from inside the body
+  // handler, or from a method of the job): they go after the round.
+  owner_->conn_->loop()->defer([body = std::move(body_handler_), drain = std::move(drain_handler_),
+                                abort = std::move(abort_handler_), job = job_.release()] {
+    delete job;
+  });
   body_handler_ = nullptr;
   drain_handler_ = nullptr;
   abort_handler_ = nullptr;
+}
+
+ExchangeId Exchange::id() const { return {owner_->conn_->id(), serial_}; }
+
+Exchange* Exchange::find(const ExchangeId& id) {
+  if (id.connection.loop == nullptr) return nullptr;
+  net::TcpConnection* conn = id.connection.loop->connections().find(id.connection);
+  if (conn == nullptr || !conn->connected()) return nullptr;
+  auto* http = std::any_cast<HttpConnection*>(&conn->context());
+  if (http == nullptr || *http == nullptr) return nullptr;
+  HttpConnection& owner = **http;
+  if (!owner.exchange_active() || owner.exchange().serial_ != id.serial) return nullptr;
+  return &owner.exchange();
 }
 
 void Exchange::deliver(std::string_view piece, bool last) {

@@ -21,6 +21,16 @@
 //   ex.writer().end_stream();
 //   ex.finish();
 //
+// Asynchronous work for an exchange follows one lifetime rule. Work that
+// lives as long as the exchange (an upstream call) derives from
+// ExchangeJob and is handed to adopt(): the exchange owns it and destroys
+// it at the end of the round in which the exchange ended, so the job may
+// finish() or abort() from inside its own methods. Work that comes back
+// later from elsewhere (a task thread) keeps the exchange's id() and asks
+// Exchange::find() on the loop: an exchange that ended, or a connection
+// that went on to another request, finds nothing, and the answer is
+// dropped. Neither needs a shared liveness flag.
+//
 // The head (every view in request()) stays valid until finish(). The body
 // arrives in pieces through the body handler as the client sends it, so an
 // upload of any size takes bounded memory; pause_body() stops reading from
@@ -41,11 +51,13 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string_view>
 
 #include "http/request.h"
 #include "http/response_writer.h"
+#include "net/callbacks.h"
 
 namespace tern::net {
 class EventLoop;
@@ -60,6 +72,19 @@ class HttpConnection;
 // Starts the work for a request taken as an Exchange.
 using ExchangeHandler = std::function<void(Exchange&)>;
 
+// Work owned by an exchange (see above).
+class ExchangeJob {
+ public:
+  virtual ~ExchangeJob() = default;
+};
+
+// Names one exchange, across threads and across time: the connection's
+// generation-checked id and the exchange's serial number on its loop.
+struct ExchangeId {
+  net::ConnectionId connection;
+  uint64_t serial = 0;
+};
+
 class Exchange {
  public:
   using BodyHandler = std::function<void(std::string_view piece, bool last)>;
@@ -67,6 +92,14 @@ class Exchange {
   Exchange() = default;
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
+
+  // The exchange with this id, if it is still in progress; loop thread of
+  // id.connection.loop only.
+  static Exchange* find(const ExchangeId& id);
+  ExchangeId id() const;
+
+  // Owns `job` until the end of the round in which the exchange ends.
+  void adopt(std::unique_ptr<ExchangeJob> job) { job_ = std::move(job); }
 
   const Request& request() const { return *request_; }
   // The response. While the request body is still arriving, a response that
@@ -102,7 +135,7 @@ class Exchange {
   friend class HttpConnection;
 
   void begin(HttpConnection* owner, const Request* request, const ResponseWriter::Context& context,
-             bool has_body);
+             bool has_body, uint64_t serial);
   void end();  // drops handlers and the writer
   void deliver(std::string_view piece, bool last);
 
@@ -112,6 +145,8 @@ class Exchange {
   BodyHandler body_handler_;
   std::function<void()> drain_handler_;
   std::function<void()> abort_handler_;
+  std::unique_ptr<ExchangeJob> job_;
+  uint64_t serial_ = 0;  // unique on the loop (ExchangeId)
   bool active_ = false;
   bool body_complete_ = true;
   bool body_paused_ = false;

@@ -236,7 +236,7 @@ bool HttpConnection::begin_exchange(net::Buffer& input) {
   const bool keep_alive = request.keep_alive() && !shared_->draining;
   state_ = has_body ? State::kStreamBody : State::kAwait;
   arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);
-  exchange().begin(this, &request, writer_context(keep_alive), has_body);
+  exchange().begin(this, &request, writer_context(keep_alive), has_body, shared_->states->next_serial());
   (*handler)(exchange());
   // It may have answered already (finish() ran), or be waiting.
   if (exchange_active() && state_ == State::kStreamBody && request.expect_continue() &&

@@ -40,6 +40,8 @@ void ConnectionPool::close() {
   }
   waiting_.clear();
   failing_.clear();
+  if (fail_timer_.valid()) loop_->cancel(fail_timer_);
+  fail_timer_ = TimerId{};
   slots_.clear();  // closes the connections
   for (User* user : users) user->on_lease_failed(Failure::kConnectFailed, "connection pool closed");
 }
@@ -209,16 +211,18 @@ void ConnectionPool::drop_slot(Slot* slot) {
 
 void ConnectionPool::fail_later(User* user, Failure failure, std::string why) {
   // Never inside acquire(); cancel() can still take the user back meanwhile.
+  // A timer rather than a deferred call: close() cancels it, so nothing runs
+  // on a pool that is gone.
   failing_.push_back(Failing{user, failure, std::move(why)});
-  // The pool may be destroyed before the round ends.
-  loop_->defer([this, user, alive = std::weak_ptr<bool>(alive_)] {
-    if (alive.expired()) return;
-    auto it = std::find_if(failing_.begin(), failing_.end(),
-                           [user](const Failing& f) { return f.user == user; });
-    if (it == failing_.end()) return;
-    Failing f = std::move(*it);
-    failing_.erase(it);
-    f.user->on_lease_failed(f.failure, f.why);
+  if (fail_timer_.valid()) return;
+  fail_timer_ = loop_->run_after(std::chrono::milliseconds(0), [this] {
+    fail_timer_ = TimerId{};
+    // One at a time: a callback may cancel() a user still queued here.
+    while (!failing_.empty()) {
+      Failing f = std::move(failing_.front());
+      failing_.pop_front();
+      f.user->on_lease_failed(f.failure, f.why);
+    }
   });
 }
 

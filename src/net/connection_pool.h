@@ -21,8 +21,8 @@
 // destroyed, which fails every user still waiting or holding a connection.
 // A closed pool fails every later acquire() (after the round), so users may
 // go on calling it until it is destroyed. One pool per loop per upstream,
-// closed on that loop's thread (the destructor closes it if nobody did);
-// loop thread only.
+// closed on that loop's thread (the destructor closes it if nobody did),
+// never from inside one of its users' callbacks; loop thread only.
 #pragma once
 
 #include <chrono>
@@ -121,8 +121,7 @@ class ConnectionPool {
   std::deque<Waiter> waiting_;
   std::deque<Failing> failing_;
   bool destroying_ = false;
-  // Deferred work holds a weak reference: expired once the pool is gone.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  TimerId fail_timer_;  // reports failing_ after the round; cancelled by close()
 };
 
 }  // namespace tern::net

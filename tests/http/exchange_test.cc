@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "http/http_server.h"
 #include "net/event_loop.h"
@@ -780,6 +781,78 @@ TEST_F(ExchangeTest, DrainAnswersAPendingExchangeWithConnectionClose) {
   EXPECT_TRUE(out.ends_with("\r\n\r\ndone")) << out;
   EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos) << out;
   EXPECT_TRUE(closed) << "a draining server kept the connection open";
+}
+
+}  // namespace
+}  // namespace tern::http
+
+namespace tern::http {
+namespace {
+
+// A job that says when it goes.
+struct Witness final : ExchangeJob {
+  explicit Witness(int* destroyed) : destroyed_(destroyed) {}
+  ~Witness() override { ++*destroyed_; }
+  int* destroyed_;
+};
+
+TEST_F(ExchangeTest, AnAdoptedJobOutlivesTheRoundInWhichTheExchangeEnds) {
+  int destroyed = 0;
+  bool alive_after_finish = false;
+  on("/job", [&](Exchange& ex) {
+    ex.adopt(std::make_unique<Witness>(&destroyed));
+    ex.writer().start(200).body("done");
+    ex.finish();
+    alive_after_finish = destroyed == 0;  // still inside the job's round
+  });
+  start();
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("GET /job HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_NE(read_until(client, "done").find("done"), std::string::npos);
+  ASSERT_TRUE(eventually([&] { return destroyed == 1; }));
+  EXPECT_TRUE(on_loop([&] { return alive_after_finish; }));
+}
+
+TEST_F(ExchangeTest, FindsAnExchangeByIdOnlyWhileItRuns) {
+  std::vector<ExchangeId> ids;
+  on("/wait", [&](Exchange& ex) {
+    ids.push_back(ex.id());
+    ex.loop()->run_after(20ms, [&, id = ex.id()] {
+      Exchange* found = Exchange::find(id);
+      ASSERT_EQ(found, &ex);
+      found->writer().start(200).body("answered");
+      found->finish();
+      EXPECT_EQ(Exchange::find(id), nullptr) << "found after finish()";
+    });
+  });
+  start();
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("GET /wait HTTP/1.1\r\nHost: x\r\n\r\nGET /wait HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string out = read_until(client, "answered");
+  while (count(out, "answered") < 2) {
+    std::string more = read_until(client, "answered");
+    if (more.empty()) break;
+    out += more;
+  }
+  EXPECT_EQ(count(out, "answered"), 2u) << out;
+  on_loop([&] {
+    ASSERT_EQ(ids.size(), 2u);
+    EXPECT_EQ(ids[0].connection, ids[1].connection);
+    EXPECT_NE(ids[0].serial, ids[1].serial) << "two exchanges on one connection";
+    EXPECT_EQ(Exchange::find(ids[0]), nullptr);
+  });
+}
+
+TEST_F(ExchangeTest, AnExchangeWhoseClientLeftIsNotFound) {
+  ExchangeId id;
+  on("/left", [&](Exchange& ex) { id = ex.id(); });  // never answered
+  start();
+  {
+    RawClient client(port_);
+    ASSERT_TRUE(client.send_all("GET /left HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(eventually([&] { return id.connection.valid() && Exchange::find(id) != nullptr; }));
+  }
+  EXPECT_TRUE(eventually([&] { return Exchange::find(id) == nullptr; }));
 }
 
 }  // namespace
