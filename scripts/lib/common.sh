@@ -35,7 +35,7 @@ ensure_packages() {
 # the profile-guided release build).
 BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
   libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
-  libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev wrk)
+  libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev wrk)
 # What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev

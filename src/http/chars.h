@@ -45,6 +45,7 @@ inline constexpr std::array<uint8_t, 256> kTable = make_table();
 constexpr bool has(char c, uint8_t cls) { return (kTable[static_cast<unsigned char>(c)] & cls) != 0; }
 constexpr bool is_tchar(char c) { return has(c, kTchar); }
 constexpr bool is_digit(char c) { return has(c, kDigit); }
+constexpr bool is_alpha(char c) { return has(c, kAlpha); }
 constexpr bool is_vchar(char c) { return has(c, kVchar); }
 constexpr bool is_field_text(char c) { return has(c, kFieldText); }
 constexpr bool is_ows(char c) { return c == ' ' || c == '\t'; }

@@ -23,11 +23,12 @@ void Exchange::begin(HttpConnection* owner, const Request* request,
 
 void Exchange::end() {
   active_ = false;
-  if (!body_handler_ && !drain_handler_ && !abort_handler_ && !job_) return;
+  if (!body_handler_ && !drain_handler_ && !abort_handler_ && !job_ && !kept_) return;
   // What is running now may be one of these (finish() from inside the body
   // handler, or from a method of the job): they go after the round.
   owner_->conn_->loop()->defer([body = std::move(body_handler_), drain = std::move(drain_handler_),
-                                abort = std::move(abort_handler_), job = job_.release()] {
+                                abort = std::move(abort_handler_), job = job_.release(),
+                                kept = std::move(kept_)] {
     delete job;
   });
   body_handler_ = nullptr;

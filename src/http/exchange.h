@@ -11,7 +11,7 @@
 //     ex.set_abort_handler([job] { job->client_gone(); });
 //     start_job(&ex);                                  // keeps the pointer
 //   };
-//   server.set_exchange_router([&](const Request& r) {
+//   server.set_exchange_router([&](const Request& r, const net::TcpConnection&) {
 //     return mine(r) ? &slow : nullptr;               // nullptr: the Router's
 //   });
 //   // Later, on the same loop:
@@ -100,6 +100,9 @@ class Exchange {
 
   // Owns `job` until the end of the round in which the exchange ends.
   void adopt(std::unique_ptr<ExchangeJob> job) { job_ = std::move(job); }
+  // Keeps `value` (the configuration the request began under) alive as
+  // long as the exchange.
+  void keep(std::shared_ptr<const void> value) { kept_ = std::move(value); }
 
   const Request& request() const { return *request_; }
   // The response. While the request body is still arriving, a response that
@@ -146,6 +149,7 @@ class Exchange {
   std::function<void()> drain_handler_;
   std::function<void()> abort_handler_;
   std::unique_ptr<ExchangeJob> job_;
+  std::shared_ptr<const void> kept_;
   uint64_t serial_ = 0;  // unique on the loop (ExchangeId)
   bool active_ = false;
   bool body_complete_ = true;

@@ -226,7 +226,7 @@ void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
 
 bool HttpConnection::begin_exchange(net::Buffer& input) {
   Request& request = req_->request;
-  const ExchangeHandler* handler = shared_->exchange_for(request);
+  const ExchangeHandler* handler = shared_->exchange_for(request, *conn_);
   if (handler == nullptr) return false;
   detach_head(input);
   // "Content-Length: 0" is no body at all: nothing to stream or wait for.

@@ -62,7 +62,7 @@ struct HttpShared {
   // If set, asked first for each complete head (only for those with a body
   // when exchange_for_bodies_only): the handler that takes the request as
   // an Exchange, or nullptr for the Router's handlers.
-  std::function<const ExchangeHandler*(const Request&)> exchange_for;
+  std::function<const ExchangeHandler*(const Request&, const net::TcpConnection&)> exchange_for;
   bool exchange_for_bodies_only = false;
   // Picks the handler and runs it; must finish the response.
   std::function<void(const Request&, ResponseWriter&)> dispatch;

@@ -76,6 +76,16 @@ ResponseWriter& ResponseWriter::header(std::string_view name, uint64_t value) {
 
 void ResponseWriter::end_head(uint64_t content_length, bool has_length) {
   net::Buffer& b = out();
+  if (extra_ != nullptr) {
+    b.append(extra_->always);
+    switch (status_) {
+      case 200: case 201: case 204: case 206: case 301: case 302: case 303: case 304: case 307: case 308:
+        b.append(extra_->success);
+        break;
+      default:
+        break;
+    }
+  }
   if (has_length) {
     b.append("Content-Length: ", 16);
     append_number(b, content_length);

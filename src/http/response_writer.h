@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "http/request.h"
@@ -31,6 +32,16 @@ class TcpConnection;
 }  // namespace tern::net
 
 namespace tern::http {
+
+// Fields a configuration adds to responses (a location's headers),
+// formatted ("Name: value\r\n" each): `always` on every response,
+// `success` on 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 (the
+// statuses nginx's add_header applies to).
+struct ExtraFields {
+  std::string always;
+  std::string success;
+  bool empty() const { return always.empty() && success.empty(); }
+};
 
 class ResponseWriter {
  public:
@@ -76,6 +87,10 @@ class ResponseWriter {
   // response is truncated, and only closing the connection says so.
   bool stream_short() const { return length_left_ > 0; }
 
+  // Fields added to the head when it ends (not owned; must outlive the
+  // response head). Before the finishing call.
+  void set_extra_fields(const ExtraFields* extra) { extra_ = extra; }
+
   // Close the connection after this response (must be called before the
   // finishing call to be announced in the Connection header).
   void close_after() { ctx_.keep_alive = false; }
@@ -91,6 +106,7 @@ class ResponseWriter {
   void end_head(uint64_t content_length, bool has_length);
 
   Context ctx_;
+  const ExtraFields* extra_ = nullptr;
   int status_ = 0;
   bool finished_ = false;
   bool streaming_ = false;

@@ -2,6 +2,9 @@
 
 #include <toml++/toml.h>
 
+#include "server/config_section.h"
+#include "server/regex.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,143 +14,13 @@
 #include <thread>
 #include <charconv>
 #include <initializer_list>
-#include <regex>
 #include <set>
 #include <utility>
 
 namespace tern::server {
 namespace {
 
-// One TOML table being read: typed getters that report errors with file,
-// line and key, and a final check that no unknown key was left over.
-class Section {
- public:
-  Section(const std::string& file, const toml::table& table, std::string prefix)
-      : file_(file), table_(table), prefix_(std::move(prefix)) {}
-
-  // Throws for the first key nobody asked for (a typo, most likely).
-  void finish() const {
-    for (const auto& [key, node] : table_) {
-      if (!known_.contains(std::string(key.str()))) fail(node, std::string(key.str()), "unknown key");
-    }
-  }
-
-  void get_bool(const char* key, bool* out) {
-    if (const toml::node* node = find(key)) {
-      if (!node->is_boolean()) fail(*node, key, "expected true or false");
-      *out = node->as_boolean()->get();
-    }
-  }
-
-  template <typename T>
-  void get_int(const char* key, T* out, int64_t min, int64_t max) {
-    if (const toml::node* node = find(key)) {
-      if (!node->is_integer() || node->as_integer()->get() < min || node->as_integer()->get() > max) {
-        fail(*node, key, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max));
-      }
-      *out = static_cast<T>(node->as_integer()->get());
-    }
-  }
-
-  void get_string(const char* key, std::string* out) {
-    if (const toml::node* node = find(key)) {
-      if (!node->is_string()) fail(*node, key, "expected a string");
-      *out = node->as_string()->get();
-    }
-  }
-
-  // "10s"-style string, or an integer of seconds.
-  void get_duration(const char* key, std::chrono::milliseconds* out) {
-    if (const toml::node* node = find(key)) {
-      std::optional<std::chrono::milliseconds> value;
-      if (node->is_string()) value = parse_duration(node->as_string()->get());
-      if (node->is_integer() && node->as_integer()->get() >= 0) {
-        value = std::chrono::seconds(node->as_integer()->get());
-      }
-      if (!value) fail(*node, key, "expected a duration such as \"500ms\", \"10s\" or \"5m\"");
-      *out = *value;
-    }
-  }
-
-  // "64MiB"-style string, or an integer of bytes; at least `min`.
-  template <typename T>
-  void get_size(const char* key, T* out, uint64_t min) {
-    if (const toml::node* node = find(key)) {
-      std::optional<uint64_t> value;
-      if (node->is_string()) value = parse_size(node->as_string()->get());
-      if (node->is_integer() && node->as_integer()->get() >= 0) {
-        value = static_cast<uint64_t>(node->as_integer()->get());
-      }
-      if (!value || *value < min) {
-        fail(*node, key, "expected a size of at least " + std::to_string(min) + " bytes, such as \"16KiB\"");
-      }
-      *out = static_cast<T>(*value);
-    }
-  }
-
-  template <typename E>
-  void get_choice(const char* key, E* out, std::initializer_list<std::pair<const char*, E>> choices) {
-    if (const toml::node* node = find(key)) {
-      std::string names;
-      for (const auto& [name, value] : choices) {
-        if (node->is_string() && node->as_string()->get() == name) {
-          *out = value;
-          return;
-        }
-        names += names.empty() ? "" : " or ";
-        names += std::string("\"") + name + "\"";
-      }
-      fail(*node, key, "expected " + names);
-    }
-  }
-
-  // An array of strings (a single string counts as a one-element array).
-  std::optional<std::vector<std::pair<std::string, const toml::node*>>> get_strings(const char* key) {
-    const toml::node* node = find(key);
-    if (node == nullptr) return std::nullopt;
-    std::vector<std::pair<std::string, const toml::node*>> out;
-    if (node->is_string()) {
-      out.emplace_back(node->as_string()->get(), node);
-      return out;
-    }
-    if (!node->is_array()) fail(*node, key, "expected an array of strings");
-    for (const toml::node& item : *node->as_array()) {
-      if (!item.is_string()) fail(item, key, "expected an array of strings");
-      out.emplace_back(item.as_string()->get(), &item);
-    }
-    return out;
-  }
-
-  // The raw node, for shapes the getters above do not cover.
-  const toml::node* node(const char* key) { return find(key); }
-
-  const toml::table* get_table(const char* key) {
-    const toml::node* node = find(key);
-    if (node == nullptr) return nullptr;
-    if (!node->is_table()) fail(*node, key, "expected a table");
-    return node->as_table();
-  }
-
-  [[noreturn]] void fail(const toml::node& node, const std::string& key, const std::string& what) const {
-    throw ConfigError(file_, static_cast<int>(node.source().begin.line), prefix_ + key, what);
-  }
-  const std::string& file() const { return file_; }
-  const std::string& prefix() const { return prefix_; }
-  Section sub(const toml::table& table, const char* key) const {
-    return Section(file_, table, prefix_ + key + ".");
-  }
-
- private:
-  const toml::node* find(const char* key) {
-    known_.insert(key);
-    return table_.get(key);
-  }
-
-  const std::string& file_;
-  const toml::table& table_;
-  std::string prefix_;
-  std::set<std::string> known_;
-};
+using config_detail::Section;
 
 void read_server(Section& s, Config& c) {
   if (auto listen = s.get_strings("listen")) {
@@ -284,17 +157,38 @@ void read_static(Section s, Config& c) {
   s.finish();
 }
 
-void read_fastcgi(Section s, int line, Config& c) {
+void read_log(Section s, Config& c) {
+  using log::Level;
+  s.get_choice("level", &c.log.level,
+               {{"trace", Level::trace}, {"debug", Level::debug}, {"info", Level::info},
+                {"warn", Level::warn}, {"error", Level::error}, {"critical", Level::critical},
+                {"off", Level::off}});
+  s.get_string("error_log", &c.log.error_log);
+  s.get_size("max_size", &c.log.max_file_bytes, 4096);
+  s.get_int("max_files", &c.log.max_files, 0, 1000);
+  std::chrono::milliseconds flush = c.log.flush_interval;
+  s.get_duration("flush_interval", &flush);
+  c.log.flush_interval = std::chrono::duration_cast<std::chrono::seconds>(flush);
+  if (c.log.flush_interval.count() < 1) c.log.flush_interval = std::chrono::seconds(1);
+  s.finish();
+}
+
+}  // namespace
+
+namespace config_detail {
+
+FastCgiConfig read_fastcgi(Section s, int line, const char* default_match) {
   FastCgiConfig f;
   f.line = line;
+  if (default_match != nullptr) f.match = default_match;
   s.get_string("match", &f.match);
   if (const toml::node* node = s.node("match")) {
     try {
-      std::regex check(f.match, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
+      Regex check(f.match);
+    } catch (const std::invalid_argument& e) {
       s.fail(*node, "match", std::string("not a valid regular expression: ") + e.what());
     }
-  } else {
+  } else if (default_match == nullptr) {
     throw ConfigError(s.file(), line, s.prefix() + "match", "required (a regular expression such as '\\.php$')");
   }
   s.get_string("pass", &f.pass);
@@ -331,26 +225,10 @@ void read_fastcgi(Section s, int line, Config& c) {
     }
   }
   s.finish();
-  c.fastcgi.push_back(std::move(f));
+  return f;
 }
 
-void read_log(Section s, Config& c) {
-  using log::Level;
-  s.get_choice("level", &c.log.level,
-               {{"trace", Level::trace}, {"debug", Level::debug}, {"info", Level::info},
-                {"warn", Level::warn}, {"error", Level::error}, {"critical", Level::critical},
-                {"off", Level::off}});
-  s.get_string("error_log", &c.log.error_log);
-  s.get_size("max_size", &c.log.max_file_bytes, 4096);
-  s.get_int("max_files", &c.log.max_files, 0, 1000);
-  std::chrono::milliseconds flush = c.log.flush_interval;
-  s.get_duration("flush_interval", &flush);
-  c.log.flush_interval = std::chrono::duration_cast<std::chrono::seconds>(flush);
-  if (c.log.flush_interval.count() < 1) c.log.flush_interval = std::chrono::seconds(1);
-  s.finish();
-}
-
-}  // namespace
+}  // namespace config_detail
 
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
   uint64_t number = 0;
@@ -368,6 +246,10 @@ std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
     scale = 3600 * 1000;
   } else if (unit == "d") {
     scale = 24 * 3600 * 1000;
+  } else if (unit == "w") {
+    scale = 7ULL * 24 * 3600 * 1000;
+  } else if (unit == "y") {
+    scale = 365ULL * 24 * 3600 * 1000;
   } else {
     return std::nullopt;
   }
@@ -413,8 +295,11 @@ Config default_config() {
   if (::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') c.server_name = host;
   if (const char* tmp = std::getenv("TMPDIR"); tmp != nullptr && tmp[0] == '/') c.temp_dir = tmp;
   c.limits.temp_dir = c.temp_dir;
+  config_detail::finish_sites(c.source, c);
   return c;
 }
+
+void rebuild_implicit_site(Config& config) { config_detail::finish_sites(config.source, config); }
 
 Config load_config(const std::string& path) {
   toml::table root;
@@ -442,11 +327,14 @@ Config load_config(const std::string& path) {
     size_t i = 0;
     for (const toml::node& block : *node->as_array()) {
       const std::string name = "fastcgi[" + std::to_string(i++) + "]";
-      read_fastcgi(Section(path, *block.as_table(), name + "."),
-                   static_cast<int>(block.source().begin.line), c);
+      c.fastcgi.push_back(config_detail::read_fastcgi(Section(path, *block.as_table(), name + "."),
+                                                      static_cast<int>(block.source().begin.line),
+                                                      nullptr));
     }
   }
+  if (const toml::node* node = top.node("server")) config_detail::read_sites(top, *node, c);
   top.finish();
+  config_detail::finish_sites(path, c);
   if (c.access_log == "off") c.access_log.clear();
   c.limits.temp_dir = c.temp_dir;
   return c;

@@ -51,10 +51,10 @@ struct StaticConfig {
 // One [[fastcgi]] block: requests whose decoded path matches go to a
 // FastCGI application (php-fpm).
 struct FastCgiConfig {
-  std::string match;  // ECMAScript regular expression, searched in the decoded path
+  std::string match;  // PCRE2 regular expression, searched in the decoded path
   std::string pass;   // "unix:/run/php/php-fpm.sock" or "127.0.0.1:9000"
   net::SocketAddress address = net::InetAddress();
-  std::string root;   // empty: the static root
+  std::string root;   // empty: the location's (the static root)
   std::string index = "index.php";  // run for a request naming a directory, if present
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds read_timeout{30000};
@@ -77,6 +77,57 @@ struct FastCgiConfig {
   std::vector<std::string> methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
   int line = 0;  // where the block starts, for messages
   bool operator==(const FastCgiConfig&) const = default;
+};
+
+// A response a location gives without a handler (nginx's return).
+struct ReturnConfig {
+  int status = 0;        // 0: none
+  std::string url;       // 301, 302, 303, 307, 308: the Location, with variables
+  std::string body;      // other statuses: the body (empty: the error page)
+  std::string type = "text/plain; charset=utf-8";
+  bool operator==(const ReturnConfig&) const = default;
+};
+
+// One [[server.location]]: where a request path goes within a site.
+struct LocationConfig {
+  enum class Match { kPrefix, kExact, kRegex, kRegexCaseless };
+  Match match = Match::kPrefix;
+  std::string pattern;      // the path, or the regular expression
+  bool skip_regex = false;  // as the longest prefix, no regex is tried (nginx "^~")
+  std::string root;         // empty: the site's
+  std::string alias;        // prefix locations: the directory that replaces the prefix
+  std::vector<std::string> index;      // empty: the site's
+  std::vector<std::string> try_files;  // candidates, then a URI or "=404"
+  ReturnConfig ret;
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  Fields headers;         // added to 200, 201, 204, 206, 301, 302, 303, 304, 307, 308
+  Fields headers_always;  // added to every response
+  std::optional<std::chrono::seconds> expires;  // Cache-Control: max-age on 2xx/3xx
+  bool deny_all = false;
+  std::vector<Cidr> allow;  // non-empty: only these clients
+  std::vector<Cidr> deny;
+  std::vector<std::string> methods;  // empty: any; others get 405
+  bool internal = false;  // reached only through try_files (not by a client)
+  bool static_files = true;
+  bool users = false;                  // the users app ([auth]) answers its paths
+  std::vector<FastCgiConfig> fastcgi;  // tried in order before the static files
+  int line = 0;
+  bool operator==(const LocationConfig&) const = default;
+};
+
+// One [[server]]: a site, chosen by the request's Host.
+struct SiteConfig {
+  // Exact ("example.com"), wildcard ("*.example.com", "example.*",
+  // ".example.com" for both the name and its subdomains) or regular
+  // expression ("~^www\d+\.example\.net$"). Empty: any name.
+  std::vector<std::string> names;
+  bool is_default = false;  // answers a Host no site names; else the first site
+  std::string root;         // empty: [static].root
+  std::vector<std::string> index;  // empty: [static].index
+  std::vector<LocationConfig> locations;
+  bool implicit = false;  // made from the top-level keys (no [[server]] in the file)
+  int line = 0;
+  bool operator==(const SiteConfig&) const = default;
 };
 
 // [auth]: the users application (register, log in) on a database.
@@ -122,7 +173,10 @@ struct Config {
   std::chrono::milliseconds shutdown_timeout{10000};
   http::HttpLimits limits;
   StaticConfig static_files;
-  std::vector<FastCgiConfig> fastcgi;
+  std::vector<FastCgiConfig> fastcgi;  // top-level blocks (the implicit site's)
+  // [[server]] blocks; without any, one implicit site: location "/" with
+  // the users app ([auth]), the [[fastcgi]] blocks and the static files.
+  std::vector<SiteConfig> sites;
   AuthConfig auth;
   size_t task_threads = 4;  // for blocking work (the users database, password hashing)
   LogConfig log;
@@ -139,9 +193,14 @@ int cpu_count();
 // Reads and validates a TOML file on top of the defaults. Throws ConfigError.
 Config load_config(const std::string& path);
 
+// Makes the implicit site again from the top-level keys (after they were
+// changed: flags, values a reload keeps); sites of a [[server]] stay.
+void rebuild_implicit_site(Config& config);
+
 // Parsers for the value forms the file uses; nullopt when malformed.
 // Durations: "250ms", "10s", "5m", "1h", "7d" (or a bare integer of seconds).
 std::optional<std::chrono::milliseconds> parse_duration(std::string_view text);
+// Also "2w" and "1y" (365 days).
 // Sizes: "512", "16KiB", "64MiB", "1GiB" (also "k", "m", "g" as 1024 multiples).
 std::optional<uint64_t> parse_size(std::string_view text);
 

@@ -24,6 +24,7 @@ struct Cidr {
   // bits must be zero ("10.0.0.1/8" is rejected as a likely typo).
   static std::optional<Cidr> parse(std::string_view text);
   bool contains(const net::InetAddress& addr) const;
+  bool operator==(const Cidr&) const = default;
 };
 
 class IpFilter {

@@ -20,7 +20,7 @@
 #include "net/event_loop.h"
 #include "net/signal_set.h"
 #include "server/config.h"
-#include "server/handlers/static_files.h"
+#include "server/sites.h"
 #include "server/server.h"
 
 #ifndef TERN_VERSION
@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
     config = build_config(flags);
     if (flags.test_only) {
       // Opening the root is part of the check, as nginx -t checks its files.
-      tern::server::StaticFiles probe({config.static_files.root, config.static_files.index});
+      tern::server::Sites sites(config);
       check_temp_dir(config.temp_dir);
       std::printf("tern: configuration %s is ok\n", config.source.c_str());
       return 0;

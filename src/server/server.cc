@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <csignal>
 #include <stdexcept>
 #include <string>
@@ -17,9 +18,9 @@
 #define TERN_VERSION "0.0.0"
 #endif
 #include "net/event_loop.h"
+#include "server/chain.h"
 #include "server/handlers/fastcgi_handler.h"
-#include "server/handlers/static_files.h"
-#include "server/handlers/static_handler.h"
+#include "server/sites.h"
 
 namespace tern::server {
 namespace {
@@ -50,30 +51,7 @@ std::shared_ptr<const MimeTypes> mime_types(const Config& config) {
   return mime;
 }
 
-StaticFilesOptions static_options(const Config& config, const MimeTypes* mime) {
-  StaticFilesOptions options;
-  options.root = config.static_files.root;
-  options.index = config.static_files.index;
-  options.symlinks = config.static_files.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere
-                                                                     : SymlinkPolicy::kInsideRoot;
-  options.gzip_static = config.static_files.gzip_static;
-  options.cache_max_entries = config.static_files.cache_entries;
-  options.cache_valid_for = config.static_files.cache_valid;
-  options.memory_max_file_bytes = config.static_files.memory_file_bytes;
-  options.deny_dotfiles = config.static_files.deny_dotfiles;
-  options.mime_types = mime;
-  return options;
-}
-
 }  // namespace
-
-// One loop's static files: the handler with its open-file cache, and the
-// MIME table it reads. Replaced whole on SIGHUP, on that loop's thread.
-struct StaticSite {
-  std::shared_ptr<const MimeTypes> mime;
-  std::unique_ptr<StaticFiles> files;
-  bool use_mmap = false;
-};
 
 namespace {
 // A FastCgiConfig or AuthConfig as written, wherever in the file it sits.
@@ -100,11 +78,12 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.task_threads == b.task_threads, "task_threads");
   check(a.server_name == b.server_name, "server_name");
   check(a.temp_dir == b.temp_dir, "temp_dir");
-  bool same_fastcgi = a.fastcgi.size() == b.fastcgi.size();
-  for (size_t i = 0; same_fastcgi && i < a.fastcgi.size(); ++i) {
-    same_fastcgi = without_line(a.fastcgi[i]) == without_line(b.fastcgi[i]);
+  const std::vector<FastCgiConfig> fa = fastcgi_blocks(a), fb = fastcgi_blocks(b);
+  bool same_fastcgi = fa.size() == fb.size();
+  for (size_t i = 0; same_fastcgi && i < fa.size(); ++i) {
+    same_fastcgi = without_line(fa[i]) == without_line(fb[i]);
   }
-  check(same_fastcgi, "[[fastcgi]]");
+  check(same_fastcgi, "FastCGI blocks");
   check(without_line(a.auth) == without_line(b.auth), "[auth]");
   return keys;
 }
@@ -142,42 +121,26 @@ void Server::start() {
   signals_ = std::make_unique<net::SignalSet>(
       loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2},
       [this](int signo) { on_signal(signo); });
-  // Fail early, on the main thread, if the root cannot be opened.
-  auto mime = mime_types(config);
-  StaticFiles probe(static_options(config, mime.get()));
   access_log_.open(config.access_log);
 
   http_ = std::make_unique<http::HttpServer>(loop_, config.listen, http_options(config));
-  http_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) { serve(r, w); });
-  if (!config.fastcgi.empty()) {
-    fastcgi_ = std::make_unique<FastCgiRoutes>(config, std::string("tern/") + TERN_VERSION);
+  if (std::vector<FastCgiConfig> blocks = fastcgi_blocks(config); !blocks.empty()) {
+    fastcgi_ = std::make_unique<FastCgiRoutes>(config, blocks, std::string("tern/") + TERN_VERSION);
   }
   if (config.auth.enabled) start_users_app(config);
-  // A static file takes no body: a request with one is answered from its
-  // head, and the body is dropped as it arrives rather than read into
-  // memory first (HttpConnection).
-  static_with_body_ = [this](http::Exchange& exchange) {
-    serve(exchange.request(), exchange.writer());
-    exchange.finish();
-  };
-  // Without applications only requests with a body need asking.
-  http_->set_exchange_router(
-      [this](const http::Request& request) -> const http::ExchangeHandler* {
-        if (users_) {
-          if (const http::ExchangeHandler* handler = users_->route(request)) return handler;
-        }
-        if (fastcgi_) {
-          if (const http::ExchangeHandler* handler = fastcgi_->route(request)) return handler;
-        }
-        const bool has_body = request.body_framing() == http::BodyFraming::kChunked ||
-                              (request.body_framing() == http::BodyFraming::kContentLength &&
-                               request.content_length() > 0);
-        return has_body ? &static_with_body_ : nullptr;
-      },
-      /*bodies_only=*/!users_ && !fastcgi_);
-  http_->set_thread_init_callback([this, mime](net::EventLoop* loop) {
+  // Fails early, on the main thread, if a root cannot be opened.
+  chain_ = build_chain(config);
+  // Every request head is resolved by the chain: the exchange handler it
+  // returns, or the Router's fallback right after.
+  http_->set_exchange_router([this](const http::Request& request, const net::TcpConnection& conn) {
+    return chains_.current()->route(request, conn);
+  });
+  http_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) {
+    chains_.current()->serve(r, w);
+  });
+  http_->set_thread_init_callback([this](net::EventLoop* loop) {
     if (fastcgi_) fastcgi_->init_loop(loop);
-    install_static_site(loop, *config_, mime);
+    chains_.emplace(loop, chain_);
   });
   // Installed even when the log is off: SIGHUP may turn it on.
   http_->set_response_callback(
@@ -232,19 +195,10 @@ void Server::start_users_app(const Config& config) {
                 config.task_threads);
 }
 
-void Server::install_static_site(net::EventLoop* loop, const Config& config,
-                                 std::shared_ptr<const MimeTypes> mime) {
-  StaticSite site;
-  site.mime = std::move(mime);
-  site.files = std::make_unique<StaticFiles>(static_options(config, site.mime.get()));  // may throw
-  site.use_mmap = config.static_files.zero_copy == StaticConfig::ZeroCopy::kMmap;
-  static_sites_.emplace(loop, std::move(site));  // an old one goes here, on its loop
-}
-
-void Server::serve(const http::Request& request, http::ResponseWriter& writer) {
-  StaticSite& site = *static_sites_.current();
-  respond_static(*site.files, request, writer, net::EventLoop::current()->clock().now(),
-                 site.use_mmap);
+std::shared_ptr<const Chain> Server::build_chain(const Config& config) const {
+  auto sites = std::make_shared<const Sites>(config);
+  return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), fastcgi_.get(),
+                                       users_.get());
 }
 
 void Server::on_signal(int signo) {
@@ -281,16 +235,13 @@ void Server::reload() {
     return;
   }
   const Config& old = *config_;
-  // What could fail is checked before anything changes.
-  auto mime = mime_types(fresh);
-  try {
-    StaticFiles probe(static_options(fresh, mime.get()));
-  } catch (const std::exception& e) {
-    TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: {}", config_path_, e.what());
-    return;
-  }
   // Settings only a restart applies keep their running values.
   std::vector<std::string> restart = settings_needing_restart(old, fresh);
+  if (std::find(restart.begin(), restart.end(), "FastCGI blocks") != restart.end()) {
+    // The locations name the running FastCGI blocks: they stay as they are.
+    fresh.sites = old.sites;
+    fresh.fastcgi = old.fastcgi;
+  }
   fresh.listen = old.listen;
   fresh.workers = old.workers;
   fresh.accept_mode = old.accept_mode;
@@ -302,8 +253,16 @@ void Server::reload() {
   fresh.task_threads = old.task_threads;
   fresh.server_name = old.server_name;
   fresh.temp_dir = fresh.limits.temp_dir = old.temp_dir;
-  fresh.fastcgi = old.fastcgi;
   fresh.auth = old.auth;
+  rebuild_implicit_site(fresh);
+  // What could fail is checked before anything changes.
+  std::shared_ptr<const Chain> chain;
+  try {
+    chain = build_chain(fresh);
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: {}", config_path_, e.what());
+    return;
+  }
 
   if (fresh.log.error_log != old.log.error_log || fresh.log.max_file_bytes != old.log.max_file_bytes ||
       fresh.log.max_files != old.log.max_files || fresh.log.flush_interval != old.log.flush_interval) {
@@ -326,17 +285,17 @@ void Server::reload() {
     blocked_ = std::move(filter);
   }
   http_->set_limits(fresh.limits);
-  auto applied = std::make_shared<const Config>(std::move(fresh));
+  chain_ = chain;
   for (net::EventLoop* loop : http_->tcp_server().io_loops()) {
-    loop->run_in_loop([this, loop, applied, mime] {
+    loop->run_in_loop([this, loop, chain] {
       try {
-        install_static_site(loop, *applied, mime);
+        chains_.emplace(loop, chain);
       } catch (const std::exception& e) {
-        TERN_LOG_ERROR("SIGHUP: static files keep their running settings: {}", e.what());
+        TERN_LOG_ERROR("SIGHUP: sites keep their running settings: {}", e.what());
       }
     });
   }
-  config_ = std::move(applied);
+  config_ = std::make_shared<const Config>(std::move(fresh));
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
   if (!restart.empty()) {
     std::string keys;

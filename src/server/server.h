@@ -1,15 +1,17 @@
 // Server: the tern web server assembled from its parts: an HttpServer on the
-// configured addresses, static files from the document root (one
-// StaticFiles with its open-file cache per loop), the access log, the
-// blocklist, and the reactions to signals:
+// configured addresses, the sites and their locations on one handler chain
+// (server/chain.h: static files with an open-file cache per loop, FastCGI,
+// the users app, redirects), the access log, the blocklist, and the
+// reactions to signals:
 //   SIGTERM, SIGINT  stop accepting, let in-flight responses finish (up to
 //                    shutdown_timeout), close idle keep-alive connections, exit
 //   SIGHUP           re-read the config file and apply it without dropping
 //                    connections: logging, access log, blocklist, timeouts
-//                    and limits, and [static] (a new root too; one that
-//                    cannot be opened keeps the running configuration). What
-//                    needs a restart (listen, workers, [[fastcgi]], [auth],
-//                    ...) keeps its running value and is named in the log.
+//                    and limits, [static], sites and locations (a root
+//                    that cannot be opened keeps the running configuration).
+//                    What needs a restart (listen, workers, FastCGI blocks,
+//                    [auth], ...) keeps its running value and is named in
+//                    the log.
 //   SIGUSR1          reopen the log files (after logrotate moved them)
 //   SIGUSR2          start / stop a CPU profile (-DTERN_PROFILER=ON builds)
 //
@@ -34,8 +36,9 @@
 
 namespace tern::server {
 
+class Chain;
+class ChainLoop;
 class FastCgiRoutes;
-struct StaticSite;
 
 class Server {
  public:
@@ -60,12 +63,11 @@ class Server {
 
  private:
   void on_signal(int signo);
-  void serve(const http::Request& request, http::ResponseWriter& writer);
   void check_drained();
   void start_users_app(const Config& config);
-  // Builds this loop's static site from `config` (on the loop's thread).
-  void install_static_site(net::EventLoop* loop, const Config& config,
-                           std::shared_ptr<const MimeTypes> mime);
+  // The chain for `config` (sites compiled, roots opened); throws
+  // std::runtime_error.
+  std::shared_ptr<const Chain> build_chain(const Config& config) const;
 
   net::EventLoop* const loop_;
   std::string config_path_;
@@ -74,10 +76,10 @@ class Server {
   // Read on accepting threads, replaced on SIGHUP.
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
-  net::LoopLocal<StaticSite> static_sites_;  // replaced whole on SIGHUP
-  std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without [[fastcgi]] blocks
-  http::ExchangeHandler static_with_body_;
+  std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without FastCGI blocks
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
+  std::shared_ptr<const Chain> chain_;      // replaced on SIGHUP
+  net::LoopLocal<ChainLoop> chains_;        // each loop's side of chain_
   std::unique_ptr<http::HttpServer> http_;
   // After http_: joined first, while the loops its tasks post to still run.
   std::unique_ptr<TaskPool> tasks_;

@@ -116,7 +116,7 @@ class ExchangeTest : public ::testing::Test {
     runner_.run([&] {
       server_->get("/hello", [](const Request&, ResponseWriter& w) { w.start(200).body("hello"); });
       server_->post("/echo", [](const Request& r, ResponseWriter& w) { w.start(200).body(r.body()); });
-      server_->set_exchange_router([this](const Request& r) -> const ExchangeHandler* {
+      server_->set_exchange_router([this](const Request& r, const net::TcpConnection&) -> const ExchangeHandler* {
         ++router_calls_;
         auto it = handlers_.find(std::string(r.path()));
         return it == handlers_.end() ? nullptr : &it->second;

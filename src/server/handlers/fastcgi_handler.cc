@@ -15,6 +15,7 @@
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 #include "server/handlers/static_files.h"
+#include "server/regex.h"
 #include "server/open_file_cache.h"
 
 namespace tern::server {
@@ -55,7 +56,7 @@ struct FastCgiRoutes::Block {
   FastCgiConfig config;
   std::string root;  // without a trailing '/'
   std::optional<std::string> suffix;
-  std::regex pattern;
+  std::optional<Regex> pattern;
   std::string log_name;
   std::string allow;  // the methods, for a 405's Allow
   std::unique_ptr<ResponseCache> cache;
@@ -64,7 +65,7 @@ struct FastCgiRoutes::Block {
 
   bool matches(std::string_view path) const {
     if (suffix) return path.ends_with(*suffix);
-    return std::regex_search(path.begin(), path.end(), pattern);
+    return pattern->search(path);
   }
   bool allows(std::string_view method) const {
     for (const std::string& m : config.methods) {
@@ -90,14 +91,14 @@ struct FastCgiRoutes::LoopState {
   Route route;
 };
 
-FastCgiRoutes::FastCgiRoutes(const Config& config, std::string software)
+FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConfig>& blocks,
+                             std::string software)
     : software_(std::move(software)),
       server_name_(config.server_name),
       temp_dir_(config.temp_dir),
       symlinks_anywhere_(config.static_files.allow_symlinks_outside_root),
-      deny_dotfiles_(config.static_files.deny_dotfiles),
       cache_valid_(config.static_files.cache_valid) {
-  for (const FastCgiConfig& block_config : config.fastcgi) {
+  for (const FastCgiConfig& block_config : blocks) {
     auto block = std::make_unique<Block>();
     block->config = block_config;
     block->root = block_config.root.empty() ? config.static_files.root : block_config.root;
@@ -111,7 +112,7 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, std::string software)
     }
     ::close(fd);
     block->suffix = literal_suffix(block_config.match);
-    if (!block->suffix) block->pattern = std::regex(block_config.match, std::regex::ECMAScript);
+    if (!block->suffix) block->pattern.emplace(block_config.match);
     block->log_name = "fastcgi " + block_config.address.to_string();
     block->allow = join(block_config.methods, ", ");
     if (block_config.cache) {
@@ -173,13 +174,11 @@ void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
   });
 }
 
-const http::ExchangeHandler* FastCgiRoutes::route(const http::Request& request) {
+const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view normalized) {
   LoopState* state = loops_.current();
-  if (state == nullptr) return nullptr;
-  bool dot_segment = false;
-  if (!http::normalize_path(request.path(), &state->path, &dot_segment)) return nullptr;  // 400 from static
+  if (state == nullptr || index >= blocks_.size()) return nullptr;
+  state->path.assign(normalized);
   const std::string& path = state->path;
-  if (dot_segment && deny_dotfiles_ && names_a_dotfile(path)) return nullptr;  // 403 from static
   const auto now = net::EventLoop::current()->clock().now();
   LoopState::Route& route = state->route;
   auto is_script = [&](const Block& block, std::string_view candidate, int* error) {
@@ -188,12 +187,13 @@ const http::ExchangeHandler* FastCgiRoutes::route(const http::Request& request) 
     *error = found ? 404 : OpenFileCache::http_status(found.error());
     return false;
   };
-  for (const auto& block : blocks_) {
+  const auto& block = blocks_[index];
+  {
     int error = 404;
     if (path.back() == '/') {
-      if (block->config.index.empty()) continue;
+      if (block->config.index.empty()) return nullptr;
       state->probe.assign(path).append(block->config.index);
-      if (!block->matches(state->probe) || !is_script(*block, state->probe, &error)) continue;
+      if (!block->matches(state->probe) || !is_script(*block, state->probe, &error)) return nullptr;
       route = {block.get(), state->probe, {}, 0};
       return &block->handler;
     }

@@ -1,8 +1,7 @@
-// FastCgiRoutes: the [[fastcgi]] blocks of the config, turned into
-// Exchange handlers that pass matching requests to php-fpm.
-//
-// A request is matched against each block in order, on its decoded and
-// normalised path:
+// FastCgiRoutes: the FastCGI blocks of the config's locations, turned into
+// Exchange handlers that pass matching requests to php-fpm. Each block is
+// one handler on its location's chain (server/handler.h), asked with the
+// request's decoded and normalised path:
 //   - a path ending in '/' runs the block's index script ("/" ->
 //     "/index.php") if that file exists;
 //   - otherwise the script is the longest prefix of the path, ending at a
@@ -15,10 +14,11 @@
 //     answered 404 here, without asking the application (nginx's
 //     "try_files $uri =404", which also keeps PHP's
 //     security.limit_extensions from being the only guard).
-// Everything else falls through to the static files. Scripts are looked up
+// Everything else passes on to the next handler (the static files).
+// Scripts are looked up
 // beneath the block's root with the static files' symlink policy (a link
 // out of the root is 403, as for a file), through a per-loop cache of what
-// exists; dotfiles are left to the static files' rule when it is on.
+// exists (the chain refuses dotfiles before any handler runs).
 // A method the block does not list (TRACE by default) is 405.
 //
 // Each loop has its own connection pool per block (created by init_loop()
@@ -28,7 +28,6 @@
 
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -46,11 +45,11 @@ namespace tern::server {
 
 class FastCgiRoutes {
  public:
-  // From config: the blocks, the static root (for blocks that set none),
-  // the symlink and dotfile rules, the temp directory and the server name.
-  // `software` is SERVER_SOFTWARE ("tern/0.1.0"). Throws std::runtime_error
-  // when a block's root cannot be opened.
-  FastCgiRoutes(const Config& config, std::string software);
+  // `blocks` with their roots set (Sites::fastcgi()); from config the
+  // symlink rule, the temp directory and the server name. `software` is
+  // SERVER_SOFTWARE ("tern/0.1.0"). Throws std::runtime_error when a
+  // block's root cannot be opened.
+  FastCgiRoutes(const Config& config, const std::vector<FastCgiConfig>& blocks, std::string software);
   ~FastCgiRoutes();
   FastCgiRoutes(const FastCgiRoutes&) = delete;
   FastCgiRoutes& operator=(const FastCgiRoutes&) = delete;
@@ -62,9 +61,11 @@ class FastCgiRoutes {
   // the I/O loops still run; requests after it get 502.
   void shutdown(const std::vector<net::EventLoop*>& loops);
 
-  // The handler for this request, or nullptr. Loop thread; the handler
-  // returned must be run before the next call (HttpConnection does).
-  const http::ExchangeHandler* route(const http::Request& request);
+  // The handler of `block` for a request with this normalised path, or
+  // nullptr. Loop thread; the handler returned must be run before the next
+  // call (the chain does).
+  const http::ExchangeHandler* route(size_t block, std::string_view path);
+  size_t size() const { return blocks_.size(); }
 
   struct LoopState;  // one loop's pools and script cache (defined in the .cc)
 
@@ -78,7 +79,6 @@ class FastCgiRoutes {
   const std::string server_name_;
   const std::string temp_dir_;
   const bool symlinks_anywhere_;
-  const bool deny_dotfiles_;
   const std::chrono::milliseconds cache_valid_;
   net::LoopLocal<LoopState> loops_;
 };

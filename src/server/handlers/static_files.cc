@@ -174,18 +174,24 @@ void StaticFiles::describe(std::string_view name, StaticResult* result) {
 // to answer (a 301 also fills in the location).
 int StaticFiles::open_target(const StaticRequest& request, Clock::time_point now,
                              StaticResult* result, std::string_view* name) {
-  bool dot_segment = false;
-  if (!http::normalize_path(request.path, &path_, &dot_segment)) return 400;
-  if (dot_segment && options_.deny_dotfiles && names_a_dotfile(path_)) return 403;
+  if (request.normalized) {
+    path_.assign(request.path);
+  } else {
+    bool dot_segment = false;
+    if (!http::normalize_path(request.path, &path_, &dot_segment)) return 400;
+    if (dot_segment && options_.deny_dotfiles && names_a_dotfile(path_)) return 403;
+  }
   OpenFileCache::FileResult found = cache_.find(path_, now);
   if (!found) return OpenFileCache::http_status(found.error());
   FilePtr file = std::move(found.value());
   *name = path_;
   if (file->is_directory()) {
-    if (path_.back() != '/') {
-      redirect_to_directory(request.query, result);
+    const std::string_view uri_path = request.uri_path.empty() ? std::string_view(path_) : request.uri_path;
+    if (uri_path.back() != '/') {
+      redirect_to_directory(uri_path, request.query, result);
       return 301;
     }
+    if (path_.back() != '/') path_ += '/';
     if (int status = find_index(now, &file); status != 0) return status;
     *name = index_path_;
   }
@@ -193,9 +199,10 @@ int StaticFiles::open_target(const StaticRequest& request, Clock::time_point now
   return 0;
 }
 
-void StaticFiles::redirect_to_directory(std::string_view query, StaticResult* result) {
+void StaticFiles::redirect_to_directory(std::string_view uri_path, std::string_view query,
+                                        StaticResult* result) {
   location_.clear();
-  http::append_percent_encoded_path(path_, &location_);
+  http::append_percent_encoded_path(uri_path, &location_);
   location_ += '/';
   if (!query.empty()) {
     location_ += '?';

@@ -75,7 +75,13 @@ struct StaticFilesOptions {
 // The parts of a request serve() looks at. Empty strings mean "absent".
 struct StaticRequest {
   http::Method method = http::Method::kGet;
-  std::string_view path;   // the origin-form path, still percent-encoded
+  std::string_view path;   // the origin-form path, still percent-encoded...
+  // ...or already decoded and normalised, and checked for dotfiles (the
+  // handler chain's route), when `normalized`.
+  bool normalized = false;
+  // The request's own path when `path` is another (a location's alias):
+  // a directory's 301 goes to it plus "/". Empty: `path`.
+  std::string_view uri_path;
   std::string_view query;  // after '?', without it; kept on redirects
   std::string_view if_none_match;
   std::string_view if_modified_since;
@@ -134,7 +140,7 @@ class StaticFiles {
 
   int open_target(const StaticRequest& request, Clock::time_point now, StaticResult* result,
                   std::string_view* name);
-  void redirect_to_directory(std::string_view query, StaticResult* result);
+  void redirect_to_directory(std::string_view uri_path, std::string_view query, StaticResult* result);
   int find_index(Clock::time_point now, FilePtr* file);
   void select_encoding(const StaticRequest& request, std::string_view name,
                        Clock::time_point now, StaticResult* result);

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include "http/error_page.h"
+#include "server/handlers/location_handlers.h"
+#include "server/sites.h"
 #include "net/event_loop.h"
 
 namespace tern::server {
@@ -26,13 +28,14 @@ void map_region(net::FileRegion& region) {
   region.offset -= start;
 }
 
-}  // namespace
-
-void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
-                    std::chrono::steady_clock::time_point now, bool use_mmap) {
+void respond(StaticFiles& files, const http::Request& request, std::string_view path,
+             bool normalized, std::string_view uri_path, http::ResponseWriter& writer,
+             std::chrono::steady_clock::time_point now, bool use_mmap) {
   StaticRequest query;
   query.method = request.method();
-  query.path = request.path();
+  query.path = path;
+  query.normalized = normalized;
+  query.uri_path = uri_path;
   query.query = request.query();
   query.now = net::EventLoop::current() != nullptr ? net::EventLoop::current()->clock().wall_seconds() : 0;
   // One pass over the fields instead of a lookup each (first one wins, as
@@ -93,6 +96,87 @@ void respond_static(StaticFiles& files, const http::Request& request, http::Resp
   region.keep_alive = result.file;  // keeps the fd open until sent
   if (use_mmap && request.method() == http::Method::kGet) map_region(region);
   writer.file(std::move(region));
+}
+
+}  // namespace
+
+void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
+                    std::chrono::steady_clock::time_point now, bool use_mmap) {
+  respond(files, request, request.path(), false, {}, writer, now, use_mmap);
+}
+
+void respond_static(StaticFiles& files, const http::Request& request, std::string_view path,
+                    std::string_view uri_path, http::ResponseWriter& writer,
+                    std::chrono::steady_clock::time_point now, bool use_mmap) {
+  respond(files, request, path, true, uri_path, writer, now, use_mmap);
+}
+
+StaticHandler::StaticHandler(const Location& location, bool use_mmap)
+    : prefix_(location.alias ? location.config.pattern : std::string()),
+      try_files_(location.config.try_files),
+      use_mmap_(use_mmap) {}
+
+bool StaticHandler::file_path(std::string_view path, std::string* out) const {
+  if (prefix_.empty()) {
+    out->assign(path);
+    return true;
+  }
+  // An alias takes the place of the prefix: "/img/" -> "/srv/pictures/"
+  // makes "/img/a.png" the file "/a.png" beneath "/srv/pictures".
+  std::string_view rest = path.substr(std::min(path.size(), prefix_.size()));
+  if (prefix_.back() == '/') {
+    out->assign("/").append(rest);
+  } else if (rest.empty() || rest.front() == '/') {
+    out->assign(rest.empty() ? "/" : rest);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Handler::Claim StaticHandler::claim(Route& route) {
+  if (try_files_.empty()) return Claim::kRespond;
+  std::string candidate, file;
+  const auto now = net::EventLoop::current()->clock().now();
+  for (size_t i = 0; i + 1 < try_files_.size(); ++i) {
+    candidate.clear();
+    expand_variables(try_files_[i], route, false, &candidate);
+    // "$uri/" for "/docs/" is "/docs//": one slash is enough.
+    for (size_t at = candidate.find("//"); at != std::string::npos; at = candidate.find("//", at)) {
+      candidate.erase(at, 1);
+    }
+    if (candidate.empty() || candidate.front() != '/' || !file_path(candidate, &file)) continue;
+    const bool directory = candidate.back() == '/';
+    OpenFileCache::FileResult found = route.files->cache().find(file, now);
+    if (found && (directory ? found.value()->is_directory() : found.value()->is_regular())) {
+      route.target = std::move(candidate);
+      route.path = route.target;
+      return Claim::kRespond;
+    }
+  }
+  const std::string& last = try_files_.back();
+  if (last.front() == '=') {
+    route.status = std::stoi(last.substr(1));
+    return Claim::kRespond;
+  }
+  candidate.clear();
+  expand_variables(last, route, false, &candidate);
+  // The query a fallback URI names is not applied: the request keeps its own.
+  candidate.resize(std::min(candidate.size(), candidate.find('?')));
+  route.target = std::move(candidate);
+  route.path = route.target;
+  return Claim::kRedirect;
+}
+
+void StaticHandler::respond(const Route& route, http::ResponseWriter& writer) {
+  if (route.status != 0) return http::write_error_page(writer, route.status);
+  const auto now = net::EventLoop::current()->clock().now();
+  if (prefix_.empty()) {
+    return respond_static(*route.files, *route.request, route.path, route.path, writer, now, use_mmap_);
+  }
+  std::string file;
+  if (!file_path(route.path, &file)) return http::write_error_page(writer, 404);
+  respond_static(*route.files, *route.request, file, route.path, writer, now, use_mmap_);
 }
 
 }  // namespace tern::server

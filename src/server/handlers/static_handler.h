@@ -8,13 +8,45 @@
 
 #include "http/request.h"
 #include "http/response_writer.h"
+#include "server/handler.h"
 #include "server/handlers/static_files.h"
 
 namespace tern::server {
 
+struct Location;
+
 // With use_mmap the body is mapped and written from memory (the comparison
-// mode TinyWebServer uses); otherwise it goes out with sendfile(2).
+// mode TinyWebServer uses); otherwise it goes out with sendfile(2). The
+// file is the one the request's path names beneath the root...
 void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
                     std::chrono::steady_clock::time_point now, bool use_mmap = false);
+
+// ...or, from the handler chain, the file at `path` (decoded and
+// normalised) for a request whose own normalised path is `uri_path`.
+void respond_static(StaticFiles& files, const http::Request& request, std::string_view path,
+                    std::string_view uri_path, http::ResponseWriter& writer,
+                    std::chrono::steady_clock::time_point now, bool use_mmap);
+
+// The static files of a location on the handler chain: the file the path
+// names beneath the location's root (or, with an alias, what follows the
+// location's prefix beneath the alias), its index for a directory, or
+// with try_files the first candidate that exists ("$uri", "$uri/",
+// "/index.html" for a single-page app), then the last entry: a status
+// ("=404") or a URI matched again against the site's locations.
+class StaticHandler final : public Handler {
+ public:
+  StaticHandler(const Location& location, bool use_mmap);
+  Claim claim(Route& route) override;
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+
+ private:
+  // The path beneath the store's root; false when an alias location's
+  // prefix does not end at a segment ("/imgx" for "/img").
+  bool file_path(std::string_view path, std::string* out) const;
+
+  std::string prefix_;  // of an alias location; empty otherwise
+  std::vector<std::string> try_files_;
+  bool use_mmap_;
+};
 
 }  // namespace tern::server

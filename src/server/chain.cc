@@ -1,0 +1,166 @@
+#include "server/chain.h"
+
+#include "auth/users_app.h"
+#include "http/error_page.h"
+#include "http/uri.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+#include "server/handlers/fastcgi_handler.h"
+#include "server/handlers/location_handlers.h"
+#include "server/handlers/static_handler.h"
+
+namespace tern::server {
+namespace {
+
+// The chain's own answers: a path that cannot be decoded, a dotfile, no
+// location, too many internal redirects.
+StatusHandler kBadRequest(400), kForbidden(403), kNotFound(404), kLoop(500);
+
+// Internal redirects one request may take (nginx allows 10).
+constexpr int kMaxRedirects = 10;
+
+bool has_body(const http::Request& request) {
+  return request.body_framing() == http::BodyFraming::kChunked ||
+         (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > 0);
+}
+
+}  // namespace
+
+Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
+             std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi,
+             const auth::UsersApp* users)
+    : sites_(std::move(sites)), mime_(std::move(mime)), deny_dotfiles_(config.static_files.deny_dotfiles) {
+  const StaticConfig& st = config.static_files;
+  static_base_.symlinks = st.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
+  static_base_.gzip_static = st.gzip_static;
+  static_base_.cache_max_entries = st.cache_entries;
+  static_base_.cache_valid_for = st.cache_valid;
+  static_base_.memory_max_file_bytes = st.memory_file_bytes;
+  static_base_.deny_dotfiles = st.deny_dotfiles;
+  static_base_.mime_types = mime_.get();
+  const bool use_mmap = st.zero_copy == StaticConfig::ZeroCopy::kMmap;
+
+  chains_.resize(sites_->location_count());
+  auto add = [this](std::vector<Handler*>& chain, std::unique_ptr<Handler> handler) {
+    chain.push_back(handler.get());
+    owned_.push_back(std::move(handler));
+  };
+  for (const auto& site : sites_->sites()) {
+    for (const Location& location : site->locations()) {
+      std::vector<Handler*>& chain = chains_[location.id];
+      const LocationConfig& lc = location.config;
+      if (AccessHandler::needed(lc)) add(chain, std::make_unique<AccessHandler>(lc));
+      if (!lc.methods.empty()) add(chain, std::make_unique<MethodsHandler>(lc.methods, location.allow));
+      if (lc.ret.status != 0) {
+        add(chain, std::make_unique<ReturnHandler>(lc));
+        continue;  // nothing after a return runs
+      }
+      if (lc.users && users != nullptr) add(chain, std::make_unique<UsersHandler>(users));
+      for (size_t block : location.fastcgi) add(chain, std::make_unique<FastCgiHandler>(fastcgi, block));
+      if (lc.static_files) add(chain, std::make_unique<StaticHandler>(location, use_mmap));
+    }
+  }
+}
+
+Chain::~Chain() = default;
+
+StaticFilesOptions Chain::static_options(const StaticStore& store) const {
+  StaticFilesOptions options = static_base_;
+  options.root = store.root;
+  options.index = store.index;
+  return options;
+}
+
+ChainLoop::ChainLoop(std::shared_ptr<const Chain> chain) : chain_(std::move(chain)) {
+  for (const StaticStore& store : chain_->sites().stores()) {
+    stores_.push_back(std::make_unique<StaticFiles>(chain_->static_options(store)));
+  }
+  entry_ = [this](http::Exchange& exchange) { start(exchange); };
+}
+
+void ChainLoop::refuse(int status) {
+  route_.status = status;
+  claim_ = Handler::Claim::kRespond;
+  switch (status) {
+    case 400: handler_ = &kBadRequest; break;
+    case 403: handler_ = &kForbidden; break;
+    case 404: handler_ = &kNotFound; break;
+    default: handler_ = &kLoop; break;
+  }
+}
+
+void ChainLoop::resolve(const http::Request& request, const net::TcpConnection& conn) {
+  Route& r = route_;
+  r.request = &request;
+  r.connection = &conn;
+  r.location = nullptr;
+  r.app = nullptr;
+  r.status = 0;
+  r.redirects = 0;
+  r.internal = false;
+  resolved_for_ = &request;
+  r.site = &chain_->sites().select(request.host());
+  bool dot_segment = false;
+  if (!http::normalize_path(request.path(), &path_, &dot_segment)) return refuse(400);
+  if (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(path_)) return refuse(403);
+  r.path = path_;
+  for (;;) {
+    r.captures.clear();
+    r.location = r.site->match(r.path, &r.captures);
+    // An internal location is for try_files' redirects, not for clients.
+    if (r.location == nullptr || (r.location->config.internal && !r.internal)) {
+      r.location = nullptr;
+      return refuse(404);
+    }
+    r.files = stores_[r.location->store].get();
+    Handler::Claim claim = Handler::Claim::kPass;
+    for (Handler* handler : chain_->handlers(*r.location)) {
+      claim = handler->claim(r);
+      if (claim == Handler::Claim::kPass) continue;
+      handler_ = handler;
+      claim_ = claim;
+      break;
+    }
+    if (claim == Handler::Claim::kPass) return refuse(404);
+    if (claim != Handler::Claim::kRedirect) return;
+    if (++r.redirects > kMaxRedirects) {
+      r.location = nullptr;
+      return refuse(500);
+    }
+    r.internal = true;
+  }
+}
+
+const http::ExchangeHandler* ChainLoop::route(const http::Request& request,
+                                              const net::TcpConnection& conn) {
+  resolve(request, conn);
+  if (claim_ == Handler::Claim::kExchange || has_body(request)) return &entry_;
+  return nullptr;
+}
+
+void ChainLoop::start(http::Exchange& exchange) {
+  resolved_for_ = nullptr;
+  // The configuration this request began under stays until it ends.
+  exchange.keep(chain_);
+  if (route_.location != nullptr && !route_.location->fields.empty()) {
+    exchange.writer().set_extra_fields(&route_.location->fields);
+  }
+  if (claim_ == Handler::Claim::kExchange) return handler_->start(route_, exchange);
+  // Answered from the head; a body behind it is dropped as it arrives.
+  handler_->respond(route_, exchange.writer());
+  exchange.finish();
+}
+
+void ChainLoop::serve(const http::Request& request, http::ResponseWriter& writer) {
+  if (resolved_for_ != &request) {
+    // Only route() resolves (HttpServer asks it for every request head).
+    return http::write_error_page(writer, 500);
+  }
+  resolved_for_ = nullptr;
+  if (route_.location != nullptr && !route_.location->fields.empty()) {
+    writer.set_extra_fields(&route_.location->fields);
+  }
+  handler_->respond(route_, writer);
+}
+
+}  // namespace tern::server

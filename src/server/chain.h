@@ -1,0 +1,93 @@
+// Chain: the web server's requests, from a complete head to the handler
+// that answers (server/handler.h). It holds the compiled Sites and, per
+// location, its handlers in order; ChainLoop is one loop's side of it:
+// the open-file caches of the document roots, and the route of the
+// request being resolved.
+//
+//   request head -> ChainLoop::route()            (HttpServer's exchange router)
+//     site by Host, path decoded and normalised (400), dotfiles (403),
+//     location by path (404), handlers' claims in order
+//     -> an Exchange handler: the claiming handler's start(), or its
+//        respond() and finish() for a request with a body (dropped)
+//     -> nullptr: ChainLoop::serve() answers at once (the Router's fallback)
+//
+// Built on the main thread (and again on reload), shared by the loops;
+// an exchange keeps the Chain it began under alive until it ends, so a
+// reload never changes a request in flight.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "http/exchange.h"
+#include "http/request.h"
+#include "http/response_writer.h"
+#include "server/config.h"
+#include "server/handler.h"
+#include "server/handlers/static_files.h"
+#include "server/mime_types.h"
+#include "server/sites.h"
+
+namespace tern::auth {
+class UsersApp;
+}
+
+namespace tern::server {
+
+class FastCgiRoutes;
+
+class Chain : public std::enable_shared_from_this<Chain> {
+ public:
+  // `fastcgi` has the blocks of sites->fastcgi() (null when there are
+  // none); `users` is null without [auth].
+  Chain(std::shared_ptr<const Sites> sites, const Config& config,
+        std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const auth::UsersApp* users);
+  ~Chain();
+
+  const Sites& sites() const { return *sites_; }
+  const std::vector<Handler*>& handlers(const Location& location) const {
+    return chains_[location.id];
+  }
+  // StaticFiles options for a store (its root and index, and [static]).
+  StaticFilesOptions static_options(const StaticStore& store) const;
+  bool deny_dotfiles() const { return deny_dotfiles_; }
+
+ private:
+  std::shared_ptr<const Sites> sites_;
+  std::shared_ptr<const MimeTypes> mime_;
+  StaticFilesOptions static_base_;
+  bool deny_dotfiles_;
+  std::vector<std::unique_ptr<Handler>> owned_;
+  std::vector<std::vector<Handler*>> chains_;  // by Location::id
+};
+
+class ChainLoop {
+ public:
+  // Opens the document roots (throws std::system_error when one cannot be
+  // opened). On the loop's thread.
+  explicit ChainLoop(std::shared_ptr<const Chain> chain);
+  ChainLoop(const ChainLoop&) = delete;
+  ChainLoop& operator=(const ChainLoop&) = delete;
+
+  // Resolves the request. The handler to take it as an exchange, or
+  // nullptr when serve() is to answer it, right after.
+  const http::ExchangeHandler* route(const http::Request& request, const net::TcpConnection& conn);
+  void serve(const http::Request& request, http::ResponseWriter& writer);
+
+ private:
+  void resolve(const http::Request& request, const net::TcpConnection& conn);
+  void refuse(int status);
+  void start(http::Exchange& exchange);
+
+  std::shared_ptr<const Chain> chain_;
+  std::vector<std::unique_ptr<StaticFiles>> stores_;  // by store index
+  Route route_;
+  std::string path_;  // the normalised path route_.path views
+  const http::Request* resolved_for_ = nullptr;
+  Handler* handler_ = nullptr;
+  Handler::Claim claim_ = Handler::Claim::kPass;
+  http::ExchangeHandler entry_;
+};
+
+}  // namespace tern::server

@@ -1,0 +1,160 @@
+// Section: one TOML table of the config file being read, with typed
+// getters that report a bad value as a ConfigError naming the file, the line
+// and the key, and finish() for the keys nobody asked for. Used by the
+// config readers (config.cc, config_sites.cc) only.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/config.h"
+
+namespace tern::server::config_detail {
+
+class Section {
+ public:
+  Section(const std::string& file, const toml::table& table, std::string prefix)
+      : file_(file), table_(table), prefix_(std::move(prefix)) {}
+
+  // Throws for the first key nobody asked for (a typo, most likely).
+  void finish() const {
+    for (const auto& [key, node] : table_) {
+      if (!known_.contains(std::string(key.str()))) fail(node, std::string(key.str()), "unknown key");
+    }
+  }
+
+  void get_bool(const char* key, bool* out) {
+    if (const toml::node* node = find(key)) {
+      if (!node->is_boolean()) fail(*node, key, "expected true or false");
+      *out = node->as_boolean()->get();
+    }
+  }
+
+  template <typename T>
+  void get_int(const char* key, T* out, int64_t min, int64_t max) {
+    if (const toml::node* node = find(key)) {
+      if (!node->is_integer() || node->as_integer()->get() < min || node->as_integer()->get() > max) {
+        fail(*node, key, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max));
+      }
+      *out = static_cast<T>(node->as_integer()->get());
+    }
+  }
+
+  void get_string(const char* key, std::string* out) {
+    if (const toml::node* node = find(key)) {
+      if (!node->is_string()) fail(*node, key, "expected a string");
+      *out = node->as_string()->get();
+    }
+  }
+
+  // "10s"-style string, or an integer of seconds.
+  void get_duration(const char* key, std::chrono::milliseconds* out) {
+    if (const toml::node* node = find(key)) {
+      std::optional<std::chrono::milliseconds> value;
+      if (node->is_string()) value = parse_duration(node->as_string()->get());
+      if (node->is_integer() && node->as_integer()->get() >= 0) {
+        value = std::chrono::seconds(node->as_integer()->get());
+      }
+      if (!value) fail(*node, key, "expected a duration such as \"500ms\", \"10s\" or \"5m\"");
+      *out = *value;
+    }
+  }
+
+  // "64MiB"-style string, or an integer of bytes; at least `min`.
+  template <typename T>
+  void get_size(const char* key, T* out, uint64_t min) {
+    if (const toml::node* node = find(key)) {
+      std::optional<uint64_t> value;
+      if (node->is_string()) value = parse_size(node->as_string()->get());
+      if (node->is_integer() && node->as_integer()->get() >= 0) {
+        value = static_cast<uint64_t>(node->as_integer()->get());
+      }
+      if (!value || *value < min) {
+        fail(*node, key, "expected a size of at least " + std::to_string(min) + " bytes, such as \"16KiB\"");
+      }
+      *out = static_cast<T>(*value);
+    }
+  }
+
+  template <typename E>
+  void get_choice(const char* key, E* out, std::initializer_list<std::pair<const char*, E>> choices) {
+    if (const toml::node* node = find(key)) {
+      std::string names;
+      for (const auto& [name, value] : choices) {
+        if (node->is_string() && node->as_string()->get() == name) {
+          *out = value;
+          return;
+        }
+        names += names.empty() ? "" : " or ";
+        names += std::string("\"") + name + "\"";
+      }
+      fail(*node, key, "expected " + names);
+    }
+  }
+
+  // An array of strings (a single string counts as a one-element array).
+  std::optional<std::vector<std::pair<std::string, const toml::node*>>> get_strings(const char* key) {
+    const toml::node* node = find(key);
+    if (node == nullptr) return std::nullopt;
+    std::vector<std::pair<std::string, const toml::node*>> out;
+    if (node->is_string()) {
+      out.emplace_back(node->as_string()->get(), node);
+      return out;
+    }
+    if (!node->is_array()) fail(*node, key, "expected an array of strings");
+    for (const toml::node& item : *node->as_array()) {
+      if (!item.is_string()) fail(item, key, "expected an array of strings");
+      out.emplace_back(item.as_string()->get(), &item);
+    }
+    return out;
+  }
+
+  // The raw node, for shapes the getters above do not cover.
+  const toml::node* node(const char* key) { return find(key); }
+
+  const toml::table* get_table(const char* key) {
+    const toml::node* node = find(key);
+    if (node == nullptr) return nullptr;
+    if (!node->is_table()) fail(*node, key, "expected a table");
+    return node->as_table();
+  }
+
+  [[noreturn]] void fail(const toml::node& node, const std::string& key, const std::string& what) const {
+    throw ConfigError(file_, static_cast<int>(node.source().begin.line), prefix_ + key, what);
+  }
+  const std::string& file() const { return file_; }
+  const std::string& prefix() const { return prefix_; }
+  Section sub(const toml::table& table, const char* key) const {
+    return Section(file_, table, prefix_ + key + ".");
+  }
+
+ private:
+  const toml::node* find(const char* key) {
+    known_.insert(key);
+    return table_.get(key);
+  }
+
+  const std::string& file_;
+  const toml::table& table_;
+  std::string prefix_;
+  std::set<std::string> known_;
+};
+
+// A [[fastcgi]] block, at the top level (`default_match` null: "match" is
+// required) or in a location (where it defaults to `default_match`).
+FastCgiConfig read_fastcgi(Section s, int line, const char* default_match);
+
+// The [[server]] blocks (the node under "server" in the top table).
+void read_sites(const Section& top, const toml::node& node, Config& c);
+
+// After the whole file: the implicit site when there is no [[server]], the
+// inherited values (root, index) filled in, and the checks across sites.
+void finish_sites(const std::string& file, Config& c);
+
+}  // namespace tern::server::config_detail

@@ -1,0 +1,313 @@
+// The [[server]] and [[server.location]] parts of the config file.
+#include <algorithm>
+#include <set>
+
+#include "http/chars.h"
+#include "server/config_section.h"
+#include "server/regex.h"
+
+namespace tern::server::config_detail {
+namespace {
+
+bool valid_field_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) { return http::chars::is_tchar(ch); });
+}
+
+bool valid_field_value(std::string_view value) {
+  return std::none_of(value.begin(), value.end(),
+                      [](char ch) { return ch == '\r' || ch == '\n' || ch == '\0'; });
+}
+
+// Variables a `return` URL or body may hold.
+bool known_variables(std::string_view text) {
+  static const std::set<std::string, std::less<>> kNames = {"scheme", "host", "request_uri",
+                                                            "uri", "args", "is_args"};
+  for (size_t at = text.find('$'); at != std::string_view::npos; at = text.find('$', at + 1)) {
+    size_t end = at + 1;
+    const bool braced = end < text.size() && text[end] == '{';
+    if (braced) ++end;
+    const size_t start = end;
+    while (end < text.size() && (http::chars::is_alpha(text[end]) || text[end] == '_' ||
+                                 (text[end] >= '0' && text[end] <= '9'))) {
+      ++end;
+    }
+    std::string_view name = text.substr(start, end - start);
+    if (braced && (end >= text.size() || text[end] != '}')) return false;
+    const bool capture = name.size() == 1 && name[0] >= '0' && name[0] <= '9';
+    if (!capture && !kNames.contains(name)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> read_index(Section& s) {
+  std::vector<std::string> out;
+  if (auto index = s.get_strings("index")) {
+    for (const auto& [name, node] : *index) {
+      if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+        s.fail(*node, "index", "expected file names");
+      }
+      out.push_back(name);
+    }
+    if (out.empty()) s.fail(*s.node("index"), "index", "expected at least one file name");
+  }
+  return out;
+}
+
+void read_root(Section& s, const char* key, std::string* out) {
+  s.get_string(key, out);
+  if (const toml::node* node = s.node(key); node != nullptr && out->empty()) {
+    s.fail(*node, key, "expected a directory");
+  }
+}
+
+LocationConfig::Fields read_fields(Section& s, const char* key) {
+  LocationConfig::Fields out;
+  const toml::table* table = s.get_table(key);
+  if (table == nullptr) return out;
+  for (const auto& [name, node] : *table) {
+    const std::string field(name.str());
+    if (!valid_field_name(field)) s.fail(node, std::string(key) + "." + field, "not a header name");
+    if (!node.is_string() || !valid_field_value(node.as_string()->get())) {
+      s.fail(node, std::string(key) + "." + field, "expected a string without line breaks");
+    }
+    out.emplace_back(field, node.as_string()->get());
+  }
+  return out;
+}
+
+std::vector<Cidr> read_cidrs(Section& s, const char* key) {
+  std::vector<Cidr> out;
+  if (auto list = s.get_strings(key)) {
+    for (const auto& [text, node] : *list) {
+      auto cidr = Cidr::parse(text);
+      if (!cidr) s.fail(*node, key, "\"" + text + "\" is not an address or network (\"10.0.0.0/8\")");
+      out.push_back(*cidr);
+    }
+  }
+  return out;
+}
+
+void read_return(Section& s, LocationConfig& l) {
+  const toml::node* node = s.node("return");
+  if (node == nullptr) return;
+  ReturnConfig& r = l.ret;
+  auto check_status = [&](const toml::node& at, int64_t status) {
+    if (status < 200 || status > 599) s.fail(at, "return", "expected a status from 200 to 599");
+    r.status = static_cast<int>(status);
+  };
+  if (node->is_integer()) {
+    check_status(*node, node->as_integer()->get());
+  } else if (node->is_table()) {
+    Section t = s.sub(*node->as_table(), "return");
+    const toml::node* status = t.node("status");
+    if (status == nullptr || !status->is_integer()) {
+      s.fail(*node, "return.status", "required (an integer such as 301)");
+    }
+    check_status(*status, status->as_integer()->get());
+    t.get_string("url", &r.url);
+    t.get_string("body", &r.body);
+    t.get_string("type", &r.type);
+    const bool redirect = r.status == 301 || r.status == 302 || r.status == 303 ||
+                          r.status == 307 || r.status == 308;
+    if (redirect && r.url.empty()) s.fail(*node, "return.url", "required with a redirect status");
+    if (!redirect && t.node("url") != nullptr) {
+      s.fail(*t.node("url"), "return.url", "only with 301, 302, 303, 307 or 308");
+    }
+    if (!known_variables(r.url) || !known_variables(r.body)) {
+      s.fail(*node, "return", "unknown variable (known: $scheme $host $request_uri $uri $args $is_args $1..$9)");
+    }
+    if (!valid_field_value(r.url) || !valid_field_value(r.type)) {
+      s.fail(*node, "return", "line breaks in url or type");
+    }
+    t.finish();
+  } else {
+    s.fail(*node, "return", "expected a status or a table { status = 301, url = \"...\" }");
+  }
+}
+
+LocationConfig read_location(Section s, int line) {
+  LocationConfig l;
+  l.line = line;
+  int kinds = 0;
+  for (auto [key, match] : {std::pair{"prefix", LocationConfig::Match::kPrefix},
+                            std::pair{"exact", LocationConfig::Match::kExact},
+                            std::pair{"regex", LocationConfig::Match::kRegex},
+                            std::pair{"iregex", LocationConfig::Match::kRegexCaseless}}) {
+    const toml::node* node = s.node(key);
+    if (node == nullptr) continue;
+    ++kinds;
+    l.match = match;
+    s.get_string(key, &l.pattern);
+    const bool regex = match == LocationConfig::Match::kRegex || match == LocationConfig::Match::kRegexCaseless;
+    if (regex) {
+      try {
+        Regex check(l.pattern, match == LocationConfig::Match::kRegexCaseless ? Regex::kCaseless : Regex::kNone);
+      } catch (const std::invalid_argument& e) {
+        s.fail(*node, key, std::string("not a valid regular expression: ") + e.what());
+      }
+    } else if (l.pattern.empty() || l.pattern.front() != '/') {
+      s.fail(*node, key, "expected a path starting with '/'");
+    }
+  }
+  if (kinds != 1) {
+    throw ConfigError(s.file(), line, s.prefix() + "prefix",
+                      "a location needs exactly one of prefix, exact, regex, iregex");
+  }
+  s.get_bool("skip_regex", &l.skip_regex);
+  if (l.skip_regex && l.match != LocationConfig::Match::kPrefix) {
+    s.fail(*s.node("skip_regex"), "skip_regex", "only for a prefix location");
+  }
+  read_root(s, "root", &l.root);
+  read_root(s, "alias", &l.alias);
+  if (!l.alias.empty() && !l.root.empty()) s.fail(*s.node("alias"), "alias", "a location has root or alias, not both");
+  if (!l.alias.empty() && l.match != LocationConfig::Match::kPrefix) {
+    s.fail(*s.node("alias"), "alias", "only for a prefix location");
+  }
+  l.index = read_index(s);
+  if (auto files = s.get_strings("try_files")) {
+    for (const auto& [item, node] : *files) {
+      if (item.empty() || (item.front() != '/' && item.front() != '$' && item.front() != '=')) {
+        s.fail(*node, "try_files", "expected paths (\"$uri\", \"/index.html\") or a final \"=404\"");
+      }
+      if (!known_variables(item)) s.fail(*node, "try_files", "unknown variable in \"" + item + "\"");
+      l.try_files.push_back(item);
+    }
+    if (l.try_files.size() < 2) s.fail(*s.node("try_files"), "try_files", "expected candidates and a final URI or \"=CODE\"");
+    const std::string& last = l.try_files.back();
+    if (last.front() == '=') {
+      int code = 0;
+      for (char ch : std::string_view(last).substr(1)) code = ch >= '0' && ch <= '9' && code < 1000 ? code * 10 + (ch - '0') : 10000;
+      if (code < 200 || code > 599) s.fail(*s.node("try_files"), "try_files", "\"=CODE\" needs a status from 200 to 599");
+    }
+  }
+  read_return(s, l);
+  l.headers = read_fields(s, "headers");
+  l.headers_always = read_fields(s, "headers_always");
+  if (const toml::node* node = s.node("expires")) {
+    if (!(node->is_string() && node->as_string()->get() == "off")) {
+      std::chrono::milliseconds expires{0};
+      s.get_duration("expires", &expires);
+      l.expires = std::chrono::duration_cast<std::chrono::seconds>(expires);
+    }
+  }
+  if (const toml::node* node = s.node("deny")) {
+    if (node->is_boolean()) {
+      l.deny_all = node->as_boolean()->get();
+    } else {
+      l.deny = read_cidrs(s, "deny");
+    }
+  }
+  l.allow = read_cidrs(s, "allow");
+  if (auto methods = s.get_strings("methods")) {
+    for (const auto& [name, node] : *methods) {
+      const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+        return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+      });
+      if (!token) s.fail(*node, "methods", "expected method names such as \"GET\" (upper case)");
+      l.methods.push_back(name);
+    }
+  }
+  s.get_bool("internal", &l.internal);
+  s.get_bool("static", &l.static_files);
+  s.get_bool("users", &l.users);
+  if (const toml::node* node = s.node("fastcgi")) {
+    if (!node->is_table()) s.fail(*node, "fastcgi", "expected a table { pass = \"unix:/run/php/php-fpm.sock\" }");
+    l.fastcgi.push_back(read_fastcgi(s.sub(*node->as_table(), "fastcgi"),
+                                     static_cast<int>(node->source().begin.line), "\\.php$"));
+    l.fastcgi.back().root = l.fastcgi.back().root.empty() ? l.root : l.fastcgi.back().root;
+  }
+  s.finish();
+  return l;
+}
+
+SiteConfig read_site(Section s, int line) {
+  SiteConfig site;
+  site.line = line;
+  if (auto names = s.get_strings("names")) {
+    for (const auto& [name, node] : *names) {
+      if (name.empty()) s.fail(*node, "names", "expected host names");
+      if (name.front() == '~') {
+        try {
+          Regex check(std::string_view(name).substr(1), Regex::kCaseless);
+        } catch (const std::invalid_argument& e) {
+          s.fail(*node, "names", "\"" + name + "\": not a valid regular expression: " + e.what());
+        }
+      } else {
+        const size_t stars = static_cast<size_t>(std::count(name.begin(), name.end(), '*'));
+        const bool wildcard_ok = stars == 0 || (stars == 1 && (name.starts_with("*.") || name.ends_with(".*")));
+        if (!wildcard_ok || name == "." || name.find_first_of(" /:\t") != std::string::npos) {
+          s.fail(*node, "names", "\"" + name + "\": expected a name, \"*.example.com\", \"example.*\" or \"~regex\"");
+        }
+      }
+      std::string lower = name;
+      if (lower.front() != '~') {
+        for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+      site.names.push_back(std::move(lower));
+    }
+  }
+  s.get_bool("default", &site.is_default);
+  read_root(s, "root", &site.root);
+  site.index = read_index(s);
+  if (const toml::node* node = s.node("location")) {
+    if (!node->is_array_of_tables()) s.fail(*node, "location", "expected [[server.location]] blocks");
+    size_t i = 0;
+    for (const toml::node& block : *node->as_array()) {
+      const std::string name = s.prefix() + "location[" + std::to_string(i++) + "].";
+      site.locations.push_back(read_location(Section(s.file(), *block.as_table(), name),
+                                             static_cast<int>(block.source().begin.line)));
+    }
+  }
+  s.finish();
+  return site;
+}
+
+}  // namespace
+
+void read_sites(const Section& top, const toml::node& node, Config& c) {
+  if (!node.is_array_of_tables()) top.fail(node, "server", "expected [[server]] blocks");
+  c.sites.clear();
+  size_t i = 0;
+  for (const toml::node& block : *node.as_array()) {
+    const std::string name = "server[" + std::to_string(i++) + "].";
+    c.sites.push_back(read_site(Section(top.file(), *block.as_table(), name),
+                                static_cast<int>(block.source().begin.line)));
+  }
+}
+
+void finish_sites(const std::string& file, Config& c) {
+  std::erase_if(c.sites, [](const SiteConfig& site) { return site.implicit; });
+  if (c.sites.empty()) {
+    SiteConfig site;
+    site.implicit = true;
+    LocationConfig everything;
+    everything.pattern = "/";
+    everything.users = c.auth.enabled;
+    everything.fastcgi = c.fastcgi;
+    site.locations.push_back(std::move(everything));
+    c.sites.push_back(std::move(site));
+    return;
+  }
+  if (!c.fastcgi.empty()) {
+    throw ConfigError(file, c.fastcgi.front().line, "fastcgi",
+                      "with [[server]] blocks, FastCGI is set in a location ([[server.location]] fastcgi = { ... })");
+  }
+  int defaults = 0;
+  for (const SiteConfig& site : c.sites) {
+    if (site.is_default && ++defaults > 1) {
+      throw ConfigError(file, site.line, "server.default", "only one site may be the default");
+    }
+    std::set<std::pair<int, std::string>> seen;
+    for (const LocationConfig& l : site.locations) {
+      if (l.users && !c.auth.enabled) {
+        throw ConfigError(file, l.line, "server.location.users", "needs an [auth] section");
+      }
+      const bool regex = l.match == LocationConfig::Match::kRegex || l.match == LocationConfig::Match::kRegexCaseless;
+      if (!regex && !seen.emplace(static_cast<int>(l.match), l.pattern).second) {
+        throw ConfigError(file, l.line, "server.location", "duplicate location \"" + l.pattern + "\"");
+      }
+    }
+  }
+}
+
+}  // namespace tern::server::config_detail

@@ -1,0 +1,77 @@
+// Handler: one step of a location's chain. Every request the web server
+// gets is resolved once (Chain): its site, its location, its decoded and
+// normalised path, a regex location's captures. That Route is handed to
+// the location's handlers in order, and each either answers or passes on
+// (h2o's model):
+//
+//   access (allow, deny, internal) -> methods -> return -> users app ->
+//   FastCGI blocks -> static files (index, try_files)
+//
+// and what no handler answers is 404. A handler decides when the head is
+// complete (claim), before any body is read: to answer at once from the
+// head (respond: static files, redirects, refusals; a body the request
+// carries is dropped as it arrives), to take the request as an Exchange
+// (start: php-fpm, the users app), to pass, or to send the request on to
+// another path of the same site (try_files' last URI: an internal
+// redirect). The location's response fields (headers, expires) are added
+// to whatever the handler answers.
+//
+// Handlers are built with the Sites they belong to and are shared by the
+// loops; what they keep per loop (open-file caches, upstream pools) they
+// find through a LoopLocal. A Route is valid during the calls only: work
+// that outlives start() copies what it needs.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "http/exchange.h"
+#include "http/request.h"
+#include "http/response_writer.h"
+#include "server/regex.h"
+
+namespace tern::net {
+class TcpConnection;
+}
+
+namespace tern::server {
+
+class Site;
+class StaticFiles;
+struct Location;
+
+struct Route {
+  const http::Request* request = nullptr;
+  const net::TcpConnection* connection = nullptr;
+  const Site* site = nullptr;
+  const Location* location = nullptr;
+  // The decoded, normalised path ("/a b/c.html"); after an internal
+  // redirect, the path redirected to.
+  std::string_view path;
+  std::string target;  // what `path` views after a redirect or a try_files hit
+  Captures captures;  // of a regex location
+  StaticFiles* files = nullptr;  // this loop's files for the location's root
+  // Set by the handler that claims the request: an application's exchange
+  // handler (start() runs it), or the status of a refusal.
+  const http::ExchangeHandler* app = nullptr;
+  int status = 0;
+  int redirects = 0;  // internal redirects so far
+  bool internal = false;  // reached through an internal redirect
+};
+
+class Handler {
+ public:
+  enum class Claim {
+    kPass,      // not mine: the next handler
+    kRespond,   // respond() answers now, from the head
+    kExchange,  // start() takes the request as an Exchange
+    kRedirect,  // the route's path was changed: match the location again
+  };
+
+  virtual ~Handler() = default;
+  virtual Claim claim(Route& route) = 0;
+  virtual void respond(const Route& /*route*/, http::ResponseWriter& /*writer*/) {}
+  virtual void start(const Route& /*route*/, http::Exchange& /*exchange*/) {}
+};
+
+}  // namespace tern::server

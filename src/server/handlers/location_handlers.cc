@@ -1,0 +1,129 @@
+#include "server/handlers/location_handlers.h"
+
+#include <algorithm>
+
+#include "auth/users_app.h"
+#include "http/error_page.h"
+#include "http/uri.h"
+#include "net/tcp_connection.h"
+#include "server/config.h"
+#include "server/handlers/fastcgi_handler.h"
+#include "server/sites.h"
+
+namespace tern::server {
+
+void StatusHandler::respond(const Route& route, http::ResponseWriter& writer) {
+  http::write_error_page(writer, route.status != 0 ? route.status : status_);
+}
+
+AccessHandler::AccessHandler(const LocationConfig& config)
+    : deny_all_(config.deny_all), allow_(config.allow), deny_(config.deny) {}
+
+bool AccessHandler::needed(const LocationConfig& config) {
+  return config.deny_all || !config.allow.empty() || !config.deny.empty();
+}
+
+Handler::Claim AccessHandler::claim(Route& route) {
+  const net::InetAddress& peer = route.connection->peer_address();
+  auto in = [&peer](const std::vector<Cidr>& list) {
+    return std::any_of(list.begin(), list.end(), [&peer](const Cidr& c) { return c.contains(peer); });
+  };
+  const bool refused = deny_all_ || in(deny_) || (!allow_.empty() && !in(allow_));
+  return refused ? Claim::kRespond : Claim::kPass;
+}
+
+void AccessHandler::respond(const Route&, http::ResponseWriter& writer) {
+  http::write_error_page(writer, 403);
+}
+
+MethodsHandler::MethodsHandler(std::vector<std::string> methods, std::string allow)
+    : methods_(std::move(methods)), allow_(std::move(allow)) {
+  if (std::find(methods_.begin(), methods_.end(), "GET") != methods_.end() &&
+      std::find(methods_.begin(), methods_.end(), "HEAD") == methods_.end()) {
+    methods_.emplace_back("HEAD");
+    allow_ += ", HEAD";
+  }
+}
+
+Handler::Claim MethodsHandler::claim(Route& route) {
+  const std::string_view method = route.request->method_text();
+  return std::find(methods_.begin(), methods_.end(), method) != methods_.end() ? Claim::kPass
+                                                                              : Claim::kRespond;
+}
+
+void MethodsHandler::respond(const Route&, http::ResponseWriter& writer) {
+  http::write_error_page(writer, 405, allow_);
+}
+
+ReturnHandler::ReturnHandler(const LocationConfig& config)
+    : status_(config.ret.status), url_(config.ret.url), body_(config.ret.body), type_(config.ret.type) {}
+
+void expand_variables(std::string_view text, const Route& route, bool url, std::string* out) {
+  const http::Request& request = *route.request;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t dollar = text.find('$', at);
+    out->append(text.substr(at, dollar - at));
+    if (dollar == std::string_view::npos) break;
+    size_t end = dollar + 1;
+    const bool braced = end < text.size() && text[end] == '{';
+    if (braced) ++end;
+    const size_t start = end;
+    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
+    const std::string_view name = text.substr(start, end - start);
+    if (braced) ++end;  // the '}' (checked when the config was read)
+    at = end;
+    if (name.size() == 1 && name[0] >= '0' && name[0] <= '9') {
+      out->append(route.captures.get(static_cast<size_t>(name[0] - '0')));
+    } else if (name == "scheme") {
+      out->append("http");
+    } else if (name == "host") {
+      char buffer[256];
+      auto host = normalize_host(request.host(), buffer);
+      out->append(host ? *host : std::string_view());
+    } else if (name == "request_uri") {
+      out->append(request.target());
+    } else if (name == "uri") {
+      if (url) {
+        http::append_percent_encoded_path(route.path, out);
+      } else {
+        out->append(route.path);
+      }
+    } else if (name == "args") {
+      out->append(request.query());
+    } else if (name == "is_args") {
+      if (!request.query().empty()) out->push_back('?');
+    }
+  }
+}
+
+void ReturnHandler::respond(const Route& route, http::ResponseWriter& writer) {
+  if (!url_.empty()) {
+    std::string location;
+    expand_variables(url_, route, true, &location);
+    writer.start(status_).header("Location", location);
+    writer.header("Content-Type", "text/html; charset=utf-8");
+    return writer.body("<!DOCTYPE html>\n<html><body>Moved</body></html>\n");
+  }
+  if (body_.empty()) return http::write_error_page(writer, status_);
+  std::string body;
+  expand_variables(body_, route, false, &body);
+  writer.start(status_).header("Content-Type", type_);
+  writer.body(body);
+}
+
+Handler::Claim UsersHandler::claim(Route& route) {
+  route.app = users_->route(*route.request);
+  return route.app != nullptr ? Claim::kExchange : Claim::kPass;
+}
+
+void UsersHandler::start(const Route& route, http::Exchange& exchange) { (*route.app)(exchange); }
+
+Handler::Claim FastCgiHandler::claim(Route& route) {
+  route.app = routes_->route(block_, route.path);
+  return route.app != nullptr ? Claim::kExchange : Claim::kPass;
+}
+
+void FastCgiHandler::start(const Route& route, http::Exchange& exchange) { (*route.app)(exchange); }
+
+}  // namespace tern::server

@@ -1,0 +1,101 @@
+// The handlers a location's settings make, beside the static files
+// (static_handler.h): refusals (allow/deny, methods, internal), `return`,
+// and the adapters that put the applications (the users app, FastCGI
+// blocks) on the chain. See server/handler.h for the order.
+#pragma once
+
+#include <vector>
+
+#include "http/exchange.h"
+#include "server/handler.h"
+#include "server/ip_filter.h"
+
+namespace tern::auth {
+class UsersApp;
+}
+
+namespace tern::server {
+
+class FastCgiRoutes;
+struct LocationConfig;
+
+// Answers an error page with a status the chain chose (400, 403, 404).
+class StatusHandler final : public Handler {
+ public:
+  explicit StatusHandler(int status) : status_(status) {}
+  Claim claim(Route&) override { return Claim::kRespond; }
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+
+ private:
+  int status_;
+};
+
+// allow / deny: 403 for a client the location does not admit.
+class AccessHandler final : public Handler {
+ public:
+  explicit AccessHandler(const LocationConfig& config);
+  static bool needed(const LocationConfig& config);
+  Claim claim(Route& route) override;
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+
+ private:
+  bool deny_all_;
+  std::vector<Cidr> allow_;
+  std::vector<Cidr> deny_;
+};
+
+// methods: 405 with Allow for a method the location does not list (GET
+// admits HEAD).
+class MethodsHandler final : public Handler {
+ public:
+  MethodsHandler(std::vector<std::string> methods, std::string allow);
+  Claim claim(Route& route) override;
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+
+ private:
+  std::vector<std::string> methods_;
+  std::string allow_;
+};
+
+// return: a redirect, a body, or an error page, with variables expanded.
+class ReturnHandler final : public Handler {
+ public:
+  explicit ReturnHandler(const LocationConfig& config);
+  Claim claim(Route&) override { return Claim::kRespond; }
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+
+ private:
+  int status_;
+  std::string url_;
+  std::string body_;
+  std::string type_;
+};
+
+// $scheme $host $request_uri $uri $args $is_args and $1..$9 in `text`,
+// appended to *out; in a URL ($uri percent-encoded) or not.
+void expand_variables(std::string_view text, const Route& route, bool url, std::string* out);
+
+// The users app on the chain: its paths (/api/...) as exchanges.
+class UsersHandler final : public Handler {
+ public:
+  explicit UsersHandler(const auth::UsersApp* users) : users_(users) {}
+  Claim claim(Route& route) override;
+  void start(const Route& route, http::Exchange& exchange) override;
+
+ private:
+  const auth::UsersApp* users_;
+};
+
+// One FastCGI block on the chain.
+class FastCgiHandler final : public Handler {
+ public:
+  FastCgiHandler(FastCgiRoutes* routes, size_t block) : routes_(routes), block_(block) {}
+  Claim claim(Route& route) override;
+  void start(const Route& route, http::Exchange& exchange) override;
+
+ private:
+  FastCgiRoutes* routes_;
+  size_t block_;
+};
+
+}  // namespace tern::server

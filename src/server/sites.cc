@@ -1,0 +1,189 @@
+#include "server/sites.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tern::server {
+namespace {
+
+bool is_regex(const LocationConfig& l) {
+  return l.match == LocationConfig::Match::kRegex || l.match == LocationConfig::Match::kRegexCaseless;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::string trim_slashes(std::string root) {
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
+http::ExtraFields format_fields(const LocationConfig& l) {
+  http::ExtraFields fields;
+  for (const auto& [name, value] : l.headers_always) fields.always += name + ": " + value + "\r\n";
+  for (const auto& [name, value] : l.headers) fields.success += name + ": " + value + "\r\n";
+  if (l.expires) fields.success += "Cache-Control: max-age=" + std::to_string(l.expires->count()) + "\r\n";
+  return fields;
+}
+
+std::string location_root(const Config& config, const SiteConfig& site, const LocationConfig& l) {
+  if (!l.alias.empty()) return l.alias;
+  if (!l.root.empty()) return l.root;
+  return site.root.empty() ? config.static_files.root : site.root;
+}
+
+}  // namespace
+
+std::vector<FastCgiConfig> fastcgi_blocks(const Config& config) {
+  std::vector<FastCgiConfig> blocks;
+  for (const SiteConfig& site : config.sites) {
+    for (const LocationConfig& l : site.locations) {
+      for (FastCgiConfig block : l.fastcgi) {
+        if (block.root.empty()) block.root = trim_slashes(location_root(config, site, l));
+        blocks.push_back(std::move(block));
+      }
+    }
+  }
+  return blocks;
+}
+
+std::optional<std::string_view> normalize_host(std::string_view host, char (&buffer)[256]) {
+  if (!host.empty() && host.front() == '[') {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = host.substr(0, close + 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  if (!host.empty() && host.back() == '.') host.remove_suffix(1);
+  if (host.empty() || host.size() > sizeof buffer) return std::nullopt;
+  for (size_t i = 0; i < host.size(); ++i) {
+    const char ch = host[i];
+    buffer[i] = ch >= 'A' && ch <= 'Z' ? static_cast<char>(ch - 'A' + 'a') : ch;
+  }
+  return std::string_view(buffer, host.size());
+}
+
+const Location* Site::match(std::string_view path, Captures* captures) const {
+  for (const Location* l : exact_) {
+    if (l->config.pattern == path) return l;
+  }
+  const Location* longest = nullptr;
+  for (const Location* l : prefixes_) {
+    if (path.starts_with(l->config.pattern)) {
+      longest = l;
+      break;
+    }
+  }
+  if (longest != nullptr && longest->config.skip_regex) return longest;
+  for (const Location* l : regexes_) {
+    if (l->regex->search(path, captures)) return l;
+  }
+  return longest;
+}
+
+Sites::Sites(const Config& config) : fastcgi_(fastcgi_blocks(config)) {
+  for (const SiteConfig& site : config.sites) add_site(config, site);
+  if (sites_.empty()) throw std::runtime_error(config.source + ": no site");
+  if (default_ == nullptr) default_ = sites_.front().get();
+  // Every root must open now, where the operator sees the error.
+  for (const StaticStore& store : stores_) {
+    const int fd = ::open(store.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) throw std::runtime_error("cannot open document root " + store.root);
+    ::close(fd);
+  }
+}
+
+size_t Sites::store_for(std::string root, std::vector<std::string> index) {
+  root = trim_slashes(std::move(root));
+  for (size_t i = 0; i < stores_.size(); ++i) {
+    if (stores_[i].root == root && stores_[i].index == index) return i;
+  }
+  stores_.push_back({std::move(root), std::move(index)});
+  return stores_.size() - 1;
+}
+
+void Sites::add_site(const Config& config, const SiteConfig& site_config) {
+  auto site = std::make_unique<Site>();
+  site->config_ = site_config;
+  const std::vector<std::string>& site_index =
+      site_config.index.empty() ? config.static_files.index : site_config.index;
+  site->locations_.reserve(site_config.locations.size());
+  for (const LocationConfig& lc : site_config.locations) {
+    Location& l = site->locations_.emplace_back();
+    l.config = lc;
+    l.id = location_count_++;
+    if (is_regex(lc)) {
+      l.regex.emplace(lc.pattern, lc.match == LocationConfig::Match::kRegexCaseless ? Regex::kCaseless
+                                                                                      : Regex::kNone);
+    }
+    l.alias = !lc.alias.empty();
+    if (l.alias && !lc.fastcgi.empty()) {
+      throw std::runtime_error(config.source + ":" + std::to_string(lc.line) +
+                               ": server.location.alias: not with fastcgi (use root)");
+    }
+    l.store = store_for(location_root(config, site_config, lc), lc.index.empty() ? site_index : lc.index);
+    for (size_t i = 0; i < lc.fastcgi.size(); ++i) l.fastcgi.push_back(fastcgi_count_++);
+    l.allow = join(lc.methods);
+    l.fields = format_fields(lc);
+    needs_users_ = needs_users_ || lc.users;
+  }
+  for (const Location& l : site->locations_) {
+    if (l.config.match == LocationConfig::Match::kExact) site->exact_.push_back(&l);
+    if (l.config.match == LocationConfig::Match::kPrefix) site->prefixes_.push_back(&l);
+    if (is_regex(l.config)) site->regexes_.push_back(&l);
+  }
+  std::stable_sort(site->prefixes_.begin(), site->prefixes_.end(), [](const Location* a, const Location* b) {
+    return a->config.pattern.size() > b->config.pattern.size();
+  });
+  const Site* raw = site.get();
+  if (site_config.is_default) default_ = raw;
+  for (const std::string& name : site_config.names) {
+    // The first site to claim a name keeps it, as in nginx (which warns).
+    if (name.front() == '~') {
+      regexes_.emplace_back(Regex(std::string_view(name).substr(1), Regex::kCaseless), raw);
+    } else if (name.front() == '.') {
+      exact_.emplace(name.substr(1), raw);
+      leading_.emplace(name, raw);
+    } else if (name.starts_with("*.")) {
+      leading_.emplace(name.substr(1), raw);
+    } else if (name.ends_with(".*")) {
+      trailing_.emplace(name.substr(0, name.size() - 1), raw);
+    } else {
+      exact_.emplace(name, raw);
+    }
+  }
+  sites_.push_back(std::move(site));
+}
+
+const Site& Sites::select(std::string_view host) const {
+  if (sites_.size() == 1) return *sites_.front();
+  char buffer[256];
+  std::optional<std::string_view> name = normalize_host(host, buffer);
+  if (!name) return *default_;
+  std::string key(*name);
+  if (auto it = exact_.find(key); it != exact_.end()) return *it->second;
+  if (!leading_.empty()) {
+    // ".example.com" before ".com": the longest suffix is the first dot.
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
+      if (auto it = leading_.find(key.substr(dot)); it != leading_.end()) return *it->second;
+    }
+  }
+  if (!trailing_.empty()) {
+    for (size_t dot = key.rfind('.'); dot != std::string::npos && dot > 0; dot = key.rfind('.', dot - 1)) {
+      if (auto it = trailing_.find(key.substr(0, dot + 1)); it != trailing_.end()) return *it->second;
+    }
+  }
+  for (const auto& [regex, site] : regexes_) {
+    if (regex.search(*name)) return *site;
+  }
+  return *default_;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,125 @@
+// Sites: the [[server]] and [[server.location]] blocks of a Config,
+// compiled for the two questions every request asks: which site does its
+// Host name, and which location of that site does its path fall in.
+//
+//   Sites sites(config);                       // throws std::runtime_error
+//   const Site& site = sites.select(request.host());
+//   Captures captures;
+//   const Location* where = site.match("/img/a.png", &captures);
+//
+// Host names are matched as nginx's server_name: the exact name first,
+// then the longest wildcard starting with "*." (".example.com" is both
+// example.com and *.example.com), then the longest ending with ".*", then
+// regular expressions ("~...") in file order; anything else (an unknown
+// name, no Host at all) goes to the site marked default, else the first.
+// The Host is compared without case, port or trailing dot; an IPv6
+// literal keeps its brackets ("[::1]").
+//
+// Locations follow nginx's precedence, on the decoded and normalised path:
+// an exact location that equals the path wins at once; otherwise the
+// longest prefix is remembered, and unless it says skip_regex the regular
+// expressions are tried in file order, the first that matches winning;
+// otherwise the longest prefix. No match at all is nullptr (404).
+//
+// What a location needs at run time that its config only implies is
+// resolved here once: the root (location, else site, else [static]),
+// the index names, the static store it reads files through (locations
+// with the same root and index share one), its FastCGI blocks, and its
+// response fields formatted for the ResponseWriter.
+//
+// Immutable once built; any thread. Replaced whole on reload.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "http/response_writer.h"
+#include "server/config.h"
+#include "server/regex.h"
+
+namespace tern::server {
+
+// A document root and its index names: what a per-loop StaticFiles is
+// opened on.
+struct StaticStore {
+  std::string root;
+  std::vector<std::string> index;
+};
+
+struct Location {
+  LocationConfig config;
+  size_t id = 0;               // unique across the sites, from 0 (Sites::location_count())
+  std::optional<Regex> regex;  // regex and iregex locations
+  size_t store = 0;            // index into Sites::stores()
+  bool alias = false;          // the store's root replaces the prefix
+  std::vector<size_t> fastcgi;  // indexes into Sites::fastcgi(), tried in order
+  std::string allow;           // config.methods joined, for a 405's Allow
+  http::ExtraFields fields;    // headers and expires
+};
+
+class Site {
+ public:
+  const Location* match(std::string_view path, Captures* captures) const;
+  const SiteConfig& config() const { return config_; }
+  const std::vector<Location>& locations() const { return locations_; }
+
+ private:
+  friend class Sites;
+  SiteConfig config_;
+  std::vector<Location> locations_;
+  std::vector<const Location*> exact_;
+  std::vector<const Location*> prefixes_;  // longest first
+  std::vector<const Location*> regexes_;   // in file order
+};
+
+class Sites {
+ public:
+  // `config.sites` compiled (finish_sites() made one when the file has
+  // none). Throws std::runtime_error naming the file and line of a site
+  // whose root cannot be opened.
+  explicit Sites(const Config& config);
+  Sites(const Sites&) = delete;
+  Sites& operator=(const Sites&) = delete;
+
+  // The site for a Host field value ("Example.COM:8080", "[::1]", "").
+  const Site& select(std::string_view host) const;
+
+  const std::vector<std::unique_ptr<Site>>& sites() const { return sites_; }
+  const std::vector<StaticStore>& stores() const { return stores_; }
+  // Every FastCGI block of every location, roots resolved.
+  const std::vector<FastCgiConfig>& fastcgi() const { return fastcgi_; }
+  bool needs_users() const { return needs_users_; }
+  size_t location_count() const { return location_count_; }
+
+ private:
+  void add_site(const Config& config, const SiteConfig& site_config);
+  size_t store_for(std::string root, std::vector<std::string> index);
+
+  std::vector<std::unique_ptr<Site>> sites_;
+  std::vector<StaticStore> stores_;
+  std::vector<FastCgiConfig> fastcgi_;
+  size_t fastcgi_count_ = 0;  // numbered while the sites are added
+  const Site* default_ = nullptr;
+  std::unordered_map<std::string, const Site*> exact_;
+  std::unordered_map<std::string, const Site*> leading_;   // "*.example.com" kept as ".example.com"
+  std::unordered_map<std::string, const Site*> trailing_;  // "example.*" kept as "example."
+  std::vector<std::pair<Regex, const Site*>> regexes_;
+  bool needs_users_ = false;
+  size_t location_count_ = 0;
+};
+
+// Every FastCGI block of the config's locations, in the order Sites
+// numbers them, each with its root resolved (block, location, site,
+// [static]).
+std::vector<FastCgiConfig> fastcgi_blocks(const Config& config);
+
+// The Host value as names are compared: lower case, without port and
+// trailing dot; nullopt when it cannot be a name (too long, empty).
+std::optional<std::string_view> normalize_host(std::string_view host, char (&buffer)[256]);
+
+}  // namespace tern::server
