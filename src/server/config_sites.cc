@@ -235,7 +235,8 @@ SiteConfig read_site(Section s, int line) {
       } else {
         const size_t stars = static_cast<size_t>(std::count(name.begin(), name.end(), '*'));
         const bool wildcard_ok = stars == 0 || (stars == 1 && (name.starts_with("*.") || name.ends_with(".*")));
-        if (!wildcard_ok || name == "." || name.find_first_of(" /:\t") != std::string::npos) {
+        const bool ipv6 = name.front() == '[' && name.back() == ']';
+        if (!wildcard_ok || name == "." || name.find_first_of(ipv6 ? " /\t" : " /:\t") != std::string::npos) {
           s.fail(*node, "names", "\"" + name + "\": expected a name, \"*.example.com\", \"example.*\" or \"~regex\"");
         }
       }

@@ -8,6 +8,7 @@ builds.
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,13 +35,20 @@ def sha256(data):
 
 
 def toml_value(value):
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") + '"'
+
+
+def toml_key(key):
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else toml_value(key)
 
 
 def is_table_array(value):
@@ -51,7 +59,10 @@ def is_table_array(value):
 def to_toml(config):
     """A dict of scalars and one level of nested tables (two for
     static.mime) as TOML text; a top-level list of dicts becomes an array
-    of tables ({"fastcgi": [{...}, {...}]} -> two [[fastcgi]] blocks)."""
+    of tables ({"fastcgi": [{...}, {...}]} -> two [[fastcgi]] blocks), and
+    a list of dicts inside one a nested array ({"server": [{"location":
+    [...]}]} -> [[server]] then [[server.location]]); other dicts inside an
+    array item are inline tables."""
     lines = []
     tables = []
     arrays = []
@@ -70,10 +81,20 @@ def to_toml(config):
                 tables.append((f"{name}.{key}", value))
             else:
                 lines.append(f"{key} = {toml_value(value)}")
-    for name, items in arrays:
+    def array(name, items):
         for item in items:
             lines.append(f"\n[[{name}]]")
-            lines += [f"{key} = {toml_value(value)}" for key, value in item.items()]
+            nested = []
+            for key, value in item.items():
+                if is_table_array(value):
+                    nested.append((f"{name}.{key}", value))
+                else:
+                    lines.append(f"{toml_key(key)} = {toml_value(value)}")
+            for sub, sub_items in nested:
+                array(sub, sub_items)
+
+    for name, items in arrays:
+        array(name, items)
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,252 @@
+"""Sites ([[server]]) and locations ([[server.location]]) over real HTTP:
+which site a Host reaches, which location a path falls in, and what each
+location setting does to the answer."""
+
+import gzip
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import TERN_BIN
+from php_site import install_scripts
+from tern_server import to_toml
+
+
+def host(name):
+    return [("Host", name)]
+
+
+def make_sites(tmp_path, srv_root):
+    """Two sites: shop.test (its own root) and the default, in srv_root."""
+    shop = tmp_path / "shop"
+    (shop / "assets").mkdir(parents=True)
+    (shop / "index.html").write_text("shop home\n")
+    (shop / "assets" / "app.js").write_text("console.log('shop')\n")
+    (srv_root / "index.html").write_text("main home\n")
+    (srv_root / "about.html").write_text("about main\n")
+    return {"server": [
+        {"names": ["main.test", "www.main.test"], "default": True,
+         "location": [{"prefix": "/"}]},
+        {"names": ["shop.test", "*.shop.test"], "root": str(shop),
+         "location": [{"prefix": "/"},
+                      {"prefix": "/assets/", "expires": "365d"}]},
+    ]}
+
+
+def test_host_selects_the_site(tern_factory, tmp_path):
+    srv = tern_factory()
+    srv.write_config(make_sites(tmp_path, srv.root))
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("configuration reloaded")
+    rows = [
+        ("shop.test", b"shop home\n"),
+        ("SHOP.Test", b"shop home\n"),        # case
+        ("shop.test:8080", b"shop home\n"),   # port
+        ("shop.test.", b"shop home\n"),       # trailing dot
+        ("eu.shop.test", b"shop home\n"),     # wildcard
+        ("main.test", b"main home\n"),
+        ("unknown.test", b"main home\n"),     # the default site
+        ("[::1]:8080", b"main home\n"),       # an IPv6 literal nobody names
+    ]
+    for name, body in rows:
+        resp = srv.get("/", headers=host(name))
+        assert resp.status == 200 and resp.body == body, (name, resp)
+    # HTTP/1.0 without Host: the default site.
+    resp = srv.get("/", version="HTTP/1.0")
+    assert resp.status == 200 and resp.body == b"main home\n"
+    # Per-location settings belong to their site.
+    resp = srv.get("/assets/app.js", headers=host("shop.test"))
+    assert resp.status == 200 and resp.header("Cache-Control") == "max-age=31536000"
+    assert srv.get("/assets/app.js", headers=host("main.test")).status == 404
+
+
+@pytest.fixture
+def site(tern_factory, tmp_path):
+    """One site with a location for every setting, and the files they serve."""
+    root = tmp_path / "root"
+    pics = tmp_path / "pictures"
+    for d in (root / "app" / "static", root / "docs", root / "old", root / "private", pics,
+              root / "conf", root / "errors"):
+        d.mkdir(parents=True)
+    (root / "index.html").write_text("home\n")
+    (root / "app" / "index.html").write_text("spa shell\n")
+    (root / "app" / "static" / "main.css").write_text("body{}\n")
+    (root / "docs" / "index.html").write_text("docs index\n")
+    (root / "docs" / "a.txt").write_text("doc a\n")
+    (root / "private" / "secret.txt").write_text("secret\n")
+    (root / "conf" / "local.php").write_text("<?php $password = 'x';\n")
+    (root / "errors" / "gone.html").write_text("it is gone\n")
+    (pics / "cat.png").write_bytes(b"\x89PNG cat")
+    config = {"server": [{"root": str(root), "location": [
+        {"prefix": "/"},
+        {"prefix": "/app/", "try_files": ["$uri", "$uri/", "/app/index.html"]},
+        {"prefix": "/strict/", "try_files": ["$uri", "=404"]},
+        {"prefix": "/docs/", "headers": {"X-Frame-Options": "DENY"},
+         "headers_always": {"X-Served-By": "docs"}},
+        {"prefix": "/img/", "alias": str(pics)},
+        {"exact": "/old", "return": {"status": 301, "url": "$scheme://$host/new$is_args$args"}},
+        {"prefix": "/old/", "return": {"status": 308, "url": "/docs/$1"}},
+        {"regex": r"^/old/(.*)$", "return": {"status": 302, "url": "/docs/$1"}},
+        {"exact": "/health", "return": {"status": 200, "body": "ok $uri\n"}},
+        {"exact": "/gone", "return": 410},
+        {"prefix": "/private/", "deny": True},
+        {"prefix": "/lan/", "allow": ["10.0.0.0/8"]},
+        {"prefix": "/local/", "allow": ["127.0.0.0/8"], "deny": ["127.0.0.2"],
+         "return": {"status": 200, "body": "local\n"}},
+        {"prefix": "/ro/", "methods": ["GET"], "return": {"status": 200, "body": "read only\n"}},
+        {"regex": "^/(conf|bin|inc)/", "deny": True},
+        {"prefix": "/errors/", "internal": True},
+        {"prefix": "/fallback/", "try_files": ["$uri", "/errors/gone.html"]},
+    ]}]}
+    return tern_factory(config, name="site"), root
+
+
+def test_try_files_serves_a_single_page_app(site):
+    srv, _ = site
+    assert srv.get("/app/static/main.css").body == b"body{}\n"  # a file that exists
+    for path in ("/app/", "/app/settings", "/app/users/42/edit"):
+        resp = srv.get(path)
+        assert resp.status == 200 and resp.body == b"spa shell\n", (path, resp)
+    assert srv.get("/strict/nothing").status == 404  # "=404" as the last entry
+
+
+def test_internal_locations_answer_only_internal_redirects(site):
+    srv, _ = site
+    assert srv.get("/errors/gone.html").status == 404  # not for clients
+    resp = srv.get("/fallback/missing")
+    assert resp.status == 200 and resp.body == b"it is gone\n"
+
+
+def test_return_redirects_and_bodies(site):
+    srv, _ = site
+    resp = srv.get("/old?x=1", headers=host("Main.Test:80"))
+    assert resp.status == 301 and resp.header("Location") == "http://main.test/new?x=1"
+    resp = srv.get("/old/page.html")
+    assert resp.status == 302 and resp.header("Location") == "/docs/page.html"  # regex beats prefix
+    resp = srv.get("/health")
+    assert resp.status == 200 and resp.body == b"ok /health\n"
+    resp = srv.get("/health", method="HEAD")
+    assert resp.status == 200 and resp.body == b""
+    assert srv.get("/gone").status == 410
+
+
+def test_headers_on_success_or_always(site):
+    srv, _ = site
+    ok = srv.get("/docs/a.txt")
+    assert ok.status == 200
+    assert ok.header("X-Frame-Options") == "DENY" and ok.header("X-Served-By") == "docs"
+    missing = srv.get("/docs/none.txt")
+    assert missing.status == 404
+    assert missing.header("X-Frame-Options") is None  # 2xx and 3xx only
+    assert missing.header("X-Served-By") == "docs"     # every status
+    # A 304 is a success too; a directory's 301 as well.
+    etag = ok.header("ETag")
+    assert srv.get("/docs/a.txt", headers=[("If-None-Match", etag)]).header("X-Frame-Options") == "DENY"
+    moved = srv.get("/docs")  # location "/": a directory without its slash
+    assert moved.status == 301 and moved.header("Location") == "/docs/"
+    assert moved.header("X-Frame-Options") is None
+    assert srv.get("/").header("X-Frame-Options") is None  # other locations get none
+
+
+def test_alias_replaces_the_prefix(site):
+    srv, _ = site
+    resp = srv.get("/img/cat.png")
+    assert resp.status == 200 and resp.body == b"\x89PNG cat"
+    assert srv.get("/img/../private/secret.txt").status == 403  # normalised first
+    assert srv.get("/img/missing.png").status == 404
+
+
+def test_allow_and_deny(site):
+    srv, _ = site
+    assert srv.get("/private/secret.txt").status == 403
+    assert srv.get("/lan/x").status == 403  # 127.0.0.1 is not in 10.0.0.0/8
+    assert srv.get("/local/x").body == b"local\n"
+    with srv.connect(source="127.0.0.2") as conn:
+        assert conn.get("/local/x").status == 403  # denied inside the allowed network
+
+
+def test_a_deny_regex_keeps_configuration_files_unreachable(site):
+    """DokuWiki's conf/, data/ and inc/ must never be served or run."""
+    srv, _ = site
+    resp = srv.get("/conf/local.php")
+    assert resp.status == 403 and b"password" not in resp.body
+
+
+def test_methods(site):
+    srv, _ = site
+    assert srv.get("/ro/x").status == 200
+    assert srv.get("/ro/x", method="HEAD").status == 200  # GET admits HEAD
+    resp = srv.get("/ro/x", method="DELETE")
+    assert resp.status == 405 and resp.header("Allow") == "GET, HEAD"
+
+
+def test_a_body_sent_to_a_location_answered_from_the_head_is_dropped(site):
+    srv, _ = site
+    with srv.connect() as conn:
+        resp = conn.request(b"POST /health HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+        assert resp.status == 200 and resp.body == b"ok /health\n"
+        assert conn.get("/docs/a.txt").body == b"doc a\n"  # the connection goes on
+
+
+def test_php_runs_only_where_a_location_says(tern_factory, fpm, tmp_path):
+    srv = tern_factory({"server": [{"location": [
+        {"prefix": "/"},
+        {"regex": "^/(conf|inc)/", "deny": True},
+        {"regex": r"\.php(/|$)", "fastcgi": {"pass": fpm.pass_address, "pool": 2}},
+        {"prefix": "/uploads/", "skip_regex": True},
+    ]}]}, name="php")
+    install_scripts(srv.root)
+    srv.write_file("conf/local.php", "<?php echo 'config';")
+    srv.write_file("uploads/evil.php", "<?php echo 'ran';")
+    resp = srv.get("/hello.php")
+    assert resp.status == 200 and resp.body == b"hello\n"
+    assert srv.get("/conf/local.php").status == 403
+    # skip_regex: the uploads are files, never scripts.
+    resp = srv.get("/uploads/evil.php")
+    assert resp.status == 200 and resp.body == b"<?php echo 'ran';"
+    assert srv.get("/missing.php").status == 404
+
+
+@pytest.mark.parametrize("text, key", [
+    ('[[server]]\nnames = ["a b"]\n', "server[0].names"),
+    ('[[server]]\n[[server.location]]\nprefix = "no-slash"\n', "server[0].location[0].prefix"),
+    ('[[server]]\n[[server.location]]\nregex = "(open"\n', "server[0].location[0].regex"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nexact = "/"\n', "server[0].location[0].prefix"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nreturn = { status = 301 }\n', "return.url"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nreturn = { status = 200, body = "$nope" }\n',
+     "server[0].location[0].return"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\ntry_files = ["$uri"]\n',
+     "server[0].location[0].try_files"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nheaders = { "Bad Name" = "x" }\n',
+     "server[0].location[0].headers.Bad Name"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nallow = ["10.0.0.1/8"]\n',
+     "server[0].location[0].allow"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nunknown = 1\n', "server[0].location[0].unknown"),
+    ('[[server]]\ndefault = true\n[[server]]\ndefault = true\n', "server.default"),
+    ('[[fastcgi]]\nmatch = "x"\npass = "127.0.0.1:9000"\n[[server]]\n', "fastcgi"),
+])
+def test_bad_site_config_fails_check_naming_the_key(tmp_path, text, key):
+    path = tmp_path / "tern.toml"
+    path.write_text(f'[static]\nroot = "{tmp_path}"\n' + text)
+    proc = subprocess.run([str(TERN_BIN), "-t", "-c", str(path)], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and key in lines[0], proc.stderr
+
+
+def test_sighup_applies_new_sites_and_locations(tern_factory, tmp_path):
+    srv = tern_factory()
+    srv.write_file("a.txt", "a\n")
+    assert srv.get("/a.txt").status == 200
+    srv.write_config({"server": [{"location": [
+        {"prefix": "/"}, {"exact": "/a.txt", "return": {"status": 200, "body": "replaced\n"}}]}]})
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("configuration reloaded")
+    assert srv.get("/a.txt").body == b"replaced\n"
+    # A file with an error keeps the running configuration.
+    srv.config_path.write_text(srv.config_path.read_text() + '\n[[server.location]]\nregex = "("\n')
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("keeping the running configuration")
+    assert srv.get("/a.txt").body == b"replaced\n"
