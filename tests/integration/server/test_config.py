@@ -105,6 +105,23 @@ def test_shipped_example_config_passes_check():
     assert proc.returncode == 0, proc.stderr
 
 
+def test_readme_sites_example_passes_check(tmp_path):
+    """The worked example in README's "Sites and locations", with its roots
+    made here, is a valid config."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("### Sites and locations"):]
+    example = section[section.index("```toml\n") + 8:section.index("```\n", section.index("```toml\n") + 8)]
+    assert "[[server.location]]" in example
+    for name in ("example", "wiki"):
+        (tmp_path / name).mkdir()
+        example = example.replace(f'"/srv/{name}"', f'"{tmp_path / name}"')
+    path = tmp_path / "sites.toml"
+    path.write_text(example)
+    proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "is ok" in proc.stdout
+
+
 def test_missing_document_root_fails_check(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(f'[static]\nroot = "{tmp_path / "nope"}"\n')
