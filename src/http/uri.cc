@@ -87,6 +87,16 @@ Result<void> normalize_path(std::string_view encoded, std::string* out, bool* do
   return {};
 }
 
+Result<std::string_view> normalized_path(std::string_view encoded, std::string* scratch,
+                                         bool* dot_segment) {
+  if (already_normal(encoded)) {
+    if (dot_segment != nullptr) *dot_segment = false;
+    return encoded;
+  }
+  if (Result<void> done = normalize_path(encoded, scratch, dot_segment); !done) return done.error();
+  return std::string_view(*scratch);
+}
+
 Result<void> percent_decode(std::string_view encoded, std::string* out) {
   out->clear();
   size_t i = 0;

@@ -47,6 +47,11 @@ namespace tern::http {
 Result<void> normalize_path(std::string_view encoded, std::string* out,
                             bool* dot_segment = nullptr);
 
+// The same, without a copy for a path that needs no work (most do not): a
+// view of `encoded` itself, or of *scratch where the result was built.
+Result<std::string_view> normalized_path(std::string_view encoded, std::string* scratch,
+                                         bool* dot_segment = nullptr);
+
 // Decodes every "%XX" in `encoded` into *out (replacing its contents). '+' is
 // left alone (it means a space only in HTML form bodies and queries, which is
 // the caller's decision). A decoded NUL is kept, because a query value is not

@@ -101,9 +101,10 @@ void ChainLoop::resolve(const http::Request& request, const net::TcpConnection& 
   resolved_for_ = &request;
   r.site = &chain_->sites().select(request.host());
   bool dot_segment = false;
-  if (!http::normalize_path(request.path(), &path_, &dot_segment)) return refuse(400);
-  if (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(path_)) return refuse(403);
-  r.path = path_;
+  Result<std::string_view> path = http::normalized_path(request.path(), &path_, &dot_segment);
+  if (!path) return refuse(400);
+  if (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path)) return refuse(403);
+  r.path = *path;
   for (;;) {
     r.captures.clear();
     r.location = r.site->match(r.path, &r.captures);

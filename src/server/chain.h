@@ -83,7 +83,7 @@ class ChainLoop {
   std::shared_ptr<const Chain> chain_;
   std::vector<std::unique_ptr<StaticFiles>> stores_;  // by store index
   Route route_;
-  std::string path_;  // the normalised path route_.path views
+  std::string path_;  // the normalised path route_.path views, when it is not the request's
   const http::Request* resolved_for_ = nullptr;
   Handler* handler_ = nullptr;
   Handler::Claim claim_ = Handler::Claim::kPass;

@@ -71,6 +71,7 @@ std::optional<std::string_view> normalize_host(std::string_view host, char (&buf
 }
 
 const Location* Site::match(std::string_view path, Captures* captures) const {
+  if (everything_ != nullptr) return everything_;  // one location for every path
   for (const Location* l : exact_) {
     if (l->config.pattern == path) return l;
   }
@@ -142,6 +143,9 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
   std::stable_sort(site->prefixes_.begin(), site->prefixes_.end(), [](const Location* a, const Location* b) {
     return a->config.pattern.size() > b->config.pattern.size();
   });
+  if (site->locations_.size() == 1 && site->prefixes_.size() == 1 && site->prefixes_[0]->config.pattern == "/") {
+    site->everything_ = site->prefixes_[0];
+  }
   const Site* raw = site.get();
   if (site_config.is_default) default_ = raw;
   for (const std::string& name : site_config.names) {
@@ -162,8 +166,7 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
   sites_.push_back(std::move(site));
 }
 
-const Site& Sites::select(std::string_view host) const {
-  if (sites_.size() == 1) return *sites_.front();
+const Site& Sites::select_by_name(std::string_view host) const {
   char buffer[256];
   std::optional<std::string_view> name = normalize_host(host, buffer);
   if (!name) return *default_;

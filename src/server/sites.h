@@ -75,6 +75,7 @@ class Site {
   std::vector<const Location*> exact_;
   std::vector<const Location*> prefixes_;  // longest first
   std::vector<const Location*> regexes_;   // in file order
+  const Location* everything_ = nullptr;   // the only location, when it is prefix "/"
 };
 
 class Sites {
@@ -87,7 +88,9 @@ class Sites {
   Sites& operator=(const Sites&) = delete;
 
   // The site for a Host field value ("Example.COM:8080", "[::1]", "").
-  const Site& select(std::string_view host) const;
+  const Site& select(std::string_view host) const {
+    return sites_.size() == 1 ? *sites_.front() : select_by_name(host);
+  }
 
   const std::vector<std::unique_ptr<Site>>& sites() const { return sites_; }
   const std::vector<StaticStore>& stores() const { return stores_; }
@@ -98,6 +101,7 @@ class Sites {
 
  private:
   void add_site(const Config& config, const SiteConfig& site_config);
+  const Site& select_by_name(std::string_view host) const;
   size_t store_for(std::string root, std::vector<std::string> index);
 
   std::vector<std::unique_ptr<Site>> sites_;

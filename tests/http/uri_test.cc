@@ -150,5 +150,23 @@ TEST(Uri, EncodingAPathRoundTripsThroughNormalisation) {
   EXPECT_EQ(back, "/a b/100%/q?x#y/\xe2\x82\xac/~-._!$&'()*+,;=:@");
 }
 
+TEST(Uri, NormalizedPathViewsTheRequestWhenNothingNeedsDoing) {
+  std::string scratch = "untouched";
+  const std::string_view plain = "/docs/a.html";
+  bool dot = true;
+  Result<std::string_view> view = normalized_path(plain, &scratch, &dot);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->data(), plain.data());  // no copy
+  EXPECT_FALSE(dot);
+  EXPECT_EQ(scratch, "untouched");
+  view = normalized_path("/a/%2e%2e/b//.env", &scratch, &dot);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(*view, "/b/.env");
+  EXPECT_EQ(view->data(), scratch.data());
+  EXPECT_TRUE(dot);
+  EXPECT_FALSE(normalized_path("/../x", &scratch));
+  EXPECT_FALSE(normalized_path("/a%00", &scratch));
+}
+
 }  // namespace
 }  // namespace tern::http

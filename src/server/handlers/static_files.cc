@@ -174,25 +174,24 @@ void StaticFiles::describe(std::string_view name, StaticResult* result) {
 // to answer (a 301 also fills in the location).
 int StaticFiles::open_target(const StaticRequest& request, Clock::time_point now,
                              StaticResult* result, std::string_view* name) {
-  if (request.normalized) {
-    path_.assign(request.path);
-  } else {
+  std::string_view path = request.path;
+  if (!request.normalized) {
     bool dot_segment = false;
     if (!http::normalize_path(request.path, &path_, &dot_segment)) return 400;
     if (dot_segment && options_.deny_dotfiles && names_a_dotfile(path_)) return 403;
+    path = path_;
   }
-  OpenFileCache::FileResult found = cache_.find(path_, now);
+  OpenFileCache::FileResult found = cache_.find(path, now);
   if (!found) return OpenFileCache::http_status(found.error());
   FilePtr file = std::move(found.value());
-  *name = path_;
+  *name = path;
   if (file->is_directory()) {
-    const std::string_view uri_path = request.uri_path.empty() ? std::string_view(path_) : request.uri_path;
+    const std::string_view uri_path = request.uri_path.empty() ? path : request.uri_path;
     if (uri_path.back() != '/') {
       redirect_to_directory(uri_path, request.query, result);
       return 301;
     }
-    if (path_.back() != '/') path_ += '/';
-    if (int status = find_index(now, &file); status != 0) return status;
+    if (int status = find_index(path, now, &file); status != 0) return status;
     *name = index_path_;
   }
   result->file = std::move(file);
@@ -211,13 +210,13 @@ void StaticFiles::redirect_to_directory(std::string_view uri_path, std::string_v
   result->location = location_;
 }
 
-// Tries each index name under the directory path_ (which ends in '/').
+// Tries each index name under the directory `path` (which ends in '/').
 // Returns 0 with *file set, or the status to answer. Like nginx, a missing
 // index (or one that is a directory) moves on to the next name, while any
 // other failure (EACCES, ELOOP) answers at once.
-int StaticFiles::find_index(Clock::time_point now, FilePtr* file) {
+int StaticFiles::find_index(std::string_view path, Clock::time_point now, FilePtr* file) {
   for (const std::string& index : options_.index) {
-    index_path_.assign(path_).append(index);
+    index_path_.assign(path).append(index);
     OpenFileCache::FileResult found = cache_.find(index_path_, now);
     if (found && found.value()->is_regular()) {
       *file = std::move(found.value());

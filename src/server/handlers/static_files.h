@@ -141,7 +141,7 @@ class StaticFiles {
   int open_target(const StaticRequest& request, Clock::time_point now, StaticResult* result,
                   std::string_view* name);
   void redirect_to_directory(std::string_view uri_path, std::string_view query, StaticResult* result);
-  int find_index(Clock::time_point now, FilePtr* file);
+  int find_index(std::string_view path, Clock::time_point now, FilePtr* file);
   void select_encoding(const StaticRequest& request, std::string_view name,
                        Clock::time_point now, StaticResult* result);
   void describe(std::string_view name, StaticResult* result);
@@ -151,8 +151,8 @@ class StaticFiles {
   const StaticFilesOptions options_;
   const MimeTypes& mime_types_;
   OpenFileCache cache_;
-  std::string path_;       // the normalised request path
-  std::string index_path_;  // path_ + an index name
+  std::string path_;       // the normalised request path (unless given normalised)
+  std::string index_path_;  // the path + an index name
   std::string gz_path_;     // the name of the .gz sibling
   std::string location_;    // a 301's Location
   OpenFile::HeadMemo gzip_memo_;  // describe() for a .gz sibling, rebuilt each time

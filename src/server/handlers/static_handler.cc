@@ -134,8 +134,7 @@ bool StaticHandler::file_path(std::string_view path, std::string* out) const {
   return true;
 }
 
-Handler::Claim StaticHandler::claim(Route& route) {
-  if (try_files_.empty()) return Claim::kRespond;
+Handler::Claim StaticHandler::try_files(Route& route) {
   std::string candidate, file;
   const auto now = net::EventLoop::current()->clock().now();
   for (size_t i = 0; i + 1 < try_files_.size(); ++i) {

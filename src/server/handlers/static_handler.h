@@ -36,10 +36,13 @@ void respond_static(StaticFiles& files, const http::Request& request, std::strin
 class StaticHandler final : public Handler {
  public:
   StaticHandler(const Location& location, bool use_mmap);
-  Claim claim(Route& route) override;
+  Claim claim(Route& route) override {
+    return try_files_.empty() ? Claim::kRespond : try_files(route);
+  }
   void respond(const Route& route, http::ResponseWriter& writer) override;
 
  private:
+  Claim try_files(Route& route);
   // The path beneath the store's root; false when an alias location's
   // prefix does not end at a segment ("/imgx" for "/img").
   bool file_path(std::string_view path, std::string* out) const;
