@@ -68,6 +68,7 @@ StaticFilesOptions Chain::static_options(const StaticStore& store) const {
   StaticFilesOptions options = static_base_;
   options.root = store.root;
   options.index = store.index;
+  options.autoindex = store.autoindex;
   return options;
 }
 

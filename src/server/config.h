@@ -108,6 +108,7 @@ struct LocationConfig {
   std::vector<Cidr> deny;
   std::vector<std::string> methods;  // empty: any; others get 405
   bool internal = false;  // reached only through try_files (not by a client)
+  bool autoindex = false;  // an HTML listing for a directory without an index
   bool static_files = true;
   bool users = false;                  // the users app ([auth]) answers its paths
   std::vector<FastCgiConfig> fastcgi;  // tried in order before the static files

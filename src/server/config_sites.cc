@@ -208,6 +208,7 @@ LocationConfig read_location(Section s, int line) {
     }
   }
   s.get_bool("internal", &l.internal);
+  s.get_bool("autoindex", &l.autoindex);
   s.get_bool("static", &l.static_files);
   s.get_bool("users", &l.users);
   if (const toml::node* node = s.node("fastcgi")) {

@@ -101,12 +101,13 @@ Sites::Sites(const Config& config) : fastcgi_(fastcgi_blocks(config)) {
   }
 }
 
-size_t Sites::store_for(std::string root, std::vector<std::string> index) {
+size_t Sites::store_for(std::string root, std::vector<std::string> index, bool autoindex) {
   root = trim_slashes(std::move(root));
   for (size_t i = 0; i < stores_.size(); ++i) {
-    if (stores_[i].root == root && stores_[i].index == index) return i;
+    const StaticStore& s = stores_[i];
+    if (s.root == root && s.index == index && s.autoindex == autoindex) return i;
   }
-  stores_.push_back({std::move(root), std::move(index)});
+  stores_.push_back({std::move(root), std::move(index), autoindex});
   return stores_.size() - 1;
 }
 
@@ -129,7 +130,8 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
       throw std::runtime_error(config.source + ":" + std::to_string(lc.line) +
                                ": server.location.alias: not with fastcgi (use root)");
     }
-    l.store = store_for(location_root(config, site_config, lc), lc.index.empty() ? site_index : lc.index);
+    l.store = store_for(location_root(config, site_config, lc), lc.index.empty() ? site_index : lc.index,
+                        lc.autoindex);
     for (size_t i = 0; i < lc.fastcgi.size(); ++i) l.fastcgi.push_back(fastcgi_count_++);
     l.allow = join(lc.methods);
     l.fields = format_fields(lc);

@@ -49,6 +49,7 @@ namespace tern::server {
 struct StaticStore {
   std::string root;
   std::vector<std::string> index;
+  bool autoindex = false;
 };
 
 struct Location {
@@ -102,7 +103,7 @@ class Sites {
  private:
   void add_site(const Config& config, const SiteConfig& site_config);
   const Site& select_by_name(std::string_view host) const;
-  size_t store_for(std::string root, std::vector<std::string> index);
+  size_t store_for(std::string root, std::vector<std::string> index, bool autoindex);
 
   std::vector<std::unique_ptr<Site>> sites_;
   std::vector<StaticStore> stores_;

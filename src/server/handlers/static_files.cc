@@ -133,6 +133,11 @@ StaticResult StaticFiles::serve(const StaticRequest& request, Clock::time_point 
   std::string_view name;
   result.status = open_target(request, now, &result, &name);
   if (result.status != 0) return result;
+  if (result.listing) {
+    result.status = 200;
+    result.send_body = request.method == http::Method::kGet;
+    return result;
+  }
   select_encoding(request, name, now, &result);
   describe(name, &result);
   if (not_modified(request, *result.file)) {
@@ -191,8 +196,13 @@ int StaticFiles::open_target(const StaticRequest& request, Clock::time_point now
       redirect_to_directory(uri_path, request.query, result);
       return 301;
     }
-    if (int status = find_index(path, now, &file); status != 0) return status;
-    *name = index_path_;
+    if (int status = find_index(path, now, &file); status != 0) {
+      if (status != kNoIndex) return status;
+      if (!options_.autoindex) return 403;
+      result->listing = true;
+    } else {
+      *name = index_path_;
+    }
   }
   result->file = std::move(file);
   return 0;
@@ -226,7 +236,7 @@ int StaticFiles::find_index(std::string_view path, Clock::time_point now, FilePt
       return OpenFileCache::http_status(found.error());
     }
   }
-  return 403;
+  return kNoIndex;
 }
 
 void StaticFiles::select_encoding(const StaticRequest& request, std::string_view name,

@@ -17,7 +17,7 @@
 //   - A directory requested without the trailing slash is 301 to the same
 //     path plus "/" (re-encoded, query string kept). With the slash, the index
 //     names are tried in order; a directory without one is 403 (nginx: "directory
-//     index is forbidden"). There is no autoindex.
+//     index is forbidden"), or with `autoindex` an HTML listing (result.listing).
 //   - Missing -> 404; unreadable, not regular, or a symlink the policy
 //     refuses -> 403 (OpenFileCache::http_status).
 //   - If-None-Match (weak comparison, "*" or a list) decides alone when
@@ -69,6 +69,7 @@ struct StaticFilesOptions {
   bool cache_not_found = true;
   size_t memory_max_file_bytes = 16 * 1024;  // see OpenFileCacheOptions
   bool deny_dotfiles = true;
+  bool autoindex = false;  // a directory without an index is listed (not 403)
   const MimeTypes* mime_types = nullptr;  // not owned, must outlive; null: built-in table
 };
 
@@ -101,6 +102,7 @@ struct StaticResult {
   uint64_t offset = 0;
   uint64_t length = 0;
   bool send_body = false;  // GET answered 200 or 206: send the range of `file`
+  bool listing = false;    // 200 for a directory (`file`) to be listed (autoindex)
   bool gzip = false;       // send "Content-Encoding: gzip"
   bool vary_accept_encoding = false;  // send "Vary: Accept-Encoding"
   std::string_view content_type;      // with `file`
@@ -134,9 +136,11 @@ class StaticFiles {
   StaticResult serve(const StaticRequest& request, Clock::time_point now);
 
   OpenFileCache& cache() { return cache_; }
+  bool hides_dotfiles() const { return options_.deny_dotfiles; }
 
  private:
   using FilePtr = std::shared_ptr<const OpenFile>;
+  static constexpr int kNoIndex = -1;  // find_index(): no index name exists
 
   int open_target(const StaticRequest& request, Clock::time_point now, StaticResult* result,
                   std::string_view* name);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "http/error_page.h"
+#include "server/handlers/autoindex.h"
 #include "server/handlers/location_handlers.h"
 #include "server/sites.h"
 #include "net/event_loop.h"
@@ -56,6 +57,13 @@ void respond(StaticFiles& files, const http::Request& request, std::string_view 
     if (slot != nullptr && slot->empty()) *slot = field.value;
   }
   StaticResult result = files.serve(query, now);
+  if (result.listing) {
+    Result<std::string> html =
+        render_autoindex(result.file->fd(), uri_path.empty() ? path : uri_path, files.hides_dotfiles());
+    if (!html) return http::write_error_page(writer, 403);
+    writer.start(200).header("Content-Type", "text/html; charset=utf-8");
+    return writer.body(*html);
+  }
 
   switch (result.status) {
     case 200:

@@ -79,6 +79,10 @@ def site(tern_factory, tmp_path):
     (root / "conf" / "local.php").write_text("<?php $password = 'x';\n")
     (root / "errors" / "gone.html").write_text("it is gone\n")
     (pics / "cat.png").write_bytes(b"\x89PNG cat")
+    (root / "plain").mkdir()
+    (root / "files" / "sub").mkdir(parents=True)
+    (root / "files" / "report.txt").write_text("12345")
+    (root / "files" / "<img src=x onerror=alert(1)>").write_text("x")
     config = {"server": [{"root": str(root), "location": [
         {"prefix": "/"},
         {"prefix": "/app/", "try_files": ["$uri", "$uri/", "/app/index.html"]},
@@ -99,6 +103,7 @@ def site(tern_factory, tmp_path):
         {"regex": "^/(conf|bin|inc)/", "deny": True},
         {"prefix": "/errors/", "internal": True},
         {"prefix": "/fallback/", "try_files": ["$uri", "/errors/gone.html"]},
+        {"prefix": "/files/", "autoindex": True},
     ]}]}
     return tern_factory(config, name="site"), root
 
@@ -110,6 +115,22 @@ def test_try_files_serves_a_single_page_app(site):
         resp = srv.get(path)
         assert resp.status == 200 and resp.body == b"spa shell\n", (path, resp)
     assert srv.get("/strict/nothing").status == 404  # "=404" as the last entry
+
+
+def test_autoindex_lists_a_directory_without_an_index(site):
+    srv, _ = site
+    resp = srv.get("/files/")
+    assert resp.status == 200 and resp.header("Content-Type") == "text/html; charset=utf-8"
+    body = resp.body.decode()
+    assert '<a href="sub/">sub/</a>' in body and '<a href="report.txt">report.txt</a>' in body
+    assert body.index("sub/") < body.index("report.txt")  # directories first
+    assert "<img" not in body and "&lt;img src=x onerror=alert(1)&gt;" in body
+    assert srv.get("/files/", method="HEAD").body == b""
+    moved = srv.get("/files/sub")
+    assert moved.status == 301 and moved.header("Location") == "/files/sub/"
+    assert srv.get("/files/sub/").status == 200
+    # Elsewhere a directory without an index stays forbidden.
+    assert srv.get("/plain/").status == 403
 
 
 def test_internal_locations_answer_only_internal_redirects(site):
