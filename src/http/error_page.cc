@@ -7,6 +7,15 @@
 namespace tern::http {
 
 void write_error_page(ResponseWriter& writer, int status, std::string_view allow) {
+  // After these nginx stops reusing the connection, and so do we: the
+  // request was malformed or the server is in trouble.
+  if (status == 400 || status == 413 || status == 414 || status == 500 || status == 501) {
+    writer.close_after();
+  }
+  if (ErrorPageHook* hook = writer.error_pages(); hook != nullptr && !writer.started()) {
+    writer.set_error_pages(nullptr);  // once: a page that fails falls back to ours
+    if (hook->write(writer, status, allow)) return;
+  }
   std::string_view reason = reason_phrase(status);
   // Small enough to build on the stack; error paths may allocate anyway.
   std::string page;
@@ -20,11 +29,6 @@ void write_error_page(ResponseWriter& writer, int status, std::string_view allow
   page += ' ';
   page += reason;
   page += "</h1></body></html>\n";
-  // After these nginx stops reusing the connection, and so do we: the
-  // request was malformed or the server is in trouble.
-  if (status == 400 || status == 413 || status == 414 || status == 500 || status == 501) {
-    writer.close_after();
-  }
   writer.start(status).header("Content-Type", "text/html; charset=utf-8");
   if (!allow.empty()) writer.header("Allow", allow);
   writer.body(page);

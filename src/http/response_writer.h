@@ -33,6 +33,8 @@ class TcpConnection;
 
 namespace tern::http {
 
+class ErrorPageHook;
+
 // Fields a configuration adds to responses (a location's headers),
 // formatted ("Name: value\r\n" each): `always` on every response,
 // `success` on 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 (the
@@ -90,6 +92,9 @@ class ResponseWriter {
   // Fields added to the head when it ends (not owned; must outlive the
   // response head). Before the finishing call.
   void set_extra_fields(const ExtraFields* extra) { extra_ = extra; }
+  // Pages of its own for error statuses (not owned; see error_page.h).
+  void set_error_pages(ErrorPageHook* hook) { error_pages_ = hook; }
+  ErrorPageHook* error_pages() const { return error_pages_; }
 
   // Close the connection after this response (must be called before the
   // finishing call to be announced in the Connection header).
@@ -107,6 +112,7 @@ class ResponseWriter {
 
   Context ctx_;
   const ExtraFields* extra_ = nullptr;
+  ErrorPageHook* error_pages_ = nullptr;
   int status_ = 0;
   bool finished_ = false;
   bool streaming_ = false;

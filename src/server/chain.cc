@@ -28,8 +28,11 @@ bool has_body(const http::Request& request) {
 
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
              std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi,
-             const auth::UsersApp* users)
-    : sites_(std::move(sites)), mime_(std::move(mime)), deny_dotfiles_(config.static_files.deny_dotfiles) {
+             const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops)
+    : sites_(std::move(sites)),
+      mime_(std::move(mime)),
+      deny_dotfiles_(config.static_files.deny_dotfiles),
+      loops_(loops) {
   const StaticConfig& st = config.static_files;
   static_base_.symlinks = st.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
   static_base_.gzip_static = st.gzip_static;
@@ -143,7 +146,17 @@ const http::ExchangeHandler* ChainLoop::route(const http::Request& request,
 void ChainLoop::start(http::Exchange& exchange) {
   resolved_for_ = nullptr;
   // The configuration this request began under stays until it ends.
-  exchange.keep(chain_);
+  const bool pages = route_.location != nullptr ? !route_.location->error_pages->empty()
+                                                : !route_.site->config().error_pages.empty();
+  if (pages) {
+    auto hook = std::make_shared<ErrorPages>();
+    hook->bind(chain_.get(), route_);
+    hook->keep(chain_);
+    exchange.writer().set_error_pages(hook.get());
+    exchange.keep(std::move(hook));
+  } else {
+    exchange.keep(chain_);
+  }
   if (route_.location != nullptr && !route_.location->fields.empty()) {
     exchange.writer().set_extra_fields(&route_.location->fields);
   }
@@ -159,10 +172,63 @@ void ChainLoop::serve(const http::Request& request, http::ResponseWriter& writer
     return http::write_error_page(writer, 500);
   }
   resolved_for_ = nullptr;
-  if (route_.location != nullptr && !route_.location->fields.empty()) {
-    writer.set_extra_fields(&route_.location->fields);
+  if (route_.location != nullptr) {
+    if (!route_.location->fields.empty()) writer.set_extra_fields(&route_.location->fields);
+    if (!route_.location->error_pages->empty()) {
+      error_pages_.bind(chain_.get(), route_);
+      writer.set_error_pages(&error_pages_);
+    }
+  } else if (!route_.site->config().error_pages.empty()) {
+    error_pages_.bind(chain_.get(), route_);
+    writer.set_error_pages(&error_pages_);
   }
   handler_->respond(route_, writer);
+}
+
+void ErrorPages::bind(const Chain* chain, const Route& route) {
+  chain_ = chain;
+  site_ = route.site;
+  location_ = route.location;
+}
+
+bool ErrorPages::write(http::ResponseWriter& writer, int status, std::string_view allow) {
+  const std::string_view path = site_->error_page(location_, status);
+  if (path.empty()) return false;
+  ChainLoop* loop = chain_->loops().current();
+  if (loop == nullptr || &loop->chain() != chain_) return false;
+  return loop->serve_error_page(*site_, path, status, allow, writer);
+}
+
+bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int status,
+                                 std::string_view allow, http::ResponseWriter& writer) {
+  Captures captures;
+  const Location* target = site.match(path, &captures);
+  if (target == nullptr || !target->config.static_files) return false;
+  std::string file(path);
+  if (target->alias) {
+    // The alias takes the place of the prefix (StaticHandler::file_path).
+    const std::string& prefix = target->config.pattern;
+    std::string_view rest = path.substr(std::min(path.size(), prefix.size()));
+    file = prefix.back() == '/' ? "/" + std::string(rest) : std::string(rest.empty() ? "/" : rest);
+  }
+  StaticRequest query;
+  query.path = file;
+  query.normalized = true;
+  StaticResult result = stores_[target->store]->serve(query, net::EventLoop::current()->clock().now());
+  if (result.status != 200 || result.listing) return false;
+  writer.start(status).header("Content-Type", result.content_type);
+  if (!allow.empty()) writer.header("Allow", allow);
+  if (result.file->has_content()) {
+    writer.body(result.file->content());
+    return true;
+  }
+  net::FileRegion region;
+  region.fd = result.file->fd();
+  region.offset = 0;
+  region.length = result.length;
+  region.keep_alive = result.file;
+  writer.file(std::move(region));
+  return true;
 }
 
 }  // namespace tern::server

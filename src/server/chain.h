@@ -24,7 +24,9 @@
 #include "http/request.h"
 #include "http/response_writer.h"
 #include "server/config.h"
+#include "net/loop_local.h"
 #include "server/handler.h"
+#include "http/error_page.h"
 #include "server/handlers/static_files.h"
 #include "server/mime_types.h"
 #include "server/sites.h"
@@ -35,14 +37,37 @@ class UsersApp;
 
 namespace tern::server {
 
+class Chain;
+class ChainLoop;
 class FastCgiRoutes;
+
+// A location's error_page on a response's writer: the status answered
+// with a file of the site (served by the loop's static files, keeping the
+// status) instead of the built-in page. Falls back to the built-in page
+// when the path names no file, or when the loop has moved on to a newer
+// configuration than the one the request began under.
+class ErrorPages final : public http::ErrorPageHook {
+ public:
+  void bind(const Chain* chain, const Route& route);
+  // For an exchange: keeps the chain too.
+  void keep(std::shared_ptr<const Chain> chain) { kept_ = std::move(chain); }
+  bool write(http::ResponseWriter& writer, int status, std::string_view allow) override;
+
+ private:
+  const Chain* chain_ = nullptr;
+  const Site* site_ = nullptr;
+  const Location* location_ = nullptr;
+  std::shared_ptr<const Chain> kept_;
+};
 
 class Chain : public std::enable_shared_from_this<Chain> {
  public:
   // `fastcgi` has the blocks of sites->fastcgi() (null when there are
-  // none); `users` is null without [auth].
+  // none); `users` is null without [auth]; `loops` is where the loops keep
+  // their ChainLoop (for error pages).
   Chain(std::shared_ptr<const Sites> sites, const Config& config,
-        std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const auth::UsersApp* users);
+        std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const auth::UsersApp* users,
+        const net::LoopLocal<ChainLoop>* loops);
   ~Chain();
 
   const Sites& sites() const { return *sites_; }
@@ -52,6 +77,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   // StaticFiles options for a store (its root and index, and [static]).
   StaticFilesOptions static_options(const StaticStore& store) const;
   bool deny_dotfiles() const { return deny_dotfiles_; }
+  const net::LoopLocal<ChainLoop>& loops() const { return *loops_; }
 
  private:
   std::shared_ptr<const Sites> sites_;
@@ -60,6 +86,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   bool deny_dotfiles_;
   std::vector<std::unique_ptr<Handler>> owned_;
   std::vector<std::vector<Handler*>> chains_;  // by Location::id
+  const net::LoopLocal<ChainLoop>* loops_;
 };
 
 class ChainLoop {
@@ -75,6 +102,11 @@ class ChainLoop {
   const http::ExchangeHandler* route(const http::Request& request, const net::TcpConnection& conn);
   void serve(const http::Request& request, http::ResponseWriter& writer);
 
+  const Chain& chain() const { return *chain_; }
+  // Answers `status` with the file at `path` of `site` (ErrorPages).
+  bool serve_error_page(const Site& site, std::string_view path, int status, std::string_view allow,
+                        http::ResponseWriter& writer);
+
  private:
   void resolve(const http::Request& request, const net::TcpConnection& conn);
   void refuse(int status);
@@ -88,6 +120,7 @@ class ChainLoop {
   Handler* handler_ = nullptr;
   Handler::Claim claim_ = Handler::Claim::kPass;
   http::ExchangeHandler entry_;
+  ErrorPages error_pages_;  // for the request being answered at once
 };
 
 }  // namespace tern::server

@@ -109,6 +109,9 @@ struct LocationConfig {
   std::vector<std::string> methods;  // empty: any; others get 405
   bool internal = false;  // reached only through try_files (not by a client)
   bool autoindex = false;  // an HTML listing for a directory without an index
+  // status -> a path of the site served in place of the built-in page
+  // (nginx's error_page); empty: the site's.
+  std::vector<std::pair<int, std::string>> error_pages;
   bool static_files = true;
   bool users = false;                  // the users app ([auth]) answers its paths
   std::vector<FastCgiConfig> fastcgi;  // tried in order before the static files
@@ -125,6 +128,7 @@ struct SiteConfig {
   bool is_default = false;  // answers a Host no site names; else the first site
   std::string root;         // empty: [static].root
   std::vector<std::string> index;  // empty: [static].index
+  std::vector<std::pair<int, std::string>> error_pages;  // for locations without their own
   std::vector<LocationConfig> locations;
   bool implicit = false;  // made from the top-level keys (no [[server]] in the file)
   int line = 0;

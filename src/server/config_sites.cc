@@ -125,6 +125,25 @@ void read_return(Section& s, LocationConfig& l) {
   }
 }
 
+std::vector<std::pair<int, std::string>> read_error_pages(Section& s) {
+  std::vector<std::pair<int, std::string>> out;
+  const toml::table* table = s.get_table("error_page");
+  if (table == nullptr) return out;
+  for (const auto& [key, node] : *table) {
+    const std::string status(key.str());
+    int code = 0;
+    for (char ch : status) code = ch >= '0' && ch <= '9' && code < 1000 ? code * 10 + (ch - '0') : 10000;
+    if (status.empty() || code < 300 || code > 599) {
+      s.fail(node, "error_page." + status, "expected a status from 300 to 599 as the key");
+    }
+    if (!node.is_string() || node.as_string()->get().empty() || node.as_string()->get().front() != '/') {
+      s.fail(node, "error_page." + status, "expected a path of the site (\"/errors/404.html\")");
+    }
+    out.emplace_back(code, node.as_string()->get());
+  }
+  return out;
+}
+
 LocationConfig read_location(Section s, int line) {
   LocationConfig l;
   l.line = line;
@@ -209,6 +228,7 @@ LocationConfig read_location(Section s, int line) {
   }
   s.get_bool("internal", &l.internal);
   s.get_bool("autoindex", &l.autoindex);
+  l.error_pages = read_error_pages(s);
   s.get_bool("static", &l.static_files);
   s.get_bool("users", &l.users);
   if (const toml::node* node = s.node("fastcgi")) {
@@ -251,6 +271,7 @@ SiteConfig read_site(Section s, int line) {
   s.get_bool("default", &site.is_default);
   read_root(s, "root", &site.root);
   site.index = read_index(s);
+  site.error_pages = read_error_pages(s);
   if (const toml::node* node = s.node("location")) {
     if (!node->is_array_of_tables()) s.fail(*node, "location", "expected [[server.location]] blocks");
     size_t i = 0;

@@ -198,7 +198,7 @@ void Server::start_users_app(const Config& config) {
 std::shared_ptr<const Chain> Server::build_chain(const Config& config) const {
   auto sites = std::make_shared<const Sites>(config);
   return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), fastcgi_.get(),
-                                       users_.get());
+                                       users_.get(), &chains_);
 }
 
 void Server::on_signal(int signo) {

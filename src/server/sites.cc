@@ -70,6 +70,14 @@ std::optional<std::string_view> normalize_host(std::string_view host, char (&buf
   return std::string_view(buffer, host.size());
 }
 
+std::string_view Site::error_page(const Location* location, int status) const {
+  const auto& pages = location != nullptr ? *location->error_pages : config_.error_pages;
+  for (const auto& [code, path] : pages) {
+    if (code == status) return path;
+  }
+  return {};
+}
+
 const Location* Site::match(std::string_view path, Captures* captures) const {
   if (everything_ != nullptr) return everything_;  // one location for every path
   for (const Location* l : exact_) {
@@ -134,6 +142,7 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
                         lc.autoindex);
     for (size_t i = 0; i < lc.fastcgi.size(); ++i) l.fastcgi.push_back(fastcgi_count_++);
     l.allow = join(lc.methods);
+    l.error_pages = lc.error_pages.empty() ? &site->config_.error_pages : &l.config.error_pages;
     l.fields = format_fields(lc);
     needs_users_ = needs_users_ || lc.users;
   }

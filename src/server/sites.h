@@ -60,6 +60,7 @@ struct Location {
   bool alias = false;          // the store's root replaces the prefix
   std::vector<size_t> fastcgi;  // indexes into Sites::fastcgi(), tried in order
   std::string allow;           // config.methods joined, for a 405's Allow
+  const std::vector<std::pair<int, std::string>>* error_pages = nullptr;  // its own, or the site's
   http::ExtraFields fields;    // headers and expires
 };
 
@@ -67,6 +68,9 @@ class Site {
  public:
   const Location* match(std::string_view path, Captures* captures) const;
   const SiteConfig& config() const { return config_; }
+  // The page for `status` of `location` (its own error pages, else the
+  // site's), or an empty view.
+  std::string_view error_page(const Location* location, int status) const;
   const std::vector<Location>& locations() const { return locations_; }
 
  private:

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "http/status.h"
 #include "net/buffer.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
@@ -102,6 +103,18 @@ class ResponseWriterTest : public ::testing::Test {
   std::function<void(ResponseWriter&)> fill_;
   Outcome outcome_;
 };
+
+// Every status a handler or a config may answer has its RFC 9110 phrase
+// (an error page titled "410 Unknown" was a bug).
+TEST(ReasonPhrase, CoversTheStatusesOfRfc9110) {
+  for (int status : {100, 101, 200, 201, 202, 203, 204, 205, 206, 300, 301, 302, 303, 304, 305, 307,
+                     308, 400, 401, 402, 403, 404, 405, 406, 407, 408, 409, 410, 411, 412, 413, 414,
+                     415, 416, 417, 421, 422, 426, 500, 501, 502, 503, 504, 505}) {
+    EXPECT_NE(reason_phrase(status), "Unknown") << status;
+  }
+  EXPECT_EQ(reason_phrase(410), "Gone");
+  EXPECT_EQ(reason_phrase(299), "Unknown");
+}
 
 TEST(ResponseWriterHeadStart, IsTheStatusLineThenServerThenDate) {
   net::Buffer b(0);

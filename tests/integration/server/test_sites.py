@@ -83,12 +83,18 @@ def site(tern_factory, tmp_path):
     (root / "files" / "sub").mkdir(parents=True)
     (root / "files" / "report.txt").write_text("12345")
     (root / "files" / "<img src=x onerror=alert(1)>").write_text("x")
-    config = {"server": [{"root": str(root), "location": [
+    (root / "errors" / "404.html").write_text("custom not found\n")
+    (root / "errors" / "403.html").write_text("custom forbidden\n")
+    (root / "errors" / "docs404.html").write_text("no such document\n")
+    config = {"server": [{"root": str(root),
+                          "error_page": {"404": "/errors/404.html", "403": "/errors/403.html",
+                                         "405": "/errors/403.html", "410": "/errors/missing.html"},
+                          "location": [
         {"prefix": "/"},
         {"prefix": "/app/", "try_files": ["$uri", "$uri/", "/app/index.html"]},
         {"prefix": "/strict/", "try_files": ["$uri", "=404"]},
         {"prefix": "/docs/", "headers": {"X-Frame-Options": "DENY"},
-         "headers_always": {"X-Served-By": "docs"}},
+         "headers_always": {"X-Served-By": "docs"}, "error_page": {"404": "/errors/docs404.html"}},
         {"prefix": "/img/", "alias": str(pics)},
         {"exact": "/old", "return": {"status": 301, "url": "$scheme://$host/new$is_args$args"}},
         {"prefix": "/old/", "return": {"status": 308, "url": "/docs/$1"}},
@@ -131,6 +137,36 @@ def test_autoindex_lists_a_directory_without_an_index(site):
     assert srv.get("/files/sub/").status == 200
     # Elsewhere a directory without an index stays forbidden.
     assert srv.get("/plain/").status == 403
+
+
+def test_error_page_answers_with_a_file_of_the_site(site):
+    srv, _ = site
+    resp = srv.get("/nothing/here")
+    assert resp.status == 404 and resp.body == b"custom not found\n"
+    assert resp.header("Content-Type") == "text/html; charset=utf-8"
+    assert srv.get("/nothing/here", method="HEAD").body == b""
+    resp = srv.get("/private/secret.txt")
+    assert resp.status == 403 and resp.body == b"custom forbidden\n"
+    resp = srv.get("/ro/x", method="DELETE")  # a 405 keeps its Allow
+    assert resp.status == 405 and resp.header("Allow") == "GET, HEAD" and resp.body == b"custom forbidden\n"
+    # A location's own pages replace the site's.
+    resp = srv.get("/docs/none.txt")
+    assert resp.status == 404 and resp.body == b"no such document\n"
+    assert resp.header("X-Served-By") == "docs"
+    # A page that does not exist: the built-in one.
+    resp = srv.get("/gone")
+    assert resp.status == 410 and b"410 Gone" in resp.body
+
+
+def test_error_page_for_an_application_that_is_down(tern_factory, tmp_path):
+    srv = tern_factory({"server": [{"error_page": {"502": "/50x.html"}, "location": [
+        {"prefix": "/"},
+        {"regex": r"\.php$", "fastcgi": {"pass": "127.0.0.1:1", "connect_timeout": "1s"}},
+    ]}]}, name="down")
+    srv.write_file("50x.html", "be right back\n")
+    srv.write_file("index.php", "<?php echo 1;")
+    resp = srv.get("/index.php")
+    assert resp.status == 502 and resp.body == b"be right back\n"
 
 
 def test_internal_locations_answer_only_internal_redirects(site):
@@ -246,6 +282,10 @@ def test_php_runs_only_where_a_location_says(tern_factory, fpm, tmp_path):
      "server[0].location[0].allow"),
     ('[[server]]\n[[server.location]]\nprefix = "/"\nunknown = 1\n', "server[0].location[0].unknown"),
     ('[[server]]\ndefault = true\n[[server]]\ndefault = true\n', "server.default"),
+    ('[[server]]\nerror_page = { 99 = "/x.html" }\n', "server[0].error_page.99"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nerror_page = { 404 = "x.html" }\n',
+     "server[0].location[0].error_page.404"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nautoindex = "yes"\n', "server[0].location[0].autoindex"),
     ('[[fastcgi]]\nmatch = "x"\npass = "127.0.0.1:9000"\n[[server]]\n', "fastcgi"),
 ])
 def test_bad_site_config_fails_check_naming_the_key(tmp_path, text, key):
