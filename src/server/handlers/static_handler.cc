@@ -153,7 +153,9 @@ Handler::Claim StaticHandler::try_files(Route& route) {
       candidate.erase(at, 1);
     }
     if (candidate.empty() || candidate.front() != '/' || !file_path(candidate, &file)) continue;
-    const bool directory = candidate.back() == '/';
+    // As nginx: an entry written with a final '/' ("$uri/") wants a
+    // directory, any other a file, whatever the expansion ends with.
+    const bool directory = try_files_[i].back() == '/';
     OpenFileCache::FileResult found = route.files->cache().find(file, now);
     if (found && (directory ? found.value()->is_directory() : found.value()->is_regular())) {
       route.target = std::move(candidate);
