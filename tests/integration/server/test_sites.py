@@ -2,16 +2,18 @@
 which site a Host reaches, which location a path falls in, and what each
 location setting does to the answer."""
 
-import gzip
-import os
+import re
+import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
 from conftest import TERN_BIN
 from php_site import install_scripts
-from tern_server import to_toml
+from test_load import raise_fd_limit
+from tern_server import scaled
 
 
 def host(name):
@@ -311,3 +313,43 @@ def test_sighup_applies_new_sites_and_locations(tern_factory, tmp_path):
     srv.signal(signal.SIGHUP)
     assert srv.wait_for_log("keeping the running configuration")
     assert srv.get("/a.txt").body == b"replaced\n"
+
+
+def generation_config(generation):
+    """A config whose answers differ by generation only in a header (so that
+    ab's length check holds across reloads)."""
+    return {"workers": 2, "server": [{"location": [
+        {"prefix": "/", "headers": {"X-Generation": f"g{generation % 10}"}},
+        {"exact": "/hello", "return": {"status": 200, "body": "hello"},
+         "headers": {"X-Generation": f"g{generation % 10}"}},
+    ]}]}
+
+
+def test_twenty_reloads_under_load_lose_no_request(tern_factory):
+    if shutil.which("ab") is None or shutil.which("wrk") is None:
+        pytest.skip("ab and wrk are installed by scripts/test")
+    assert raise_fd_limit(512) > 300
+    srv = tern_factory(generation_config(0))
+    srv.write_file("page.html", "<p>" + "x" * 500 + "</p>\n")
+    seconds = scaled(10, 4)
+    wrk = subprocess.Popen(["wrk", "-t1", "-c50", f"-d{seconds}s", srv.url("/page.html")],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    ab = subprocess.Popen(["ab", "-q", "-t", str(seconds), "-n", "10000000", "-c", "200", "-s", "30",
+                           srv.url("/hello")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    for generation in range(1, 21):
+        srv.write_config(generation_config(generation))
+        srv.signal(signal.SIGHUP)
+        assert srv.wait_for_log("configuration reloaded", generation), srv.stderr()[-2000:]
+        time.sleep((seconds - 2) / 20)
+    wrk_out, _ = wrk.communicate(timeout=seconds + 60)
+    ab_out, _ = ab.communicate(timeout=seconds + 60)
+    assert wrk.returncode == 0, wrk_out
+    assert "Socket errors" not in wrk_out and "Non-2xx" not in wrk_out, wrk_out
+    requests = int(re.search(r"(\d+) requests in", wrk_out).group(1))
+    assert requests > 1000, wrk_out
+    assert ab.returncode == 0, ab_out
+    assert re.search(r"^Failed requests:\s+0$", ab_out, re.M), ab_out
+    assert "Non-2xx responses" not in ab_out, ab_out
+    assert int(re.search(r"^Complete requests:\s+(\d+)$", ab_out, re.M).group(1)) > 1000, ab_out
+    assert srv.get("/hello").header("X-Generation") == "g0"  # the 20th: 20 % 10
