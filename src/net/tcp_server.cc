@@ -1,6 +1,8 @@
 #include "net/tcp_server.h"
 
+#include <algorithm>
 #include <latch>
+#include <memory>
 
 #include "base/assert.h"
 #include "base/log.h"
@@ -22,8 +24,10 @@ constexpr EventLoop::Millis kLoadDecayPeriod{1000};
 struct TcpServer::LoopState {
   EventLoop* loop = nullptr;
   BoundedQueue<Handoff> handoffs{kHandoffQueueSize};
-  std::vector<Socket> listen_sockets;  // reuseport mode, one per address, until setup_loop
-  std::vector<std::unique_ptr<Acceptor>> acceptors;  // reuseport mode
+  // Reuseport mode: the requested address and this loop's socket for it
+  // until setup_loop, then its acceptor.
+  std::vector<std::pair<InetAddress, Socket>> listen_sockets;
+  std::vector<std::pair<InetAddress, std::unique_ptr<Acceptor>>> acceptors;
   uint64_t wake_hook = 0;
   TimerId decay_timer;
 };
@@ -34,6 +38,7 @@ TcpServer::TcpServer(EventLoop* loop, const InetAddress& listen_address, TcpServ
 TcpServer::TcpServer(EventLoop* loop, std::vector<InetAddress> listen_addresses,
                      TcpServerOptions options)
     : loop_(loop),
+      requested_(listen_addresses),
       listen_addresses_(std::move(listen_addresses)),
       options_(std::move(options)),
       pool_(std::make_unique<EventLoopThreadPool>(loop, options_.name, options_.io_threads,
@@ -70,32 +75,53 @@ void TcpServer::assert_not_started() const {
 
 const std::vector<EventLoop*>& TcpServer::io_loops() const { return pool_->loops(); }
 
+Result<std::vector<Socket>> TcpServer::bind_address(InetAddress* address) const {
+  const bool reuse_port = options_.accept_mode == AcceptMode::kReusePort;
+  const size_t count = reuse_port ? static_cast<size_t>(std::max(options_.io_threads, 1)) : 1;
+  std::vector<Socket> sockets;
+  for (size_t i = 0; i < count; ++i) {
+    auto socket = Acceptor::bind_listen(*address, reuse_port, options_.backlog);
+    if (!socket) return socket.error();
+    if (i == 0) *address = sockets::local_address(socket->fd());  // port 0 binds once
+    if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited
+    if (options_.defer_accept.count() > 0) {
+      if (auto r = sockets::set_defer_accept(socket->fd(), static_cast<int>(options_.defer_accept.count()));
+          !r) {
+        return r.error();
+      }
+    }
+    sockets.push_back(std::move(*socket));
+  }
+  return sockets;
+}
+
+std::unique_ptr<Acceptor> TcpServer::make_acceptor(EventLoop* io, Socket socket) {
+  auto acceptor = std::make_unique<Acceptor>(io, std::move(socket));
+  if (io == loop_ && options_.accept_mode != AcceptMode::kReusePort) {
+    acceptor->set_new_connection_callback(
+        [this](Socket conn_socket, const InetAddress& peer) { on_accepted(std::move(conn_socket), peer); });
+  } else {
+    acceptor->set_new_connection_callback([this, io](Socket conn_socket, const InetAddress& peer) {
+      if (accept_filter_ && !accept_filter_(peer)) return;
+      open_connection(io, std::move(conn_socket), peer);
+    });
+  }
+  acceptor->listen();
+  return acceptor;
+}
+
 Result<void> TcpServer::start() {
   loop_->assert_in_loop_thread();
   if (started_) return {};
   const bool reuse_port = options_.accept_mode == AcceptMode::kReusePort;
-  const size_t per_address = reuse_port ? static_cast<size_t>(std::max(options_.io_threads, 1)) : 1;
 
   // Bind everything before starting threads, so a failure leaves nothing behind
-  // and the caller learns the real ports (port 0 binds once, then reuses it).
-  std::vector<std::vector<Socket>> sockets(listen_addresses_.size());
-  for (size_t a = 0; a < listen_addresses_.size(); ++a) {
-    InetAddress address = listen_addresses_[a];
-    for (size_t i = 0; i < per_address; ++i) {
-      auto socket = Acceptor::bind_listen(address, reuse_port, options_.backlog);
-      if (!socket) return socket.error();
-      if (i == 0) address = sockets::local_address(socket->fd());
-      if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited
-      if (options_.defer_accept.count() > 0) {
-        if (auto r = sockets::set_defer_accept(socket->fd(),
-                                               static_cast<int>(options_.defer_accept.count()));
-            !r) {
-          return r.error();
-        }
-      }
-      sockets[a].push_back(std::move(*socket));
-    }
-    listen_addresses_[a] = address;
+  // and the caller learns the real ports.
+  std::vector<std::vector<Socket>> sockets;
+  for (InetAddress& address : listen_addresses_) {
+    auto bound = bind_address(&address);
+    if (!bound) return bound.error();
+    sockets.push_back(std::move(*bound));
   }
   started_ = true;
 
@@ -105,18 +131,17 @@ Result<void> TcpServer::start() {
     auto state = std::make_unique<LoopState>();
     state->loop = loops[i];
     if (reuse_port) {
-      for (auto& per_loop : sockets) state->listen_sockets.push_back(std::move(per_loop[i]));
+      for (size_t a = 0; a < sockets.size(); ++a) {
+        state->listen_sockets.emplace_back(requested_[a], std::move(sockets[a][i]));
+      }
     }
     loop_states_.push_back(std::move(state));
   }
 
   if (!reuse_port) {
-    for (auto& per_address_sockets : sockets) {
-      auto acceptor = std::make_unique<Acceptor>(loop_, std::move(per_address_sockets[0]));
-      acceptor->set_new_connection_callback(
-          [this](Socket socket, const InetAddress& peer) { on_accepted(std::move(socket), peer); });
-      acceptor->listen();
-      acceptors_.push_back(std::move(acceptor));
+    for (size_t a = 0; a < sockets.size(); ++a) {
+      acceptors_.emplace_back(requested_[a],
+                              make_acceptor(loop_, std::move(sockets[a][0])));
     }
   }
   for (size_t i = 0; i < loops.size(); ++i) {
@@ -131,19 +156,72 @@ Result<void> TcpServer::start() {
   return {};
 }
 
+Result<void> TcpServer::set_listen_addresses(const std::vector<InetAddress>& addresses) {
+  loop_->assert_in_loop_thread();
+  TERN_CHECK_MSG(started_, "set_listen_addresses before start()");
+  TERN_CHECK_MSG(!addresses.empty(), "TcpServer needs an address to listen on");
+  auto contains = [](const std::vector<InetAddress>& list, const InetAddress& a) {
+    return std::find(list.begin(), list.end(), a) != list.end();
+  };
+  // Bind what is new first: a failure leaves everything as it was.
+  std::vector<std::pair<InetAddress, InetAddress>> added;  // requested, bound
+  std::vector<std::vector<Socket>> added_sockets;
+  for (const InetAddress& wanted : addresses) {
+    if (contains(requested_, wanted)) continue;
+    InetAddress bound = wanted;
+    auto sockets = bind_address(&bound);
+    if (!sockets) return sockets.error();
+    added.emplace_back(wanted, bound);
+    added_sockets.push_back(std::move(*sockets));
+  }
+  for (size_t a = 0; a < requested_.size();) {
+    if (contains(addresses, requested_[a])) {
+      ++a;
+      continue;
+    }
+    const InetAddress gone = requested_[a];
+    TERN_LOG_INFO("{}: no longer listening on {}", options_.name, listen_addresses_[a].to_ip_port());
+    std::erase_if(acceptors_, [&gone](const auto& entry) { return entry.first == gone; });
+    for (auto& state : loop_states_) {
+      LoopState* raw = state.get();
+      raw->loop->run_in_loop([raw, gone] {
+        std::erase_if(raw->acceptors, [&gone](const auto& entry) { return entry.first == gone; });
+      });
+    }
+    requested_.erase(requested_.begin() + static_cast<std::ptrdiff_t>(a));
+    listen_addresses_.erase(listen_addresses_.begin() + static_cast<std::ptrdiff_t>(a));
+  }
+  for (size_t i = 0; i < added.size(); ++i) {
+    requested_.push_back(added[i].first);
+    listen_addresses_.push_back(added[i].second);
+    add_acceptors(added[i].first, std::move(added_sockets[i]));
+    TERN_LOG_INFO("{}: listening on {}", options_.name, added[i].second.to_ip_port());
+  }
+  return {};
+}
+
+void TcpServer::add_acceptors(const InetAddress& requested, std::vector<Socket> sockets) {
+  if (options_.accept_mode != AcceptMode::kReusePort) {
+    acceptors_.emplace_back(requested, make_acceptor(loop_, std::move(sockets[0])));
+    return;
+  }
+  for (size_t i = 0; i < loop_states_.size(); ++i) {
+    LoopState* raw = loop_states_[i].get();
+    // std::function copies its target: the socket travels in a shared_ptr.
+    auto socket = std::make_shared<Socket>(std::move(sockets[i]));
+    raw->loop->run_in_loop([this, raw, requested, socket] {
+      raw->acceptors.emplace_back(requested, make_acceptor(raw->loop, std::move(*socket)));
+    });
+  }
+}
+
 void TcpServer::setup_loop(size_t index) {
   LoopState& state = *loop_states_[index];
   EventLoop* io = state.loop;
   io->assert_in_loop_thread();
   if (options_.accept_mode == AcceptMode::kReusePort) {
-    for (Socket& socket : state.listen_sockets) {
-      auto acceptor = std::make_unique<Acceptor>(io, std::move(socket));
-      acceptor->set_new_connection_callback([this, io](Socket conn_socket, const InetAddress& peer) {
-        if (accept_filter_ && !accept_filter_(peer)) return;
-        open_connection(io, std::move(conn_socket), peer);
-      });
-      acceptor->listen();
-      state.acceptors.push_back(std::move(acceptor));
+    for (auto& [requested, socket] : state.listen_sockets) {
+      state.acceptors.emplace_back(requested, make_acceptor(io, std::move(socket)));
     }
     state.listen_sockets.clear();
   } else if (io != loop_) {

@@ -123,6 +123,13 @@ class TcpServer {
   // for a graceful stop.
   void stop_accepting();
 
+  // Listens on `addresses` from now on (a reload): addresses not listened
+  // on yet are bound first, all or none (an error changes nothing); then
+  // those no longer wanted are closed, their established connections
+  // carrying on; the others keep their sockets. Base loop thread, after
+  // start().
+  Result<void> set_listen_addresses(const std::vector<InetAddress>& addresses);
+
   // Live connections over all loops (approximate while they change). Any thread.
   size_t connection_count() const;
 
@@ -148,15 +155,23 @@ class TcpServer {
   void drain_handoffs(size_t index);
   void open_connection(EventLoop* loop, Socket socket, const InetAddress& peer);
   size_t pick_loop();
+  // The sockets for one address (one, or one per loop with reuseport),
+  // bound and set up; *address becomes the bound one (a port 0 resolved).
+  Result<std::vector<Socket>> bind_address(InetAddress* address) const;
+  // Starts accepting on the sockets bind_address() made for `requested`.
+  void add_acceptors(const InetAddress& requested, std::vector<Socket> sockets);
+  std::unique_ptr<Acceptor> make_acceptor(EventLoop* io, Socket socket);
 
   EventLoop* const loop_;
-  std::vector<InetAddress> listen_addresses_;
+  std::vector<InetAddress> requested_;  // as given (port 0 stays 0)
+  std::vector<InetAddress> listen_addresses_;  // as bound, in the same order
   const TcpServerOptions options_;
   ConnectionCallbacks callbacks_;  // outlives every connection of ours
   ThreadInitCallback thread_init_;
   std::function<bool(const InetAddress&)> accept_filter_;
   bool started_ = false;
-  std::vector<std::unique_ptr<Acceptor>> acceptors_;  // dispatch mode, on the base loop
+  // Dispatch mode, on the base loop: the requested address and its acceptor.
+  std::vector<std::pair<InetAddress, std::unique_ptr<Acceptor>>> acceptors_;
   std::vector<std::unique_ptr<LoopState>> loop_states_;
   std::unique_ptr<EventLoopThreadPool> pool_;  // destroyed first
 };

@@ -103,7 +103,7 @@ void ChainLoop::resolve(const http::Request& request, const net::TcpConnection& 
   r.redirects = 0;
   r.internal = false;
   resolved_for_ = &request;
-  r.site = &chain_->sites().select(request.host());
+  r.site = &chain_->sites().select(request.host(), conn.local_address());
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(request.path(), &path_, &dot_segment);
   if (!path) return refuse(400);

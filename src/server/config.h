@@ -125,7 +125,9 @@ struct SiteConfig {
   // ".example.com" for both the name and its subdomains) or regular
   // expression ("~^www\d+\.example\.net$"). Empty: any name.
   std::vector<std::string> names;
-  bool is_default = false;  // answers a Host no site names; else the first site
+  // Addresses this site answers on; empty: the top-level `listen`.
+  std::vector<net::InetAddress> listen;
+  bool is_default = false;  // answers a Host no site on its address names; else the first
   std::string root;         // empty: [static].root
   std::vector<std::string> index;  // empty: [static].index
   std::vector<std::pair<int, std::string>> error_pages;  // for locations without their own

@@ -268,6 +268,14 @@ SiteConfig read_site(Section s, int line) {
       site.names.push_back(std::move(lower));
     }
   }
+  if (auto listen = s.get_strings("listen")) {
+    for (const auto& [text, node] : *listen) {
+      auto addr = net::InetAddress::parse(text);
+      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT (\"[::1]:80\" for IPv6)");
+      site.listen.push_back(*addr);
+    }
+    if (site.listen.empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
+  }
   s.get_bool("default", &site.is_default);
   read_root(s, "root", &site.root);
   site.index = read_index(s);
@@ -315,10 +323,23 @@ void finish_sites(const std::string& file, Config& c) {
     throw ConfigError(file, c.fastcgi.front().line, "fastcgi",
                       "with [[server]] blocks, FastCGI is set in a location ([[server.location]] fastcgi = { ... })");
   }
-  int defaults = 0;
-  for (const SiteConfig& site : c.sites) {
-    if (site.is_default && ++defaults > 1) {
-      throw ConfigError(file, site.line, "server.default", "only one site may be the default");
+  std::vector<net::InetAddress> with_default;
+  for (SiteConfig& site : c.sites) {
+    if (site.locations.empty()) {
+      // A site without locations serves its root, as nginx's server {} does.
+      LocationConfig everything;
+      everything.pattern = "/";
+      everything.line = site.line;
+      site.locations.push_back(std::move(everything));
+    }
+    if (site.is_default) {
+      for (const net::InetAddress& address : site.listen.empty() ? c.listen : site.listen) {
+        if (std::find(with_default.begin(), with_default.end(), address) != with_default.end()) {
+          throw ConfigError(file, site.line, "server.default",
+                            "another site is the default on " + address.to_ip_port());
+        }
+        with_default.push_back(address);
+      }
     }
     std::set<std::pair<int, std::string>> seen;
     for (const LocationConfig& l : site.locations) {

@@ -67,7 +67,6 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   auto check = [&keys](bool same, const char* key) {
     if (!same) keys.emplace_back(key);
   };
-  check(a.listen == b.listen, "listen");
   check(a.workers == b.workers, "workers");
   check(a.accept_mode == b.accept_mode, "accept_mode");
   check(a.dispatch_policy == b.dispatch_policy, "dispatch_policy");
@@ -123,7 +122,7 @@ void Server::start() {
       [this](int signo) { on_signal(signo); });
   access_log_.open(config.access_log);
 
-  http_ = std::make_unique<http::HttpServer>(loop_, config.listen, http_options(config));
+  http_ = std::make_unique<http::HttpServer>(loop_, server::listen_addresses(config), http_options(config));
   if (std::vector<FastCgiConfig> blocks = fastcgi_blocks(config); !blocks.empty()) {
     fastcgi_ = std::make_unique<FastCgiRoutes>(config, blocks, std::string("tern/") + TERN_VERSION);
   }
@@ -159,7 +158,7 @@ void Server::start() {
   });
   if (auto started = http_->start(); !started) {
     std::string addresses;
-    for (const auto& a : config.listen) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
+    for (const auto& a : server::listen_addresses(config)) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
     throw std::runtime_error("cannot listen on " + addresses + ": " + started.error().message());
   }
 }
@@ -242,7 +241,6 @@ void Server::reload() {
     fresh.sites = old.sites;
     fresh.fastcgi = old.fastcgi;
   }
-  fresh.listen = old.listen;
   fresh.workers = old.workers;
   fresh.accept_mode = old.accept_mode;
   fresh.dispatch_policy = old.dispatch_policy;
@@ -255,13 +253,21 @@ void Server::reload() {
   fresh.temp_dir = fresh.limits.temp_dir = old.temp_dir;
   fresh.auth = old.auth;
   rebuild_implicit_site(fresh);
-  // What could fail is checked before anything changes.
+  // What could fail is checked before anything changes; the listening
+  // addresses last, since changing them is the first change.
   std::shared_ptr<const Chain> chain;
   try {
     chain = build_chain(fresh);
   } catch (const std::exception& e) {
     TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: {}", config_path_, e.what());
     return;
+  }
+  if (!stopping_) {
+    if (auto listening = http_->tcp_server().set_listen_addresses(server::listen_addresses(fresh)); !listening) {
+      TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: cannot listen: {}", config_path_,
+                     listening.error().message());
+      return;
+    }
   }
 
   if (fresh.log.error_log != old.log.error_log || fresh.log.max_file_bytes != old.log.max_file_bytes ||

@@ -100,7 +100,6 @@ const Location* Site::match(std::string_view path, Captures* captures) const {
 Sites::Sites(const Config& config) : fastcgi_(fastcgi_blocks(config)) {
   for (const SiteConfig& site : config.sites) add_site(config, site);
   if (sites_.empty()) throw std::runtime_error(config.source + ": no site");
-  if (default_ == nullptr) default_ = sites_.front().get();
   // Every root must open now, where the operator sees the error.
   for (const StaticStore& store : stores_) {
     const int fd = ::open(store.root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -158,46 +157,89 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
     site->everything_ = site->prefixes_[0];
   }
   const Site* raw = site.get();
-  if (site_config.is_default) default_ = raw;
-  for (const std::string& name : site_config.names) {
-    // The first site to claim a name keeps it, as in nginx (which warns).
-    if (name.front() == '~') {
-      regexes_.emplace_back(Regex(std::string_view(name).substr(1), Regex::kCaseless), raw);
-    } else if (name.front() == '.') {
-      exact_.emplace(name.substr(1), raw);
-      leading_.emplace(name, raw);
-    } else if (name.starts_with("*.")) {
-      leading_.emplace(name.substr(1), raw);
-    } else if (name.ends_with(".*")) {
-      trailing_.emplace(name.substr(0, name.size() - 1), raw);
-    } else {
-      exact_.emplace(name, raw);
+  for (const net::InetAddress& address : site_config.listen.empty() ? config.listen : site_config.listen) {
+    auto table = std::find_if(tables_.begin(), tables_.end(),
+                              [&address](const NameTable& t) { return t.address == address; });
+    if (table == tables_.end()) {
+      tables_.push_back(NameTable{.address = address});
+      table = tables_.end() - 1;
     }
+    table->add(raw);
   }
   sites_.push_back(std::move(site));
 }
 
-const Site& Sites::select_by_name(std::string_view host) const {
+void Sites::NameTable::add(const Site* site) {
+  const SiteConfig& config = site->config();
+  if (default_site == nullptr || config.is_default) default_site = site;
+  for (const std::string& name : config.names) {
+    // The first site to claim a name keeps it, as in nginx (which warns).
+    if (name.front() == '~') {
+      regexes.emplace_back(Regex(std::string_view(name).substr(1), Regex::kCaseless), site);
+    } else if (name.front() == '.') {
+      exact.emplace(name.substr(1), site);
+      leading.emplace(name, site);
+    } else if (name.starts_with("*.")) {
+      leading.emplace(name.substr(1), site);
+    } else if (name.ends_with(".*")) {
+      trailing.emplace(name.substr(0, name.size() - 1), site);
+    } else {
+      exact.emplace(name, site);
+    }
+  }
+}
+
+const Site& Sites::NameTable::select(std::string_view host) const {
   char buffer[256];
   std::optional<std::string_view> name = normalize_host(host, buffer);
-  if (!name) return *default_;
+  if (!name) return *default_site;
   std::string key(*name);
-  if (auto it = exact_.find(key); it != exact_.end()) return *it->second;
-  if (!leading_.empty()) {
+  if (auto it = exact.find(key); it != exact.end()) return *it->second;
+  if (!leading.empty()) {
     // ".example.com" before ".com": the longest suffix is the first dot.
     for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
-      if (auto it = leading_.find(key.substr(dot)); it != leading_.end()) return *it->second;
+      if (auto it = leading.find(key.substr(dot)); it != leading.end()) return *it->second;
     }
   }
-  if (!trailing_.empty()) {
+  if (!trailing.empty()) {
     for (size_t dot = key.rfind('.'); dot != std::string::npos && dot > 0; dot = key.rfind('.', dot - 1)) {
-      if (auto it = trailing_.find(key.substr(0, dot + 1)); it != trailing_.end()) return *it->second;
+      if (auto it = trailing.find(key.substr(0, dot + 1)); it != trailing.end()) return *it->second;
     }
   }
-  for (const auto& [regex, site] : regexes_) {
+  for (const auto& [regex, site] : regexes) {
     if (regex.search(*name)) return *site;
   }
-  return *default_;
+  return *default_site;
+}
+
+const Sites::NameTable& Sites::table_for(const net::InetAddress& local) const {
+  if (tables_.size() == 1) return tables_.front();
+  const NameTable* wildcard = nullptr;
+  for (const NameTable& table : tables_) {
+    if (table.address == local) return table;
+    const std::string ip = table.address.to_ip();
+    if (wildcard == nullptr && table.address.port() == local.port() &&
+        table.address.is_ipv6() == local.is_ipv6() && (ip == "0.0.0.0" || ip == "::")) {
+      wildcard = &table;
+    }
+  }
+  return wildcard != nullptr ? *wildcard : tables_.front();
+}
+
+const Site& Sites::select_by_name(std::string_view host, const net::InetAddress& local) const {
+  return table_for(local).select(host);
+}
+
+std::vector<net::InetAddress> listen_addresses(const Config& config) {
+  std::vector<net::InetAddress> out;
+  auto add = [&out](const std::vector<net::InetAddress>& addresses) {
+    for (const net::InetAddress& a : addresses) {
+      if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+    }
+  };
+  for (const SiteConfig& site : config.sites) add(site.listen.empty() ? config.listen : site.listen);
+  if (out.empty()) add(config.listen);
+  return out;
 }
 
 }  // namespace tern::server

@@ -7,7 +7,11 @@
 //   Captures captures;
 //   const Location* where = site.match("/img/a.png", &captures);
 //
-// Host names are matched as nginx's server_name: the exact name first,
+// Each address the server listens on has its own sites: those whose
+// `listen` names it (or, without `listen`, the top-level addresses); a
+// connection to 10.0.0.1:80 is served by the sites on 10.0.0.1:80, else by
+// those on *:80. Among them, host names are matched as nginx's
+// server_name: the exact name first,
 // then the longest wildcard starting with "*." (".example.com" is both
 // example.com and *.example.com), then the longest ending with ".*", then
 // regular expressions ("~...") in file order; anything else (an unknown
@@ -92,10 +96,12 @@ class Sites {
   Sites(const Sites&) = delete;
   Sites& operator=(const Sites&) = delete;
 
-  // The site for a Host field value ("Example.COM:8080", "[::1]", "").
-  const Site& select(std::string_view host) const {
-    return sites_.size() == 1 ? *sites_.front() : select_by_name(host);
+  // The site for a Host field value ("Example.COM:8080", "[::1]", "") on
+  // a connection to `local` (the address it was accepted on).
+  const Site& select(std::string_view host, const net::InetAddress& local) const {
+    return sites_.size() == 1 ? *sites_.front() : select_by_name(host, local);
   }
+  const Site& select(std::string_view host) const { return select(host, tables_.front().address); }
 
   const std::vector<std::unique_ptr<Site>>& sites() const { return sites_; }
   const std::vector<StaticStore>& stores() const { return stores_; }
@@ -105,22 +111,35 @@ class Sites {
   size_t location_count() const { return location_count_; }
 
  private:
+  // The sites of one listening address, by name.
+  struct NameTable {
+    net::InetAddress address;
+    const Site* default_site = nullptr;
+    std::unordered_map<std::string, const Site*> exact;
+    std::unordered_map<std::string, const Site*> leading;   // "*.example.com" kept as ".example.com"
+    std::unordered_map<std::string, const Site*> trailing;  // "example.*" kept as "example."
+    std::vector<std::pair<Regex, const Site*>> regexes;
+    void add(const Site* site);
+    const Site& select(std::string_view host) const;
+  };
+
   void add_site(const Config& config, const SiteConfig& site_config);
-  const Site& select_by_name(std::string_view host) const;
+  const Site& select_by_name(std::string_view host, const net::InetAddress& local) const;
+  const NameTable& table_for(const net::InetAddress& local) const;
   size_t store_for(std::string root, std::vector<std::string> index, bool autoindex);
 
   std::vector<std::unique_ptr<Site>> sites_;
   std::vector<StaticStore> stores_;
   std::vector<FastCgiConfig> fastcgi_;
   size_t fastcgi_count_ = 0;  // numbered while the sites are added
-  const Site* default_ = nullptr;
-  std::unordered_map<std::string, const Site*> exact_;
-  std::unordered_map<std::string, const Site*> leading_;   // "*.example.com" kept as ".example.com"
-  std::unordered_map<std::string, const Site*> trailing_;  // "example.*" kept as "example."
-  std::vector<std::pair<Regex, const Site*>> regexes_;
+  std::vector<NameTable> tables_;  // one per listening address
   bool needs_users_ = false;
   size_t location_count_ = 0;
 };
+
+// Every address some site listens on: the top-level `listen` (when a site
+// has none of its own) and each site's, once each, in file order.
+std::vector<net::InetAddress> listen_addresses(const Config& config);
 
 // Every FastCGI block of the config's locations, in the order Sites
 // numbers them, each with its root resolved (block, location, site,

@@ -17,7 +17,7 @@ class SitesTest : public ::testing::Test {
   // Loads `toml` (the roots are this test's directory) and compiles it.
   const Sites& load(const std::string& toml) {
     const std::string path = dir_.at("tern.toml");
-    std::ofstream(path) << "[static]\nroot = \"" << dir_.path() << "\"\n" << toml;
+    std::ofstream(path) << toml << "\n[static]\nroot = \"" << dir_.path() << "\"\n";
     config_ = load_config(path);
     sites_ = std::make_unique<Sites>(config_);
     return *sites_;
@@ -98,6 +98,40 @@ default = true
       {"[::1", "default.test"},                // malformed
   };
   for (const Row& row : rows) EXPECT_EQ(site_for(row.host), row.site) << row.host;
+}
+
+TEST_F(SitesTest, EachListeningAddressHasItsOwnSites) {
+  const Sites& sites = load(R"(
+listen = ["127.0.0.1:8001"]
+[[server]]
+names = ["a.test"]
+[[server]]
+names = ["a.test"]
+listen = ["127.0.0.1:8002"]
+[[server]]
+names = ["c.test"]
+listen = ["0.0.0.0:8003", "127.0.0.1:8002"]
+default = true
+)");
+  auto at = [](const char* text) { return net::InetAddress::parse(text).value(); };
+  auto site = [&sites](std::string_view host, const net::InetAddress& local) {
+    const Site& s = sites.select(host, local);
+    for (size_t i = 0; i < sites.sites().size(); ++i) {
+      if (sites.sites()[i].get() == &s) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  EXPECT_EQ(site("a.test", at("127.0.0.1:8001")), 0);
+  EXPECT_EQ(site("a.test", at("127.0.0.1:8002")), 1);   // the same name, another address
+  EXPECT_EQ(site("other", at("127.0.0.1:8002")), 2);    // that address's default
+  EXPECT_EQ(site("other", at("127.0.0.1:8001")), 0);    // the only site there
+  EXPECT_EQ(site("a.test", at("10.1.2.3:8003")), 2);    // by the wildcard address
+  EXPECT_EQ(listen_addresses(config_).size(), 3u);
+}
+
+TEST_F(SitesTest, ASiteWithoutLocationsServesItsRoot) {
+  load("[[server]]\nnames = [\"bare.test\"]\n");
+  EXPECT_EQ(location_for("/any/path"), "/");
 }
 
 TEST_F(SitesTest, WithoutADefaultTheFirstSiteAnswersUnknownNames) {

@@ -5,6 +5,7 @@ location setting does to the answer."""
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -13,7 +14,7 @@ import pytest
 from conftest import TERN_BIN
 from php_site import install_scripts
 from test_load import raise_fd_limit
-from tern_server import scaled
+from tern_server import free_port, scaled, to_toml
 
 
 def host(name):
@@ -353,3 +354,61 @@ def test_twenty_reloads_under_load_lose_no_request(tern_factory):
     assert "Non-2xx responses" not in ab_out, ab_out
     assert int(re.search(r"^Complete requests:\s+(\d+)$", ab_out, re.M).group(1)) > 1000, ab_out
     assert srv.get("/hello").header("X-Generation") == "g0"  # the 20th: 20 % 10
+
+
+def test_sites_listen_on_their_own_addresses(tern_factory, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    for d, text in ((one, "site one\n"), (two, "site two\n")):
+        d.mkdir()
+        (d / "index.html").write_text(text)
+    other = free_port()
+    srv = tern_factory(name="ports")
+    main = srv.port
+    srv.write_config({"server": [
+        {"names": ["same.test"], "root": str(one)},                       # the top-level listen
+        {"names": ["same.test"], "root": str(two), "listen": [f"127.0.0.1:{other}"]},
+        {"names": ["default.test"], "root": str(two), "listen": [f"127.0.0.1:{other}"], "default": True},
+    ]})
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("configuration reloaded"), srv.stderr()
+    assert srv.get("/", headers=host("same.test")).body == b"site one\n"
+    srv.port = other
+    assert srv.get("/", headers=host("same.test")).body == b"site two\n"
+    assert srv.get("/", headers=host("nobody.test")).body == b"site two\n"  # that address's default
+    srv.port = main
+    assert srv.get("/", headers=host("nobody.test")).body == b"site one\n"  # the only site here
+
+
+def test_sighup_opens_and_closes_listening_addresses(tern_factory):
+    srv = tern_factory(name="listeners")
+    srv.write_file("a.txt", "a\n")
+    first, second = srv.port, free_port()
+    kept = srv.connect()
+    assert kept.get("/a.txt").status == 200
+    cfg = srv.config_dict()
+    cfg["listen"] = [f"127.0.0.1:{first}", f"127.0.0.1:{second}"]
+    srv.config_path.write_text(to_toml(cfg))
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("configuration reloaded")
+    srv.port = second
+    assert srv.get("/a.txt").status == 200
+    cfg["listen"] = [f"127.0.0.1:{second}"]
+    srv.config_path.write_text(to_toml(cfg))
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("configuration reloaded", 2)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", first), timeout=5).close()
+    assert kept.get("/a.txt").status == 200  # an open connection stays
+    kept.close()
+    # An address that cannot be bound keeps the running configuration.
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", 0))
+        blocker.listen()
+        cfg["listen"] = [f"127.0.0.1:{second}", f"127.0.0.1:{blocker.getsockname()[1]}"]
+        cfg["static"]["deny_dotfiles"] = False
+        srv.config_path.write_text(to_toml(cfg))
+        srv.signal(signal.SIGHUP)
+        assert srv.wait_for_log("cannot listen")
+    assert srv.get("/a.txt").status == 200
+    srv.write_file(".hidden", "h")
+    assert srv.get("/.hidden").status == 403  # nothing of that file was applied
