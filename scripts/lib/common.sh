@@ -39,15 +39,20 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3
 # What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-  curl apache2-utils python3-pip chromium fonts-liberation wrk nginx-light php8.2-fpm
+  curl apache2-utils python3-pip python3-brotli chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server)
 
-# ensure_pytest: pytest for the python3 on PATH (from PyPI if it lacks one).
+# ensure_pytest: pytest and brotli (to decode responses) for the python3 on
+# PATH, from PyPI if it lacks them (Debian's python3 has them from
+# TEST_PACKAGES).
 ensure_pytest() {
-  python3 -m pytest --version >/dev/null 2>&1 && return 0
-  log "installing pytest"
-  python3 -m pip install --quiet pytest 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages pytest
+  local module
+  for module in pytest brotli; do
+    python3 -c "import $module" >/dev/null 2>&1 && continue
+    log "installing $module for $(command -v python3)"
+    python3 -m pip install --quiet "$module" 2>/dev/null ||
+      python3 -m pip install --quiet --break-system-packages "$module"
+  done
 }
 
 # build_preset NAME [cmake -D args...]: configures (once) and builds a preset.

@@ -222,11 +222,21 @@ bool Call::write_response_head() {
   }
   response_started_ = true;
   http::ResponseWriter& writer = exchange_->writer();
+  // Compressed on the way (a location's compression) unless PHP coded it.
+  const bool coded = status == 200 && head_.header("Content-Encoding").empty() &&
+                     writer.compress_for(head_.header("Content-Type"), head_.content_length()) !=
+                         http::Coding::kIdentity;
   writer.start(status, head_.reason());
   relayed_.clear();
   for (const http::Header& field : head_.headers()) {
     if (is_unrelayed_field(field.name)) continue;
-    writer.header(field.name, field.value);
+    if (coded && http::iequals(field.name, "ETag") && !field.value.starts_with("W/")) {
+      // Another representation: its validator can only be weak.
+      writer.header(field.name, "W/" + std::string(field.value));
+    } else if (!(writer.varies() && http::iequals(field.name, "Vary") &&
+                 http::iequals(field.value, "Accept-Encoding"))) {
+      writer.header(field.name, field.value);
+    }
     if (tap_) relayed_.push_back(field);
   }
   if (!options_.extra_header_name.empty()) {

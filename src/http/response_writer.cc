@@ -1,5 +1,7 @@
 #include "http/response_writer.h"
 
+#include <unistd.h>
+
 #include <charconv>
 
 #include "base/assert.h"
@@ -74,8 +76,25 @@ ResponseWriter& ResponseWriter::header(std::string_view name, uint64_t value) {
   return header(name, std::string_view(digits, static_cast<size_t>(end - digits)));
 }
 
+Coding ResponseWriter::compress_for(std::string_view content_type, std::optional<uint64_t> length) {
+  if (compression_ == nullptr || !compression_->compressible(content_type)) return Coding::kIdentity;
+  vary_ = true;
+  if (ctx_.head_only) return Coding::kIdentity;
+  if (length && (*length < compression_->min_length || *length > compression_->max_file)) {
+    return Coding::kIdentity;
+  }
+  coding_ = compression_->choose(accept_encoding_);
+  return coding_;
+}
+
 void ResponseWriter::end_head(uint64_t content_length, bool has_length) {
   net::Buffer& b = out();
+  if (vary_) b.append("Vary: Accept-Encoding\r\n");
+  if (compressing()) {
+    b.append("Content-Encoding: ");
+    b.append(coding_name(coding_));
+    b.append("\r\n", 2);
+  }
   if (extra_ != nullptr) {
     b.append(extra_->always);
     switch (status_) {
@@ -101,6 +120,7 @@ void ResponseWriter::end_head(uint64_t content_length, bool has_length) {
 
 void ResponseWriter::body(std::string_view data) {
   TERN_CHECK(started() && !finished_);
+  if (compressing() && !body_coded_) return body_coded(data);
   finished_ = true;
   const bool has_body = status_has_body(status_);
   // 1xx and 204 must not have a Content-Length; a 304's would describe the
@@ -111,10 +131,34 @@ void ResponseWriter::body(std::string_view data) {
   body_bytes_ = data.size();
 }
 
+void ResponseWriter::body_coded(std::string_view data) {
+  const std::string coded = Compressor::compress(coding_, *compression_, data);
+  body_coded_ = true;
+  body(coded);
+}
+
 void ResponseWriter::end() { body({}); }
 
 void ResponseWriter::file(net::FileRegion region) {
   TERN_CHECK(started() && !finished_);
+  if (compressing() && !ctx_.head_only) {
+    // Compressed from memory: what compress_for() admitted is small.
+    std::string data;
+    if (region.memory != nullptr) {
+      data.assign(region.memory + region.offset, region.length);
+    } else {
+      data.resize(region.length);
+      size_t done = 0;
+      while (done < data.size()) {
+        const ssize_t n = ::pread(region.fd, data.data() + done, data.size() - done,
+                                  region.offset + static_cast<off_t>(done));
+        if (n <= 0) break;  // the file shrank: what was read goes out
+        done += static_cast<size_t>(n);
+      }
+      data.resize(done);
+    }
+    return body(data);
+  }
   finished_ = true;
   end_head(region.length, true);
   if (ctx_.head_only || !status_has_body(status_)) return;
@@ -125,6 +169,7 @@ void ResponseWriter::file(net::FileRegion region) {
 void ResponseWriter::begin_stream() {
   TERN_CHECK(started() && !finished_ && !streaming_);
   streaming_ = true;
+  if (compressing() && !ctx_.head_only) compressor_ = std::make_unique<Compressor>(coding_, *compression_);
   const bool has_body = status_has_body(status_);
   discard_body_ = ctx_.head_only || !has_body;
   if (has_body && ctx_.version == Version::kHttp11) {
@@ -139,6 +184,8 @@ void ResponseWriter::begin_stream() {
 
 void ResponseWriter::begin_stream(uint64_t content_length) {
   TERN_CHECK(started() && !finished_ && !streaming_);
+  // Compressed, the length is no longer known.
+  if (compressing()) return begin_stream();
   streaming_ = sized_ = true;
   const bool has_body = status_has_body(status_);
   discard_body_ = ctx_.head_only || !has_body;
@@ -149,12 +196,25 @@ void ResponseWriter::begin_stream(uint64_t content_length) {
 void ResponseWriter::write(std::string_view data) {
   TERN_CHECK(streaming_ && !finished_);
   if (data.empty() || discard_body_) return;
+  if (compressor_) {
+    std::string coded;
+    compressor_->write(data, &coded);
+    body_bytes_ += coded.size();
+    return write_chunk(coded);
+  }
   net::Buffer& b = out();
   if (sized_) {
     data = data.substr(0, length_left_);
     length_left_ -= data.size();
   }
   body_bytes_ += data.size();
+  if (!chunked_) return b.append(data);
+  write_chunk(data);
+}
+
+void ResponseWriter::write_chunk(std::string_view data) {
+  if (data.empty()) return;
+  net::Buffer& b = out();
   if (!chunked_) return b.append(data);
   char size[20];
   auto [end, ec] = std::to_chars(size, size + sizeof size, data.size(), 16);
@@ -166,6 +226,12 @@ void ResponseWriter::write(std::string_view data) {
 
 void ResponseWriter::end_stream() {
   TERN_CHECK(streaming_ && !finished_);
+  if (compressor_ && !discard_body_) {
+    std::string coded;
+    compressor_->finish(&coded);
+    body_bytes_ += coded.size();
+    write_chunk(coded);
+  }
   finished_ = true;
   if (chunked_ && !discard_body_) out().append("0\r\n\r\n", 5);
 }

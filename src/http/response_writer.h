@@ -20,9 +20,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "http/compression.h"
 #include "http/request.h"
 #include "net/callbacks.h"
 
@@ -96,6 +99,31 @@ class ResponseWriter {
   void set_error_pages(ErrorPageHook* hook) { error_pages_ = hook; }
   ErrorPageHook* error_pages() const { return error_pages_; }
 
+  // Compression as an output filter: `policy` (not owned; null for none)
+  // and the request's Accept-Encoding value. Before start().
+  void set_compression(const CompressionPolicy* policy, std::string_view accept_encoding) {
+    compression_ = policy;
+    accept_encoding_ = accept_encoding;
+  }
+  // Asked by a handler before it writes its fields: whether the body of a
+  // 200 with this Content-Type (and length, when known) is compressed, and
+  // how. A coding other than identity arms the filter: the finishing call
+  // adds Content-Encoding, compresses what it is given (a file region is
+  // read into memory; a stream is compressed piece by piece, chunked), and
+  // the handler should send a weak ETag. A compressible type makes the
+  // response say "Vary: Accept-Encoding" whatever the answer.
+  Coding compress_for(std::string_view content_type, std::optional<uint64_t> length);
+  // The body, already in the coding compress_for() chose (a cached copy).
+  void coded_body(std::string_view coded) {
+    body_coded_ = true;
+    body(coded);
+  }
+  // compress_for() armed the filter (for a 200).
+  bool compressing_body() const { return coding_ != Coding::kIdentity; }
+  const CompressionPolicy* compression() const { return compression_; }
+  // "Vary: Accept-Encoding" will be added (the handler need not).
+  bool varies() const { return vary_; }
+
   // Close the connection after this response (must be called before the
   // finishing call to be announced in the Connection header).
   void close_after() { ctx_.keep_alive = false; }
@@ -110,8 +138,18 @@ class ResponseWriter {
   net::Buffer& out();
   void end_head(uint64_t content_length, bool has_length);
 
+  bool compressing() const { return coding_ != Coding::kIdentity && status_ == 200; }
+  void write_chunk(std::string_view data);
+  void body_coded(std::string_view data);
+
   Context ctx_;
   const ExtraFields* extra_ = nullptr;
+  const CompressionPolicy* compression_ = nullptr;
+  std::string_view accept_encoding_;
+  Coding coding_ = Coding::kIdentity;
+  bool vary_ = false;
+  bool body_coded_ = false;  // body() is given what body_coded() compressed
+  std::unique_ptr<Compressor> compressor_;  // a compressed stream
   ErrorPageHook* error_pages_ = nullptr;
   int status_ = 0;
   bool finished_ = false;

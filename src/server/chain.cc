@@ -160,6 +160,10 @@ void ChainLoop::start(http::Exchange& exchange) {
   if (route_.location != nullptr && !route_.location->fields.empty()) {
     exchange.writer().set_extra_fields(&route_.location->fields);
   }
+  if (route_.location != nullptr && route_.location->compression != nullptr) {
+    exchange.writer().set_compression(route_.location->compression,
+                                      exchange.request().header("Accept-Encoding"));
+  }
   if (claim_ == Handler::Claim::kExchange) return handler_->start(route_, exchange);
   // Answered from the head; a body behind it is dropped as it arrives.
   handler_->respond(route_, exchange.writer());
@@ -174,6 +178,9 @@ void ChainLoop::serve(const http::Request& request, http::ResponseWriter& writer
   resolved_for_ = nullptr;
   if (route_.location != nullptr) {
     if (!route_.location->fields.empty()) writer.set_extra_fields(&route_.location->fields);
+    if (route_.location->compression != nullptr) {
+      writer.set_compression(route_.location->compression, request.header("Accept-Encoding"));
+    }
     if (!route_.location->error_pages->empty()) {
       error_pages_.bind(chain_.get(), route_);
       writer.set_error_pages(&error_pages_);

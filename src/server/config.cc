@@ -157,6 +157,27 @@ void read_static(Section s, Config& c) {
   s.finish();
 }
 
+void read_compression(Section s, Config& c) {
+  CompressionConfig& z = c.compression;
+  s.get_bool("enabled", &z.enabled);
+  s.get_bool("gzip", &z.policy.gzip);
+  s.get_bool("brotli", &z.policy.brotli);
+  s.get_int("gzip_level", &z.policy.gzip_level, 1, 9);
+  s.get_int("brotli_quality", &z.policy.brotli_quality, 0, 11);
+  s.get_size("min_size", &z.policy.min_length, 0);
+  s.get_size("max_file", &z.policy.max_file, 0);
+  if (auto types = s.get_strings("types")) {
+    z.policy.types.clear();
+    for (const auto& [type, node] : *types) {
+      if (type.find('/') == std::string::npos || type.find_first_of(" ;") != std::string::npos) {
+        s.fail(*node, "types", "expected media types such as \"text/html\"");
+      }
+      z.policy.types.push_back(type);
+    }
+  }
+  s.finish();
+}
+
 void read_log(Section s, Config& c) {
   using log::Level;
   s.get_choice("level", &c.log.level,
@@ -319,6 +340,7 @@ Config load_config(const std::string& path) {
   if (const toml::table* t = top.get_table("limits")) read_limits(top.sub(*t, "limits"), c);
   if (const toml::table* t = top.get_table("static")) read_static(top.sub(*t, "static"), c);
   if (const toml::table* t = top.get_table("log")) read_log(top.sub(*t, "log"), c);
+  if (const toml::table* t = top.get_table("compression")) read_compression(top.sub(*t, "compression"), c);
   if (const toml::table* t = top.get_table("auth")) {
     read_auth(top.sub(*t, "auth"), static_cast<int>(t->source().begin.line), c);
   }

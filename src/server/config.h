@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "http/compression.h"
 #include "http/http_limits.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
@@ -109,6 +110,7 @@ struct LocationConfig {
   std::vector<std::string> methods;  // empty: any; others get 405
   bool internal = false;  // reached only through try_files (not by a client)
   bool autoindex = false;  // an HTML listing for a directory without an index
+  std::optional<bool> compress;  // unset: [compression].enabled
   // status -> a path of the site served in place of the built-in page
   // (nginx's error_page); empty: the site's.
   std::vector<std::pair<int, std::string>> error_pages;
@@ -153,6 +155,13 @@ struct AuthConfig {
   bool operator==(const AuthConfig&) const = default;
 };
 
+// [compression]: gzip and brotli on the fly (http::CompressionPolicy), for
+// every location unless one says `compress`.
+struct CompressionConfig {
+  bool enabled = false;
+  http::CompressionPolicy policy;
+};
+
 struct LogConfig {
   log::Level level = log::Level::info;
   std::string error_log;  // empty: stderr
@@ -180,6 +189,7 @@ struct Config {
   std::chrono::milliseconds shutdown_timeout{10000};
   http::HttpLimits limits;
   StaticConfig static_files;
+  CompressionConfig compression;
   std::vector<FastCgiConfig> fastcgi;  // top-level blocks (the implicit site's)
   // [[server]] blocks; without any, one implicit site: location "/" with
   // the users app ([auth]), the [[fastcgi]] blocks and the static files.

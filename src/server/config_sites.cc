@@ -228,6 +228,11 @@ LocationConfig read_location(Section s, int line) {
   }
   s.get_bool("internal", &l.internal);
   s.get_bool("autoindex", &l.autoindex);
+  if (s.node("compress") != nullptr) {
+    bool compress = false;
+    s.get_bool("compress", &compress);
+    l.compress = compress;
+  }
   l.error_pages = read_error_pages(s);
   s.get_bool("static", &l.static_files);
   s.get_bool("users", &l.users);

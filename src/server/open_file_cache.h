@@ -92,9 +92,13 @@ class OpenFile {
   struct HeadMemo {
     std::string_view content_type;  // into the MimeTypes table; empty: not yet
     std::string fields;             // Content-Type, Last-Modified, ETag lines
-    // When a probe last found no "<name>.gz" beside the file (epoch: never).
+    // When a probe last found no "<name>.br" or "<name>.gz" beside the file
+    // (epoch: never).
     // Trusted for as long as a cached "not found" would be.
     std::chrono::steady_clock::time_point no_gzip_at{};
+    // content() compressed on the fly, once each (ResponseWriter::compress_for).
+    std::string gzip;
+    std::string brotli;
   };
   HeadMemo& head_memo() const { return head_memo_; }
 

@@ -97,7 +97,7 @@ const Location* Site::match(std::string_view path, Captures* captures) const {
   return longest;
 }
 
-Sites::Sites(const Config& config) : fastcgi_(fastcgi_blocks(config)) {
+Sites::Sites(const Config& config) : fastcgi_(fastcgi_blocks(config)), compression_(config.compression.policy) {
   for (const SiteConfig& site : config.sites) add_site(config, site);
   if (sites_.empty()) throw std::runtime_error(config.source + ": no site");
   // Every root must open now, where the operator sees the error.
@@ -143,6 +143,7 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
     l.allow = join(lc.methods);
     l.error_pages = lc.error_pages.empty() ? &site->config_.error_pages : &l.config.error_pages;
     l.fields = format_fields(lc);
+    if (lc.compress.value_or(config.compression.enabled)) l.compression = &compression_;
     needs_users_ = needs_users_ || lc.users;
   }
   for (const Location& l : site->locations_) {

@@ -66,6 +66,7 @@ struct Location {
   std::string allow;           // config.methods joined, for a 405's Allow
   const std::vector<std::pair<int, std::string>>* error_pages = nullptr;  // its own, or the site's
   http::ExtraFields fields;    // headers and expires
+  const http::CompressionPolicy* compression = nullptr;  // null: not compressed on the fly
 };
 
 class Site {
@@ -133,6 +134,7 @@ class Sites {
   std::vector<FastCgiConfig> fastcgi_;
   size_t fastcgi_count_ = 0;  // numbered while the sites are added
   std::vector<NameTable> tables_;  // one per listening address
+  http::CompressionPolicy compression_;
   bool needs_users_ = false;
   size_t location_count_ = 0;
 };

@@ -245,8 +245,23 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange) {
     auto now = std::chrono::steady_clock::now();
     if (auto hit = block.cache->find(key, now)) {
       http::ResponseWriter& w = exchange.writer();
+      if (hit->status == 200) {
+        std::string_view type, coding;
+        for (const auto& [name, value] : hit->headers) {
+          if (http::iequals(name, "Content-Type")) type = value;
+          if (http::iequals(name, "Content-Encoding")) coding = value;
+        }
+        if (coding.empty()) (void)w.compress_for(type, hit->body.size());
+      }
+      const bool coded = w.compressing_body();
       w.start(hit->status);
-      for (const auto& [name, value] : hit->headers) w.header(name, value);
+      for (const auto& [name, value] : hit->headers) {
+        if (coded && http::iequals(name, "ETag") && !value.starts_with("W/")) {
+          w.header(name, "W/" + value);
+        } else {
+          w.header(name, value);
+        }
+      }
       w.header("X-Cache", "HIT");
       w.header("Age", static_cast<uint64_t>(
                           std::chrono::duration_cast<std::chrono::seconds>(now - hit->stored).count()));

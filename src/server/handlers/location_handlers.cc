@@ -108,6 +108,7 @@ void ReturnHandler::respond(const Route& route, http::ResponseWriter& writer) {
   if (body_.empty()) return http::write_error_page(writer, status_);
   std::string body;
   expand_variables(body_, route, false, &body);
+  (void)writer.compress_for(type_, body.size());
   writer.start(status_).header("Content-Type", type_);
   writer.body(body);
 }

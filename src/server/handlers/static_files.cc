@@ -82,13 +82,15 @@ bool names_a_dotfile(std::string_view path) {
   return path.find("/.") != std::string_view::npos;
 }
 
-bool accepts_gzip(std::string_view accept_encoding) {
+bool accepts_gzip(std::string_view accept_encoding) { return accepts_coding(accept_encoding, "gzip"); }
+
+bool accepts_coding(std::string_view accept_encoding, std::string_view name) {
   int gzip = -1, star = -1;  // -1: not listed; else 0 or 1
   while (!accept_encoding.empty()) {
     std::string_view element = next_token(&accept_encoding, ',');
     std::string_view coding = next_token(&element, ';');
     int acceptable = q_nonzero(element) ? 1 : 0;
-    if (http::iequals(coding, "gzip") || http::iequals(coding, "x-gzip")) {
+    if (http::iequals(coding, name) || (name == "gzip" && http::iequals(coding, "x-gzip"))) {
       gzip = std::max(gzip, acceptable);
     } else if (coding == "*") {
       star = std::max(star, acceptable);
@@ -159,8 +161,9 @@ void StaticFiles::describe(std::string_view name, StaticResult* result) {
   const OpenFile& file = *result->file;
   result->etag = file.etag();
   result->last_modified = file.last_modified();
-  OpenFile::HeadMemo& memo = result->gzip ? gzip_memo_ : file.head_memo();
-  if (result->gzip || memo.content_type.empty()) {
+  const bool sibling = result->gzip || result->brotli;
+  OpenFile::HeadMemo& memo = sibling ? gzip_memo_ : file.head_memo();
+  if (sibling || memo.content_type.empty()) {
     memo.content_type = mime_types_.lookup(name);
     memo.fields.clear();
     for (auto [field, value] : {std::pair{"Content-Type: ", memo.content_type},
@@ -242,22 +245,27 @@ int StaticFiles::find_index(std::string_view path, Clock::time_point now, FilePt
 void StaticFiles::select_encoding(const StaticRequest& request, std::string_view name,
                                   Clock::time_point now, StaticResult* result) {
   if (!options_.gzip_static) return;
-  // Most files have no .gz sibling: the memo spares the probe (a path copy
-  // and a cache lookup) until the answer may have changed.
+  // Most files have no sibling: the memo spares the probes (a path copy
+  // and a cache lookup each) until the answer may have changed.
   OpenFile::HeadMemo& memo = result->file->head_memo();
   const Clock::time_point never{};
   if (memo.no_gzip_at != never && now - memo.no_gzip_at < options_.cache_valid_for) return;
-  gz_path_.assign(name).append(".gz");
-  OpenFileCache::FileResult gz = cache_.find(gz_path_, now);
-  if (!gz || !gz.value()->is_regular()) {
-    memo.no_gzip_at = now;
-    return;
+  bool found_any = false;
+  // Brotli first: where a client takes both, it is the smaller.
+  for (const bool brotli : {true, false}) {
+    gz_path_.assign(name).append(brotli ? ".br" : ".gz");
+    OpenFileCache::FileResult sibling = cache_.find(gz_path_, now);
+    if (!sibling || !sibling.value()->is_regular()) continue;
+    found_any = true;
+    if (result->gzip || result->brotli) continue;
+    if (!(brotli ? accepts_coding(request.accept_encoding, "br") : accepts_gzip(request.accept_encoding))) {
+      continue;
+    }
+    result->file = std::move(sibling.value());
+    (brotli ? result->brotli : result->gzip) = true;
   }
-  memo.no_gzip_at = never;
-  result->vary_accept_encoding = true;
-  if (!accepts_gzip(request.accept_encoding)) return;
-  result->file = std::move(gz.value());
-  result->gzip = true;
+  memo.no_gzip_at = found_any ? never : now;
+  result->vary_accept_encoding = found_any;
 }
 
 bool StaticFiles::not_modified(const StaticRequest& request, const OpenFile& file) {

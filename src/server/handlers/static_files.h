@@ -103,7 +103,8 @@ struct StaticResult {
   uint64_t length = 0;
   bool send_body = false;  // GET answered 200 or 206: send the range of `file`
   bool listing = false;    // 200 for a directory (`file`) to be listed (autoindex)
-  bool gzip = false;       // send "Content-Encoding: gzip"
+  bool gzip = false;       // send "Content-Encoding: gzip" (the .gz sibling)
+  bool brotli = false;     // send "Content-Encoding: br" (the .br sibling)
   bool vary_accept_encoding = false;  // send "Vary: Accept-Encoding"
   std::string_view content_type;      // with `file`
   std::string_view etag;              // with `file`
@@ -171,6 +172,8 @@ bool names_a_dotfile(std::string_view path);
 // Accept-Encoding allows gzip: "gzip" or "x-gzip" with a non-zero q, or
 // else "*" with a non-zero q. Codings compare case-insensitively.
 bool accepts_gzip(std::string_view accept_encoding);
+// The same for any coding ("br"): listed with a non-zero q, or "*" is.
+bool accepts_coding(std::string_view accept_encoding, std::string_view coding);
 
 // If-None-Match semantics: true for "*" or when any entity-tag in the list
 // equals `etag` by weak comparison (W/ prefixes ignored). A malformed list

@@ -29,6 +29,27 @@ void map_region(net::FileRegion& region) {
   region.offset -= start;
 }
 
+// A 200 compressed on the way: a weak ETag (another representation), and
+// for a file kept in memory the coded copy kept beside it.
+void respond_coded(const StaticResult& result, http::Coding coding, http::ResponseWriter& writer) {
+  const OpenFile& file = *result.file;
+  writer.start(200).header("Content-Type", result.content_type);
+  writer.header("Last-Modified", result.last_modified);
+  writer.header("ETag", "W/" + std::string(result.etag));
+  if (!file.has_content()) {
+    net::FileRegion region;
+    region.fd = file.fd();
+    region.offset = 0;
+    region.length = result.length;
+    region.keep_alive = result.file;
+    return writer.file(std::move(region));
+  }
+  OpenFile::HeadMemo& memo = file.head_memo();
+  std::string& coded = coding == http::Coding::kBrotli ? memo.brotli : memo.gzip;
+  if (coded.empty()) coded = http::Compressor::compress(coding, *writer.compression(), file.content());
+  writer.coded_body(coded);
+}
+
 void respond(StaticFiles& files, const http::Request& request, std::string_view path,
              bool normalized, std::string_view uri_path, http::ResponseWriter& writer,
              std::chrono::steady_clock::time_point now, bool use_mmap) {
@@ -61,8 +82,15 @@ void respond(StaticFiles& files, const http::Request& request, std::string_view 
     Result<std::string> html =
         render_autoindex(result.file->fd(), uri_path.empty() ? path : uri_path, files.hides_dotfiles());
     if (!html) return http::write_error_page(writer, 403);
+    (void)writer.compress_for("text/html", html->size());
     writer.start(200).header("Content-Type", "text/html; charset=utf-8");
     return writer.body(*html);
+  }
+  // On-the-fly compression (a precompressed sibling is coded already).
+  if (writer.compression() != nullptr && !result.gzip && !result.brotli && result.file) {
+    // Asked for a 206 or 304 too, for its Vary; only a 200 is compressed.
+    const http::Coding coding = writer.compress_for(result.content_type, result.length);
+    if (result.status == 200 && coding != http::Coding::kIdentity) return respond_coded(result, coding, writer);
   }
 
   switch (result.status) {
@@ -89,7 +117,8 @@ void respond(StaticFiles& files, const http::Request& request, std::string_view 
   writer.start(result.status);
   writer.fields(result.fields);  // Content-Type, Last-Modified, ETag
   if (result.gzip) writer.header("Content-Encoding", "gzip");
-  if (result.vary_accept_encoding) writer.header("Vary", "Accept-Encoding");
+  if (result.brotli) writer.header("Content-Encoding", "br");
+  if (result.vary_accept_encoding && !writer.varies()) writer.header("Vary", "Accept-Encoding");
   if (result.status == 304) return writer.end();
   writer.fields("Accept-Ranges: bytes\r\n");
   if (result.status == 206) writer.header("Content-Range", result.content_range());
