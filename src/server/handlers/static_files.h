@@ -117,7 +117,7 @@ struct StaticResult {
   // 206: "bytes 0-499/1234"; 416: "bytes */1234"; otherwise empty. Kept
   // inline so a copied result stays valid.
   std::string_view content_range() const { return {content_range_buf.data(), content_range_size}; }
-  std::array<char, http::kContentRangeMaxSize> content_range_buf{};
+  std::array<char, http::kContentRangeMaxSize> content_range_buf;  // the first content_range_size bytes
   size_t content_range_size = 0;
 };
 

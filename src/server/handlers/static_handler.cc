@@ -50,13 +50,16 @@ void respond_coded(const StaticResult& result, http::Coding coding, http::Respon
   writer.coded_body(coded);
 }
 
-void respond(StaticFiles& files, const http::Request& request, std::string_view path,
-             bool normalized, std::string_view uri_path, http::ResponseWriter& writer,
-             std::chrono::steady_clock::time_point now, bool use_mmap) {
+}  // namespace
+
+void respond_static(StaticFiles& files, const http::Request& request, const StaticTarget& target,
+                    http::ResponseWriter& writer, std::chrono::steady_clock::time_point now,
+                    bool use_mmap) {
+  const std::string_view path = target.path, uri_path = target.uri_path;
   StaticRequest query;
   query.method = request.method();
   query.path = path;
-  query.normalized = normalized;
+  query.normalized = target.normalized;
   query.uri_path = uri_path;
   query.query = request.query();
   query.now = net::EventLoop::current() != nullptr ? net::EventLoop::current()->clock().wall_seconds() : 0;
@@ -135,18 +138,6 @@ void respond(StaticFiles& files, const http::Request& request, std::string_view 
   writer.file(std::move(region));
 }
 
-}  // namespace
-
-void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
-                    std::chrono::steady_clock::time_point now, bool use_mmap) {
-  respond(files, request, request.path(), false, {}, writer, now, use_mmap);
-}
-
-void respond_static(StaticFiles& files, const http::Request& request, std::string_view path,
-                    std::string_view uri_path, http::ResponseWriter& writer,
-                    std::chrono::steady_clock::time_point now, bool use_mmap) {
-  respond(files, request, path, true, uri_path, writer, now, use_mmap);
-}
 
 StaticHandler::StaticHandler(const Location& location, bool use_mmap)
     : prefix_(location.alias ? location.config.pattern : std::string()),
@@ -210,11 +201,11 @@ void StaticHandler::respond(const Route& route, http::ResponseWriter& writer) {
   if (route.status != 0) return http::write_error_page(writer, route.status);
   const auto now = net::EventLoop::current()->clock().now();
   if (prefix_.empty()) {
-    return respond_static(*route.files, *route.request, route.path, route.path, writer, now, use_mmap_);
+    return respond_static(*route.files, *route.request, {route.path, true, route.path}, writer, now, use_mmap_);
   }
   std::string file;
   if (!file_path(route.path, &file)) return http::write_error_page(writer, 404);
-  respond_static(*route.files, *route.request, file, route.path, writer, now, use_mmap_);
+  respond_static(*route.files, *route.request, {file, true, route.path}, writer, now, use_mmap_);
 }
 
 }  // namespace tern::server

@@ -15,17 +15,25 @@ namespace tern::server {
 
 struct Location;
 
-// With use_mmap the body is mapped and written from memory (the comparison
-// mode TinyWebServer uses); otherwise it goes out with sendfile(2). The
-// file is the one the request's path names beneath the root...
-void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
-                    std::chrono::steady_clock::time_point now, bool use_mmap = false);
+// Which file: the request's own path (still encoded), or from the handler
+// chain the file at a decoded and normalised `path` for a request whose own
+// normalised path is `uri_path` (they differ under an alias).
+struct StaticTarget {
+  std::string_view path;
+  bool normalized = false;
+  std::string_view uri_path;
+};
 
-// ...or, from the handler chain, the file at `path` (decoded and
-// normalised) for a request whose own normalised path is `uri_path`.
-void respond_static(StaticFiles& files, const http::Request& request, std::string_view path,
-                    std::string_view uri_path, http::ResponseWriter& writer,
-                    std::chrono::steady_clock::time_point now, bool use_mmap);
+// With use_mmap the body is mapped and written from memory (the comparison
+// mode TinyWebServer uses); otherwise it goes out with sendfile(2).
+void respond_static(StaticFiles& files, const http::Request& request, const StaticTarget& target,
+                    http::ResponseWriter& writer, std::chrono::steady_clock::time_point now,
+                    bool use_mmap);
+
+inline void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
+                           std::chrono::steady_clock::time_point now, bool use_mmap = false) {
+  respond_static(files, request, StaticTarget{request.path()}, writer, now, use_mmap);
+}
 
 // The static files of a location on the handler chain: the file the path
 // names beneath the location's root (or, with an alias, what follows the
