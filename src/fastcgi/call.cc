@@ -221,6 +221,15 @@ bool Call::write_response_head() {
     return false;
   }
   response_started_ = true;
+  if (options_.internal_redirect) {
+    if (std::string_view target = head_.header("X-Accel-Redirect"); !target.empty()) {
+      http::Exchange* exchange = exchange_;
+      exchange_ = nullptr;  // answered elsewhere from now on
+      done();
+      options_.internal_redirect(target, head_, *exchange);
+      return false;
+    }
+  }
   http::ResponseWriter& writer = exchange_->writer();
   // Compressed on the way (a location's compression) unless PHP coded it.
   const bool coded = status == 200 && head_.header("Content-Encoding").empty() &&

@@ -28,6 +28,10 @@
 // line by line. The connection is reused when the exchange on it ended
 // cleanly (FCGI_KEEP_CONN).
 //
+// X-Accel-Redirect (with CallOptions::internal_redirect): the server
+// answers with what the URI names instead, as nginx does for a download a
+// script has authorised.
+//
 // Fields that describe the CGI hop or the application's server (Connection,
 // Transfer-Encoding, Content-Length, Date, Server) and internal directives
 // (X-Accel-*, X-Sendfile) are not relayed. A 1xx status is not a response
@@ -77,6 +81,12 @@ struct CallOptions {
   size_t response_memory = 64 * 1024;  // of a buffered response, before a temp file
   uint64_t max_temp_file = uint64_t{1} << 30;  // of a buffered response
   std::string_view temp_dir = "/tmp";
+  // Set: a response head with "X-Accel-Redirect: /uri" is not relayed;
+  // this answers the exchange instead (and finishes it), given the URI and
+  // the application's head. The rest of the application's output is not
+  // read: its connection is closed.
+  std::function<void(std::string_view uri, const CgiHeadParser& head, http::Exchange& exchange)>
+      internal_redirect;
 };
 
 // Sees the response a Call relays (a cache filling an entry, say).

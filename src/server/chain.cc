@@ -41,7 +41,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
   static_base_.memory_max_file_bytes = st.memory_file_bytes;
   static_base_.deny_dotfiles = st.deny_dotfiles;
   static_base_.mime_types = mime_.get();
-  const bool use_mmap = st.zero_copy == StaticConfig::ZeroCopy::kMmap;
+  const bool use_mmap = use_mmap_ = st.zero_copy == StaticConfig::ZeroCopy::kMmap;
 
   chains_.resize(sites_->location_count());
   auto add = [this](std::vector<Handler*>& chain, std::unique_ptr<Handler> handler) {
@@ -59,7 +59,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
         continue;  // nothing after a return runs
       }
       if (lc.users && users != nullptr) add(chain, std::make_unique<UsersHandler>(users));
-      for (size_t block : location.fastcgi) add(chain, std::make_unique<FastCgiHandler>(fastcgi, block));
+      for (size_t block : location.fastcgi) add(chain, std::make_unique<FastCgiHandler>(fastcgi, block, this));
       if (lc.static_files) add(chain, std::make_unique<StaticHandler>(location, use_mmap));
     }
   }
@@ -210,13 +210,10 @@ bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int st
                                  std::string_view allow, http::ResponseWriter& writer) {
   Captures captures;
   const Location* target = site.match(path, &captures);
-  if (target == nullptr || !target->config.static_files) return false;
-  std::string file(path);
-  if (target->alias) {
-    // The alias takes the place of the prefix (StaticHandler::file_path).
-    const std::string& prefix = target->config.pattern;
-    std::string_view rest = path.substr(std::min(path.size(), prefix.size()));
-    file = prefix.back() == '/' ? "/" + std::string(rest) : std::string(rest.empty() ? "/" : rest);
+  std::string file;
+  if (target == nullptr || !target->config.static_files ||
+      !alias_file_path(target->alias ? target->config.pattern : std::string_view(), path, &file)) {
+    return false;
   }
   StaticRequest query;
   query.path = file;
@@ -235,6 +232,29 @@ bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int st
   region.length = result.length;
   region.keep_alive = result.file;
   writer.file(std::move(region));
+  return true;
+}
+
+bool ChainLoop::serve_internal(const Site& site, std::string_view uri, const http::ExtraFields& fields,
+                               const http::Request& request, http::ResponseWriter& writer) {
+  std::string scratch;
+  bool dot_segment = false;
+  Result<std::string_view> path = http::normalized_path(uri.substr(0, uri.find('?')), &scratch, &dot_segment);
+  if (!path || (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path))) return false;
+  Captures captures;
+  const Location* target = site.match(*path, &captures);
+  std::string file;
+  if (target == nullptr || !target->config.static_files ||
+      !alias_file_path(target->alias ? target->config.pattern : std::string_view(), *path, &file)) {
+    return false;
+  }
+  // The location's fields and the application's, together.
+  http::ExtraFields extra = target->fields;
+  extra.always += fields.always;
+  writer.set_extra_fields(&extra);
+  respond_static(*stores_[target->store], request, {file, true, *path, /*as_get=*/true}, writer,
+                 net::EventLoop::current()->clock().now(),
+                 chain_->use_mmap());
   return true;
 }
 

@@ -77,6 +77,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   // StaticFiles options for a store (its root and index, and [static]).
   StaticFilesOptions static_options(const StaticStore& store) const;
   bool deny_dotfiles() const { return deny_dotfiles_; }
+  bool use_mmap() const { return use_mmap_; }
   const net::LoopLocal<ChainLoop>& loops() const { return *loops_; }
 
  private:
@@ -84,6 +85,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   std::shared_ptr<const MimeTypes> mime_;
   StaticFilesOptions static_base_;
   bool deny_dotfiles_;
+  bool use_mmap_;
   std::vector<std::unique_ptr<Handler>> owned_;
   std::vector<std::vector<Handler*>> chains_;  // by Location::id
   const net::LoopLocal<ChainLoop>* loops_;
@@ -106,6 +108,11 @@ class ChainLoop {
   // Answers `status` with the file at `path` of `site` (ErrorPages).
   bool serve_error_page(const Site& site, std::string_view path, int status, std::string_view allow,
                         http::ResponseWriter& writer);
+  // Answers `request` with the static file `uri` names in `site` (an
+  // application's X-Accel-Redirect), `fields` added; false when it names
+  // no location with static files.
+  bool serve_internal(const Site& site, std::string_view uri, const http::ExtraFields& fields,
+                      const http::Request& request, http::ResponseWriter& writer);
 
  private:
   void resolve(const http::Request& request, const net::TcpConnection& conn);

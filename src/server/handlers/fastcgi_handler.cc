@@ -220,7 +220,11 @@ const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view
   return nullptr;
 }
 
-void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange) {
+void FastCgiRoutes::start(size_t block, http::Exchange& exchange, InternalRedirect redirect) {
+  handle(*blocks_[block], exchange, std::move(redirect));
+}
+
+void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, InternalRedirect redirect) {
   const http::Request& request = exchange.request();
   LoopState& state = *loops_.current();
   const LoopState::Route& route = state.route;
@@ -279,6 +283,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange) {
   options.response_memory = block.config.response_buffer;
   options.max_temp_file = block.config.max_temp_file;
   options.temp_dir = temp_dir_;
+  options.internal_redirect = std::move(redirect);
   if (block.cache) {
     options.extra_header_name = "X-Cache";
     options.extra_header_value = "MISS";

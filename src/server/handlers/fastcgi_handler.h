@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "fastcgi/call.h"
 #include "http/exchange.h"
 #include "http/request.h"
 #include "net/loop_local.h"
@@ -65,6 +66,10 @@ class FastCgiRoutes {
   // nullptr. Loop thread; the handler returned must be run before the next
   // call (the chain does).
   const http::ExchangeHandler* route(size_t block, std::string_view path);
+  // Runs what route() found for `block` (right after it), with an answer
+  // for the application's X-Accel-Redirect.
+  using InternalRedirect = decltype(fastcgi::CallOptions::internal_redirect);
+  void start(size_t block, http::Exchange& exchange, InternalRedirect redirect);
   size_t size() const { return blocks_.size(); }
 
   struct LoopState;  // one loop's pools and script cache (defined in the .cc)
@@ -72,7 +77,7 @@ class FastCgiRoutes {
  private:
   struct Block;
 
-  void handle(const Block& block, http::Exchange& exchange);
+  void handle(const Block& block, http::Exchange& exchange, InternalRedirect redirect = nullptr);
 
   std::vector<std::unique_ptr<Block>> blocks_;
   const std::string software_;

@@ -6,6 +6,7 @@
 #include "http/error_page.h"
 #include "http/uri.h"
 #include "net/tcp_connection.h"
+#include "server/chain.h"
 #include "server/config.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/sites.h"
@@ -125,6 +126,27 @@ Handler::Claim FastCgiHandler::claim(Route& route) {
   return route.app != nullptr ? Claim::kExchange : Claim::kPass;
 }
 
-void FastCgiHandler::start(const Route& route, http::Exchange& exchange) { (*route.app)(exchange); }
+void FastCgiHandler::start(const Route& route, http::Exchange& exchange) {
+  // An X-Accel-Redirect from the application: the file the URI names in
+  // this site, as a GET, with the application's download fields (the chain
+  // lives as long as the exchange: it keeps it).
+  auto redirect = [chain = chain_, site = route.site](std::string_view uri, const fastcgi::CgiHeadParser& head,
+                                                      http::Exchange& ex) {
+    http::ExtraFields fields;
+    for (const http::Header& field : head.headers()) {
+      for (std::string_view kept : {"Content-Disposition", "Set-Cookie", "Cache-Control", "Expires"}) {
+        if (http::iequals(field.name, kept)) {
+          fields.always.append(field.name).append(": ").append(field.value).append("\r\n");
+        }
+      }
+    }
+    ChainLoop* loop = chain->loops().current();
+    const bool answered = loop != nullptr && &loop->chain() == chain &&
+                          loop->serve_internal(*site, uri, fields, ex.request(), ex.writer());
+    if (!answered) http::write_error_page(ex.writer(), 404);
+    ex.finish();
+  };
+  routes_->start(block_, exchange, std::move(redirect));
+}
 
 }  // namespace tern::server

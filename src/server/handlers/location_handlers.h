@@ -16,6 +16,7 @@ class UsersApp;
 
 namespace tern::server {
 
+class Chain;
 class FastCgiRoutes;
 struct LocationConfig;
 
@@ -89,13 +90,16 @@ class UsersHandler final : public Handler {
 // One FastCGI block on the chain.
 class FastCgiHandler final : public Handler {
  public:
-  FastCgiHandler(FastCgiRoutes* routes, size_t block) : routes_(routes), block_(block) {}
+  // `chain` answers the block's X-Accel-Redirects.
+  FastCgiHandler(FastCgiRoutes* routes, size_t block, const Chain* chain)
+      : routes_(routes), block_(block), chain_(chain) {}
   Claim claim(Route& route) override;
   void start(const Route& route, http::Exchange& exchange) override;
 
  private:
   FastCgiRoutes* routes_;
   size_t block_;
+  const Chain* chain_;
 };
 
 }  // namespace tern::server

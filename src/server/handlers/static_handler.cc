@@ -57,7 +57,8 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
                     bool use_mmap) {
   const std::string_view path = target.path, uri_path = target.uri_path;
   StaticRequest query;
-  query.method = request.method();
+  query.method = target.as_get && request.method() != http::Method::kHead ? http::Method::kGet
+                                                                           : request.method();
   query.path = path;
   query.normalized = target.normalized;
   query.uri_path = uri_path;
@@ -145,14 +146,16 @@ StaticHandler::StaticHandler(const Location& location, bool use_mmap)
       use_mmap_(use_mmap) {}
 
 bool StaticHandler::file_path(std::string_view path, std::string* out) const {
-  if (prefix_.empty()) {
+  return alias_file_path(prefix_, path, out);
+}
+
+bool alias_file_path(std::string_view prefix, std::string_view path, std::string* out) {
+  if (prefix.empty()) {
     out->assign(path);
     return true;
   }
-  // An alias takes the place of the prefix: "/img/" -> "/srv/pictures/"
-  // makes "/img/a.png" the file "/a.png" beneath "/srv/pictures".
-  std::string_view rest = path.substr(std::min(path.size(), prefix_.size()));
-  if (prefix_.back() == '/') {
+  std::string_view rest = path.substr(std::min(path.size(), prefix.size()));
+  if (prefix.back() == '/') {
     out->assign("/").append(rest);
   } else if (rest.empty() || rest.front() == '/') {
     out->assign(rest.empty() ? "/" : rest);

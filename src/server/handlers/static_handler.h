@@ -22,6 +22,7 @@ struct StaticTarget {
   std::string_view path;
   bool normalized = false;
   std::string_view uri_path;
+  bool as_get = false;  // answer a POST as a GET (an application's X-Accel-Redirect)
 };
 
 // With use_mmap the body is mapped and written from memory (the comparison
@@ -34,6 +35,12 @@ inline void respond_static(StaticFiles& files, const http::Request& request, htt
                            std::chrono::steady_clock::time_point now, bool use_mmap = false) {
   respond_static(files, request, StaticTarget{request.path()}, writer, now, use_mmap);
 }
+
+// The file `path` names beneath a location's root: the path itself, or for
+// an alias location (its `prefix` given) what follows the prefix ("/img/"
+// aliased: "/img/a.png" is "/a.png" beneath the alias). False when the
+// path does not continue the prefix at a segment ("/imgx" for "/img").
+bool alias_file_path(std::string_view prefix, std::string_view path, std::string* out);
 
 // The static files of a location on the handler chain: the file the path
 // names beneath the location's root (or, with an alias, what follows the

@@ -412,3 +412,35 @@ def test_sighup_opens_and_closes_listening_addresses(tern_factory):
     assert srv.get("/a.txt").status == 200
     srv.write_file(".hidden", "h")
     assert srv.get("/.hidden").status == 403  # nothing of that file was applied
+
+
+def test_an_applications_x_accel_redirect_serves_an_internal_location(tern_factory, fpm, tmp_path):
+    files = tmp_path / "protected"
+    files.mkdir()
+    (files / "report.pdf").write_bytes(b"%PDF " + b"x" * 5000)
+    srv = tern_factory({"server": [{"location": [
+        {"prefix": "/"},
+        {"prefix": "/protected/", "internal": True, "alias": str(files)},
+        {"regex": r"\.php$", "fastcgi": {"pass": fpm.pass_address, "pool": 2}},
+    ]}]}, name="accel")
+    srv.write_file("download.php", """<?php
+header('X-Accel-Redirect: ' . ($_GET['to'] ?? '/protected/report.pdf'));
+header('Content-Disposition: attachment; filename="report.pdf"');
+header('Content-Type: text/plain');
+echo 'this body is not sent';
+""")
+    srv.write_file(".env", "SECRET=1")
+    resp = srv.get("/download.php")
+    assert resp.status == 200 and resp.body == b"%PDF " + b"x" * 5000
+    assert resp.header("Content-Disposition") == 'attachment; filename="report.pdf"'
+    assert resp.header("Content-Type") == "application/pdf"  # the file's, as nginx
+    assert srv.get("/protected/report.pdf").status == 404   # not for clients
+    ranged = srv.get("/download.php", headers=[("Range", "bytes=0-3")])
+    assert ranged.status == 206 and ranged.body == b"%PDF"  # downloads resume
+    with srv.connect() as conn:
+        posted = conn.request(b"POST /download.php HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
+        assert posted.status == 200 and posted.body.startswith(b"%PDF")  # answered as a GET
+        assert conn.get("/protected/report.pdf").status == 404  # and the connection goes on
+    assert srv.get("/download.php?to=/protected/none.pdf").status == 404
+    assert srv.get("/download.php?to=/.env").status == 404  # dotfiles stay refused
+    assert b"SECRET" not in srv.get("/download.php?to=/%2e%65nv").body
