@@ -12,7 +12,7 @@
 //     start_job(&ex);                                  // keeps the pointer
 //   };
 //   server.set_exchange_router([&](const Request& r, const net::TcpConnection&) {
-//     return mine(r) ? &slow : nullptr;               // nullptr: the Router's
+//     return mine(r) ? &slow : nullptr;  // an ExchangeRoute; nullptr: the Router's
 //   });
 //   // Later, on the same loop:
 //   ex.writer().start(200).header("Content-Type", "text/plain").begin_stream();
@@ -71,6 +71,19 @@ class HttpConnection;
 
 // Starts the work for a request taken as an Exchange.
 using ExchangeHandler = std::function<void(Exchange&)>;
+
+// What an exchange router decides for a request head: the handler that
+// takes it as an Exchange (null: the Router answers it), and the body
+// limit for this request when it is not HttpLimits::max_body_bytes (a
+// location's own): a Content-Length above it is answered 413 before the
+// body is read, a chunked body that grows past it too.
+struct ExchangeRoute {
+  ExchangeRoute() = default;
+  ExchangeRoute(const ExchangeHandler* h) : handler(h) {}  // NOLINT: implicit by design
+  const ExchangeHandler* handler = nullptr;
+  std::optional<uint64_t> max_body;
+};
+using ExchangeRouter = std::function<ExchangeRoute(const Request&, const net::TcpConnection&)>;
 
 // Work owned by an exchange (see above).
 class ExchangeJob {

@@ -137,18 +137,20 @@ bool HttpConnection::parse_head(net::Buffer& input) {
     case ParseStatus::kComplete:
       break;
   }
-  const HttpLimits& limits = *shared_->limits;
-  if (request.body_framing() == BodyFraming::kContentLength &&
-      request.content_length() > limits.max_body_bytes) {
+  body_consumed_ = 0;
+  body_spooled_ = continue_sent_ = false;
+  return true;
+}
+
+bool HttpConnection::limit_body(uint64_t max_body) {
+  const Request& request = req_->request;
+  if (request.body_framing() == BodyFraming::kContentLength && request.content_length() > max_body) {
     fail(413, "Content-Length over the body limit");
     return false;
   }
-  body_consumed_ = 0;
-  body_spooled_ = continue_sent_ = false;
-  if (request.body_framing() != BodyFraming::kNone) {
+  if (request.body_framing() == BodyFraming::kChunked) {
     req_->chunked = ChunkedDecoder(ChunkedDecoder::Limits{
-        .max_body = limits.max_body_bytes,
-        .max_framing = ChunkedDecoder::framing_allowance(limits.max_body_bytes)});
+        .max_body = max_body, .max_framing = ChunkedDecoder::framing_allowance(max_body)});
   }
   return true;
 }
@@ -158,10 +160,16 @@ bool HttpConnection::parse_head(net::Buffer& input) {
 // without reading a body (dispatch() answers it).
 bool HttpConnection::start_request(net::Buffer& input) {
   const Request& request = req_->request;
+  const bool has_body = request.body_framing() != BodyFraming::kNone;
+  ExchangeRoute route;
+  if (request.method() != Method::kOther && shared_->exchange_for &&
+      (has_body || !shared_->exchange_for_bodies_only)) {
+    route = shared_->exchange_for(request, *conn_);
+  }
+  if (has_body && !limit_body(route.max_body.value_or(shared_->limits->max_body_bytes))) return false;
   if (request.method() != Method::kOther) {
-    const bool has_body = request.body_framing() != BodyFraming::kNone;
-    if (shared_->exchange_for && (has_body || !shared_->exchange_for_bodies_only) &&
-        begin_exchange(input)) {
+    if (route.handler != nullptr) {
+      begin_exchange(input, *route.handler);
       return true;
     }
     if (has_body) return begin_body(input);
@@ -224,10 +232,8 @@ void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
   arm_timer(shared_->limits->header_timeout);
 }
 
-bool HttpConnection::begin_exchange(net::Buffer& input) {
+void HttpConnection::begin_exchange(net::Buffer& input, const ExchangeHandler& handler) {
   Request& request = req_->request;
-  const ExchangeHandler* handler = shared_->exchange_for(request, *conn_);
-  if (handler == nullptr) return false;
   detach_head(input);
   // "Content-Length: 0" is no body at all: nothing to stream or wait for.
   const bool has_body =
@@ -237,13 +243,12 @@ bool HttpConnection::begin_exchange(net::Buffer& input) {
   state_ = has_body ? State::kStreamBody : State::kAwait;
   arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);
   exchange().begin(this, &request, writer_context(keep_alive), has_body, shared_->states->next_serial());
-  (*handler)(exchange());
+  handler(exchange());
   // It may have answered already (finish() ran), or be waiting.
   if (exchange_active() && state_ == State::kStreamBody && request.expect_continue() &&
       input.empty()) {
     send_continue();
   }
-  return true;
 }
 
 void HttpConnection::finish_exchange() {

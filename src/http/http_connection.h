@@ -62,7 +62,7 @@ struct HttpShared {
   // If set, asked first for each complete head (only for those with a body
   // when exchange_for_bodies_only): the handler that takes the request as
   // an Exchange, or nullptr for the Router's handlers.
-  std::function<const ExchangeHandler*(const Request&, const net::TcpConnection&)> exchange_for;
+  ExchangeRouter exchange_for;
   bool exchange_for_bodies_only = false;
   // Picks the handler and runs it; must finish the response.
   std::function<void(const Request&, ResponseWriter&)> dispatch;
@@ -117,7 +117,10 @@ class HttpConnection {
   bool spool_body(net::Buffer& input, bool* complete);
   void detach_head(net::Buffer& input);
   void dispatch(net::Buffer& input);
-  bool begin_exchange(net::Buffer& input);
+  void begin_exchange(net::Buffer& input, const ExchangeHandler& handler);
+  // The body limit of this request (413 for a Content-Length above it), and
+  // the chunked decoder set up for it. False when answered 413.
+  bool limit_body(uint64_t max_body);
   bool stream_body(net::Buffer& input);
   bool discard_body(net::Buffer& input);
   bool can_discard_body() const;

@@ -62,7 +62,7 @@ class HttpServer {
   // Asked first for every request head (with bodies_only, for those with a
   // body): the handler that takes it as an Exchange (exchange.h), or
   // nullptr for the router. Set before start().
-  void set_exchange_router(std::function<const ExchangeHandler*(const Request&, const net::TcpConnection&)> router,
+  void set_exchange_router(ExchangeRouter router,
                            bool bodies_only = false) {
     exchange_router_ = std::move(router);
     exchange_bodies_only_ = bodies_only;
@@ -95,7 +95,7 @@ class HttpServer {
   HttpServerOptions options_;
   Router router_;
   ResponseCallback on_response_;
-  std::function<const ExchangeHandler*(const Request&, const net::TcpConnection&)> exchange_router_;
+  ExchangeRouter exchange_router_;
   bool exchange_bodies_only_ = false;
   std::function<void(net::EventLoop*)> thread_init_;
   net::LoopLocal<LoopContext> contexts_;  // one per I/O loop

@@ -136,11 +136,12 @@ void ChainLoop::resolve(const http::Request& request, const net::TcpConnection& 
   }
 }
 
-const http::ExchangeHandler* ChainLoop::route(const http::Request& request,
-                                              const net::TcpConnection& conn) {
+http::ExchangeRoute ChainLoop::route(const http::Request& request, const net::TcpConnection& conn) {
   resolve(request, conn);
-  if (claim_ == Handler::Claim::kExchange || has_body(request)) return &entry_;
-  return nullptr;
+  http::ExchangeRoute route;
+  if (claim_ == Handler::Claim::kExchange || has_body(request)) route.handler = &entry_;
+  if (route_.location != nullptr) route.max_body = route_.location->config.body_bytes;
+  return route;
 }
 
 void ChainLoop::start(http::Exchange& exchange) {

@@ -101,7 +101,7 @@ class ChainLoop {
 
   // Resolves the request. The handler to take it as an exchange, or
   // nullptr when serve() is to answer it, right after.
-  const http::ExchangeHandler* route(const http::Request& request, const net::TcpConnection& conn);
+  http::ExchangeRoute route(const http::Request& request, const net::TcpConnection& conn);
   void serve(const http::Request& request, http::ResponseWriter& writer);
 
   const Chain& chain() const { return *chain_; }

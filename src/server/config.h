@@ -111,6 +111,7 @@ struct LocationConfig {
   bool internal = false;  // reached only through try_files (not by a client)
   bool autoindex = false;  // an HTML listing for a directory without an index
   std::optional<bool> compress;  // unset: [compression].enabled
+  std::optional<uint64_t> body_bytes;  // unset: [limits].body_bytes
   // status -> a path of the site served in place of the built-in page
   // (nginx's error_page); empty: the site's.
   std::vector<std::pair<int, std::string>> error_pages;

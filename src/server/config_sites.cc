@@ -228,6 +228,11 @@ LocationConfig read_location(Section s, int line) {
   }
   s.get_bool("internal", &l.internal);
   s.get_bool("autoindex", &l.autoindex);
+  if (s.node("body_bytes") != nullptr) {
+    uint64_t limit = 0;
+    s.get_size("body_bytes", &limit, 0);
+    l.body_bytes = limit;
+  }
   if (s.node("compress") != nullptr) {
     bool compress = false;
     s.get_bool("compress", &compress);

@@ -444,3 +444,31 @@ echo 'this body is not sent';
     assert srv.get("/download.php?to=/protected/none.pdf").status == 404
     assert srv.get("/download.php?to=/.env").status == 404  # dotfiles stay refused
     assert b"SECRET" not in srv.get("/download.php?to=/%2e%65nv").body
+
+
+def test_body_bytes_per_location(tern_factory, fpm):
+    srv = tern_factory({"limits": {"body_bytes": "64KiB"}, "server": [{"location": [
+        {"prefix": "/"},
+        {"exact": "/upload.php", "body_bytes": "1MiB", "fastcgi": {"pass": fpm.pass_address, "pool": 2}},
+        {"regex": r"\.php$", "fastcgi": {"pass": fpm.pass_address, "pool": 2}},
+        {"prefix": "/tiny/", "body_bytes": "10", "return": {"status": 200, "body": "ok"}},
+    ]}]}, name="limits")
+    install_scripts(srv.root)
+    body = b"u" * (200 * 1024)
+
+    def post(path, data, chunked=False):
+        with srv.connect() as conn:
+            if chunked:
+                head = f"POST {path} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+                return conn.request(head + b"%x\r\n" % len(data) + data + b"\r\n0\r\n\r\n")
+            head = f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            return conn.request(head + data)
+
+    resp = post("/upload.php", body)
+    assert resp.status == 200 and b'"length":204800' in resp.body.replace(b" ", b"")
+    assert post("/upload.php", body, chunked=True).status == 200
+    assert post("/echo.php", body).status == 413               # the global limit
+    assert post("/echo.php", body, chunked=True).status == 413
+    assert post("/tiny/x", b"x" * 100).status == 413           # a lower one
+    assert post("/tiny/x", b"x" * 5).status == 200
+    assert post("/upload.php", b"u" * (2 * 1024 * 1024)).status == 413
