@@ -46,6 +46,16 @@ void ConnectionPool::close() {
   for (User* user : users) user->on_lease_failed(Failure::kConnectFailed, "connection pool closed");
 }
 
+void ConnectionPool::retire() {
+  loop_->assert_in_loop_thread();
+  retired_ = true;
+  std::vector<Slot*> idle;
+  for (auto& slot : slots_) {
+    if (slot->state == Slot::State::kIdle) idle.push_back(slot.get());
+  }
+  for (Slot* slot : idle) drop_slot(slot);
+}
+
 size_t ConnectionPool::idle() const {
   return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) {
     return s->state == Slot::State::kIdle;
@@ -170,7 +180,8 @@ void ConnectionPool::release(User* user, bool reusable) {
   if (slot == nullptr) return;
   slot->user = nullptr;
   TcpConnection* conn = slot->client->connection();
-  if (reusable && conn != nullptr && conn->connected() && conn->input().empty()) {
+  if (reusable && conn != nullptr && conn->connected() && conn->input().empty() &&
+      !(retired_ && waiting_.empty())) {
     slot->state = Slot::State::kIdle;
   } else {
     drop_slot(slot);

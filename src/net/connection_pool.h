@@ -79,6 +79,10 @@ class ConnectionPool {
   void acquire(User* user);
   // Closes every connection and fails every user (see above).
   void close();
+  // Winds the pool down without failing anyone (a reload replaced it):
+  // idle connections close now, a connection given back closes unless a
+  // user waits for it. Users may still acquire.
+  void retire();
   bool closed() const { return destroying_; }
   // Takes a user out of the queue, or takes back its connection (closing
   // it: what was in flight on it is unknown).
@@ -121,7 +125,8 @@ class ConnectionPool {
   std::deque<Waiter> waiting_;
   std::deque<Failing> failing_;
   bool destroying_ = false;
-  TimerId fail_timer_;  // reports failing_ after the round; cancelled by close()
+  TimerId fail_timer_;
+  bool retired_ = false;  // reports failing_ after the round; cancelled by close()
 };
 
 }  // namespace tern::net

@@ -77,12 +77,6 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.task_threads == b.task_threads, "task_threads");
   check(a.server_name == b.server_name, "server_name");
   check(a.temp_dir == b.temp_dir, "temp_dir");
-  const std::vector<FastCgiConfig> fa = fastcgi_blocks(a), fb = fastcgi_blocks(b);
-  bool same_fastcgi = fa.size() == fb.size();
-  for (size_t i = 0; same_fastcgi && i < fa.size(); ++i) {
-    same_fastcgi = without_line(fa[i]) == without_line(fb[i]);
-  }
-  check(same_fastcgi, "FastCGI blocks");
   check(without_line(a.auth) == without_line(b.auth), "[auth]");
   return keys;
 }
@@ -105,7 +99,9 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
 
 Server::~Server() {
   // The pools belong to the I/O loops' threads: closed there while they run.
-  if (fastcgi_ && http_) fastcgi_->shutdown(http_->tcp_server().io_loops());
+  if (!http_) return;
+  if (fastcgi_) fastcgi_->shutdown(http_->tcp_server().io_loops());
+  for (auto& retired : retired_fastcgi_) retired->shutdown(http_->tcp_server().io_loops());
 }
 
 const std::vector<net::InetAddress>& Server::listen_addresses() const {
@@ -128,7 +124,7 @@ void Server::start() {
   }
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
-  chain_ = build_chain(config);
+  chain_ = build_chain(config, fastcgi_.get());
   // Every request head is resolved by the chain: the exchange handler it
   // returns, or the Router's fallback right after.
   http_->set_exchange_router([this](const http::Request& request, const net::TcpConnection& conn) {
@@ -194,11 +190,21 @@ void Server::start_users_app(const Config& config) {
                 config.task_threads);
 }
 
-std::shared_ptr<const Chain> Server::build_chain(const Config& config) const {
+std::shared_ptr<const Chain> Server::build_chain(const Config& config, FastCgiRoutes* fastcgi) const {
   auto sites = std::make_shared<const Sites>(config);
-  return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), fastcgi_.get(),
+  return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), fastcgi,
                                        users_.get(), &chains_);
 }
+
+namespace {
+bool same_blocks(const std::vector<FastCgiConfig>& a, const std::vector<FastCgiConfig>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (without_line(a[i]) != without_line(b[i])) return false;
+  }
+  return true;
+}
+}  // namespace
 
 void Server::on_signal(int signo) {
   switch (signo) {
@@ -236,11 +242,6 @@ void Server::reload() {
   const Config& old = *config_;
   // Settings only a restart applies keep their running values.
   std::vector<std::string> restart = settings_needing_restart(old, fresh);
-  if (std::find(restart.begin(), restart.end(), "FastCGI blocks") != restart.end()) {
-    // The locations name the running FastCGI blocks: they stay as they are.
-    fresh.sites = old.sites;
-    fresh.fastcgi = old.fastcgi;
-  }
   fresh.workers = old.workers;
   fresh.accept_mode = old.accept_mode;
   fresh.dispatch_policy = old.dispatch_policy;
@@ -255,9 +256,17 @@ void Server::reload() {
   rebuild_implicit_site(fresh);
   // What could fail is checked before anything changes; the listening
   // addresses last, since changing them is the first change.
+  // New FastCGI blocks get new pools; the old ones wind down behind the
+  // requests that began under them.
+  const std::vector<FastCgiConfig> blocks = fastcgi_blocks(fresh);
+  const bool new_blocks = !same_blocks(blocks, fastcgi_blocks(old));
+  std::unique_ptr<FastCgiRoutes> fastcgi;
   std::shared_ptr<const Chain> chain;
   try {
-    chain = build_chain(fresh);
+    if (new_blocks && !blocks.empty()) {
+      fastcgi = std::make_unique<FastCgiRoutes>(fresh, blocks, std::string("tern/") + TERN_VERSION);
+    }
+    chain = build_chain(fresh, new_blocks ? fastcgi.get() : fastcgi_.get());
   } catch (const std::exception& e) {
     TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: {}", config_path_, e.what());
     return;
@@ -292,14 +301,24 @@ void Server::reload() {
   }
   http_->set_limits(fresh.limits);
   chain_ = chain;
+  FastCgiRoutes* fresh_blocks = new_blocks ? fastcgi.get() : nullptr;
+  FastCgiRoutes* old_blocks = new_blocks ? fastcgi_.get() : nullptr;
   for (net::EventLoop* loop : http_->tcp_server().io_loops()) {
-    loop->run_in_loop([this, loop, chain] {
+    // One step per loop: its pools exist before its chain names them.
+    loop->run_in_loop([this, loop, chain, fresh_blocks, old_blocks] {
+      if (fresh_blocks != nullptr) fresh_blocks->init_loop(loop);
       try {
         chains_.emplace(loop, chain);
       } catch (const std::exception& e) {
         TERN_LOG_ERROR("SIGHUP: sites keep their running settings: {}", e.what());
       }
+      if (old_blocks != nullptr) old_blocks->retire_loop(loop);
     });
+  }
+  if (new_blocks) {
+    // Kept until the end: requests that began under them still use them.
+    if (fastcgi_) retired_fastcgi_.push_back(std::move(fastcgi_));
+    fastcgi_ = std::move(fastcgi);
   }
   config_ = std::make_shared<const Config>(std::move(fresh));
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);

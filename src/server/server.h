@@ -7,11 +7,13 @@
 //                    shutdown_timeout), close idle keep-alive connections, exit
 //   SIGHUP           re-read the config file and apply it without dropping
 //                    connections: logging, access log, blocklist, timeouts
-//                    and limits, [static], sites and locations (a root
-//                    that cannot be opened keeps the running configuration).
-//                    What needs a restart (listen, workers, FastCGI blocks,
-//                    [auth], ...) keeps its running value and is named in
-//                    the log.
+//                    and limits, [static], sites and locations, listening
+//                    addresses and FastCGI blocks (new pools; the old ones
+//                    serve the requests that began under them). A file,
+//                    root or address that fails keeps the running
+//                    configuration.
+//                    What needs a restart (workers, [auth], ...) keeps its
+//                    running value and is named in the log.
 //   SIGUSR1          reopen the log files (after logrotate moved them)
 //   SIGUSR2          start / stop a CPU profile (-DTERN_PROFILER=ON builds)
 //
@@ -67,7 +69,7 @@ class Server {
   void start_users_app(const Config& config);
   // The chain for `config` (sites compiled, roots opened); throws
   // std::runtime_error.
-  std::shared_ptr<const Chain> build_chain(const Config& config) const;
+  std::shared_ptr<const Chain> build_chain(const Config& config, FastCgiRoutes* fastcgi) const;
 
   net::EventLoop* const loop_;
   std::string config_path_;
@@ -77,6 +79,8 @@ class Server {
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
   std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without FastCGI blocks
+  // Blocks a reload replaced, winding down (FastCgiRoutes::retire_loop).
+  std::vector<std::unique_ptr<FastCgiRoutes>> retired_fastcgi_;
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
   std::shared_ptr<const Chain> chain_;      // replaced on SIGHUP
   net::LoopLocal<ChainLoop> chains_;        // each loop's side of chain_

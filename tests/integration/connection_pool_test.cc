@@ -284,6 +284,37 @@ TEST_F(ConnectionPoolTest, OpensAtMostMaxConnectionsAndServesWaitersInOrder) {
   EXPECT_EQ(on_pool([&] { return pool_->waiting(); }), 0u);
 }
 
+TEST_F(ConnectionPoolTest, ARetiredPoolFailsNobodyAndKeepsNoIdleConnection) {
+  start_upstream();
+  auto options = options_for(upstream_->port());
+  options.max_connections = 2;
+  make_pool(options);
+  TestUser& a = user("a");
+  TestUser& b = user("b");
+  TestUser& c = user("c");
+  acquire(a);
+  acquire(b);
+  ASSERT_TRUE(eventually([&] { return a.leases == 1 && b.leases == 1; }));
+  release(b, true);
+  ASSERT_EQ(on_pool([&] { return pool_->idle(); }), 1u);
+  on_pool([&] { pool_->retire(); });
+  ASSERT_TRUE(upstream_reaches(upstream_->closes, 1));  // the idle one goes at once
+  EXPECT_EQ(on_pool([&] { return pool_->connections(); }), 1u);
+  // The user holding a connection goes on, and users may still acquire.
+  ASSERT_TRUE(send(a, "still"));
+  ASSERT_TRUE(eventually([&] { return a.received == "still"; }));
+  acquire(c);
+  ASSERT_TRUE(eventually([&] { return c.leases == 1; }));
+  // Given back with nobody waiting: closed, not kept.
+  release(a, true);
+  ASSERT_TRUE(upstream_reaches(upstream_->closes, 2));
+  release(c, true);
+  ASSERT_TRUE(upstream_reaches(upstream_->closes, 3));
+  EXPECT_EQ(on_pool([&] { return pool_->idle(); }), 0u);
+  EXPECT_EQ(on_pool([&] { return pool_->connections(); }), 0u);
+  EXPECT_EQ(on_pool([&] { return a.failures + b.failures + c.failures; }), 0);
+}
+
 TEST_F(ConnectionPoolTest, ReleaseThatIsNotReusableLetsAWaiterOpenAFreshConnection) {
   start_upstream();
   auto options = options_for(upstream_->port());

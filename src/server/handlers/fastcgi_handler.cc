@@ -174,6 +174,12 @@ void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
   });
 }
 
+void FastCgiRoutes::retire_loop(net::EventLoop* loop) {
+  if (LoopState* state = loops_.get(loop)) {
+    for (auto& pool : state->pools) pool->retire();
+  }
+}
+
 const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view normalized) {
   LoopState* state = loops_.current();
   if (state == nullptr || index >= blocks_.size()) return nullptr;

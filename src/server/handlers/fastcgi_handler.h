@@ -46,7 +46,7 @@ namespace tern::server {
 
 class FastCgiRoutes {
  public:
-  // `blocks` with their roots set (Sites::fastcgi()); from config the
+  // `blocks` with their roots set (fastcgi_blocks()); from config the
   // symlink rule, the temp directory and the server name. `software` is
   // SERVER_SOFTWARE ("tern/0.1.0"). Throws std::runtime_error when a
   // block's root cannot be opened.
@@ -61,6 +61,10 @@ class FastCgiRoutes {
   // Closes the pools, each on its loop's thread (waits). Main thread, while
   // the I/O loops still run; requests after it get 502.
   void shutdown(const std::vector<net::EventLoop*>& loops);
+  // A reload replaced these blocks: this loop's pools wind down, serving
+  // the requests that began under them (ConnectionPool::retire). On the
+  // loop's thread.
+  void retire_loop(net::EventLoop* loop);
 
   // The handler of `block` for a request with this normalised path, or
   // nullptr. Loop thread; the handler returned must be run before the next

@@ -472,3 +472,33 @@ def test_body_bytes_per_location(tern_factory, fpm):
     assert post("/tiny/x", b"x" * 100).status == 413           # a lower one
     assert post("/tiny/x", b"x" * 5).status == 200
     assert post("/upload.php", b"u" * (2 * 1024 * 1024)).status == 413
+
+
+def test_sighup_applies_new_fastcgi_blocks_and_lets_requests_in_flight_finish(tern_factory, fpm):
+    srv = tern_factory({"server": [{"location": [{"prefix": "/"}]}]}, name="php-reload")
+    install_scripts(srv.root)
+    resp = srv.get("/hello.php")
+    assert resp.status == 200 and b"<?php" in resp.body  # no PHP yet: the file itself
+
+    def php_config(pool):
+        return {"server": [{"location": [
+            {"prefix": "/"},
+            {"regex": r"\.php$", "fastcgi": {"pass": fpm.pass_address, "pool": pool}},
+        ]}]}
+
+    srv.write_config(php_config(2))
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("configuration reloaded")
+    assert srv.get("/hello.php").body == b"hello\n"
+    # A slow request under the running blocks; the blocks change meanwhile.
+    slow = srv.connect()
+    slow.send(b"GET /sleep.php?s=1.5 HTTP/1.1\r\nHost: t\r\n\r\n")
+    time.sleep(0.3)
+    srv.write_config(php_config(3))
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("configuration reloaded", 2)
+    assert srv.get("/hello.php").body == b"hello\n"  # the new pool
+    resp = slow.read_response("GET")
+    assert resp.status == 200, resp                 # the old one finished its request
+    slow.close()
+    assert "not applied until a restart" not in srv.stderr()
