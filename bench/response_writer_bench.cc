@@ -38,7 +38,7 @@ void BM_ResponseHeadFor1KiBFile(benchmark::State& state) {
   Fixture f;
   const std::string body(1024, 'x');
   http::ResponseWriter::Context ctx;
-  ctx.conn = f.conn;
+  ctx.output = f.conn;
   ctx.date = "Sun, 22 Nov 2026 12:00:00 GMT";
   ctx.server = "tern";
   size_t bytes = 0;
@@ -63,7 +63,7 @@ BENCHMARK(BM_ResponseHeadFor1KiBFile);
 void BM_NotModifiedHead(benchmark::State& state) {
   Fixture f;
   http::ResponseWriter::Context ctx;
-  ctx.conn = f.conn;
+  ctx.output = f.conn;
   ctx.date = "Sun, 22 Nov 2026 12:00:00 GMT";
   ctx.server = "tern";
   for (auto _ : state) {

@@ -120,7 +120,6 @@ bool HttpConnection::parse_head(net::Buffer& input) {
     request_started_ = true;
     begin_request();
   }
-  const Request& request = req_->request;
   switch (req_->parser.parse(input.view(), &req_->request)) {
     case ParseStatus::kNeedMore:
       // The rest of the head has header_timeout from here (armed once per
@@ -356,7 +355,7 @@ void HttpConnection::close_if_idle() {
 
 ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
   ResponseWriter::Context ctx;
-  ctx.conn = conn_;
+  ctx.output = conn_;
   ctx.version = req_ != nullptr ? req_->request.version() : Version::kHttp11;
   ctx.head_only = req_ != nullptr && req_->request.method() == Method::kHead;
   ctx.keep_alive = keep_alive;

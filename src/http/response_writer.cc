@@ -7,7 +7,7 @@
 #include "base/assert.h"
 #include "http/status.h"
 #include "net/buffer.h"
-#include "net/tcp_connection.h"
+#include "net/output_stream.h"
 
 namespace tern::http {
 namespace {
@@ -43,7 +43,7 @@ void ResponseWriter::append_head_start(net::Buffer& b, int status, std::string_v
   if (!date.empty()) append_field(b, "Date", date);
 }
 
-net::Buffer& ResponseWriter::out() { return ctx_.conn->output_tail_buffer(); }
+net::Buffer& ResponseWriter::out() { return ctx_.output->output_tail_buffer(); }
 
 ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
   TERN_CHECK_MSG(!started(), "ResponseWriter::start called twice");
@@ -163,7 +163,7 @@ void ResponseWriter::file(net::FileRegion region) {
   end_head(region.length, true);
   if (ctx_.head_only || !status_has_body(status_)) return;
   body_bytes_ = region.length;
-  ctx_.conn->send_file(std::move(region));
+  ctx_.output->send_file(std::move(region));
 }
 
 void ResponseWriter::begin_stream() {

@@ -1,5 +1,6 @@
-// ResponseWriter: serialises one HTTP response straight into a connection's
-// output queue; nothing is built in between.
+// ResponseWriter: serialises one HTTP response straight into an output
+// stream (net/output_stream.h: a connection's output queue, or memory in
+// tests); nothing is built in between.
 //
 //   w.start(200).header("Content-Type", "text/plain").body("hello\n");
 //   w.start(200).header("Content-Type", type).file(region);  // sendfile
@@ -13,8 +14,8 @@
 // Server); the finishing call (body, file, end, begin_stream) adds the
 // framing (Content-Length or Transfer-Encoding) and Connection, and for HEAD
 // requests and bodiless statuses never sends a body. Bytes are appended to
-// the TcpConnection's output; HttpConnection flushes once per batch of
-// pipelined requests.
+// the stream's output; HttpConnection flushes once per batch of pipelined
+// requests.
 //
 // One per request, created by HttpConnection. Loop thread only.
 #pragma once
@@ -31,7 +32,7 @@
 
 namespace tern::net {
 class Buffer;
-class TcpConnection;
+class OutputStream;
 }  // namespace tern::net
 
 namespace tern::http {
@@ -52,7 +53,7 @@ class ResponseWriter {
  public:
   // What the writer needs to know about the request and the connection.
   struct Context {
-    net::TcpConnection* conn = nullptr;
+    net::OutputStream* output = nullptr;  // the connection (or a stream, or memory)
     Version version = Version::kHttp11;
     bool head_only = false;   // a HEAD request
     bool keep_alive = true;   // the request allows it and the server wants it

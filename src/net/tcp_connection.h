@@ -28,6 +28,7 @@
 #include "net/callbacks.h"
 #include "net/channel.h"
 #include "net/inet_address.h"
+#include "net/output_stream.h"
 #include "net/socket.h"
 #include "net/timeout.h"
 
@@ -35,7 +36,7 @@ namespace tern::net {
 
 class ConnectionTable;
 
-class TcpConnection {
+class TcpConnection final : public OutputStream {
  public:
   enum class State : uint8_t { kIdle, kConnected, kDisconnecting, kDisconnected };
 
@@ -57,13 +58,13 @@ class TcpConnection {
   // Queue output. Ignored (logged at debug) unless connected.
   void send(std::string_view data);
   void send(Buffer& data);  // takes all readable bytes of `data`
-  void send_file(FileRegion region);
+  void send_file(FileRegion region) override;
   size_t pending_output_bytes() const;
 
   // Serialising in place: append to output_tail_buffer() (the end of the
   // output queue, after any queued file), then call flush(). Saves a copy
   // for protocol layers that build their messages directly.
-  Buffer& output_tail_buffer();
+  Buffer& output_tail_buffer() override;
   void flush();
 
   // Half-close once the queued output is written; reading goes on until the

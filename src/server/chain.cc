@@ -4,7 +4,7 @@
 #include "http/error_page.h"
 #include "http/uri.h"
 #include "net/event_loop.h"
-#include "net/tcp_connection.h"
+#include "net/inet_address.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/location_handlers.h"
 #include "server/handlers/static_handler.h"
@@ -93,17 +93,19 @@ void ChainLoop::refuse(int status) {
   }
 }
 
-void ChainLoop::resolve(const http::Request& request, const net::TcpConnection& conn) {
+void ChainLoop::resolve(const http::Request& request, const net::InetAddress& peer,
+                        const net::InetAddress& local) {
   Route& r = route_;
   r.request = &request;
-  r.connection = &conn;
+  r.peer = &peer;
+  r.local = &local;
   r.location = nullptr;
   r.app = nullptr;
   r.status = 0;
   r.redirects = 0;
   r.internal = false;
   resolved_for_ = &request;
-  r.site = &chain_->sites().select(request.host(), conn.local_address());
+  r.site = &chain_->sites().select(request.host(), local);
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(request.path(), &path_, &dot_segment);
   if (!path) return refuse(400);
@@ -136,8 +138,9 @@ void ChainLoop::resolve(const http::Request& request, const net::TcpConnection& 
   }
 }
 
-http::ExchangeRoute ChainLoop::route(const http::Request& request, const net::TcpConnection& conn) {
-  resolve(request, conn);
+http::ExchangeRoute ChainLoop::route(const http::Request& request, const net::InetAddress& peer,
+                                     const net::InetAddress& local) {
+  resolve(request, peer, local);
   http::ExchangeRoute route;
   if (claim_ == Handler::Claim::kExchange || has_body(request)) route.handler = &entry_;
   if (route_.location != nullptr) route.max_body = route_.location->config.body_bytes;

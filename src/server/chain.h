@@ -101,7 +101,9 @@ class ChainLoop {
 
   // Resolves the request. The handler to take it as an exchange, or
   // nullptr when serve() is to answer it, right after.
-  http::ExchangeRoute route(const http::Request& request, const net::TcpConnection& conn);
+  // `peer` and `local`: the connection's addresses.
+  http::ExchangeRoute route(const http::Request& request, const net::InetAddress& peer,
+                            const net::InetAddress& local);
   void serve(const http::Request& request, http::ResponseWriter& writer);
 
   const Chain& chain() const { return *chain_; }
@@ -115,7 +117,7 @@ class ChainLoop {
                       const http::Request& request, http::ResponseWriter& writer);
 
  private:
-  void resolve(const http::Request& request, const net::TcpConnection& conn);
+  void resolve(const http::Request& request, const net::InetAddress& peer, const net::InetAddress& local);
   void refuse(int status);
   void start(http::Exchange& exchange);
 

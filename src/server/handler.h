@@ -31,7 +31,7 @@
 #include "server/regex.h"
 
 namespace tern::net {
-class TcpConnection;
+class InetAddress;
 }
 
 namespace tern::server {
@@ -42,7 +42,8 @@ struct Location;
 
 struct Route {
   const http::Request* request = nullptr;
-  const net::TcpConnection* connection = nullptr;
+  const net::InetAddress* peer = nullptr;   // the client's address
+  const net::InetAddress* local = nullptr;  // the address it connected to
   const Site* site = nullptr;
   const Location* location = nullptr;
   // The decoded, normalised path ("/a b/c.html"); after an internal

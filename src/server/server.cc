@@ -18,6 +18,7 @@
 #define TERN_VERSION "0.0.0"
 #endif
 #include "net/event_loop.h"
+#include "net/tcp_connection.h"
 #include "server/chain.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/sites.h"
@@ -128,7 +129,7 @@ void Server::start() {
   // Every request head is resolved by the chain: the exchange handler it
   // returns, or the Router's fallback right after.
   http_->set_exchange_router([this](const http::Request& request, const net::TcpConnection& conn) {
-    return chains_.current()->route(request, conn);
+    return chains_.current()->route(request, conn.peer_address(), conn.local_address());
   });
   http_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) {
     chains_.current()->serve(r, w);

@@ -162,7 +162,8 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
     auto table = std::find_if(tables_.begin(), tables_.end(),
                               [&address](const NameTable& t) { return t.address == address; });
     if (table == tables_.end()) {
-      tables_.push_back(NameTable{.address = address});
+      tables_.emplace_back();
+      tables_.back().address = address;
       table = tables_.end() - 1;
     }
     table->add(raw);

@@ -46,7 +46,7 @@ class ResponseWriterTest : public ::testing::Test {
       server_->set_connection_callback([this](net::TcpConnection& conn) {
         if (!conn.connected()) return;
         ResponseWriter::Context ctx = context_;
-        ctx.conn = &conn;
+        ctx.output = &conn;
         ResponseWriter writer(ctx);
         fill_(writer);
         outcome_ = Outcome{writer.finished(), writer.keep_alive(), writer.stream_short(),

@@ -100,8 +100,8 @@ TEST_P(ListenChangeTest, AddressesComeAndGoWhileConnectionsCarryOn) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, ListenChangeTest,
                          ::testing::Values(AcceptMode::kDispatch, AcceptMode::kReusePort),
-                         [](const auto& info) {
-                           return info.param == AcceptMode::kDispatch ? "Dispatch" : "ReusePort";
+                         [](const auto& param_info) {
+                           return param_info.param == AcceptMode::kDispatch ? "Dispatch" : "ReusePort";
                          });
 
 }  // namespace

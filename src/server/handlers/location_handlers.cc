@@ -5,7 +5,7 @@
 #include "auth/users_app.h"
 #include "http/error_page.h"
 #include "http/uri.h"
-#include "net/tcp_connection.h"
+#include "net/inet_address.h"
 #include "server/chain.h"
 #include "server/config.h"
 #include "server/handlers/fastcgi_handler.h"
@@ -25,7 +25,7 @@ bool AccessHandler::needed(const LocationConfig& config) {
 }
 
 Handler::Claim AccessHandler::claim(Route& route) {
-  const net::InetAddress& peer = route.connection->peer_address();
+  const net::InetAddress& peer = *route.peer;
   auto in = [&peer](const std::vector<Cidr>& list) {
     return std::any_of(list.begin(), list.end(), [&peer](const Cidr& c) { return c.contains(peer); });
   };

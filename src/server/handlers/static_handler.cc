@@ -204,11 +204,11 @@ void StaticHandler::respond(const Route& route, http::ResponseWriter& writer) {
   if (route.status != 0) return http::write_error_page(writer, route.status);
   const auto now = net::EventLoop::current()->clock().now();
   if (prefix_.empty()) {
-    return respond_static(*route.files, *route.request, {route.path, true, route.path}, writer, now, use_mmap_);
+    return respond_static(*route.files, *route.request, {route.path, true, route.path, false}, writer, now, use_mmap_);
   }
   std::string file;
   if (!file_path(route.path, &file)) return http::write_error_page(writer, 404);
-  respond_static(*route.files, *route.request, {file, true, route.path}, writer, now, use_mmap_);
+  respond_static(*route.files, *route.request, {file, true, route.path, false}, writer, now, use_mmap_);
 }
 
 }  // namespace tern::server

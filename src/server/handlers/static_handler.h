@@ -33,7 +33,7 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
 
 inline void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
                            std::chrono::steady_clock::time_point now, bool use_mmap = false) {
-  respond_static(files, request, StaticTarget{request.path()}, writer, now, use_mmap);
+  respond_static(files, request, StaticTarget{request.path(), false, {}, false}, writer, now, use_mmap);
 }
 
 // The file `path` names beneath a location's root: the path itself, or for

@@ -1,0 +1,179 @@
+// The handler chain on an in-memory harness: request bytes through the real
+// parser, resolved by the chain as the server does, answered by the
+// location's handlers into memory, read back as response bytes. No socket.
+#include "server/chain.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sys/stat.h>
+
+#include "http/request_parser.h"
+#include "net/event_loop.h"
+#include "net/inet_address.h"
+#include "support/memory_output.h"
+#include "support/temp_dir.h"
+
+namespace tern::server {
+namespace {
+
+struct Answer {
+  int status = 0;
+  std::string head;
+  std::string body;
+  bool exchange = false;  // taken as an exchange (not answered here)
+  std::string header(std::string_view name) const {
+    const std::string needle = "\r\n" + std::string(name) + ": ";
+    const size_t at = head.find(needle);
+    if (at == std::string::npos) return "";
+    const size_t start = at + needle.size();
+    return head.substr(start, head.find("\r\n", start) - start);
+  }
+};
+
+class ChainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::mkdir(dir_.at("www").c_str(), 0755);
+    ::mkdir(dir_.at("www/app").c_str(), 0755);
+    ::mkdir(dir_.at("www/errors").c_str(), 0755);
+    write("www/index.html", "home\n");
+    write("www/app/index.html", "spa shell\n");
+    write("www/errors/404.html", "custom 404\n");
+    write("www/.env", "SECRET=1\n");
+  }
+
+  void write(const std::string& path, const std::string& text) { std::ofstream(dir_.at(path)) << text; }
+
+  void load(const std::string& sites) {
+    const std::string path = dir_.at("tern.toml");
+    std::ofstream(path) << sites << "\n[static]\nroot = \"" << dir_.at("www") << "\"\n";
+    Config config = load_config(path);
+    chain_ = std::make_shared<const Chain>(std::make_shared<const Sites>(config), config,
+                                           std::make_shared<MimeTypes>(), nullptr, nullptr, &loops_);
+    loops_.emplace(&loop_, chain_);
+  }
+
+  // `raw` through the parser and the chain, from `peer`.
+  Answer ask(const std::string& raw, const char* peer = "127.0.0.1") {
+    http::RequestParser parser;
+    http::Request request;
+    EXPECT_EQ(parser.parse(raw, &request), http::ParseStatus::kComplete) << raw;
+    const net::InetAddress from = net::InetAddress::from_ip_port(peer, 40000).value();
+    const net::InetAddress local = net::InetAddress::from_ip_port("127.0.0.1", 80).value();
+    ChainLoop& chain = *loops_.current();
+    Answer answer;
+    if (chain.route(request, from, local).handler != nullptr) {
+      answer.exchange = true;
+      return answer;
+    }
+    testing::MemoryOutput output;
+    http::ResponseWriter::Context context;
+    context.output = &output;
+    context.head_only = request.method() == http::Method::kHead;
+    context.server = "tern";
+    http::ResponseWriter writer(context);
+    chain.serve(request, writer);
+    EXPECT_TRUE(writer.finished());
+    const std::string bytes = output.take();
+    const size_t end = bytes.find("\r\n\r\n");
+    answer.head = bytes.substr(0, end + 2);
+    answer.body = bytes.substr(end + 4);
+    answer.status = std::stoi(bytes.substr(9, 3));
+    return answer;
+  }
+
+  static std::string get(std::string_view path, std::string_view host = "t", std::string_view extra = "") {
+    return "GET " + std::string(path) + " HTTP/1.1\r\nHost: " + std::string(host) + "\r\n" +
+           std::string(extra) + "\r\n";
+  }
+
+  net::EventLoop loop_;  // this thread's: the clock and the per-loop slots
+  testing::TempDir dir_;
+  net::LoopLocal<ChainLoop> loops_;
+  std::shared_ptr<const Chain> chain_;
+};
+
+TEST_F(ChainTest, TheImplicitSiteServesItsRootAndRefusesDotfiles) {
+  load("");
+  Answer home = ask(get("/"));
+  EXPECT_EQ(home.status, 200);
+  EXPECT_EQ(home.body, "home\n");
+  EXPECT_EQ(ask(get("/.env")).status, 403);
+  EXPECT_EQ(ask(get("/missing")).status, 404);
+  EXPECT_EQ(ask(get("/a/%2e%2e/%2e%2e/etc/passwd")).status, 400);
+}
+
+TEST_F(ChainTest, LocationsAnswerInNginxOrderWithTheirSettings) {
+  load(R"(
+[[server]]
+error_page = { 404 = "/errors/404.html" }
+  [[server.location]]
+  prefix = "/"
+  [[server.location]]
+  prefix = "/app/"
+  try_files = ["$uri", "/app/index.html"]
+  headers = { X-Frame-Options = "DENY" }
+  expires = "1h"
+  [[server.location]]
+  regex = '^/old/(\w+)$'
+  return = { status = 301, url = "/new/$1$is_args$args" }
+  [[server.location]]
+  prefix = "/lan/"
+  allow = ["10.0.0.0/8"]
+  return = { status = 200, body = "inside" }
+  [[server.location]]
+  prefix = "/ro/"
+  methods = ["GET"]
+  return = { status = 200, body = "read" }
+  [[server.location]]
+  prefix = "/errors/"
+  internal = true
+)");
+  Answer spa = ask(get("/app/deep/link"));
+  EXPECT_EQ(spa.status, 200);
+  EXPECT_EQ(spa.body, "spa shell\n");
+  EXPECT_EQ(spa.header("X-Frame-Options"), "DENY");
+  EXPECT_EQ(spa.header("Cache-Control"), "max-age=3600");
+
+  Answer moved = ask(get("/old/page?x=1"));
+  EXPECT_EQ(moved.status, 301);
+  EXPECT_EQ(moved.header("Location"), "/new/page?x=1");
+
+  EXPECT_EQ(ask(get("/lan/x"), "127.0.0.1").status, 403);
+  EXPECT_EQ(ask(get("/lan/x"), "10.1.2.3").body, "inside");
+
+  Answer refused = ask("DELETE /ro/x HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(refused.status, 405);
+  EXPECT_EQ(refused.header("Allow"), "GET, HEAD");
+  EXPECT_EQ(ask("HEAD /ro/x HTTP/1.1\r\nHost: t\r\n\r\n").status, 200);
+
+  Answer missing = ask(get("/nothing"));
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body, "custom 404\n");
+  EXPECT_EQ(ask(get("/errors/404.html")).status, 404);  // internal
+}
+
+TEST_F(ChainTest, ARequestWithABodyIsTakenAsAnExchange) {
+  load("");
+  Answer answer = ask("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\n");
+  EXPECT_TRUE(answer.exchange);
+}
+
+TEST_F(ChainTest, CompressionIsAnOutputFilterOnTheWriter) {
+  std::string page;
+  while (page.size() < 4000) page += "<p>compressible text</p>\n";
+  write("www/page.html", page);
+  load("[compression]\nenabled = true\n");
+  Answer plain = ask(get("/page.html"));
+  EXPECT_EQ(plain.body, page);
+  EXPECT_EQ(plain.header("Vary"), "Accept-Encoding");
+  Answer coded = ask(get("/page.html", "t", "Accept-Encoding: gzip\r\n"));
+  EXPECT_EQ(coded.header("Content-Encoding"), "gzip");
+  EXPECT_LT(coded.body.size(), page.size() / 4);
+  EXPECT_EQ(coded.header("Content-Length"), std::to_string(coded.body.size()));
+  EXPECT_EQ(coded.header("ETag").substr(0, 2), "W/");
+}
+
+}  // namespace
+}  // namespace tern::server
