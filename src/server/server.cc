@@ -99,10 +99,11 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
       blocked_(std::make_shared<const IpFilter>(config_->blocked)) {}
 
 Server::~Server() {
+  if (prune_timer_.valid()) loop_->cancel(prune_timer_);
   // The pools belong to the I/O loops' threads: closed there while they run.
   if (!http_) return;
   if (fastcgi_) fastcgi_->shutdown(http_->tcp_server().io_loops());
-  for (auto& retired : retired_fastcgi_) retired->shutdown(http_->tcp_server().io_loops());
+  for (RetiredBlocks& retired : retired_fastcgi_) retired.routes->shutdown(http_->tcp_server().io_loops());
 }
 
 const std::vector<net::InetAddress>& Server::listen_addresses() const {
@@ -126,6 +127,7 @@ void Server::start() {
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
   chain_ = build_chain(config, fastcgi_.get());
+  fastcgi_chains_.push_back(chain_);
   // Every request head is resolved by the chain: the exchange handler it
   // returns, or the Router's fallback right after.
   http_->set_exchange_router([this](const http::Request& request, const net::TcpConnection& conn) {
@@ -317,16 +319,40 @@ void Server::reload() {
     });
   }
   if (new_blocks) {
-    // Kept until the end: requests that began under them still use them.
-    if (fastcgi_) retired_fastcgi_.push_back(std::move(fastcgi_));
+    // Kept while requests that began under them still use them.
+    if (fastcgi_) retired_fastcgi_.push_back({std::move(fastcgi_), std::move(fastcgi_chains_)});
     fastcgi_ = std::move(fastcgi);
+    fastcgi_chains_.clear();
   }
+  std::erase_if(fastcgi_chains_, [](const std::weak_ptr<const Chain>& c) { return c.expired(); });
+  fastcgi_chains_.push_back(chain);
+  prune_retired_blocks();
   config_ = std::make_shared<const Config>(std::move(fresh));
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
   if (!restart.empty()) {
     std::string keys;
     for (const std::string& key : restart) keys += (keys.empty() ? "" : ", ") + key;
     TERN_LOG_WARN("SIGHUP: not applied until a restart (running values kept): {}", keys);
+  }
+}
+
+void Server::prune_retired_blocks() {
+  if (prune_timer_.valid()) loop_->cancel(prune_timer_);
+  prune_timer_ = net::TimerId{};
+  std::erase_if(retired_fastcgi_, [this](RetiredBlocks& retired) {
+    const bool in_use = std::any_of(retired.chains.begin(), retired.chains.end(),
+                                    [](const std::weak_ptr<const Chain>& c) { return !c.expired(); });
+    if (in_use) return false;
+    retired.routes->shutdown(http_->tcp_server().io_loops());
+    TERN_LOG_INFO("fastcgi: the pools of replaced blocks are closed (no request uses them)");
+    return true;
+  });
+  // Requests in flight end on their own time: look again later.
+  if (!retired_fastcgi_.empty()) {
+    prune_timer_ = loop_->run_after(std::chrono::seconds(5), [this] {
+      prune_timer_ = net::TimerId{};
+      prune_retired_blocks();
+    });
   }
 }
 

@@ -66,6 +66,8 @@ class Server {
  private:
   void on_signal(int signo);
   void check_drained();
+  // Frees the retired blocks no chain names any more (main loop thread).
+  void prune_retired_blocks();
   void start_users_app(const Config& config);
   // The chain for `config` (sites compiled, roots opened); throws
   // std::runtime_error.
@@ -79,8 +81,16 @@ class Server {
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
   std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without FastCGI blocks
-  // Blocks a reload replaced, winding down (FastCgiRoutes::retire_loop).
-  std::vector<std::unique_ptr<FastCgiRoutes>> retired_fastcgi_;
+  // Blocks a reload replaced, winding down (FastCgiRoutes::retire_loop),
+  // with the chains that named them: closed and freed once none of those
+  // is left, that is once no request that began under them is in flight.
+  struct RetiredBlocks {
+    std::unique_ptr<FastCgiRoutes> routes;
+    std::vector<std::weak_ptr<const Chain>> chains;
+  };
+  std::vector<RetiredBlocks> retired_fastcgi_;
+  std::vector<std::weak_ptr<const Chain>> fastcgi_chains_;  // the chains on fastcgi_
+  net::TimerId prune_timer_;
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
   std::shared_ptr<const Chain> chain_;      // replaced on SIGHUP
   net::LoopLocal<ChainLoop> chains_;        // each loop's side of chain_

@@ -502,3 +502,6 @@ def test_sighup_applies_new_fastcgi_blocks_and_lets_requests_in_flight_finish(te
     assert resp.status == 200, resp                 # the old one finished its request
     slow.close()
     assert "not applied until a restart" not in srv.stderr()
+    # Once no request uses them, the replaced blocks' pools are closed.
+    assert srv.wait_for_log("pools of replaced blocks are closed", timeout=15), srv.stderr()[-2000:]
+    assert srv.get("/hello.php").body == b"hello\n"
