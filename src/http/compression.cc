@@ -56,8 +56,8 @@ bool CompressionPolicy::compressible(std::string_view content_type) const {
   return std::any_of(types.begin(), types.end(), [media](const std::string& t) { return iequals(t, media); });
 }
 
-Coding CompressionPolicy::choose(std::string_view accept_encoding) const {
-  int gzip_q = -1, br_q = -1, star_q = -1;
+int accepted_q(std::string_view accept_encoding, std::string_view coding) {
+  int listed = -1, star = -1;
   while (!accept_encoding.empty()) {
     size_t comma = accept_encoding.find(',');
     std::string_view element = accept_encoding.substr(0, comma);
@@ -65,18 +65,18 @@ Coding CompressionPolicy::choose(std::string_view accept_encoding) const {
     size_t semicolon = element.find(';');
     std::string_view name = chars::trim_ows(element.substr(0, semicolon));
     int q = semicolon == std::string_view::npos ? 1000 : q_value(element.substr(semicolon + 1));
-    if (iequals(name, "gzip") || iequals(name, "x-gzip")) {
-      gzip_q = std::max(gzip_q, q);
-    } else if (iequals(name, "br")) {
-      br_q = std::max(br_q, q);
+    if (iequals(name, coding) || (coding == "gzip" && iequals(name, "x-gzip"))) {
+      listed = std::max(listed, q);
     } else if (name == "*") {
-      star_q = std::max(star_q, q);
+      star = std::max(star, q);
     }
   }
-  if (gzip_q < 0) gzip_q = star_q;
-  if (br_q < 0) br_q = star_q;
-  if (!gzip) gzip_q = 0;
-  if (!brotli) br_q = 0;
+  return listed >= 0 ? listed : star;
+}
+
+Coding CompressionPolicy::choose(std::string_view accept_encoding) const {
+  const int gzip_q = gzip ? accepted_q(accept_encoding, "gzip") : 0;
+  const int br_q = brotli ? accepted_q(accept_encoding, "br") : 0;
   if (br_q > 0 && br_q >= gzip_q) return Coding::kBrotli;
   if (gzip_q > 0) return Coding::kGzip;
   return Coding::kIdentity;

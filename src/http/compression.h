@@ -26,6 +26,12 @@ enum class Coding { kIdentity, kGzip, kBrotli };
 // "gzip", "br", or "" for identity.
 std::string_view coding_name(Coding coding);
 
+// The q-value (in thousandths, 0 to 1000) an Accept-Encoding value gives
+// `coding` ("gzip" also answers to "x-gzip"; "*" stands for a coding not
+// listed), or -1 when neither is listed. Compared without case; a garbled
+// q-value counts as 0.
+int accepted_q(std::string_view accept_encoding, std::string_view coding);
+
 struct CompressionPolicy {
   bool gzip = true;
   bool brotli = true;

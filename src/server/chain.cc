@@ -147,12 +147,24 @@ http::ExchangeRoute ChainLoop::route(const http::Request& request, const net::In
   return route;
 }
 
+bool ChainLoop::has_error_pages() const {
+  return route_.location != nullptr ? !route_.location->error_pages->empty()
+                                    : !route_.site->config().error_pages.empty();
+}
+
+void ChainLoop::set_filters(const http::Request& request, http::ResponseWriter& writer) const {
+  const Location* location = route_.location;
+  if (location == nullptr) return;
+  if (!location->fields.empty()) writer.set_extra_fields(&location->fields);
+  if (location->compression != nullptr) {
+    writer.set_compression(location->compression, request.header("Accept-Encoding"));
+  }
+}
+
 void ChainLoop::start(http::Exchange& exchange) {
   resolved_for_ = nullptr;
   // The configuration this request began under stays until it ends.
-  const bool pages = route_.location != nullptr ? !route_.location->error_pages->empty()
-                                                : !route_.site->config().error_pages.empty();
-  if (pages) {
+  if (has_error_pages()) {
     auto hook = std::make_shared<ErrorPages>();
     hook->bind(chain_.get(), route_);
     hook->keep(chain_);
@@ -161,13 +173,7 @@ void ChainLoop::start(http::Exchange& exchange) {
   } else {
     exchange.keep(chain_);
   }
-  if (route_.location != nullptr && !route_.location->fields.empty()) {
-    exchange.writer().set_extra_fields(&route_.location->fields);
-  }
-  if (route_.location != nullptr && route_.location->compression != nullptr) {
-    exchange.writer().set_compression(route_.location->compression,
-                                      exchange.request().header("Accept-Encoding"));
-  }
+  set_filters(exchange.request(), exchange.writer());
   if (claim_ == Handler::Claim::kExchange) return handler_->start(route_, exchange);
   // Answered from the head; a body behind it is dropped as it arrives.
   handler_->respond(route_, exchange.writer());
@@ -180,19 +186,11 @@ void ChainLoop::serve(const http::Request& request, http::ResponseWriter& writer
     return http::write_error_page(writer, 500);
   }
   resolved_for_ = nullptr;
-  if (route_.location != nullptr) {
-    if (!route_.location->fields.empty()) writer.set_extra_fields(&route_.location->fields);
-    if (route_.location->compression != nullptr) {
-      writer.set_compression(route_.location->compression, request.header("Accept-Encoding"));
-    }
-    if (!route_.location->error_pages->empty()) {
-      error_pages_.bind(chain_.get(), route_);
-      writer.set_error_pages(&error_pages_);
-    }
-  } else if (!route_.site->config().error_pages.empty()) {
+  if (has_error_pages()) {
     error_pages_.bind(chain_.get(), route_);
     writer.set_error_pages(&error_pages_);
   }
+  set_filters(request, writer);
   handler_->respond(route_, writer);
 }
 
@@ -210,15 +208,27 @@ bool ErrorPages::write(http::ResponseWriter& writer, int status, std::string_vie
   return loop->serve_error_page(*site_, path, status, allow, writer);
 }
 
-bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int status,
-                                 std::string_view allow, http::ResponseWriter& writer) {
+namespace {
+
+// The location of `site` that serves `path` with static files, and the
+// file beneath its root; null when none does.
+const Location* static_target(const Site& site, std::string_view path, std::string* file) {
   Captures captures;
   const Location* target = site.match(path, &captures);
-  std::string file;
   if (target == nullptr || !target->config.static_files ||
-      !alias_file_path(target->alias ? target->config.pattern : std::string_view(), path, &file)) {
-    return false;
+      !alias_file_path(target->alias ? target->config.pattern : std::string_view(), path, file)) {
+    return nullptr;
   }
+  return target;
+}
+
+}  // namespace
+
+bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int status,
+                                 std::string_view allow, http::ResponseWriter& writer) {
+  std::string file;
+  const Location* target = static_target(site, path, &file);
+  if (target == nullptr) return false;
   StaticRequest query;
   query.path = file;
   query.normalized = true;
@@ -245,13 +255,9 @@ bool ChainLoop::serve_internal(const Site& site, std::string_view uri, const htt
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(uri.substr(0, uri.find('?')), &scratch, &dot_segment);
   if (!path || (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path))) return false;
-  Captures captures;
-  const Location* target = site.match(*path, &captures);
   std::string file;
-  if (target == nullptr || !target->config.static_files ||
-      !alias_file_path(target->alias ? target->config.pattern : std::string_view(), *path, &file)) {
-    return false;
-  }
+  const Location* target = static_target(site, *path, &file);
+  if (target == nullptr) return false;
   // The location's fields and the application's, together.
   http::ExtraFields extra = target->fields;
   extra.always += fields.always;

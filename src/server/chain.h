@@ -120,6 +120,9 @@ class ChainLoop {
   void resolve(const http::Request& request, const net::InetAddress& peer, const net::InetAddress& local);
   void refuse(int status);
   void start(http::Exchange& exchange);
+  bool has_error_pages() const;
+  // The location's output filters (fields, compression) on `writer`.
+  void set_filters(const http::Request& request, http::ResponseWriter& writer) const;
 
   std::shared_ptr<const Chain> chain_;
   std::vector<std::unique_ptr<StaticFiles>> stores_;  // by store index

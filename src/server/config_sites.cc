@@ -9,6 +9,17 @@
 namespace tern::server::config_detail {
 namespace {
 
+// "404" as 404; 0 for anything but digits (or too many of them).
+int parse_status(std::string_view text) {
+  if (text.empty() || text.size() > 3) return 0;
+  int code = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '9') return 0;
+    code = code * 10 + (ch - '0');
+  }
+  return code;
+}
+
 bool valid_field_name(std::string_view name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) { return http::chars::is_tchar(ch); });
 }
@@ -131,9 +142,8 @@ std::vector<std::pair<int, std::string>> read_error_pages(Section& s) {
   if (table == nullptr) return out;
   for (const auto& [key, node] : *table) {
     const std::string status(key.str());
-    int code = 0;
-    for (char ch : status) code = ch >= '0' && ch <= '9' && code < 1000 ? code * 10 + (ch - '0') : 10000;
-    if (status.empty() || code < 300 || code > 599) {
+    const int code = parse_status(status);
+    if (code < 300 || code > 599) {
       s.fail(node, "error_page." + status, "expected a status from 300 to 599 as the key");
     }
     if (!node.is_string() || node.as_string()->get().empty() || node.as_string()->get().front() != '/') {
@@ -194,8 +204,7 @@ LocationConfig read_location(Section s, int line) {
     if (l.try_files.size() < 2) s.fail(*s.node("try_files"), "try_files", "expected candidates and a final URI or \"=CODE\"");
     const std::string& last = l.try_files.back();
     if (last.front() == '=') {
-      int code = 0;
-      for (char ch : std::string_view(last).substr(1)) code = ch >= '0' && ch <= '9' && code < 1000 ? code * 10 + (ch - '0') : 10000;
+      const int code = parse_status(std::string_view(last).substr(1));
       if (code < 200 || code > 599) s.fail(*s.node("try_files"), "try_files", "\"=CODE\" needs a status from 200 to 599");
     }
   }

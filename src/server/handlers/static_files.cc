@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "http/chars.h"
+#include "http/compression.h"
 #include "http/http_date.h"
 #include "http/uri.h"
 
@@ -40,28 +41,6 @@ void check_index_names(const std::vector<std::string>& names) {
 using http::chars::is_ows;
 std::string_view trim(std::string_view s) { return http::chars::trim_ows(s); }
 
-// Removes and returns the text up to the next `separator` (or the end).
-std::string_view next_token(std::string_view* s, char separator) {
-  size_t at = s->find(separator);
-  std::string_view token = s->substr(0, at);
-  *s = at == std::string_view::npos ? std::string_view() : s->substr(at + 1);
-  return trim(token);
-}
-
-// True unless the parameters of an Accept-Encoding element carry a zero q. A
-// qvalue is "0", "0.xyz" or "1[.000]", so any digit from 1 to 9 makes it
-// non-zero; a garbled q value counts as zero.
-bool q_nonzero(std::string_view params) {
-  while (!params.empty()) {
-    std::string_view param = next_token(&params, ';');
-    size_t eq = param.find('=');
-    if (eq == std::string_view::npos || !http::iequals(trim(param.substr(0, eq)), "q")) continue;
-    std::string_view value = trim(param.substr(eq + 1));
-    return value.find_first_of("123456789") != std::string_view::npos;
-  }
-  return true;
-}
-
 std::string_view strip_weak(std::string_view tag) {
   return tag.substr(0, 2) == "W/" ? tag.substr(2) : tag;
 }
@@ -84,19 +63,8 @@ bool names_a_dotfile(std::string_view path) {
 
 bool accepts_gzip(std::string_view accept_encoding) { return accepts_coding(accept_encoding, "gzip"); }
 
-bool accepts_coding(std::string_view accept_encoding, std::string_view name) {
-  int gzip = -1, star = -1;  // -1: not listed; else 0 or 1
-  while (!accept_encoding.empty()) {
-    std::string_view element = next_token(&accept_encoding, ',');
-    std::string_view coding = next_token(&element, ';');
-    int acceptable = q_nonzero(element) ? 1 : 0;
-    if (http::iequals(coding, name) || (name == "gzip" && http::iequals(coding, "x-gzip"))) {
-      gzip = std::max(gzip, acceptable);
-    } else if (coding == "*") {
-      star = std::max(star, acceptable);
-    }
-  }
-  return gzip >= 0 ? gzip == 1 : star == 1;
+bool accepts_coding(std::string_view accept_encoding, std::string_view coding) {
+  return http::accepted_q(accept_encoding, coding) > 0;
 }
 
 bool etag_list_matches_weak(std::string_view list, std::string_view etag) {
