@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "http/http1_output.h"
 #include "http/response_writer.h"
 #include "net/buffer.h"
 #include "net/connection_table.h"
@@ -37,12 +38,14 @@ struct Fixture {
 void BM_ResponseHeadFor1KiBFile(benchmark::State& state) {
   Fixture f;
   const std::string body(1024, 'x');
+  http::Http1Output http1;
   http::ResponseWriter::Context ctx;
-  ctx.output = f.conn;
+  ctx.stream = &http1;
   ctx.date = "Sun, 22 Nov 2026 12:00:00 GMT";
   ctx.server = "tern";
   size_t bytes = 0;
   for (auto _ : state) {
+    http1.begin(f.conn, http::Version::kHttp11);
     http::ResponseWriter w(ctx);
     w.start(200)
         .header("Content-Type", "text/html; charset=utf-8")
@@ -62,11 +65,13 @@ BENCHMARK(BM_ResponseHeadFor1KiBFile);
 
 void BM_NotModifiedHead(benchmark::State& state) {
   Fixture f;
+  http::Http1Output http1;
   http::ResponseWriter::Context ctx;
-  ctx.output = f.conn;
+  ctx.stream = &http1;
   ctx.date = "Sun, 22 Nov 2026 12:00:00 GMT";
   ctx.server = "tern";
   for (auto _ : state) {
+    http1.begin(f.conn, http::Version::kHttp11);
     http::ResponseWriter w(ctx);
     w.start(304).header("ETag", "\"6b02d00e-400\"").end();
     net::Buffer& out = f.conn->output_tail_buffer();

@@ -88,7 +88,7 @@ std::string cookie(std::string_view value, int64_t max_age) {
 // answer is dropped.
 template <typename F>
 void answer_later(const http::ExchangeId& id, F f) {
-  id.connection.loop->run_in_loop([id, f = std::move(f)]() mutable {
+  id.loop->run_in_loop([id, f = std::move(f)]() mutable {
     if (http::Exchange* exchange = http::Exchange::find(id)) f(*exchange);
   });
 }
@@ -132,7 +132,7 @@ void UsersApp::on_register(http::Exchange& exchange) {
     return send_method_not_allowed(exchange, "POST");
   }
   int64_t retry_after = 0;
-  if (!register_limiter_.allow(address_key(exchange.connection().peer_address()), unix_now(),
+  if (!register_limiter_.allow(address_key(exchange.peer_address()), unix_now(),
                                &retry_after)) {
     return send_too_many(exchange, retry_after, "too many registrations; try again later");
   }
@@ -144,7 +144,7 @@ void UsersApp::on_login(http::Exchange& exchange) {
     return send_method_not_allowed(exchange, "POST");
   }
   int64_t retry_after = 0;
-  if (!login_limiter_.allow(address_key(exchange.connection().peer_address()), unix_now(),
+  if (!login_limiter_.allow(address_key(exchange.peer_address()), unix_now(),
                             &retry_after)) {
     return send_too_many(exchange, retry_after, "too many login attempts; try again later");
   }

@@ -1,52 +1,108 @@
-// Exchange: the handler's side, carried out by the HttpConnection that owns
-// it (which is why it reaches into HttpConnection: it is a friend).
+// Exchange: the handler's side, carried out by its ExchangeTransport; and
+// the per-loop table that ExchangeIds name.
 #include "http/exchange.h"
 
+#include <vector>
+
 #include "base/assert.h"
-#include "http/http_connection.h"
-#include "net/connection_table.h"
 #include "net/event_loop.h"
-#include "net/tcp_connection.h"
+#include "net/loop_local.h"
 
 namespace tern::http {
+namespace {
 
-void Exchange::begin(HttpConnection* owner, const Request* request,
-                     const ResponseWriter::Context& context, bool has_body, uint64_t serial) {
-  owner_ = owner;
-  serial_ = serial;
+// The exchanges in progress on one loop, in recycled slots whose
+// generation changes with each use (as the connections' ConnectionTable).
+class ExchangeTable {
+ public:
+  ExchangeId add(net::EventLoop* loop, Exchange* exchange) {
+    uint32_t slot;
+    if (!free_.empty()) {
+      slot = free_.back();
+      free_.pop_back();
+    } else {
+      slot = static_cast<uint32_t>(slots_.size());
+      slots_.push_back({});
+    }
+    Entry& entry = slots_[slot];
+    entry.exchange = exchange;
+    return ExchangeId{loop, slot, ++entry.generation};
+  }
+  void remove(const ExchangeId& id) {
+    Entry& entry = slots_[id.slot];
+    TERN_DCHECK(entry.generation == id.generation);
+    entry.exchange = nullptr;
+    free_.push_back(id.slot);
+  }
+  Exchange* find(const ExchangeId& id) const {
+    if (id.slot >= slots_.size()) return nullptr;
+    const Entry& entry = slots_[id.slot];
+    return entry.generation == id.generation ? entry.exchange : nullptr;
+  }
+
+ private:
+  struct Entry {
+    Exchange* exchange = nullptr;
+    uint32_t generation = 0;
+  };
+  std::vector<Entry> slots_;
+  std::vector<uint32_t> free_;
+};
+
+net::LoopLocal<ExchangeTable>& tables() {
+  static net::LoopLocal<ExchangeTable> tables;
+  return tables;
+}
+
+ExchangeTable& table_of(net::EventLoop* loop) {
+  ExchangeTable* table = tables().get(loop);
+  return table != nullptr ? *table : tables().emplace(loop);
+}
+
+}  // namespace
+
+void Exchange::begin(ExchangeTransport* transport, const Request* request,
+                     const ResponseWriter::Context& context, bool has_body) {
+  TERN_CHECK_MSG(!active_, "Exchange::begin while one is in progress");
+  transport_ = transport;
   request_ = request;
   writer_.emplace(context);
   active_ = true;
   body_complete_ = !has_body;
   body_paused_ = false;
+  id_ = table_of(transport->loop()).add(transport->loop(), this);
 }
 
 void Exchange::end() {
+  if (!active_) return;
   active_ = false;
+  table_of(id_.loop).remove(id_);
+  id_ = {};
   if (!body_handler_ && !drain_handler_ && !abort_handler_ && !job_ && !kept_) return;
   // What is running now may be one of these (finish() from inside the body
   // handler, or from a method of the job): they go after the round.
-  owner_->conn_->loop()->defer([body = std::move(body_handler_), drain = std::move(drain_handler_),
-                                abort = std::move(abort_handler_), job = job_.release(),
-                                kept = std::move(kept_)] {
-    delete job;
-  });
+  transport_->loop()->defer([body = std::move(body_handler_), drain = std::move(drain_handler_),
+                             abort = std::move(abort_handler_), job = std::shared_ptr<ExchangeJob>(std::move(job_)),
+                             kept = std::move(kept_)] {});
   body_handler_ = nullptr;
   drain_handler_ = nullptr;
   abort_handler_ = nullptr;
 }
 
-ExchangeId Exchange::id() const { return {owner_->conn_->id(), serial_}; }
+void Exchange::cancel() {
+  auto abort_handler = std::move(abort_handler_);
+  abort_handler_ = nullptr;
+  end();
+  if (abort_handler) abort_handler();
+}
+
+ExchangeId Exchange::id() const { return id_; }
 
 Exchange* Exchange::find(const ExchangeId& id) {
-  if (id.connection.loop == nullptr) return nullptr;
-  net::TcpConnection* conn = id.connection.loop->connections().find(id.connection);
-  if (conn == nullptr || !conn->connected()) return nullptr;
-  auto* http = std::any_cast<HttpConnection*>(&conn->context());
-  if (http == nullptr || *http == nullptr) return nullptr;
-  HttpConnection& owner = **http;
-  if (!owner.exchange_active() || owner.exchange().serial_ != id.serial) return nullptr;
-  return &owner.exchange();
+  if (id.loop == nullptr) return nullptr;
+  id.loop->assert_in_loop_thread();
+  ExchangeTable* table = tables().get(id.loop);
+  return table != nullptr ? table->find(id) : nullptr;
 }
 
 void Exchange::deliver(std::string_view piece, bool last) {
@@ -54,48 +110,46 @@ void Exchange::deliver(std::string_view piece, bool last) {
   if (body_handler_) body_handler_(piece, last);
 }
 
+void Exchange::drained() {
+  if (!drain_handler_) return;
+  auto handler = drain_handler_;  // it may set another
+  handler();
+}
+
 ResponseWriter& Exchange::writer() {
   // Announce the close a finish() will make: the server started draining
   // since the exchange began, or the body is still coming and cannot be
   // read and dropped after the response.
-  if (!writer_->started() && (owner_->shared_->draining ||
-                              (!body_complete_ && !owner_->can_discard_body()))) {
-    writer_->close_after();
-  }
+  if (!writer_->started() && transport_->must_close()) writer_->close_after();
   return *writer_;
 }
 
-void Exchange::flush() { owner_->conn_->flush(); }
+void Exchange::flush() { transport_->flush(); }
 
-size_t Exchange::pending_output_bytes() const { return owner_->conn_->pending_output_bytes(); }
-
-const net::TcpConnection& Exchange::connection() const { return *owner_->conn_; }
-
-net::EventLoop* Exchange::loop() const { return owner_->conn_->loop(); }
+size_t Exchange::pending_output_bytes() const { return transport_->pending_output_bytes(); }
 
 void Exchange::pause_body() {
   if (body_complete_ || body_paused_) return;
   body_paused_ = true;
-  owner_->conn_->stop_reading();
+  transport_->pause_body();
 }
 
 void Exchange::resume_body() {
   if (!body_paused_) return;
   body_paused_ = false;
-  owner_->conn_->start_reading();
-  if (!owner_->in_message_ && !owner_->conn_->input().empty()) owner_->resume_later();
+  transport_->resume_body();
 }
 
-void Exchange::wait_for_drain() { owner_->conn_->ask_write_complete(); }
+void Exchange::wait_for_drain() { transport_->wait_for_drain(); }
 
 void Exchange::finish() {
   TERN_CHECK_MSG(active_, "Exchange::finish without an exchange in progress");
-  owner_->finish_exchange();
+  transport_->finish_exchange();
 }
 
 void Exchange::abort() {
   TERN_CHECK_MSG(active_, "Exchange::abort without an exchange in progress");
-  owner_->abort_exchange();
+  transport_->abort_exchange();
 }
 
 }  // namespace tern::http

@@ -46,8 +46,8 @@
 // a 100 (Continue) that was not sent, or the server is draining, the
 // response says Connection: close instead.
 //
-// Owned by the HttpConnection's per-request state (pooled per loop) while
-// the request is in progress. Loop thread only.
+// Owned by its transport (for HTTP/1, the connection's per-request state,
+// pooled per loop) while the request is in progress. Loop thread only.
 #pragma once
 
 #include <functional>
@@ -61,13 +61,13 @@
 
 namespace tern::net {
 class EventLoop;
+class InetAddress;
 class TcpConnection;
 }  // namespace tern::net
 
 namespace tern::http {
 
 class Exchange;
-class HttpConnection;
 
 // Starts the work for a request taken as an Exchange.
 using ExchangeHandler = std::function<void(Exchange&)>;
@@ -91,11 +91,38 @@ class ExchangeJob {
   virtual ~ExchangeJob() = default;
 };
 
-// Names one exchange, across threads and across time: the connection's
-// generation-checked id and the exchange's serial number on its loop.
+// Names one exchange, across threads and across time: a slot of its
+// loop's table of exchanges in progress and that slot's generation, so an
+// exchange that ended is never mistaken for a later one.
 struct ExchangeId {
-  net::ConnectionId connection;
-  uint64_t serial = 0;
+  net::EventLoop* loop = nullptr;
+  uint32_t slot = 0;
+  uint32_t generation = 0;
+  bool valid() const { return loop != nullptr; }
+};
+
+// What carries an exchange: HttpConnection for HTTP/1.x, an HTTP/2 stream
+// next, memory in tests (tests/support/exchange_harness.h). The Exchange
+// turns a handler's calls into these.
+class ExchangeTransport {
+ public:
+  virtual net::EventLoop* loop() const = 0;
+  virtual const net::InetAddress& peer_address() const = 0;
+  virtual const net::InetAddress& local_address() const = 0;
+  // Whether a response that has not started yet must say it closes the
+  // connection (the server is draining, or the rest of the body could not
+  // be read and dropped after the response).
+  virtual bool must_close() const = 0;
+  virtual void flush() = 0;
+  virtual size_t pending_output_bytes() const = 0;
+  virtual void pause_body() = 0;
+  virtual void resume_body() = 0;
+  virtual void wait_for_drain() = 0;
+  virtual void finish_exchange() = 0;
+  virtual void abort_exchange() = 0;
+
+ protected:
+  ~ExchangeTransport() = default;
 };
 
 class Exchange {
@@ -124,8 +151,9 @@ class Exchange {
   // Sends what the writer has queued.
   void flush();
   size_t pending_output_bytes() const;
-  const net::TcpConnection& connection() const;
-  net::EventLoop* loop() const;
+  const net::InetAddress& peer_address() const { return transport_->peer_address(); }
+  const net::InetAddress& local_address() const { return transport_->local_address(); }
+  net::EventLoop* loop() const { return transport_->loop(); }
 
   // Pieces of the body (decoded if chunked), each valid during the call
   // only; `last` on the final call, which may have an empty piece. A request
@@ -147,15 +175,26 @@ class Exchange {
   // client sees a truncated body. The abort handler does not run.
   void abort();
 
- private:
-  friend class HttpConnection;
-
-  void begin(HttpConnection* owner, const Request* request, const ResponseWriter::Context& context,
-             bool has_body, uint64_t serial);
-  void end();  // drops handlers and the writer
+  // The transport's side.
+  // A new exchange for `request`, carried by `transport`.
+  void begin(ExchangeTransport* transport, const Request* request,
+             const ResponseWriter::Context& context, bool has_body);
+  bool active() const { return active_; }
+  // A piece of the body arrived (see set_body_handler).
   void deliver(std::string_view piece, bool last);
+  bool body_paused() const { return body_paused_; }
+  // The output drained after wait_for_drain().
+  void drained();
+  // The response as it stands (without the close that writer() may add).
+  ResponseWriter& response() { return *writer_; }
+  // Ends the exchange: drops its handlers (and, after the round, its job).
+  void end();
+  // The client went away, or the request failed: ends the exchange, then
+  // runs the abort handler.
+  void cancel();
 
-  HttpConnection* owner_ = nullptr;
+ private:
+  ExchangeTransport* transport_ = nullptr;
   const Request* request_ = nullptr;
   std::optional<ResponseWriter> writer_;
   BodyHandler body_handler_;
@@ -163,7 +202,7 @@ class Exchange {
   std::function<void()> abort_handler_;
   std::unique_ptr<ExchangeJob> job_;
   std::shared_ptr<const void> kept_;
-  uint64_t serial_ = 0;  // unique on the loop (ExchangeId)
+  ExchangeId id_;  // while active
   bool active_ = false;
   bool body_complete_ = true;
   bool body_paused_ = false;

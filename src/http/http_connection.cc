@@ -25,22 +25,14 @@ void HttpConnection::attach(net::TcpConnection* conn) {
 
 void HttpConnection::on_close() {
   timeout_.cancel();
-  if (exchange_active()) {
-    // The client went away first: tell the handler, which lets go of it.
-    auto abort_handler = std::move(exchange().abort_handler_);
-    exchange().end();
-    if (abort_handler) abort_handler();
-  }
+  // The client went away first: tell the handler, which lets go of it.
+  if (exchange_active()) exchange().cancel();
   end_request();
   conn_ = nullptr;
 }
 
 void HttpConnection::on_write_complete() {
-  if (exchange_active()) {
-    if (!exchange().drain_handler_) return;
-    auto handler = exchange().drain_handler_;  // it may set another
-    return handler();
-  }
+  if (exchange_active()) return exchange().drained();
   if (!output_paused_) return;
   // The responses queued before a pipelined request are out: go on.
   output_paused_ = false;
@@ -241,7 +233,7 @@ void HttpConnection::begin_exchange(net::Buffer& input, const ExchangeHandler& h
   const bool keep_alive = request.keep_alive() && !shared_->draining;
   state_ = has_body ? State::kStreamBody : State::kAwait;
   arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);
-  exchange().begin(this, &request, writer_context(keep_alive), has_body, shared_->states->next_serial());
+  exchange().begin(this, &request, writer_context(keep_alive), has_body);
   handler(exchange());
   // It may have answered already (finish() ran), or be waiting.
   if (exchange_active() && state_ == State::kStreamBody && request.expect_continue() &&
@@ -251,7 +243,7 @@ void HttpConnection::begin_exchange(net::Buffer& input, const ExchangeHandler& h
 }
 
 void HttpConnection::finish_exchange() {
-  ResponseWriter& writer = *exchange().writer_;
+  ResponseWriter& writer = exchange().response();
   if (!writer.finished()) {
     TERN_LOG_ERROR("conn {}: exchange for {} {} finished without a complete response",
                    conn_->id().slot, req_->request.method_text(), req_->request.target());
@@ -296,7 +288,7 @@ void HttpConnection::resume_later() {
 }
 
 void HttpConnection::abort_exchange() {
-  if (shared_->on_response) shared_->on_response(req_->request, *conn_, *exchange().writer_);
+  if (shared_->on_response) shared_->on_response(req_->request, *conn_, exchange().response());
   const bool body_left = state_ == State::kStreamBody;
   exchange().end();
   // What the response got so far goes out, then the close tells the client
@@ -305,10 +297,8 @@ void HttpConnection::abort_exchange() {
 }
 
 void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
-  auto abort_handler = std::move(exchange().abort_handler_);
-  const bool started = exchange().writer_->started();
-  exchange().end();
-  if (abort_handler) abort_handler();
+  const bool started = exchange().response().started();
+  exchange().cancel();
   if (!started) return fail(status, log_reason);
   TERN_LOG_DEBUG("conn {}: {} after the response started: closing", conn_->id().slot, log_reason);
   start_closing(true);
@@ -353,10 +343,10 @@ void HttpConnection::close_if_idle() {
   }
 }
 
-ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
+ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) {
   ResponseWriter::Context ctx;
-  ctx.output = conn_;
-  ctx.version = req_ != nullptr ? req_->request.version() : Version::kHttp11;
+  output_.begin(conn_, req_ != nullptr ? req_->request.version() : Version::kHttp11);
+  ctx.stream = &output_;
   ctx.head_only = req_ != nullptr && req_->request.method() == Method::kHead;
   ctx.keep_alive = keep_alive;
   const HttpShared::Clock clock = shared_->clock();
@@ -365,6 +355,29 @@ ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) const {
   ctx.server = shared_->server_name;
   return ctx;
 }
+
+net::EventLoop* HttpConnection::loop() const { return conn_->loop(); }
+
+const net::InetAddress& HttpConnection::peer_address() const { return conn_->peer_address(); }
+
+const net::InetAddress& HttpConnection::local_address() const { return conn_->local_address(); }
+
+bool HttpConnection::must_close() const {
+  return shared_->draining || (!req_->exchange.body_complete() && !can_discard_body());
+}
+
+void HttpConnection::flush() { conn_->flush(); }
+
+size_t HttpConnection::pending_output_bytes() const { return conn_->pending_output_bytes(); }
+
+void HttpConnection::pause_body() { conn_->stop_reading(); }
+
+void HttpConnection::resume_body() {
+  conn_->start_reading();
+  if (!in_message_ && !conn_->input().empty()) resume_later();
+}
+
+void HttpConnection::wait_for_drain() { conn_->ask_write_complete(); }
 
 void HttpConnection::arm_timer(std::chrono::milliseconds delay) {
   sent_mark_ = static_cast<uint32_t>(conn_->bytes_sent());
@@ -392,7 +405,7 @@ void HttpConnection::on_timer() {
   }
   if (state_ == State::kStreamBody) {
     // A paused body waits for the handler, not for the client.
-    if (received || exchange().body_paused_) return arm_timer(limits.body_timeout);
+    if (received || exchange().body_paused()) return arm_timer(limits.body_timeout);
     return fail_exchange(408, "body timeout");
   }
   if (state_ == State::kDiscard) {

@@ -41,6 +41,7 @@
 
 #include "http/error_page.h"
 #include "http/exchange.h"
+#include "http/http1_output.h"
 #include "http/http_limits.h"
 #include "http/request.h"
 #include "http/request_state.h"
@@ -79,7 +80,7 @@ struct HttpShared {
   RequestStatePool* states = nullptr;
 };
 
-class HttpConnection {
+class HttpConnection final : public ExchangeTransport {
  public:
   explicit HttpConnection(const HttpShared* shared)
       : shared_(shared), timeout_(&HttpConnection::timed_out, this) {}
@@ -98,7 +99,18 @@ class HttpConnection {
   void set_index(size_t index) { index_ = static_cast<uint32_t>(index); }
 
  private:
-  friend class Exchange;
+  // ExchangeTransport: what an exchange asks of the connection.
+  net::EventLoop* loop() const override;
+  const net::InetAddress& peer_address() const override;
+  const net::InetAddress& local_address() const override;
+  bool must_close() const override;
+  void flush() override;
+  size_t pending_output_bytes() const override;
+  void pause_body() override;
+  void resume_body() override;
+  void wait_for_drain() override;
+  void finish_exchange() override;
+  void abort_exchange() override;
 
   // kBody: reading a body for a Router handler; kStreamBody: passing a body
   // to an Exchange; kAwait: the Exchange has the whole request; kDiscard:
@@ -124,8 +136,6 @@ class HttpConnection {
   bool stream_body(net::Buffer& input);
   bool discard_body(net::Buffer& input);
   bool can_discard_body() const;
-  void finish_exchange();
-  void abort_exchange();
   void fail_exchange(int status, std::string_view log_reason);
   void resume_later();
   void wait_for_output();
@@ -139,12 +149,13 @@ class HttpConnection {
   void arm_timer(std::chrono::milliseconds delay);
   void on_timer();
   static void timed_out(void* self) { static_cast<HttpConnection*>(self)->on_timer(); }
-  ResponseWriter::Context writer_context(bool keep_alive) const;
+  // Begins the next response on output_.
+  ResponseWriter::Context writer_context(bool keep_alive);
   bool output_backlogged() const;
   // The exchange in progress lives in the request state (idle connections
   // hold neither); valid while req_ is set.
   Exchange& exchange() { return req_->exchange; }
-  bool exchange_active() const { return req_ != nullptr && req_->exchange.active_; }
+  bool exchange_active() const { return req_ != nullptr && req_->exchange.active(); }
 
   // The first 64 bytes hold what a keep-alive request touches.
   const HttpShared* const shared_;
@@ -165,6 +176,7 @@ class HttpConnection {
   uint32_t sent_mark_ = 0;
   uint32_t received_mark_ = 0;
   net::Timeout timeout_;          // the one timer (see above); arm() uses its first 16 bytes
+  Http1Output output_;            // the response under way, as HTTP/1 on conn_
 };
 
 }  // namespace tern::http

@@ -121,7 +121,7 @@ void HttpConnection::send_continue() {
 }
 
 bool HttpConnection::stream_body(net::Buffer& input) {
-  if (exchange().body_paused_) return false;
+  if (exchange().body_paused()) return false;
   Request& request = req_->request;
   if (request.body_framing() == BodyFraming::kContentLength) {
     const uint64_t left = request.content_length() - body_consumed_;
@@ -159,7 +159,7 @@ bool HttpConnection::stream_body(net::Buffer& input) {
     input.retrieve(used);  // `data` stays valid, as above
     exchange().deliver(data, false);
     if (state_ != State::kStreamBody) return true;  // the handler finished
-    if (exchange().body_paused_) return false;
+    if (exchange().body_paused()) return false;
   }
 }
 

@@ -35,12 +35,9 @@ class RequestStatePool {
   std::unique_ptr<RequestState> acquire();
   void release(std::unique_ptr<RequestState> state);
   size_t idle() const { return free_.size(); }
-  // A number no other exchange of this loop had (ExchangeId).
-  uint64_t next_serial() { return ++serial_; }
 
  private:
   std::vector<std::unique_ptr<RequestState>> free_;
-  uint64_t serial_ = 0;
 };
 
 }  // namespace tern::http

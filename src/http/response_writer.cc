@@ -7,7 +7,6 @@
 #include "base/assert.h"
 #include "http/status.h"
 #include "net/buffer.h"
-#include "net/output_stream.h"
 
 namespace tern::http {
 namespace {
@@ -43,30 +42,30 @@ void ResponseWriter::append_head_start(net::Buffer& b, int status, std::string_v
   if (!date.empty()) append_field(b, "Date", date);
 }
 
-net::Buffer& ResponseWriter::out() { return ctx_.output->output_tail_buffer(); }
-
 ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
   TERN_CHECK_MSG(!started(), "ResponseWriter::start called twice");
   TERN_CHECK(status >= 100 && status <= 999);
   status_ = status;
+  // Valid until the head ends: nothing else is queued on the stream meanwhile.
+  head_ = &ctx_.stream->head_buffer();
   if (status == 200 && reason.empty() && !ctx_.ok_head.empty()) {
-    out().append(ctx_.ok_head);
+    head_->append(ctx_.ok_head);
   } else {
-    append_head_start(out(), status, reason, ctx_.server, ctx_.date);
+    append_head_start(*head_, status, reason, ctx_.server, ctx_.date);
   }
   return *this;
 }
 
 ResponseWriter& ResponseWriter::header(std::string_view name, std::string_view value) {
   TERN_CHECK(started() && !finished_ && !streaming_);
-  append_field(out(), name, value);
+  append_field(head(), name, value);
   return *this;
 }
 
 ResponseWriter& ResponseWriter::fields(std::string_view formatted) {
   TERN_CHECK(started() && !finished_ && !streaming_);
   TERN_DCHECK(formatted.empty() || formatted.ends_with("\r\n"));
-  out().append(formatted);
+  head().append(formatted);
   return *this;
 }
 
@@ -87,8 +86,8 @@ Coding ResponseWriter::compress_for(std::string_view content_type, std::optional
   return coding_;
 }
 
-void ResponseWriter::end_head(uint64_t content_length, bool has_length) {
-  net::Buffer& b = out();
+void ResponseWriter::end_head(ResponseFraming::Kind kind, uint64_t content_length) {
+  net::Buffer& b = head();
   if (vary_) b.append("Vary: Accept-Encoding\r\n");
   if (compressing()) {
     b.append("Content-Encoding: ");
@@ -105,30 +104,25 @@ void ResponseWriter::end_head(uint64_t content_length, bool has_length) {
         break;
     }
   }
-  if (has_length) {
-    b.append("Content-Length: ", 16);
-    append_number(b, content_length);
-    b.append("\r\n", 2);
-  }
-  if (!ctx_.keep_alive) {
-    b.append("Connection: close\r\n", 19);
-  } else if (ctx_.version == Version::kHttp10) {
-    b.append("Connection: keep-alive\r\n", 24);
-  }
-  b.append("\r\n", 2);
+  head_ = nullptr;
+  ResponseFraming framing;
+  framing.kind = status_has_body(status_) ? kind : ResponseFraming::Kind::kNone;
+  framing.length = content_length;
+  framing.head_only = ctx_.head_only;
+  framing.keep_alive = ctx_.keep_alive;
+  ctx_.keep_alive = ctx_.stream->end_head(framing);
 }
 
 void ResponseWriter::body(std::string_view data) {
   TERN_CHECK(started() && !finished_);
   if (compressing() && !body_coded_) return body_coded(data);
   finished_ = true;
-  const bool has_body = status_has_body(status_);
-  // 1xx and 204 must not have a Content-Length; a 304's would describe the
-  // representation it stands for, so we leave it out as nginx does.
-  end_head(data.size(), has_body);
-  if (!has_body || ctx_.head_only) return;
-  out().append(data);
-  body_bytes_ = data.size();
+  end_head(ResponseFraming::Kind::kLength, data.size());
+  if (status_has_body(status_) && !ctx_.head_only && !data.empty()) {
+    ctx_.stream->data(data);
+    body_bytes_ = data.size();
+  }
+  ctx_.stream->end();
 }
 
 void ResponseWriter::body_coded(std::string_view data) {
@@ -160,26 +154,20 @@ void ResponseWriter::file(net::FileRegion region) {
     return body(data);
   }
   finished_ = true;
-  end_head(region.length, true);
-  if (ctx_.head_only || !status_has_body(status_)) return;
-  body_bytes_ = region.length;
-  ctx_.output->send_file(std::move(region));
+  end_head(ResponseFraming::Kind::kLength, region.length);
+  if (!ctx_.head_only && status_has_body(status_)) {
+    body_bytes_ = region.length;
+    ctx_.stream->file(std::move(region));
+  }
+  ctx_.stream->end();
 }
 
 void ResponseWriter::begin_stream() {
   TERN_CHECK(started() && !finished_ && !streaming_);
   streaming_ = true;
   if (compressing() && !ctx_.head_only) compressor_ = std::make_unique<Compressor>(coding_, *compression_);
-  const bool has_body = status_has_body(status_);
-  discard_body_ = ctx_.head_only || !has_body;
-  if (has_body && ctx_.version == Version::kHttp11) {
-    chunked_ = true;
-    out().append("Transfer-Encoding: chunked\r\n", 28);
-  } else if (has_body) {
-    // HTTP/1.0 has no chunked coding: the body ends when the connection does.
-    ctx_.keep_alive = false;
-  }
-  end_head(0, false);
+  discard_body_ = ctx_.head_only || !status_has_body(status_);
+  end_head(ResponseFraming::Kind::kStream, 0);
 }
 
 void ResponseWriter::begin_stream(uint64_t content_length) {
@@ -187,10 +175,9 @@ void ResponseWriter::begin_stream(uint64_t content_length) {
   // Compressed, the length is no longer known.
   if (compressing()) return begin_stream();
   streaming_ = sized_ = true;
-  const bool has_body = status_has_body(status_);
-  discard_body_ = ctx_.head_only || !has_body;
+  discard_body_ = ctx_.head_only || !status_has_body(status_);
   length_left_ = discard_body_ ? 0 : content_length;
-  end_head(content_length, has_body);
+  end_head(ResponseFraming::Kind::kLength, content_length);
 }
 
 void ResponseWriter::write(std::string_view data) {
@@ -200,28 +187,15 @@ void ResponseWriter::write(std::string_view data) {
     std::string coded;
     compressor_->write(data, &coded);
     body_bytes_ += coded.size();
-    return write_chunk(coded);
+    if (!coded.empty()) ctx_.stream->data(coded);
+    return;
   }
-  net::Buffer& b = out();
   if (sized_) {
     data = data.substr(0, length_left_);
     length_left_ -= data.size();
   }
   body_bytes_ += data.size();
-  if (!chunked_) return b.append(data);
-  write_chunk(data);
-}
-
-void ResponseWriter::write_chunk(std::string_view data) {
-  if (data.empty()) return;
-  net::Buffer& b = out();
-  if (!chunked_) return b.append(data);
-  char size[20];
-  auto [end, ec] = std::to_chars(size, size + sizeof size, data.size(), 16);
-  b.append(size, static_cast<size_t>(end - size));
-  b.append("\r\n", 2);
-  b.append(data);
-  b.append("\r\n", 2);
+  ctx_.stream->data(data);
 }
 
 void ResponseWriter::end_stream() {
@@ -230,10 +204,10 @@ void ResponseWriter::end_stream() {
     std::string coded;
     compressor_->finish(&coded);
     body_bytes_ += coded.size();
-    write_chunk(coded);
+    if (!coded.empty()) ctx_.stream->data(coded);
   }
   finished_ = true;
-  if (chunked_ && !discard_body_) out().append("0\r\n\r\n", 5);
+  ctx_.stream->end();
 }
 
 }  // namespace tern::http

@@ -1,6 +1,6 @@
-// ResponseWriter: serialises one HTTP response straight into an output
-// stream (net/output_stream.h: a connection's output queue, or memory in
-// tests); nothing is built in between.
+// ResponseWriter: a handler's side of one HTTP response, written straight
+// into a ResponseStream (response_stream.h: HTTP/1.x on a connection's
+// output queue, or memory in tests); nothing is built in between.
 //
 //   w.start(200).header("Content-Type", "text/plain").body("hello\n");
 //   w.start(200).header("Content-Type", type).file(region);  // sendfile
@@ -12,10 +12,11 @@
 //
 // start() writes the status line and the headers every response gets (Date,
 // Server); the finishing call (body, file, end, begin_stream) adds the
-// framing (Content-Length or Transfer-Encoding) and Connection, and for HEAD
-// requests and bodiless statuses never sends a body. Bytes are appended to
-// the stream's output; HttpConnection flushes once per batch of pipelined
-// requests.
+// filters' fields (Vary, Content-Encoding, a location's fields) and ends the
+// head with the framing it implies, which the stream spells out (for
+// HTTP/1: Content-Length or Transfer-Encoding, and Connection); for HEAD
+// requests and bodiless statuses it never sends a body. HttpConnection
+// flushes once per batch of pipelined requests.
 //
 // One per request, created by HttpConnection. Loop thread only.
 #pragma once
@@ -28,11 +29,11 @@
 
 #include "http/compression.h"
 #include "http/request.h"
+#include "http/response_stream.h"
 #include "net/callbacks.h"
 
 namespace tern::net {
 class Buffer;
-class OutputStream;
 }  // namespace tern::net
 
 namespace tern::http {
@@ -53,8 +54,7 @@ class ResponseWriter {
  public:
   // What the writer needs to know about the request and the connection.
   struct Context {
-    net::OutputStream* output = nullptr;  // the connection (or a stream, or memory)
-    Version version = Version::kHttp11;
+    ResponseStream* stream = nullptr;  // HTTP/1 on the connection, or memory in tests
     bool head_only = false;   // a HEAD request
     bool keep_alive = true;   // the request allows it and the server wants it
     std::string_view date;    // "Sun, 06 Nov 1994 08:49:37 GMT", cached per loop
@@ -136,11 +136,10 @@ class ResponseWriter {
   uint64_t body_bytes() const { return body_bytes_; }  // for the access log
 
  private:
-  net::Buffer& out();
-  void end_head(uint64_t content_length, bool has_length);
+  net::Buffer& head() { return *head_; }
+  void end_head(ResponseFraming::Kind kind, uint64_t content_length);
 
   bool compressing() const { return coding_ != Coding::kIdentity && status_ == 200; }
-  void write_chunk(std::string_view data);
   void body_coded(std::string_view data);
 
   Context ctx_;
@@ -152,10 +151,10 @@ class ResponseWriter {
   bool body_coded_ = false;  // body() is given what body_coded() compressed
   std::unique_ptr<Compressor> compressor_;  // a compressed stream
   ErrorPageHook* error_pages_ = nullptr;
+  net::Buffer* head_ = nullptr;  // the stream's head buffer, from start() to the finishing call
   int status_ = 0;
   bool finished_ = false;
   bool streaming_ = false;
-  bool chunked_ = false;
   bool sized_ = false;          // begin_stream(length)
   bool discard_body_ = false;   // HEAD, or a status without a body
   uint64_t length_left_ = 0;    // of a sized stream

@@ -113,6 +113,8 @@ void EventLoop::loop() {
     // Posted work may have closed connections or deferred work of its own.
     run_deferred();
   }
+  // Ready to run again (a test's loop runs a few times).
+  quit_.store(false, std::memory_order_release);
   looping_ = false;
 }
 

@@ -56,7 +56,7 @@ class EventLoop {
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
-  // Runs until quit(). Loop thread only.
+  // Runs until quit(); may be run again after it returns. Loop thread only.
   void loop();
   // Any thread. The loop finishes its current round and returns from loop().
   void quit();

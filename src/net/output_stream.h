@@ -1,10 +1,11 @@
-// OutputStream: where a response's bytes go, as the protocol layers see it:
-// bytes appended in place to the end of the output (no copy in between),
-// file regions queued after them (sent with sendfile where the transport
-// can), everything leaving in order. ResponseWriter writes to one, so a
-// handler never needs a socket: TcpConnection is the stream of a plain
-// connection, tests keep the bytes in memory (tests/support/memory_output.h),
-// and a TLS connection or an HTTP/2 stream is one more implementation.
+// OutputStream: a connection's outgoing bytes, as the protocol layers see
+// them: bytes appended in place to the end of the output (no copy in
+// between), file regions queued after them (sent with sendfile where the
+// transport can), everything leaving in order. HTTP/1 responses are
+// written to one (http/http1_output.h), so a handler never needs a socket:
+// TcpConnection is the stream of a plain connection, tests keep the bytes
+// in memory (tests/support/memory_output.h), and a TLS connection is one
+// more implementation.
 //
 // Loop thread of the stream's owner.
 #pragma once

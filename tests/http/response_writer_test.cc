@@ -1,27 +1,20 @@
-// ResponseWriter's streams on a real connection: a TcpServer hands each
-// accepted connection to a writer, the test's code fills in a response, the
-// server half-closes, and a raw client reads exactly what went out.
+// ResponseWriter's responses as HTTP/1 bytes, written in memory: the
+// test's code fills in a response through an Http1Output on a
+// MemoryOutput, and the bytes it produced are read back, no socket.
 #include "http/response_writer.h"
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <functional>
-#include <memory>
 #include <string>
 
+#include "http/http1_output.h"
 #include "http/status.h"
 #include "net/buffer.h"
-#include "net/tcp_connection.h"
-#include "net/tcp_server.h"
-#include "support/loop_runner.h"
-#include "support/raw_socket.h"
+#include "support/memory_output.h"
 
 namespace tern::http {
 namespace {
-
-using tern::testing::LoopRunner;
-using tern::testing::RawClient;
 
 // What the writer said about itself once the response was done.
 struct Outcome {
@@ -40,41 +33,20 @@ struct Sent {
 
 class ResponseWriterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    runner_.run([&] {
-      server_ = std::make_unique<net::TcpServer>(runner_.loop(), net::InetAddress(0, true));
-      server_->set_connection_callback([this](net::TcpConnection& conn) {
-        if (!conn.connected()) return;
-        ResponseWriter::Context ctx = context_;
-        ctx.output = &conn;
-        ResponseWriter writer(ctx);
-        fill_(writer);
-        outcome_ = Outcome{writer.finished(), writer.keep_alive(), writer.stream_short(),
-                           writer.body_bytes()};
-        conn.flush();
-        conn.shutdown();
-      });
-      ASSERT_TRUE(server_->start().ok());
-    });
-    port_ = server_->listen_address().port();
-  }
-  void TearDown() override {
-    runner_.run([&] { server_.reset(); });
-  }
-
-  // Writes one response with `fill` under `context` (conn is set here).
+  // Writes one response with `fill` under `context` (its stream is set
+  // here) to a request of `version`.
   Sent respond(const ResponseWriter::Context& context, std::function<void(ResponseWriter&)> fill,
-               Outcome* outcome) {
-    runner_.run([&] {
-      context_ = context;
-      fill_ = std::move(fill);
-    });
-    RawClient client(port_);
-    EXPECT_TRUE(client.ok());
-    bool eof = false;
-    std::string out = client.read_to_eof(&eof, std::chrono::seconds(5));
-    EXPECT_TRUE(eof);
-    *outcome = runner_.run([&] { return outcome_; });
+               Outcome* outcome, Version version = Version::kHttp11) {
+    testing::MemoryOutput memory;
+    Http1Output http1;
+    http1.begin(&memory, version);
+    ResponseWriter::Context ctx = context;
+    ctx.stream = &http1;
+    ResponseWriter writer(ctx);
+    fill(writer);
+    *outcome = Outcome{writer.finished(), writer.keep_alive(), writer.stream_short(),
+                       writer.body_bytes()};
+    const std::string out = memory.take();
     Sent sent;
     size_t end = out.find("\r\n\r\n");
     EXPECT_NE(end, std::string::npos) << out;
@@ -95,13 +67,6 @@ class ResponseWriterTest : public ::testing::Test {
     return ctx;
   }
 
-  LoopRunner runner_;
-  std::unique_ptr<net::TcpServer> server_;
-  uint16_t port_ = 0;
-  // Loop thread only (set through runner_.run):
-  ResponseWriter::Context context_;
-  std::function<void(ResponseWriter&)> fill_;
-  Outcome outcome_;
 };
 
 // Every status a handler or a config may answer has its RFC 9110 phrase
@@ -277,13 +242,12 @@ TEST_F(ResponseWriterTest, ChunkedStreamFramesEachWriteAndSkipsEmptyOnes) {
 
 TEST_F(ResponseWriterTest, Http10KeepsTheConnectionForASizedStreamOnly) {
   ResponseWriter::Context ctx = http11();
-  ctx.version = Version::kHttp10;
   Outcome o;
   Sent sized = respond(ctx, [](ResponseWriter& w) {
     w.start(200).begin_stream(3);
     w.write("abc");
     w.end_stream();
-  }, &o);
+  }, &o, Version::kHttp10);
   EXPECT_TRUE(sized.has("\r\nContent-Length: 3\r\n")) << sized.head;
   EXPECT_TRUE(sized.has("\r\nConnection: keep-alive\r\n")) << sized.head;
   EXPECT_EQ(sized.body, "abc");
@@ -293,7 +257,7 @@ TEST_F(ResponseWriterTest, Http10KeepsTheConnectionForASizedStreamOnly) {
     w.start(200).begin_stream();
     w.write("abc");
     w.end_stream();
-  }, &o);
+  }, &o, Version::kHttp10);
   // No chunked coding in 1.0: the end of the connection ends the body.
   EXPECT_FALSE(unsized.has("Transfer-Encoding")) << unsized.head;
   EXPECT_TRUE(unsized.has("\r\nConnection: close\r\n")) << unsized.head;

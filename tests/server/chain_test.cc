@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sys/stat.h>
 
+#include "http/http1_output.h"
 #include "http/request_parser.h"
 #include "net/event_loop.h"
 #include "net/inet_address.h"
@@ -68,8 +69,10 @@ class ChainTest : public ::testing::Test {
       return answer;
     }
     testing::MemoryOutput output;
+    http::Http1Output http1;
+    http1.begin(&output, request.version());
     http::ResponseWriter::Context context;
-    context.output = &output;
+    context.stream = &http1;
     context.head_only = request.method() == http::Method::kHead;
     context.server = "tern";
     http::ResponseWriter writer(context);

@@ -296,11 +296,10 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   }
   // What PARAMS need beyond the request, owned by the writer (it runs again
   // if the request is retried, and for a buffered body at its end).
-  const net::TcpConnection& conn = exchange.connection();
   auto head_writer = [&request, filename = block.root + route.script, script = route.script,
                       path_info = route.path_info, uri = state.path, root = block.root,
-                      server_name = std::string_view(server_name_), local = conn.local_address(),
-                      peer = conn.peer_address(), software = std::string_view(software_)](
+                      server_name = std::string_view(server_name_), local = exchange.local_address(),
+                      peer = exchange.peer_address(), software = std::string_view(software_)](
                          net::Buffer& out, std::optional<uint64_t> length) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
