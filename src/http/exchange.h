@@ -2,18 +2,19 @@
 //
 // A Router handler answers at once: it gets the complete request, body
 // included, and finishes its response before it returns. A handler that has
-// to wait (for an upstream server, for a task thread) takes the request as
-// an Exchange instead, as soon as the head is complete, before any of the
-// body has been read:
+// to wait (for an upstream server, for a task thread) claims the request as
+// an Exchange instead (handler.h), as soon as the head is complete, before
+// any of the body has been read:
 //
-//   ExchangeHandler slow = [](Exchange& ex) {
-//     ex.set_body_handler([](std::string_view piece, bool last) { ... });
-//     ex.set_abort_handler([job] { job->client_gone(); });
-//     start_job(&ex);                                  // keeps the pointer
+//   class Slow final : public RequestHandler {        // handler.h
+//     Claim claim(Route& r) override { return mine(r) ? Claim::kExchange : Claim::kPass; }
+//     void start(const Route&, Exchange& ex) override {
+//       ex.set_body_handler([](std::string_view piece, bool last) { ... });
+//       ex.set_abort_handler([job] { job->client_gone(); });
+//       start_job(ex.id());                           // finds it again by id
+//     }
 //   };
-//   server.set_exchange_router([&](const Request& r, const net::TcpConnection&) {
-//     return mine(r) ? &slow : nullptr;  // an ExchangeRoute; nullptr: the Router's
-//   });
+//   server.add_handler(std::make_unique<Slow>());
 //   // Later, on the same loop:
 //   ex.writer().start(200).header("Content-Type", "text/plain").begin_stream();
 //   ex.writer().write(data);
@@ -71,19 +72,6 @@ class Exchange;
 
 // Starts the work for a request taken as an Exchange.
 using ExchangeHandler = std::function<void(Exchange&)>;
-
-// What an exchange router decides for a request head: the handler that
-// takes it as an Exchange (null: the Router answers it), and the body
-// limit for this request when it is not HttpLimits::max_body_bytes (a
-// location's own): a Content-Length above it is answered 413 before the
-// body is read, a chunked body that grows past it too.
-struct ExchangeRoute {
-  ExchangeRoute() = default;
-  ExchangeRoute(const ExchangeHandler* h) : handler(h) {}  // NOLINT: implicit by design
-  const ExchangeHandler* handler = nullptr;
-  std::optional<uint64_t> max_body;
-};
-using ExchangeRouter = std::function<ExchangeRoute(const Request&, const net::TcpConnection&)>;
 
 // Work owned by an exchange (see above).
 class ExchangeJob {

@@ -146,24 +146,46 @@ bool HttpConnection::limit_body(uint64_t max_body) {
   return true;
 }
 
-// The head is complete: the request goes to an exchange, to the Router at
-// once, or to the Router once its body is read. An unknown method is 501
-// without reading a body (dispatch() answers it).
+// The head is complete: the server's handlers are asked, in order, which
+// of them answers it, and how (handler.h). An unknown method is 501 without
+// asking them or reading a body (dispatch() answers it).
 bool HttpConnection::start_request(net::Buffer& input) {
   const Request& request = req_->request;
   const bool has_body = request.body_framing() != BodyFraming::kNone;
-  ExchangeRoute route;
-  if (request.method() != Method::kOther && shared_->exchange_for &&
-      (has_body || !shared_->exchange_for_bodies_only)) {
-    route = shared_->exchange_for(request, *conn_);
+  Route& route = req_->route;
+  route = Route{};
+  req_->handler = nullptr;
+  req_->claim = Claim::kPass;
+  if (request.method() != Method::kOther) {
+    route.request = &request;
+    route.peer = &conn_->peer_address();
+    route.local = &conn_->local_address();
+    route.path = request.path();
+    for (RequestHandler* handler : *shared_->handlers) {
+      const Claim claim = handler->claim(route);
+      if (claim == Claim::kPass || claim == Claim::kRedirect) continue;
+      req_->handler = handler;
+      req_->claim = claim;
+      break;
+    }
   }
   if (has_body && !limit_body(route.max_body.value_or(shared_->limits->max_body_bytes))) return false;
-  if (request.method() != Method::kOther) {
-    if (route.handler != nullptr) {
-      begin_exchange(input, *route.handler);
+  switch (req_->claim) {
+    case Claim::kExchange:
+      begin_exchange(input);
       return true;
-    }
-    if (has_body) return begin_body(input);
+    case Claim::kRespond:
+      // Answered from the head; a body behind it is dropped as it arrives.
+      if (has_body) {
+        begin_exchange(input);
+        return true;
+      }
+      break;
+    case Claim::kRespondWithBody:
+      if (has_body) return begin_body(input);
+      break;
+    default:
+      break;
   }
   dispatch(input);
   return true;
@@ -181,8 +203,10 @@ void HttpConnection::dispatch(net::Buffer& input) {
   ResponseWriter writer(writer_context(keep_alive));
   if (request.method() == Method::kOther) {
     write_error_page(writer, 501);
+  } else if (req_->handler == nullptr) {
+    write_error_page(writer, 404);
   } else {
-    shared_->dispatch(request, writer);
+    req_->handler->respond(req_->route, writer);
   }
   if (!writer.finished()) {
     // A handler bug. Before any byte we can still answer; after, the framing
@@ -223,7 +247,7 @@ void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
   arm_timer(shared_->limits->header_timeout);
 }
 
-void HttpConnection::begin_exchange(net::Buffer& input, const ExchangeHandler& handler) {
+void HttpConnection::begin_exchange(net::Buffer& input) {
   Request& request = req_->request;
   detach_head(input);
   // "Content-Length: 0" is no body at all: nothing to stream or wait for.
@@ -234,7 +258,12 @@ void HttpConnection::begin_exchange(net::Buffer& input, const ExchangeHandler& h
   state_ = has_body ? State::kStreamBody : State::kAwait;
   arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);
   exchange().begin(this, &request, writer_context(keep_alive), has_body);
-  handler(exchange());
+  if (req_->claim == Claim::kExchange) {
+    req_->handler->start(req_->route, exchange());
+  } else {
+    req_->handler->respond(req_->route, exchange().writer());
+    exchange().finish();
+  }
   // It may have answered already (finish() ran), or be waiting.
   if (exchange_active() && state_ == State::kStreamBody && request.expect_continue() &&
       input.empty()) {

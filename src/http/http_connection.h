@@ -1,10 +1,11 @@
 // HttpConnection: the HTTP/1.x protocol on one TcpConnection.
 //
-// It feeds received bytes to a RequestParser, reads the body (Content-Length
-// or chunked, bounded), hands each complete request to the server's
-// dispatcher with a ResponseWriter that serialises into the connection's
-// output, and answers every request of a pipelined batch before flushing
-// them all with one write. Protocol errors get their status and a close;
+// It feeds received bytes to a RequestParser, asks the server's handler
+// chain (handler.h) which handler answers each complete head, reads the
+// body (Content-Length or chunked, bounded) when that handler wants it,
+// gives it a ResponseWriter on an Http1Output into the connection's output,
+// and answers every request of a pipelined batch before flushing them all
+// with one write. Protocol errors get their status and a close;
 // whenever the framing of what follows is in doubt, the connection closes.
 //
 // A handler may also take a request as an Exchange (exchange.h) when its
@@ -41,6 +42,7 @@
 
 #include "http/error_page.h"
 #include "http/exchange.h"
+#include "http/handler.h"
 #include "http/http1_output.h"
 #include "http/http_limits.h"
 #include "http/request.h"
@@ -60,13 +62,8 @@ namespace tern::http {
 struct HttpShared {
   const HttpLimits* limits = nullptr;
   std::string_view server_name;
-  // If set, asked first for each complete head (only for those with a body
-  // when exchange_for_bodies_only): the handler that takes the request as
-  // an Exchange, or nullptr for the Router's handlers.
-  ExchangeRouter exchange_for;
-  bool exchange_for_bodies_only = false;
-  // Picks the handler and runs it; must finish the response.
-  std::function<void(const Request&, ResponseWriter&)> dispatch;
+  // The server's handler chain, asked in order for each complete head.
+  const std::vector<RequestHandler*>* handlers = nullptr;
   // After each response (for the access log); may be empty.
   std::function<void(const Request&, const net::TcpConnection&, const ResponseWriter&)> on_response;
   // What every response of this second starts with, cached per loop.
@@ -129,7 +126,7 @@ class HttpConnection final : public ExchangeTransport {
   bool spool_body(net::Buffer& input, bool* complete);
   void detach_head(net::Buffer& input);
   void dispatch(net::Buffer& input);
-  void begin_exchange(net::Buffer& input, const ExchangeHandler& handler);
+  void begin_exchange(net::Buffer& input);
   // The body limit of this request (413 for a Content-Length above it), and
   // the chunked decoder set up for it. False when answered 413.
   bool limit_body(uint64_t max_body);

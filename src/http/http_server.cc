@@ -59,10 +59,8 @@ Result<void> HttpServer::start() {
     context->shared.limits = &context->limits;
     context->shared.states = &context->states;
     context->shared.server_name = options_.server_name;
-    context->shared.dispatch = [this](const Request& r, ResponseWriter& w) { dispatch(r, w); };
+    context->shared.handlers = &handlers_;
     context->shared.on_response = on_response_;
-    context->shared.exchange_for = exchange_router_;
-    context->shared.exchange_for_bodies_only = exchange_bodies_only_;
     context->shared.clock = [context] { return context->current_clock(); };
     if (thread_init_) thread_init_(loop);
   });
@@ -99,12 +97,6 @@ void HttpServer::on_connection(net::TcpConnection& conn) {
   std::swap(all[index], all[last]);
   all[index]->set_index(index);
   if (all.size() - context->live > kMaxPooled) all.pop_back();
-}
-
-void HttpServer::dispatch(const Request& request, ResponseWriter& writer) {
-  Router::Match match = router_.match(request.method(), request.path());
-  if (match.handler != nullptr) return (*match.handler)(request, writer);
-  write_error_page(writer, match.status, match.allow);
 }
 
 void HttpServer::set_limits(const HttpLimits& limits) {

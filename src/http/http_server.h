@@ -9,7 +9,9 @@
 //   loop.loop();
 //
 // Handlers run on the I/O loop that owns the connection and must finish their
-// response before returning. Everything the protocol needs per loop (a pool
+// response before returning. Beyond the Router, handlers of one's own (see
+// handler.h) join the chain after it: one that takes requests as Exchanges
+// answers when it can, from another thread's work or an upstream's. Everything the protocol needs per loop (a pool
 // of HttpConnection objects, the cached Date header) lives in that loop.
 //
 // Owned by the user, on the base loop's thread, like TcpServer; routes and
@@ -59,13 +61,11 @@ class HttpServer {
   void get(std::string path, Handler handler) { router_.get(std::move(path), std::move(handler)); }
   void post(std::string path, Handler handler) { router_.post(std::move(path), std::move(handler)); }
 
-  // Asked first for every request head (with bodies_only, for those with a
-  // body): the handler that takes it as an Exchange (exchange.h), or
-  // nullptr for the router. Set before start().
-  void set_exchange_router(ExchangeRouter router,
-                           bool bodies_only = false) {
-    exchange_router_ = std::move(router);
-    exchange_bodies_only_ = bodies_only;
+  // Adds `handler` to the chain, after the Router and the handlers added
+  // before it. Before start().
+  void add_handler(std::unique_ptr<RequestHandler> handler) {
+    handlers_.push_back(handler.get());
+    owned_.push_back(std::move(handler));
   }
 
   // Called after every response, on the connection's loop (access logs).
@@ -90,13 +90,12 @@ class HttpServer {
  private:
   struct LoopContext;
   void on_connection(net::TcpConnection& conn);
-  void dispatch(const Request& request, ResponseWriter& writer);
 
   HttpServerOptions options_;
   Router router_;
+  std::vector<std::unique_ptr<RequestHandler>> owned_;
+  std::vector<RequestHandler*> handlers_{&router_};  // the chain, in order
   ResponseCallback on_response_;
-  ExchangeRouter exchange_router_;
-  bool exchange_bodies_only_ = false;
   std::function<void(net::EventLoop*)> thread_init_;
   net::LoopLocal<LoopContext> contexts_;  // one per I/O loop
   net::TcpServer tcp_;  // declared last: destroyed (and its loops joined) first

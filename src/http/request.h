@@ -84,8 +84,10 @@ class Request {
   size_t head_size() const { return head_size_; }
 
   // The request body, complete (Content-Length or decoded chunked), when a
-  // handler runs; empty for requests without one. Set by HttpConnection.
+  // handler runs; empty for requests without one. Set by the transport
+  // that read it (HttpConnection; a test's harness).
   std::string_view body() const { return body_; }
+  void set_body(std::string_view body) { body_ = body; }
 
  private:
   friend class RequestParser;

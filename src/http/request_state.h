@@ -9,6 +9,7 @@
 #include "base/spool.h"
 #include "http/chunked_decoder.h"
 #include "http/exchange.h"
+#include "http/handler.h"
 #include "http/request.h"
 #include "http/request_parser.h"
 
@@ -24,6 +25,10 @@ struct RequestState {
   Spool body;             // a body read for a Router handler, when spooled
   std::string head_copy;  // the head, when the input buffer cannot keep it
   Exchange exchange;      // for a request taken as one
+  // Which handler claimed the request, how, and the route it was given.
+  Route route;
+  RequestHandler* handler = nullptr;
+  Claim claim = Claim::kPass;
 };
 
 // Recycles RequestState objects for one loop, keeping at most kMaxSpare

@@ -2,18 +2,20 @@
 
 #include <algorithm>
 
+#include "http/error_page.h"
+
 namespace tern::http {
 
 void Router::add(Method method, std::string path, bool is_prefix, Handler handler) {
   auto& routes = is_prefix ? prefixes_ : exact_;
-  auto it = std::find_if(routes.begin(), routes.end(), [&](const Route& r) { return r.path == path; });
+  auto it = std::find_if(routes.begin(), routes.end(), [&](const Entry& r) { return r.path == path; });
   if (it == routes.end()) {
-    routes.push_back(Route{path, {}, {}});
+    routes.push_back(Entry{path, {}, {}});
     if (is_prefix) {
       std::stable_sort(routes.begin(), routes.end(),
-                       [](const Route& a, const Route& b) { return a.path.size() > b.path.size(); });
+                       [](const Entry& a, const Entry& b) { return a.path.size() > b.path.size(); });
     }
-    it = std::find_if(routes.begin(), routes.end(), [&](const Route& r) { return r.path == path; });
+    it = std::find_if(routes.begin(), routes.end(), [&](const Entry& r) { return r.path == path; });
   }
   it->handlers.emplace_back(method, std::move(handler));
   if (!it->allow.empty()) it->allow += ", ";
@@ -21,7 +23,7 @@ void Router::add(Method method, std::string path, bool is_prefix, Handler handle
   if (method == Method::kGet) it->allow += ", HEAD";
 }
 
-Router::Match Router::match_route(const Route& route, Method method) const {
+Router::Match Router::match_route(const Entry& route, Method method) const {
   for (const auto& [m, handler] : route.handlers) {
     if (m == method || (method == Method::kHead && m == Method::kGet)) return {&handler, 200, {}};
   }
@@ -29,14 +31,26 @@ Router::Match Router::match_route(const Route& route, Method method) const {
 }
 
 Router::Match Router::match(Method method, std::string_view path) const {
-  for (const Route& r : exact_) {
+  for (const Entry& r : exact_) {
     if (r.path == path) return match_route(r, method);
   }
-  for (const Route& r : prefixes_) {
+  for (const Entry& r : prefixes_) {
     if (path.starts_with(r.path)) return match_route(r, method);
   }
   if (fallback_) return {&fallback_, 200, {}};
   return {nullptr, 404, {}};
+}
+
+Claim Router::claim(Route& route) {
+  const Match found = match(route.request->method(), route.path);
+  if (found.handler != nullptr) return Claim::kRespondWithBody;
+  return found.status == 405 ? Claim::kRespond : Claim::kPass;
+}
+
+void Router::respond(const Route& route, ResponseWriter& writer) {
+  const Match found = match(route.request->method(), route.path);
+  if (found.handler != nullptr) return (*found.handler)(*route.request, writer);
+  write_error_page(writer, found.status, found.allow);
 }
 
 }  // namespace tern::http

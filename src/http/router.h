@@ -1,4 +1,5 @@
-// Router: maps a method and a request path to a handler.
+// Router: maps a method and a request path to a handler; the first
+// handler of HttpServer's chain (handler.h).
 //
 //   router.get("/hello", [](const Request&, ResponseWriter& w) {
 //     w.start(200).header("Content-Type", "text/plain").body("hello\n");
@@ -9,7 +10,8 @@
 // are compared as sent (still percent-encoded). A GET route also answers
 // HEAD (the writer drops the body). A path that matches with another method
 // yields 405 and the Allow value; no match yields the fallback, if any, else
-// 404.
+// the Router passes the request to the next handler of the chain (404 when
+// there is none). A matched handler gets the whole request, body included.
 //
 // Built before the server starts, then read-only: any thread may match.
 #pragma once
@@ -19,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "http/handler.h"
 #include "http/request.h"
 #include "http/response_writer.h"
 
@@ -26,7 +29,7 @@ namespace tern::http {
 
 using Handler = std::function<void(const Request& request, ResponseWriter& writer)>;
 
-class Router {
+class Router final : public RequestHandler {
  public:
   void route(Method method, std::string path, Handler handler) {
     add(method, std::move(path), false, std::move(handler));
@@ -46,17 +49,21 @@ class Router {
   };
   Match match(Method method, std::string_view path) const;
 
+  // RequestHandler
+  Claim claim(Route& route) override;
+  void respond(const Route& route, ResponseWriter& writer) override;
+
  private:
-  struct Route {
+  struct Entry {
     std::string path;
     std::vector<std::pair<Method, Handler>> handlers;
     std::string allow;  // kept in sync with handlers
   };
   void add(Method method, std::string path, bool is_prefix, Handler handler);
-  Match match_route(const Route& route, Method method) const;
+  Match match_route(const Entry& route, Method method) const;
 
-  std::vector<Route> exact_;
-  std::vector<Route> prefixes_;  // longest first
+  std::vector<Entry> exact_;
+  std::vector<Entry> prefixes_;  // longest first
   Handler fallback_;
 };
 

@@ -19,11 +19,6 @@ StatusHandler kBadRequest(400), kForbidden(403), kNotFound(404), kLoop(500);
 // Internal redirects one request may take (nginx allows 10).
 constexpr int kMaxRedirects = 10;
 
-bool has_body(const http::Request& request) {
-  return request.body_framing() == http::BodyFraming::kChunked ||
-         (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > 0);
-}
-
 }  // namespace
 
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
@@ -79,12 +74,11 @@ ChainLoop::ChainLoop(std::shared_ptr<const Chain> chain) : chain_(std::move(chai
   for (const StaticStore& store : chain_->sites().stores()) {
     stores_.push_back(std::make_unique<StaticFiles>(chain_->static_options(store)));
   }
-  entry_ = [this](http::Exchange& exchange) { start(exchange); };
 }
 
 void ChainLoop::refuse(int status) {
   route_.status = status;
-  claim_ = Handler::Claim::kRespond;
+  claim_ = Claim::kRespond;
   switch (status) {
     case 400: handler_ = &kBadRequest; break;
     case 403: handler_ = &kForbidden; break;
@@ -120,16 +114,16 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
       return refuse(404);
     }
     r.files = stores_[r.location->store].get();
-    Handler::Claim claim = Handler::Claim::kPass;
+    Claim claim = Claim::kPass;
     for (Handler* handler : chain_->handlers(*r.location)) {
       claim = handler->claim(r);
-      if (claim == Handler::Claim::kPass) continue;
+      if (claim == Claim::kPass) continue;
       handler_ = handler;
       claim_ = claim;
       break;
     }
-    if (claim == Handler::Claim::kPass) return refuse(404);
-    if (claim != Handler::Claim::kRedirect) return;
+    if (claim == Claim::kPass) return refuse(404);
+    if (claim != Claim::kRedirect) return;
     if (++r.redirects > kMaxRedirects) {
       r.location = nullptr;
       return refuse(500);
@@ -138,13 +132,10 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
   }
 }
 
-http::ExchangeRoute ChainLoop::route(const http::Request& request, const net::InetAddress& peer,
-                                     const net::InetAddress& local) {
-  resolve(request, peer, local);
-  http::ExchangeRoute route;
-  if (claim_ == Handler::Claim::kExchange || has_body(request)) route.handler = &entry_;
+Claim ChainLoop::claim(http::Route& route) {
+  resolve(*route.request, *route.peer, *route.local);
   if (route_.location != nullptr) route.max_body = route_.location->config.body_bytes;
-  return route;
+  return claim_;
 }
 
 bool ChainLoop::has_error_pages() const {
@@ -174,15 +165,12 @@ void ChainLoop::start(http::Exchange& exchange) {
     exchange.keep(chain_);
   }
   set_filters(exchange.request(), exchange.writer());
-  if (claim_ == Handler::Claim::kExchange) return handler_->start(route_, exchange);
-  // Answered from the head; a body behind it is dropped as it arrives.
-  handler_->respond(route_, exchange.writer());
-  exchange.finish();
+  handler_->start(route_, exchange);
 }
 
-void ChainLoop::serve(const http::Request& request, http::ResponseWriter& writer) {
+void ChainLoop::respond(const http::Request& request, http::ResponseWriter& writer) {
   if (resolved_for_ != &request) {
-    // Only route() resolves (HttpServer asks it for every request head).
+    // Only claim() resolves (HttpServer asks it for every request head).
     return http::write_error_page(writer, 500);
   }
   resolved_for_ = nullptr;

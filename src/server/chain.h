@@ -4,12 +4,12 @@
 // the open-file caches of the document roots, and the route of the
 // request being resolved.
 //
-//   request head -> ChainLoop::route()            (HttpServer's exchange router)
-//     site by Host, path decoded and normalised (400), dotfiles (403),
-//     location by path (404), handlers' claims in order
-//     -> an Exchange handler: the claiming handler's start(), or its
-//        respond() and finish() for a request with a body (dropped)
-//     -> nullptr: ChainLoop::serve() answers at once (the Router's fallback)
+//   request head -> SitesHandler::claim()   (a handler of HttpServer's chain)
+//     -> ChainLoop::claim(): site by Host, path decoded and normalised
+//        (400), dotfiles (403), location by path (404), the location's
+//        handlers' claims in order
+//     -> respond(): the claiming handler answers at once (a body the
+//        request carries is dropped), or start(): it takes the exchange
 //
 // Built on the main thread (and again on reload), shared by the loops;
 // an exchange keeps the Chain it began under alive until it ends, so a
@@ -99,12 +99,12 @@ class ChainLoop {
   ChainLoop(const ChainLoop&) = delete;
   ChainLoop& operator=(const ChainLoop&) = delete;
 
-  // Resolves the request. The handler to take it as an exchange, or
-  // nullptr when serve() is to answer it, right after.
-  // `peer` and `local`: the connection's addresses.
-  http::ExchangeRoute route(const http::Request& request, const net::InetAddress& peer,
-                            const net::InetAddress& local);
-  void serve(const http::Request& request, http::ResponseWriter& writer);
+  // Resolves the request `route` names (its request and addresses): how
+  // it is answered, by respond() or start() right after. Sets the
+  // location's body limit on `route`.
+  Claim claim(http::Route& route);
+  void respond(const http::Request& request, http::ResponseWriter& writer);
+  void start(http::Exchange& exchange);
 
   const Chain& chain() const { return *chain_; }
   // Answers `status` with the file at `path` of `site` (ErrorPages).
@@ -119,7 +119,6 @@ class ChainLoop {
  private:
   void resolve(const http::Request& request, const net::InetAddress& peer, const net::InetAddress& local);
   void refuse(int status);
-  void start(http::Exchange& exchange);
   bool has_error_pages() const;
   // The location's output filters (fields, compression) on `writer`.
   void set_filters(const http::Request& request, http::ResponseWriter& writer) const;
@@ -130,9 +129,25 @@ class ChainLoop {
   std::string path_;  // the normalised path route_.path views, when it is not the request's
   const http::Request* resolved_for_ = nullptr;
   Handler* handler_ = nullptr;
-  Handler::Claim claim_ = Handler::Claim::kPass;
-  http::ExchangeHandler entry_;
+  Claim claim_ = Claim::kPass;
   ErrorPages error_pages_;  // for the request being answered at once
+};
+
+// The web server's sites as one handler of HttpServer's chain: each call
+// goes to the current loop's ChainLoop.
+class SitesHandler final : public http::RequestHandler {
+ public:
+  explicit SitesHandler(const net::LoopLocal<ChainLoop>* loops) : loops_(loops) {}
+  Claim claim(http::Route& route) override { return loops_->current()->claim(route); }
+  void respond(const http::Route& route, http::ResponseWriter& writer) override {
+    loops_->current()->respond(*route.request, writer);
+  }
+  void start(const http::Route& /*route*/, http::Exchange& exchange) override {
+    loops_->current()->start(exchange);
+  }
+
+ private:
+  const net::LoopLocal<ChainLoop>* loops_;
 };
 
 }  // namespace tern::server

@@ -1,5 +1,6 @@
-// Handler: one step of a location's chain. Every request the web server
-// gets is resolved once (Chain): its site, its location, its decoded and
+// Handler: one step of a location's chain, with http::RequestHandler's
+// interface (http/handler.h). Every request the web server gets is
+// resolved once (Chain): its site, its location, its decoded and
 // normalised path, a regex location's captures. That Route is handed to
 // the location's handlers in order, and each either answers or passes on
 // (h2o's model):
@@ -25,14 +26,8 @@
 #include <string>
 #include <string_view>
 
-#include "http/exchange.h"
-#include "http/request.h"
-#include "http/response_writer.h"
+#include "http/handler.h"
 #include "server/regex.h"
-
-namespace tern::net {
-class InetAddress;
-}
 
 namespace tern::server {
 
@@ -40,15 +35,12 @@ class Site;
 class StaticFiles;
 struct Location;
 
-struct Route {
-  const http::Request* request = nullptr;
-  const net::InetAddress* peer = nullptr;   // the client's address
-  const net::InetAddress* local = nullptr;  // the address it connected to
+// http::Route (the request, the connection's addresses, the path: here
+// decoded and normalised, "/a b/c.html"; after an internal redirect, the
+// path redirected to) and what the web server adds to it.
+struct Route : http::Route {
   const Site* site = nullptr;
   const Location* location = nullptr;
-  // The decoded, normalised path ("/a b/c.html"); after an internal
-  // redirect, the path redirected to.
-  std::string_view path;
   std::string target;  // what `path` views after a redirect or a try_files hit
   Captures captures;  // of a regex location
   StaticFiles* files = nullptr;  // this loop's files for the location's root
@@ -60,19 +52,9 @@ struct Route {
   bool internal = false;  // reached through an internal redirect
 };
 
-class Handler {
- public:
-  enum class Claim {
-    kPass,      // not mine: the next handler
-    kRespond,   // respond() answers now, from the head
-    kExchange,  // start() takes the request as an Exchange
-    kRedirect,  // the route's path was changed: match the location again
-  };
-
-  virtual ~Handler() = default;
-  virtual Claim claim(Route& route) = 0;
-  virtual void respond(const Route& /*route*/, http::ResponseWriter& /*writer*/) {}
-  virtual void start(const Route& /*route*/, http::Exchange& /*exchange*/) {}
-};
+using Claim = http::Claim;
+// A location's handler: http::RequestHandler's interface on the web
+// server's Route.
+using Handler = http::BasicHandler<Route>;
 
 }  // namespace tern::server

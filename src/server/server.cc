@@ -128,14 +128,9 @@ void Server::start() {
   // Fails early, on the main thread, if a root cannot be opened.
   chain_ = build_chain(config, fastcgi_.get());
   fastcgi_chains_.push_back(chain_);
-  // Every request head is resolved by the chain: the exchange handler it
-  // returns, or the Router's fallback right after.
-  http_->set_exchange_router([this](const http::Request& request, const net::TcpConnection& conn) {
-    return chains_.current()->route(request, conn.peer_address(), conn.local_address());
-  });
-  http_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) {
-    chains_.current()->serve(r, w);
-  });
+  // Every request head is resolved by the sites, a handler of the
+  // HttpServer's chain (its Router has no routes here).
+  http_->add_handler(std::make_unique<SitesHandler>(&chains_));
   http_->set_thread_init_callback([this](net::EventLoop* loop) {
     if (fastcgi_) fastcgi_->init_loop(loop);
     chains_.emplace(loop, chain_);

@@ -91,7 +91,7 @@ class MemoryExchange final : public http::ExchangeTransport {
   MemoryExchange& operator=(const MemoryExchange&) = delete;
 
   bool parsed() const { return parsed_; }
-  const http::Request& request() const { return request_; }
+  http::Request& request() { return request_; }
   http::Exchange& exchange() { return exchange_; }
 
   // The body reaches the handler in pieces of at most this size (before start()).

@@ -24,7 +24,7 @@ bool AccessHandler::needed(const LocationConfig& config) {
   return config.deny_all || !config.allow.empty() || !config.deny.empty();
 }
 
-Handler::Claim AccessHandler::claim(Route& route) {
+Claim AccessHandler::claim(Route& route) {
   const net::InetAddress& peer = *route.peer;
   auto in = [&peer](const std::vector<Cidr>& list) {
     return std::any_of(list.begin(), list.end(), [&peer](const Cidr& c) { return c.contains(peer); });
@@ -46,7 +46,7 @@ MethodsHandler::MethodsHandler(std::vector<std::string> methods, std::string all
   }
 }
 
-Handler::Claim MethodsHandler::claim(Route& route) {
+Claim MethodsHandler::claim(Route& route) {
   const std::string_view method = route.request->method_text();
   return std::find(methods_.begin(), methods_.end(), method) != methods_.end() ? Claim::kPass
                                                                               : Claim::kRespond;
@@ -114,14 +114,14 @@ void ReturnHandler::respond(const Route& route, http::ResponseWriter& writer) {
   writer.body(body);
 }
 
-Handler::Claim UsersHandler::claim(Route& route) {
+Claim UsersHandler::claim(Route& route) {
   route.app = users_->route(*route.request);
   return route.app != nullptr ? Claim::kExchange : Claim::kPass;
 }
 
 void UsersHandler::start(const Route& route, http::Exchange& exchange) { (*route.app)(exchange); }
 
-Handler::Claim FastCgiHandler::claim(Route& route) {
+Claim FastCgiHandler::claim(Route& route) {
   route.app = routes_->route(block_, route.path);
   return route.app != nullptr ? Claim::kExchange : Claim::kPass;
 }

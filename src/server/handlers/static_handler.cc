@@ -165,7 +165,7 @@ bool alias_file_path(std::string_view prefix, std::string_view path, std::string
   return true;
 }
 
-Handler::Claim StaticHandler::try_files(Route& route) {
+Claim StaticHandler::try_files(Route& route) {
   std::string candidate, file;
   const auto now = net::EventLoop::current()->clock().now();
   for (size_t i = 0; i + 1 < try_files_.size(); ++i) {
