@@ -99,6 +99,10 @@ void Call::on_body(std::string_view piece, bool last) {
 void Call::on_lease(net::TcpConnection& conn) {
   if (done_) return pool_.release(this, false);
   upstream_ = &conn;
+  // A connection that served before may have been closed by the
+  // application meanwhile; a new one that closes unanswered may have run
+  // the request (a worker that died in it).
+  stale_possible_ = conn.bytes_received() > 0;
   if (!conn.is_reading()) conn.start_reading();
   records_.reset();
   head_.reset();
@@ -389,8 +393,9 @@ void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
   if (done_) return;
   // A pooled connection the application had closed (a worker recycled):
   // nothing was done with the request, so try once more, if what it sent
-  // can be sent again.
-  if (!answered_ && !retried_ && exchange_ != nullptr && replayable_) {
+  // can be sent again. Never on a connection opened for this request: the
+  // application may have acted on it (a POST must not run twice).
+  if (!answered_ && !retried_ && stale_possible_ && exchange_ != nullptr && replayable_) {
     retried_ = true;
     if (read_timer_.valid()) loop_->cancel(read_timer_);
     read_timer_ = net::TimerId{};

@@ -44,7 +44,9 @@
 // connection can tell it the body is incomplete: what arrived is sent, then
 // the connection closes. A request whose pooled connection turns out closed
 // before any answer (a worker recycled) is tried once more on a new
-// connection, if it has no body or its body was buffered.
+// connection, if it has no body or its body was buffered; a connection
+// opened for the request that closes unanswered is a 502 (the application
+// may have run it).
 //
 // The exchange owns its Call (http::ExchangeJob) and destroys it after the
 // round in which the exchange ends: when the response has been relayed, or
@@ -175,6 +177,7 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   bool buffer_body_ = false;      // the body is gathered before a connection is taken
   bool buffer_response_ = false;  // this response is read ahead of the client
   bool replayable_ = false;       // no body, or a buffered one: can be sent again
+  bool stale_possible_ = false;   // the connection had served other requests
   bool head_written_ = false;     // BEGIN_REQUEST and PARAMS are in pending_ or sent
   bool stdin_done_ = false;       // the empty STDIN record is written
   bool response_started_ = false;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -152,10 +153,10 @@ class MemoryExchange final : public http::ExchangeTransport {
   size_t pending_output_bytes() const override { return pending_; }
   void pause_body() override {}
   void resume_body() override {
-    loop_->queue_in_loop([this] { send_body(); });
+    later([this] { send_body(); });
   }
   void wait_for_drain() override {
-    loop_->queue_in_loop([this] {
+    later([this] {
       pending_ = 0;
       if (exchange_.active()) exchange_.drained();
     });
@@ -176,6 +177,13 @@ class MemoryExchange final : public http::ExchangeTransport {
       sent_ += piece.size();
       exchange_.deliver(piece, sent_ == body_.size());
     }
+  }
+  // Runs `f` on the loop's next round, unless this harness is gone by then.
+  template <typename F>
+  void later(F f) {
+    loop_->queue_in_loop([alive = std::weak_ptr<int>(alive_), f = std::move(f)] {
+      if (alive.lock()) f();
+    });
   }
   void end() {
     exchange_.end();
@@ -203,6 +211,7 @@ class MemoryExchange final : public http::ExchangeTransport {
   bool waiting_ = false;
   bool finished_ = false;
   bool aborted_ = false;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // for later()
 };
 
 }  // namespace tern::testing
