@@ -42,6 +42,9 @@ Router::Match Router::match(Method method, std::string_view path) const {
 }
 
 Claim Router::claim(Route& route) {
+  // A server whose requests all go to handlers after the Router (tern's
+  // own) pays nothing for it.
+  if (exact_.empty() && prefixes_.empty() && !fallback_) return Claim::kPass;
   const Match found = match(route.request->method(), route.path);
   if (found.handler != nullptr) return Claim::kRespondWithBody;
   return found.status == 405 ? Claim::kRespond : Claim::kPass;

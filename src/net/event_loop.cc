@@ -87,6 +87,10 @@ EventLoop::EventLoop()
 
 EventLoop::~EventLoop() {
   assert_in_loop_thread();
+  // Work deferred to the end of the round (a deferred delete) runs at the
+  // end of the last one, while what it may touch is still here. (What the
+  // connections' closing below defers is dropped: it may name them.)
+  run_deferred();
   connections_.reset();  // closes what is still open, before the poller goes
   wakeup_channel_.remove();
   timer_channel_.remove();

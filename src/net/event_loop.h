@@ -80,7 +80,8 @@ class EventLoop {
   bool refresh_timer(TimerId id, Millis delay);
 
   // Loop thread only. Runs f after every ready event of this round has been
-  // handled (and before posted functors).
+  // handled (and before posted functors); work still deferred when the loop
+  // is destroyed runs then, before its connections close.
   void defer(Functor f);
 
   // Loop thread only. Hooks run each time the loop is woken through its
