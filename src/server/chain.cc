@@ -32,6 +32,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
   static_base_.symlinks = st.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
   static_base_.gzip_static = st.gzip_static;
   static_base_.cache_max_entries = st.cache_entries;
+  static_base_.cache_max_bytes = st.cache_bytes;
   static_base_.cache_valid_for = st.cache_valid;
   static_base_.memory_max_file_bytes = st.memory_file_bytes;
   static_base_.deny_dotfiles = st.deny_dotfiles;

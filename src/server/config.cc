@@ -145,6 +145,7 @@ void read_static(Section s, Config& c) {
   s.get_choice("zero_copy", &st.zero_copy,
                {{"sendfile", StaticConfig::ZeroCopy::kSendfile}, {"mmap", StaticConfig::ZeroCopy::kMmap}});
   s.get_int("cache_entries", &st.cache_entries, 0, 1'000'000);
+  s.get_size("cache_size", &st.cache_bytes, 0);
   s.get_duration("cache_valid", &st.cache_valid);
   s.get_size("memory_file_bytes", &st.memory_file_bytes, 0);
   s.get_bool("deny_dotfiles", &st.deny_dotfiles);

@@ -41,9 +41,10 @@ struct StaticConfig {
   bool gzip_static = true;
   enum class ZeroCopy { kSendfile, kMmap } zero_copy = ZeroCopy::kSendfile;
   std::map<std::string, std::string> mime;  // extension -> type overrides
-  size_t cache_entries = 1024;
+  size_t cache_entries = 10000;     // open-file cache: descriptors held per worker and root
+  size_t cache_bytes = 32 << 20;    // open-file cache: memory held per worker and root
   std::chrono::milliseconds cache_valid{1000};
-  size_t memory_file_bytes = 16 * 1024;  // cached files up to this size are kept in memory
+  size_t memory_file_bytes = 16 * 1024;  // hot cached files up to this size are kept in memory
   // Paths with a segment starting with '.' (.git/, .env) are 403, except
   // under /.well-known/; for PHP too.
   bool deny_dotfiles = true;

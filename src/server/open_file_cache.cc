@@ -101,7 +101,7 @@ bool same_time(const timespec& a, const timespec& b) {
 
 }  // namespace
 
-OpenFile::OpenFile(int fd, const struct stat& st, size_t memory_limit)
+OpenFile::OpenFile(int fd, const struct stat& st)
     : fd_(fd),
       mode_(st.st_mode),
       device_(st.st_dev),
@@ -118,14 +118,17 @@ OpenFile::OpenFile(int fd, const struct stat& st, size_t memory_limit)
   *p++ = '"';
   etag_size_ = static_cast<uint8_t>(p - etag_.data());
   http::format_http_date(mtime_.tv_sec, last_modified_);
-  if (S_ISREG(mode_) && size_ <= memory_limit) {
-    content_.resize(size_);
-    ssize_t n = ::pread(fd_, content_.data(), size_, 0);
-    // A short read means the file is changing under us: serve it from the
-    // fd instead, where a truncation is at least noticed (TcpConnection).
-    has_content_ = n == static_cast<ssize_t>(size_);
-    if (!has_content_) std::string().swap(content_);
-  }
+}
+
+bool OpenFile::load_content() const {
+  if (has_content_ || !S_ISREG(mode_)) return has_content_;
+  content_.resize(size_);
+  ssize_t n = ::pread(fd_, content_.data(), size_, 0);
+  // A short read means the file is changing under us: serve it from the
+  // fd instead, where a truncation is at least noticed (TcpConnection).
+  has_content_ = n == static_cast<ssize_t>(size_);
+  if (!has_content_) std::string().swap(content_);
+  return has_content_;
 }
 
 OpenFile::~OpenFile() { ::close(fd_); }
@@ -169,25 +172,60 @@ OpenFileCache::~OpenFileCache() {
 void OpenFileCache::clear() {
   index_.clear();
   lru_.clear();
+  bytes_ = 0;
 }
 
-OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time_point now) {
+OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time_point now,
+                                              bool remember_missing) {
   auto it = index_.find(path);
   if (it == index_.end()) {
     FileResult opened = open_path(path);
-    insert(path, opened, now);
+    if (cacheable(opened, remember_missing)) insert(path, opened, now);
     return opened;
   }
   List::iterator entry = it->second;
   lru_.splice(lru_.begin(), lru_, entry);
-  if (now - entry->checked_at < options_.valid_for) return result_of(*entry);
-  if (still_valid(*entry)) {
+  if (now - entry->checked_at >= options_.valid_for) {
+    if (!still_valid(*entry)) {
+      FileResult opened = open_path(path);
+      refresh(entry, opened, now);
+      return opened;
+    }
     entry->checked_at = now;
-    return result_of(*entry);
   }
-  FileResult opened = open_path(path);
-  refresh(entry, opened, now);
-  return opened;
+  admit_content(entry);
+  return result_of(*entry);
+}
+
+// A file proves hot when it is asked for again while cached: its bytes come
+// into memory then, if it is small enough, making room in the budget.
+void OpenFileCache::admit_content(List::iterator entry) {
+  if (entry->hits < 2) ++entry->hits;
+  if (entry->hits < 2 || !entry->file || entry->file->has_content()) return;
+  const OpenFile& file = *entry->file;
+  if (!options_.open_for_reading || !file.is_regular() || file.size() > options_.memory_max_file_bytes ||
+      file.size() + entry->bytes > options_.max_bytes) {
+    return;
+  }
+  evict(file.size(), false, entry);
+  if (!file.load_content()) return;
+  entry->bytes += file.size();
+  bytes_ += file.size();
+}
+
+void OpenFileCache::evict(size_t more, bool more_entries, List::const_iterator keep) {
+  while (!lru_.empty() && std::prev(lru_.end()) != keep &&
+         (bytes_ + more > options_.max_bytes ||
+          (more_entries && lru_.size() >= options_.max_entries))) {
+    drop_last();
+  }
+}
+
+void OpenFileCache::drop_last() {
+  Entry& last = lru_.back();
+  bytes_ -= last.bytes;
+  index_.erase(std::string_view(last.path));
+  lru_.pop_back();
 }
 
 int OpenFileCache::http_status(const Error& error) {
@@ -223,16 +261,17 @@ bool OpenFileCache::still_valid(const Entry& entry) {
   return entry.file->unchanged(st);
 }
 
-bool OpenFileCache::cacheable(const FileResult& opened) const {
+bool OpenFileCache::cacheable(const FileResult& opened, bool remember_missing) const {
   if (options_.max_entries == 0) return false;
   if (opened.ok()) return true;
   int code = opened.error().code;
-  return options_.cache_not_found && (code == ENOENT || code == ENOTDIR);
+  return remember_missing && options_.cache_not_found && (code == ENOENT || code == ENOTDIR);
 }
 
 // Updates a stale entry in place with a fresh open, or drops it if the
 // outcome is not worth caching.
 void OpenFileCache::refresh(List::iterator entry, FileResult& opened, Clock::time_point now) {
+  bytes_ -= entry->bytes;
   if (!cacheable(opened)) {
     index_.erase(std::string_view(entry->path));
     lru_.erase(entry);
@@ -241,18 +280,21 @@ void OpenFileCache::refresh(List::iterator entry, FileResult& opened, Clock::tim
   entry->file = opened.ok() ? opened.value() : nullptr;
   entry->error = opened.ok() ? 0 : opened.error().code;
   entry->checked_at = now;
+  entry->hits = 1;  // the new file proves hot on its own
+  entry->bytes = kEntryBytes + entry->path.size();
+  bytes_ += entry->bytes;
 }
 
 void OpenFileCache::insert(std::string_view path, FileResult& opened, Clock::time_point now) {
   if (!cacheable(opened)) return;
-  while (lru_.size() >= options_.max_entries) {
-    index_.erase(std::string_view(lru_.back().path));
-    lru_.pop_back();
-  }
+  const size_t bytes = kEntryBytes + path.size();
+  if (bytes > options_.max_bytes) return;
+  evict(bytes, true, lru_.end());
   Entry entry{std::string(path), opened.ok() ? opened.value() : nullptr,
-              opened.ok() ? 0 : opened.error().code, now};
+              opened.ok() ? 0 : opened.error().code, now, bytes, /*hits=*/1};
   lru_.push_front(std::move(entry));
   index_.emplace(std::string_view(lru_.front().path), lru_.begin());
+  bytes_ += bytes;
 }
 
 OpenFileCache::FileResult OpenFileCache::open_path(std::string_view path) {
@@ -284,8 +326,7 @@ OpenFileCache::FileResult OpenFileCache::open_path(std::string_view path) {
     ::close(fd);
     return Error{EPERM, "not a regular file or directory"};
   }
-  const size_t memory = options_.open_for_reading ? options_.memory_max_file_bytes : 0;
-  return std::shared_ptr<const OpenFile>(std::make_shared<const OpenFile>(fd, st, memory));
+  return std::shared_ptr<const OpenFile>(std::make_shared<const OpenFile>(fd, st));
 }
 
 // "/a/b" -> "a/b", "/" -> ".", NUL-terminated in scratch_ (valid until the

@@ -4,11 +4,16 @@
 // Per event loop: each loop owns one cache (inside its StaticFiles handler),
 // so there are no locks and no sharing between threads. Loop thread only.
 //
-// Entries live in a bounded LRU list. A hit younger than `valid_for` is
-// returned without any system call; an older one is re-checked with one
-// fstatat() on its path: if device, inode, size, mtime and ctime are the same
-// the entry is kept (and its clock restarted), otherwise the path is opened
-// again. So an edit becomes visible at most `valid_for` after it happened,
+// Entries live in an LRU list bounded twice: by count (each entry holds a
+// descriptor) and by bytes (max_bytes: the entries themselves and the
+// contents of the files kept in memory). A file's bytes are read into memory
+// only once it has proven hot, asked for again while cached: on a site with
+// more files than the cache holds, a miss costs an open and an fstat, never
+// a read of a file that may not be asked for again. A hit younger than
+// `valid_for` is returned without any system call; an older one is
+// re-checked with one fstatat() on its path: if device, inode, size, mtime
+// and ctime are the same the entry is kept (and its clock restarted),
+// otherwise the path is opened again. So an edit becomes visible at most `valid_for` after it happened,
 // the same trade nginx's open_file_cache_valid makes. Callers pass `now` (the
 // loop's cached clock) so that tests can move time by hand.
 //
@@ -28,8 +33,9 @@
 // `valid_for` like any other; a flood of requests for missing paths can only
 // push other entries out of the LRU, never grow it.
 //
-// Returned OpenFile objects are shared and immutable; the cache may drop or
-// replace its entry while a response still holds (and sends from) the old one.
+// Returned OpenFile objects are shared and immutable but for their contents
+// (added once, by the cache, on the loop); the cache may drop or replace its
+// entry while a response still holds (and sends from) the old one.
 #pragma once
 
 #include <sys/stat.h>
@@ -57,9 +63,8 @@ namespace tern::server {
 // shared_ptr<const OpenFile>; they all belong to the loop that opened it.
 class OpenFile {
  public:
-  // Takes ownership of `fd`; `st` is its fstat. A regular file of at most
-  // memory_limit bytes is also read into memory (see content()).
-  OpenFile(int fd, const struct stat& st, size_t memory_limit = 0);
+  // Takes ownership of `fd`; `st` is its fstat.
+  OpenFile(int fd, const struct stat& st);
   ~OpenFile();
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;
@@ -77,10 +82,14 @@ class OpenFile {
   // The mtime as an IMF-fixdate, for Last-Modified.
   std::string_view last_modified() const { return {last_modified_.data(), last_modified_.size()}; }
 
-  // The whole file, for small files read when opened: a response can then
-  // carry head and body in one write instead of a write and a sendfile.
+  // The whole file, for small hot files the cache read in (load_content):
+  // a response can then carry head and body in one write instead of a
+  // write and a sendfile.
   bool has_content() const { return has_content_; }
   std::string_view content() const { return content_; }
+  // Reads a regular file into memory; false if it could not be read whole
+  // (it is changing). Once; the cache calls it, on the loop.
+  bool load_content() const;
 
   // True if `st`, a fresh stat of the same path, still describes this file.
   bool unchanged(const struct stat& st) const;
@@ -92,10 +101,15 @@ class OpenFile {
   struct HeadMemo {
     std::string_view content_type;  // into the MimeTypes table; empty: not yet
     std::string fields;             // Content-Type, Last-Modified, ETag lines
-    // When a probe last found no "<name>.br" or "<name>.gz" beside the file
-    // (epoch: never).
-    // Trusted for as long as a cached "not found" would be.
-    std::chrono::steady_clock::time_point no_gzip_at{};
+    // Whether "<name>.br" and "<name>.gz" were beside the file when last
+    // looked for, and when that was (epoch: never). Trusted for as long as
+    // a cached entry is.
+    struct Sibling {
+      std::chrono::steady_clock::time_point checked_at{};
+      bool found = false;
+    };
+    Sibling br;
+    Sibling gz;
     // content() compressed on the fly, once each (ResponseWriter::compress_for).
     std::string gzip;
     std::string brotli;
@@ -113,8 +127,8 @@ class OpenFile {
   uint8_t etag_size_ = 0;
   std::array<char, 2 + 16 + 1 + 16 + 1> etag_{};
   std::array<char, http::kHttpDateSize> last_modified_{};
-  bool has_content_ = false;
-  std::string content_;
+  mutable bool has_content_ = false;
+  mutable std::string content_;
   mutable HeadMemo head_memo_;
 };
 
@@ -138,11 +152,15 @@ enum class SymlinkPolicy : uint8_t {
 };
 
 struct OpenFileCacheOptions {
-  size_t max_entries = 1024;  // 0 disables caching (every lookup opens)
+  size_t max_entries = 10000;  // descriptors held; 0 disables caching (every lookup opens)
+  // Memory held: the entries (kEntryBytes each, plus the path) and the
+  // contents read in. The compressed copies the static handler keeps beside
+  // a content (smaller than it) are not counted.
+  size_t max_bytes = 32 << 20;
   std::chrono::steady_clock::duration valid_for = std::chrono::seconds(1);
   SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;
   bool cache_not_found = true;
-  // Regular files up to this size are kept in memory too (0: none).
+  // Hot regular files up to this size are kept in memory too (0: none).
   size_t memory_max_file_bytes = 16 * 1024;
   // False: files are only looked at (O_PATH), for their kind and metadata,
   // and need no read permission (scripts that an application server runs).
@@ -153,6 +171,9 @@ class OpenFileCache {
  public:
   using Clock = std::chrono::steady_clock;
   using FileResult = Result<std::shared_ptr<const OpenFile>>;
+  // What an entry costs besides its path and contents: the entry and its
+  // index slot, the OpenFile and its memo (roughly).
+  static constexpr size_t kEntryBytes = 384;
 
   // Opens `root`. Start-up only: throws std::system_error if it cannot.
   OpenFileCache(const std::string& root, OpenFileCacheOptions options);
@@ -164,7 +185,9 @@ class OpenFileCache {
   // produced by http::normalize_path ("/", "/a/b.html", "/dir/"). A trailing
   // slash on something that is not a directory fails with ENOTDIR. On failure
   // the Error carries the errno (see http_status).
-  FileResult find(std::string_view path, Clock::time_point now);
+  // With remember_missing false, a path that is not there is not cached
+  // (a sibling probe, whose answer the caller keeps).
+  FileResult find(std::string_view path, Clock::time_point now, bool remember_missing = true);
 
   // The status to answer for a failed find(): 404 for ENOENT, ENOTDIR and
   // ENAMETOOLONG; 403 for EACCES, EPERM (includes "not a regular file"),
@@ -173,6 +196,7 @@ class OpenFileCache {
   static int http_status(const Error& error);
 
   size_t size() const { return index_.size(); }
+  size_t bytes() const { return bytes_; }  // counted against max_bytes
   void clear();
 
  private:
@@ -181,6 +205,8 @@ class OpenFileCache {
     std::shared_ptr<const OpenFile> file;  // null for a cached "not found"
     int error = 0;
     Clock::time_point checked_at;
+    size_t bytes = 0;   // counted in bytes_
+    uint32_t hits = 0;  // requests since it was opened, up to 2
   };
   using List = std::list<Entry>;
 
@@ -189,7 +215,12 @@ class OpenFileCache {
   bool still_valid(const Entry& entry);
   void refresh(List::iterator entry, FileResult& opened, Clock::time_point now);
   void insert(std::string_view path, FileResult& opened, Clock::time_point now);
-  bool cacheable(const FileResult& opened) const;
+  bool cacheable(const FileResult& opened, bool remember_missing = true) const;
+  void admit_content(List::iterator entry);
+  // Drops least recently used entries, never `keep`, until there is room
+  // for `more` bytes and one more entry (more_entries).
+  void evict(size_t more, bool more_entries, List::const_iterator keep);
+  void drop_last();
   FileResult open_path(std::string_view path);
   const char* relative(std::string_view path);
 
@@ -197,6 +228,7 @@ class OpenFileCache {
   int root_fd_ = -1;
   bool have_openat2_ = true;  // see probe_openat2()
   List lru_;                  // most recently used first
+  size_t bytes_ = 0;          // of every entry (Entry::bytes)
   std::unordered_map<std::string_view, List::iterator> index_;  // keys view Entry::path
   std::string scratch_;       // NUL-terminated relative path, reused
 };

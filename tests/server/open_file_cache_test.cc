@@ -355,6 +355,78 @@ TEST_F(OpenFileCacheTest, DotDotCannotEscapeEvenIfPassedUnnormalised) {
   EXPECT_EQ(OpenFileCache::http_status(r.error()), 403);
 }
 
+// A file's bytes come into memory at its second hit, not at the open: on a
+// site larger than the cache, a miss never reads a file.
+TEST_F(OpenFileCacheTest, AFileIsReadIntoMemoryOnlyOnceItIsHot) {
+  auto cache = make();
+  auto first = cache->find("/a.html", t0_);
+  ASSERT_TRUE(first);
+  EXPECT_FALSE((*first)->has_content());
+  const size_t before = cache->bytes();
+  auto second = cache->find("/a.html", t0_);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->get(), first->get());
+  EXPECT_TRUE((*second)->has_content());
+  EXPECT_EQ((*second)->content(), "hello");
+  EXPECT_EQ(cache->bytes(), before + 5);
+}
+
+TEST_F(OpenFileCacheTest, FilesAboveTheMemoryLimitStayOnDisk) {
+  OpenFileCacheOptions options;
+  options.memory_max_file_bytes = 4;
+  auto cache = make(options);
+  ASSERT_TRUE(cache->find("/a.html", t0_));
+  auto again = cache->find("/a.html", t0_);
+  ASSERT_TRUE(again);
+  EXPECT_FALSE((*again)->has_content());
+  EXPECT_TRUE((*cache->find("/sub/b.txt", t0_))->size() == 3);
+}
+
+// The byte budget bounds entries and contents together: least recently
+// used entries go to make room, and the total never exceeds it.
+TEST_F(OpenFileCacheTest, TheByteBudgetEvictsTheLeastRecentlyUsed) {
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(root_.write("f" + std::to_string(i), std::string(1000, 'x')));
+  OpenFileCacheOptions options;
+  options.max_bytes = 4 * (OpenFileCache::kEntryBytes + 3) + 2 * 1000;
+  auto cache = make(options);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(cache->find("/f" + std::to_string(i), t0_));
+      ASSERT_TRUE(cache->find("/f" + std::to_string(i), t0_));  // hot: read in
+      EXPECT_LE(cache->bytes(), options.max_bytes);
+    }
+  }
+  EXPECT_LT(cache->size(), 5u);
+  EXPECT_GE(cache->size(), 1u);
+  // The most recent file is still there, with its bytes.
+  auto last = cache->find("/f19", t0_);
+  ASSERT_TRUE(last);
+  EXPECT_TRUE((*last)->has_content());
+}
+
+TEST_F(OpenFileCacheTest, AChangedFileProvesHotAgainAndIsCountedAnew) {
+  auto cache = make();
+  ASSERT_TRUE(cache->find("/a.html", t0_));
+  ASSERT_TRUE((*cache->find("/a.html", t0_))->has_content());
+  const size_t hot = cache->bytes();
+  ASSERT_TRUE(root_.write("a.html", "hello, world"));
+  auto changed = cache->find("/a.html", t0_ + 2s);
+  ASSERT_TRUE(changed);
+  EXPECT_FALSE((*changed)->has_content());
+  EXPECT_EQ(cache->bytes(), hot - 5);
+  auto again = cache->find("/a.html", t0_ + 2s);
+  EXPECT_EQ((*again)->content(), "hello, world");
+  EXPECT_EQ(cache->bytes(), hot - 5 + 12);
+}
+
+TEST_F(OpenFileCacheTest, MissingPathsMayBeLeftOutOfTheCache) {
+  auto cache = make();
+  EXPECT_EQ(error_of(cache->find("/nope.gz", t0_, /*remember_missing=*/false)), ENOENT);
+  EXPECT_EQ(cache->size(), 0u);
+  EXPECT_EQ(error_of(cache->find("/nope.gz", t0_)), ENOENT);
+  EXPECT_EQ(cache->size(), 1u);
+}
+
 TEST_F(OpenFileCacheTest, ConstructorThrowsWhenTheRootCannotBeOpened) {
   EXPECT_THROW(OpenFileCache(root_.at("missing"), {}), std::system_error);
   EXPECT_THROW(OpenFileCache(root_.at("a.html"), {}), std::system_error);

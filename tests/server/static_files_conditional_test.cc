@@ -158,7 +158,19 @@ TEST_F(StaticFilesTest, ServesTheGzipSiblingWhenAccepted) {
   EXPECT_NE(r.etag, plain.etag);  // a different representation
 }
 
-TEST_F(StaticFilesTest, VariesEvenWhenGzipIsNotAccepted) {
+// A client that takes no coding costs no probe: it gets the file, and Vary
+// only once a sibling is known.
+TEST_F(StaticFilesTest, NoProbeForAClientThatTakesNoCoding) {
+  const size_t entries = files().cache().size();
+  StaticResult first = serve(with_encoding("/style.css", ""));
+  EXPECT_FALSE(first.gzip);
+  EXPECT_FALSE(first.vary_accept_encoding);
+  EXPECT_EQ(files().cache().size(), entries + 1) << "the file only, no sibling looked up";
+  EXPECT_EQ(body_of(first), "body { color: red }");
+}
+
+TEST_F(StaticFilesTest, VariesWhenGzipIsNotAcceptedOnceTheSiblingIsKnown) {
+  ASSERT_TRUE(serve(with_encoding("/style.css", "gzip")).gzip);
   for (std::string_view ae : {"", "deflate, br", "gzip;q=0", "gzip; q=0.000, *", "identity"}) {
     StaticResult r = serve(with_encoding("/style.css", ae));
     EXPECT_EQ(r.status, 200) << ae;
@@ -166,6 +178,15 @@ TEST_F(StaticFilesTest, VariesEvenWhenGzipIsNotAccepted) {
     EXPECT_TRUE(r.vary_accept_encoding) << ae;
     EXPECT_EQ(body_of(r), "body { color: red }") << ae;
   }
+}
+
+// A missing sibling is remembered with the file, not as cache entries of
+// its own: a site without siblings fills the cache with its files only.
+TEST_F(StaticFilesTest, AMissingSiblingTakesNoCacheEntry) {
+  const size_t entries = files().cache().size();
+  StaticResult r = serve(with_encoding("/hello.txt", "gzip, br"));
+  EXPECT_FALSE(r.gzip);
+  EXPECT_EQ(files().cache().size(), entries + 1);
 }
 
 TEST_F(StaticFilesTest, NoGzipSiblingMeansNoVary) {

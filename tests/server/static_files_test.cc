@@ -261,8 +261,12 @@ TEST_F(StaticFilesTest, WarmRequestsDoNotAllocate) {
   StaticRequest request = with_encoding("/style.css", "gzip");
   request.range = "bytes=0-0";
   request.if_none_match = "\"nope\"";
-  ASSERT_EQ(serve(request).status, 206);  // warm the cache and the buffers
-  ASSERT_EQ(get("/sub").status, 301);
+  // Warm the cache and the buffers; the second request reads the hot file
+  // into memory.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(serve(request).status, 206);
+    ASSERT_EQ(get("/sub").status, 301);
+  }
   size_t before = g_allocations;
   for (int i = 0; i < 100; ++i) {
     StaticResult r = serve(request);

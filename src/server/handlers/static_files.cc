@@ -26,6 +26,7 @@ OpenFileCacheOptions cache_options(const StaticFilesOptions& options) {
   cache.symlinks = options.symlinks;
   cache.cache_not_found = options.cache_not_found;
   cache.memory_max_file_bytes = options.memory_max_file_bytes;
+  cache.max_bytes = options.cache_max_bytes;
   return cache;
 }
 
@@ -213,27 +214,34 @@ int StaticFiles::find_index(std::string_view path, Clock::time_point now, FilePt
 void StaticFiles::select_encoding(const StaticRequest& request, std::string_view name,
                                   Clock::time_point now, StaticResult* result) {
   if (!options_.gzip_static) return;
-  // Most files have no sibling: the memo spares the probes (a path copy
-  // and a cache lookup each) until the answer may have changed.
+  // Siblings are looked for only for a client that takes their coding, and
+  // the answer is kept with the file (as long as a cached entry is
+  // trusted): on a site without them, a client costs no probe at all, and
+  // missing siblings take no room in the cache. A client that takes neither
+  // coding learns of a sibling (Vary) when it is known.
   OpenFile::HeadMemo& memo = result->file->head_memo();
-  const Clock::time_point never{};
-  if (memo.no_gzip_at != never && now - memo.no_gzip_at < options_.cache_valid_for) return;
-  bool found_any = false;
   // Brotli first: where a client takes both, it is the smaller.
   for (const bool brotli : {true, false}) {
-    gz_path_.assign(name).append(brotli ? ".br" : ".gz");
-    OpenFileCache::FileResult sibling = cache_.find(gz_path_, now);
-    if (!sibling || !sibling.value()->is_regular()) continue;
-    found_any = true;
-    if (result->gzip || result->brotli) continue;
-    if (!(brotli ? accepts_coding(request.accept_encoding, "br") : accepts_gzip(request.accept_encoding))) {
+    OpenFile::HeadMemo::Sibling& known = brotli ? memo.br : memo.gz;
+    const bool fresh = known.checked_at != Clock::time_point{} &&
+                       now - known.checked_at < options_.cache_valid_for;
+    const bool accepted = !request.accept_encoding.empty() &&
+                          accepts_coding(request.accept_encoding, brotli ? "br" : "gzip");
+    if (!accepted) {
+      if (fresh && known.found) result->vary_accept_encoding = true;
       continue;
     }
+    if (fresh && !known.found) continue;
+    gz_path_.assign(name).append(brotli ? ".br" : ".gz");
+    OpenFileCache::FileResult sibling = cache_.find(gz_path_, now, /*remember_missing=*/false);
+    known.found = sibling && sibling.value()->is_regular();
+    known.checked_at = now;
+    if (!known.found) continue;
+    result->vary_accept_encoding = true;
+    if (result->gzip || result->brotli) continue;
     result->file = std::move(sibling.value());
     (brotli ? result->brotli : result->gzip) = true;
   }
-  memo.no_gzip_at = found_any ? never : now;
-  result->vary_accept_encoding = found_any;
 }
 
 bool StaticFiles::not_modified(const StaticRequest& request, const OpenFile& file) {

@@ -31,11 +31,13 @@
 //     exactly our ETag (strong comparison) or exactly our Last-Modified date;
 //     otherwise the whole file is sent with 200. One satisfiable range is 206,
 //     none is 416, several are answered 200 (see http/range.h).
-//   - gzip_static: if "<file>.gz" exists as a regular file, the response
-//     varies by Accept-Encoding (vary_accept_encoding), and when the client
-//     accepts gzip the .gz file is the representation sent (gzip = true): its
-//     size, ETag, Last-Modified and ranges are the .gz file's, as in nginx.
-//     Content-Type always comes from the original name.
+//   - gzip_static: for a client that accepts br or gzip, a "<file>.br" or
+//     "<file>.gz" that exists as a regular file is the representation sent
+//     (brotli or gzip = true; brotli first), and the response varies by
+//     Accept-Encoding (vary_accept_encoding): its size, ETag, Last-Modified
+//     and ranges are the sibling's, as in nginx. Content-Type always comes
+//     from the original name. A client that accepts neither gets the file
+//     itself, without Vary (it suits every client), and costs no probe.
 //
 // One per event loop (it owns that loop's OpenFileCache). Loop thread only.
 // serve() reuses member buffers, so steady-state requests do not allocate;
@@ -64,7 +66,8 @@ struct StaticFilesOptions {
   std::vector<std::string> index = {"index.html"};  // tried in order
   SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;
   bool gzip_static = true;
-  size_t cache_max_entries = 1024;
+  size_t cache_max_entries = 10000;  // see OpenFileCacheOptions
+  size_t cache_max_bytes = 32 << 20;   // see OpenFileCacheOptions
   std::chrono::steady_clock::duration cache_valid_for = std::chrono::seconds(1);
   bool cache_not_found = true;
   size_t memory_max_file_bytes = 16 * 1024;  // see OpenFileCacheOptions
