@@ -131,6 +131,11 @@ bool OpenFile::load_content() const {
   return has_content_;
 }
 
+void OpenFile::drop_content() const {
+  has_content_ = false;
+  std::string().swap(content_);
+}
+
 OpenFile::~OpenFile() { ::close(fd_); }
 
 bool OpenFile::unchanged(const struct stat& st) const {
@@ -171,6 +176,7 @@ OpenFileCache::~OpenFileCache() {
 
 void OpenFileCache::clear() {
   index_.clear();
+  contents_.clear();
   lru_.clear();
   bytes_ = 0;
 }
@@ -193,36 +199,61 @@ OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time
     }
     entry->checked_at = now;
   }
-  admit_content(entry);
+  if (entry->in_memory) {
+    contents_.splice(contents_.begin(), contents_, entry->content_at);
+    entry->used_at = now;
+  } else {
+    admit_content(*entry, now);
+  }
   return result_of(*entry);
 }
 
 // A file proves hot when it is asked for again while cached: its bytes come
-// into memory then, if it is small enough, making room in the budget.
-void OpenFileCache::admit_content(List::iterator entry) {
-  if (entry->hits < 2) ++entry->hits;
-  if (entry->hits < 2 || !entry->file || entry->file->has_content()) return;
-  const OpenFile& file = *entry->file;
+// into memory then, if it is small enough and room can be made for them.
+void OpenFileCache::admit_content(Entry& entry, Clock::time_point now) {
+  if (entry.hits < 2) ++entry.hits;
+  if (entry.hits < 2 || !entry.file) return;
+  const OpenFile& file = *entry.file;
   if (!options_.open_for_reading || !file.is_regular() || file.size() > options_.memory_max_file_bytes ||
-      file.size() + entry->bytes > options_.max_bytes) {
+      !free_contents(file.size(), now - options_.content_idle) || !file.load_content()) {
     return;
   }
-  evict(file.size(), false, entry);
-  if (!file.load_content()) return;
-  entry->bytes += file.size();
+  entry.used_at = now;
+  entry.in_memory = true;
+  contents_.push_front(&entry);
+  entry.content_at = contents_.begin();
+  entry.bytes += file.size();
   bytes_ += file.size();
 }
 
-void OpenFileCache::evict(size_t more, bool more_entries, List::const_iterator keep) {
-  while (!lru_.empty() && std::prev(lru_.end()) != keep &&
-         (bytes_ + more > options_.max_bytes ||
-          (more_entries && lru_.size() >= options_.max_entries))) {
+bool OpenFileCache::free_contents(size_t more, Clock::time_point idle_before) {
+  while (bytes_ + more > options_.max_bytes && !contents_.empty() &&
+         contents_.back()->used_at < idle_before) {
+    drop_content(*contents_.back());
+  }
+  return bytes_ + more <= options_.max_bytes;
+}
+
+void OpenFileCache::drop_content(Entry& entry) {
+  if (!entry.in_memory) return;
+  contents_.erase(entry.content_at);
+  entry.in_memory = false;
+  const size_t size = entry.file->size();
+  entry.file->drop_content();
+  entry.bytes -= size;
+  bytes_ -= size;
+}
+
+void OpenFileCache::evict_for_entry(size_t more) {
+  free_contents(more, Clock::time_point::max());
+  while (!lru_.empty() && (bytes_ + more > options_.max_bytes || lru_.size() >= options_.max_entries)) {
     drop_last();
   }
 }
 
 void OpenFileCache::drop_last() {
   Entry& last = lru_.back();
+  drop_content(last);
   bytes_ -= last.bytes;
   index_.erase(std::string_view(last.path));
   lru_.pop_back();
@@ -271,6 +302,12 @@ bool OpenFileCache::cacheable(const FileResult& opened, bool remember_missing) c
 // Updates a stale entry in place with a fresh open, or drops it if the
 // outcome is not worth caching.
 void OpenFileCache::refresh(List::iterator entry, FileResult& opened, Clock::time_point now) {
+  if (entry->in_memory) {
+    // The old file goes with its content (a response may still hold it);
+    // only the accounting changes.
+    contents_.erase(entry->content_at);
+    entry->in_memory = false;
+  }
   bytes_ -= entry->bytes;
   if (!cacheable(opened)) {
     index_.erase(std::string_view(entry->path));
@@ -289,9 +326,9 @@ void OpenFileCache::insert(std::string_view path, FileResult& opened, Clock::tim
   if (!cacheable(opened)) return;
   const size_t bytes = kEntryBytes + path.size();
   if (bytes > options_.max_bytes) return;
-  evict(bytes, true, lru_.end());
+  evict_for_entry(bytes);
   Entry entry{std::string(path), opened.ok() ? opened.value() : nullptr,
-              opened.ok() ? 0 : opened.error().code, now, bytes, /*hits=*/1};
+              opened.ok() ? 0 : opened.error().code, now, now, bytes, /*hits=*/1, false, {}};
   lru_.push_front(std::move(entry));
   index_.emplace(std::string_view(lru_.front().path), lru_.begin());
   bytes_ += bytes;

@@ -9,7 +9,13 @@
 // contents of the files kept in memory). A file's bytes are read into memory
 // only once it has proven hot, asked for again while cached: on a site with
 // more files than the cache holds, a miss costs an open and an fstat, never
-// a read of a file that may not be asked for again. A hit younger than
+// a read of a file that may not be asked for again. Contents have an LRU
+// order of their own. A hot file's bytes come in only if they fit, or in
+// place of contents unused for content_idle: when the budget is smaller
+// than what clients ask for, the files already in memory stay there rather
+// than take turns (a read per request would cost more than the cache
+// saves). A new entry makes room by letting go of the least recently used
+// contents (their files stay cached, sent by sendfile), whole entries after. A hit younger than
 // `valid_for` is returned without any system call; an older one is
 // re-checked with one fstatat() on its path: if device, inode, size, mtime
 // and ctime are the same the entry is kept (and its clock restarted),
@@ -88,8 +94,10 @@ class OpenFile {
   bool has_content() const { return has_content_; }
   std::string_view content() const { return content_; }
   // Reads a regular file into memory; false if it could not be read whole
-  // (it is changing). Once; the cache calls it, on the loop.
+  // (it is changing). The cache calls it, and drop_content() to make room,
+  // on the loop; a response copies what it sends from content() at once.
   bool load_content() const;
+  void drop_content() const;
 
   // True if `st`, a fresh stat of the same path, still describes this file.
   bool unchanged(const struct stat& st) const;
@@ -162,6 +170,8 @@ struct OpenFileCacheOptions {
   bool cache_not_found = true;
   // Hot regular files up to this size are kept in memory too (0: none).
   size_t memory_max_file_bytes = 16 * 1024;
+  // Contents unused for this long may give way to a hotter file's.
+  std::chrono::steady_clock::duration content_idle = std::chrono::seconds(10);
   // False: files are only looked at (O_PATH), for their kind and metadata,
   // and need no read permission (scripts that an application server runs).
   bool open_for_reading = true;
@@ -205,8 +215,11 @@ class OpenFileCache {
     std::shared_ptr<const OpenFile> file;  // null for a cached "not found"
     int error = 0;
     Clock::time_point checked_at;
+    Clock::time_point used_at;  // last asked for (kept only while in memory)
     size_t bytes = 0;   // counted in bytes_
     uint32_t hits = 0;  // requests since it was opened, up to 2
+    bool in_memory = false;  // file's content is loaded, and in contents_ at content_at
+    std::list<Entry*>::iterator content_at;
   };
   using List = std::list<Entry>;
 
@@ -216,10 +229,13 @@ class OpenFileCache {
   void refresh(List::iterator entry, FileResult& opened, Clock::time_point now);
   void insert(std::string_view path, FileResult& opened, Clock::time_point now);
   bool cacheable(const FileResult& opened, bool remember_missing = true) const;
-  void admit_content(List::iterator entry);
-  // Drops least recently used entries, never `keep`, until there is room
-  // for `more` bytes and one more entry (more_entries).
-  void evict(size_t more, bool more_entries, List::const_iterator keep);
+  void admit_content(Entry& entry, Clock::time_point now);
+  // Lets go of the least recently used contents, until `more` bytes fit;
+  // with `idle_before` only of those unused since then. False if they cannot.
+  bool free_contents(size_t more, Clock::time_point idle_before);
+  void drop_content(Entry& entry);
+  // Drops least recently used entries until `more` bytes and one more entry fit.
+  void evict_for_entry(size_t more);
   void drop_last();
   FileResult open_path(std::string_view path);
   const char* relative(std::string_view path);
@@ -229,6 +245,7 @@ class OpenFileCache {
   bool have_openat2_ = true;  // see probe_openat2()
   List lru_;                  // most recently used first
   size_t bytes_ = 0;          // of every entry (Entry::bytes)
+  std::list<Entry*> contents_;  // entries whose content is loaded, most recently used first
   std::unordered_map<std::string_view, List::iterator> index_;  // keys view Entry::path
   std::string scratch_;       // NUL-terminated relative path, reused
 };

@@ -382,26 +382,57 @@ TEST_F(OpenFileCacheTest, FilesAboveTheMemoryLimitStayOnDisk) {
   EXPECT_TRUE((*cache->find("/sub/b.txt", t0_))->size() == 3);
 }
 
-// The byte budget bounds entries and contents together: least recently
-// used entries go to make room, and the total never exceeds it.
-TEST_F(OpenFileCacheTest, TheByteBudgetEvictsTheLeastRecentlyUsed) {
+// The byte budget bounds entries and contents together. To make room, the
+// least recently used contents go first (their files stay cached), whole
+// entries only after; the total never exceeds it.
+TEST_F(OpenFileCacheTest, TheByteBudgetDropsContentsBeforeEntries) {
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(root_.write("f" + std::to_string(i), std::string(1000, 'x')));
   OpenFileCacheOptions options;
-  options.max_bytes = 4 * (OpenFileCache::kEntryBytes + 3) + 2 * 1000;
+  options.max_entries = 10;
+  options.max_bytes = 10 * (OpenFileCache::kEntryBytes + 4) + 2 * 1000 + 100;
+  options.content_idle = 0s;  // any content may give way to a newer one
   auto cache = make(options);
-  for (int round = 0; round < 3; ++round) {
-    for (int i = 0; i < 20; ++i) {
-      ASSERT_TRUE(cache->find("/f" + std::to_string(i), t0_));
-      ASSERT_TRUE(cache->find("/f" + std::to_string(i), t0_));  // hot: read in
-      EXPECT_LE(cache->bytes(), options.max_bytes);
-    }
+  std::shared_ptr<const OpenFile> f10;
+  for (int i = 0; i < 20; ++i) {
+    const std::string path = "/f" + std::to_string(i);
+    const Clock::time_point now = t0_ + std::chrono::milliseconds(i + 1);
+    ASSERT_TRUE(cache->find(path, now));
+    auto hot = cache->find(path, now);  // asked again: read in
+    ASSERT_TRUE(hot);
+    EXPECT_TRUE((*hot)->has_content()) << path;
+    EXPECT_LE(cache->bytes(), options.max_bytes);
+    if (i == 10) f10 = *hot;
   }
-  EXPECT_LT(cache->size(), 5u);
-  EXPECT_GE(cache->size(), 1u);
-  // The most recent file is still there, with its bytes.
-  auto last = cache->find("/f19", t0_);
-  ASSERT_TRUE(last);
-  EXPECT_TRUE((*last)->has_content());
+  // Ten entries (f10 to f19), the last two with their bytes.
+  EXPECT_EQ(cache->size(), 10u);
+  EXPECT_EQ(cache->bytes(), 10 * (OpenFileCache::kEntryBytes + 4) + 2 * 1000);
+  EXPECT_FALSE(f10->has_content()) << "its content went to make room";
+  auto again = cache->find("/f10", t0_ + 100ms);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->get(), f10.get()) << "still cached: a hit, not a miss";
+  EXPECT_LE(cache->bytes(), options.max_bytes);
+}
+
+// When clients ask for more than the budget holds, the files in memory stay
+// there rather than take turns with the others (a read per request); a
+// content unused for content_idle gives way.
+TEST_F(OpenFileCacheTest, ContentsInUseAreNotSwappedForNewOnes) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(root_.write("f" + std::to_string(i), std::string(1000, 'x')));
+  OpenFileCacheOptions options;
+  options.max_bytes = 3 * (OpenFileCache::kEntryBytes + 3) + 2 * 1000 + 100;
+  auto cache = make(options);
+  for (const char* path : {"/f0", "/f1"}) {
+    ASSERT_TRUE(cache->find(path, t0_));
+    ASSERT_TRUE((*cache->find(path, t0_))->has_content());
+  }
+  ASSERT_TRUE(cache->find("/f2", t0_));
+  EXPECT_FALSE((*cache->find("/f2", t0_ + 1ms))->has_content()) << "no room: f0 and f1 are in use";
+  EXPECT_TRUE((*cache->find("/f0", t0_ + 5s))->has_content());
+  // f1 has not been asked for in 10 s: it gives way.
+  auto f2 = cache->find("/f2", t0_ + 12s);
+  ASSERT_TRUE(f2);
+  EXPECT_TRUE((*f2)->has_content());
+  EXPECT_LE(cache->bytes(), options.max_bytes);
 }
 
 TEST_F(OpenFileCacheTest, AChangedFileProvesHotAgainAndIsCountedAnew) {
