@@ -1,9 +1,10 @@
 """The PNG: one group of bars per scenario, one bar per server.
 
-Throughput and throughput per CPU-second are drawn relative to nginx (= 1.0)
-because the absolute figures of the scenarios differ by four orders of
-magnitude, on a log scale so that 0.5x and 2x are as far from nginx and one
-pipelined row does not flatten the others; each bar is labelled with its
+Throughput and throughput per CPU-second are drawn relative to the best
+peer of each row (= 1.0: the best of nginx, h2o and lighttpd there) because
+the absolute figures of the scenarios differ by four orders of magnitude, on
+a log scale so that 0.5x and 2x are as far from it and one pipelined row does
+not flatten the others; each bar is labelled with its
 absolute median. Idle memory, where lower is better, gets its own panel in KiB
 per connection, and the ratios of rows to rows of the same server (php-cached
 against keepalive-100 and php-uncached) another.
@@ -13,8 +14,9 @@ import sys
 
 from . import report
 
-COLORS = {"tern": "#2a7ab9", "nginx": "#3a9a48", "floor": "#9a9a9a"}
-SERVERS = ("tern", "nginx", "floor")
+COLORS = {"tern": "#2a7ab9", "nginx": "#3a9a48", "h2o": "#d9822b", "lighttpd": "#8e5bb5",
+          "floor": "#9a9a9a"}
+SERVERS = ("tern", *report.PEERS, "floor")
 
 
 def import_pyplot():
@@ -44,7 +46,7 @@ def _short(x):
 
 
 def _grouped_bars(ax, rows, figure, title):
-    """Bars of rows' `figure` relative to nginx, grouped by scenario."""
+    """Bars of rows' `figure` relative to the row's best peer, grouped by scenario."""
     from matplotlib.ticker import FuncFormatter  # imported late: may just have been installed
     scenarios = []
     for r in rows:
@@ -56,10 +58,10 @@ def _grouped_bars(ax, rows, figure, title):
         xs, heights, labels = [], [], []
         for g, sc in enumerate(scenarios):
             row = next((r for r in rows if r.scenario is sc and r.server == server), None)
-            ratio = row and row.ratios.get((figure, "nginx"))
+            ratio = row and row.ratios.get((figure, "peer"))
             if ratio is None:
                 continue
-            xs.append(g + (i - 1) * width)
+            xs.append(g + (i - (len(SERVERS) - 1) / 2) * width)
             heights.append(ratio)
             ratios.append(ratio)
             labels.append(_short(getattr(row, figure)))
@@ -73,7 +75,7 @@ def _grouped_bars(ax, rows, figure, title):
     ax.set_xticks(range(len(scenarios)))
     ax.set_xticklabels([f"{sc.name}\n({sc.unit})" if figure == "value" else sc.name
                         for sc in scenarios], fontsize=8)
-    ax.set_ylabel("relative to nginx = 1.0 (log scale)")
+    ax.set_ylabel("relative to the best peer = 1.0 (log scale)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8, loc="upper left")
 
@@ -130,7 +132,8 @@ def write_png(rows, path, subtitle):
     if compared:
         _compared_bars(fig.add_subplot(grid[1, 3]), rows)
     _memory_bars(fig.add_subplot(grid[1, 4]), rows)
-    fig.suptitle(f"tern vs nginx vs floor (higher is better)   {subtitle}", fontsize=11)
+    fig.suptitle(f"tern vs {', '.join(report.PEERS)} and the floor (higher is better)   "
+                 f"{subtitle}", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -3,24 +3,30 @@ medians, the project's targets, and the text and Markdown renderings."""
 import statistics
 from dataclasses import dataclass, field
 
+from .servers import PEERS
+
 # (scenario, figure, peer, bound, limit): tern's median figure divided by the
-# peer's must be >= limit (bound ">=") or <= limit (bound "<=").
+# peer's must be >= limit (bound ">=") or <= limit (bound "<="). "peer" is
+# the best of PEERS in that row and figure (see aggregate).
 TARGETS = [
-    ("keepalive-100", "value", "nginx", ">=", 1.0),
-    ("keepalive-100", "per_cpu", "nginx", ">=", 1.3),
+    ("keepalive-100", "value", "peer", ">=", 1.0),
+    ("keepalive-100", "per_cpu", "peer", ">=", 1.3),
     ("keepalive-100", "per_cpu", "floor", ">=", 0.9),
-    ("keepalive-100", "p99_ms", "nginx", "<=", 1.0),
-    ("keepalive-1000", "value", "nginx", ">=", 1.0),
-    ("keepalive-1000", "per_cpu", "nginx", ">=", 1.3),
+    ("keepalive-100", "p99_ms", "peer", "<=", 1.0),
+    ("keepalive-1000", "value", "peer", ">=", 1.0),
+    ("keepalive-1000", "per_cpu", "peer", ">=", 1.3),
     ("keepalive-1000", "per_cpu", "floor", ">=", 0.9),
-    ("keepalive-1000", "p99_ms", "nginx", "<=", 1.0),
-    ("conn-per-request", "value", "nginx", ">=", 1.15),
-    ("pipelined-16", "value", "nginx", ">=", 4.0),
+    ("keepalive-1000", "p99_ms", "peer", "<=", 1.0),
+    ("conn-per-request", "value", "peer", ">=", 1.15),
+    ("files", "per_cpu", "peer", ">=", 1.2),
+    ("pipelined-16", "value", "peer", ">=", 4.0),
     ("pipelined-16", "value", "floor", ">=", 0.4),
-    ("file-64m", "value", "nginx", ">=", 1.0),
-    ("idle-memory", "value", "nginx", "<=", 1.0),
+    ("file-64m", "value", "peer", ">=", 1.0),
+    ("file-64m", "per_cpu", "peer", ">=", 1.0),
+    ("idle-memory", "value", "peer", "<=", 1.0),
 ]
 FIGURE_NAMES = {"value": "main figure", "per_cpu": "per CPU-s", "p99_ms": "p99"}
+FIGURES = ("value", "per_cpu", "p99_ms")
 
 
 @dataclass
@@ -33,7 +39,10 @@ class Row:
     ok: int = 0
     total: int = 0
     errors: list = field(default_factory=list)
-    ratios: dict = field(default_factory=dict)  # (figure, peer) -> ratio
+    # (figure, name) -> this row's figure over that server's in the same
+    # scenario; name "peer" is the best of PEERS for that figure.
+    ratios: dict = field(default_factory=dict)
+    best_peer: dict = field(default_factory=dict)  # figure -> the peer "peer" stands for
 
 
 def _median(xs):
@@ -58,12 +67,27 @@ def aggregate(scenarios, samples):
                       [f"round {s.round}: {'; '.join(s.errors)}" for s in runs if s.failed])
             by_server[server] = row
             rows.append(row)
+        best = {fig: _best_peer(sc, by_server, fig) for fig in FIGURES}
         for row in by_server.values():
-            for peer in ("nginx", "floor"):
-                other = by_server.get(peer)
-                for fig in ("value", "per_cpu", "p99_ms"):
-                    row.ratios[(fig, peer)] = _ratio(getattr(row, fig), other and getattr(other, fig))
+            row.best_peer = {fig: peer.server for fig, peer in best.items() if peer}
+            for name in (*PEERS, "floor"):
+                other = by_server.get(name)
+                for fig in FIGURES:
+                    row.ratios[(fig, name)] = _ratio(getattr(row, fig), other and getattr(other, fig))
+            for fig, peer in best.items():
+                row.ratios[(fig, "peer")] = _ratio(getattr(row, fig), peer and getattr(peer, fig))
     return rows
+
+
+def _best_peer(sc, by_server, fig):
+    """The peer row with the best median `fig` in scenario `sc`: the highest
+    throughput (the lowest memory for idle-memory), the lowest p99."""
+    rows = [by_server[p] for p in PEERS if p in by_server and getattr(by_server[p], fig) is not None]
+    if not rows:
+        return None
+    lower_is_better = fig == "p99_ms" or not sc.higher_is_better
+    pick = min if lower_is_better else max
+    return pick(rows, key=lambda r: getattr(r, fig))
 
 
 def target_results(rows):
@@ -74,7 +98,10 @@ def target_results(rows):
         row = tern.get(scenario)
         ratio = row and row.ratios.get((fig, peer))
         passed = None if ratio is None else (ratio >= limit if bound == ">=" else ratio <= limit)
-        out.append((f"{scenario} {FIGURE_NAMES[fig]} / {peer}", ratio, bound, limit, passed))
+        name = peer
+        if peer == "peer":
+            name = f"best peer ({row.best_peer[fig]})" if row and fig in row.best_peer else "best peer"
+        out.append((f"{scenario} {FIGURE_NAMES[fig]} / {name}", ratio, bound, limit, passed))
     return out
 
 
@@ -130,7 +157,15 @@ def _fmt_ms(x):
 
 
 HEADER = ["scenario", "server", "median", "unit", "per CPU-s", "p99 ms", "runs ok",
-          "x nginx", "x floor", "CPU x nginx", "CPU x floor", "p99 x nginx"]
+          "x best peer", "x floor", "CPU x best peer", "CPU x floor", "p99 x best peer"]
+
+
+def _peer_ratio(row, fig):
+    """The ratio to the best peer, naming it: "1.21 (h2o)"."""
+    ratio = row.ratios.get((fig, "peer"))
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f} ({row.best_peer[fig]})"
 
 
 def table_cells(rows):
@@ -146,11 +181,11 @@ def table_cells(rows):
         per_cpu = "-" if r.per_cpu is None else f"{r.per_cpu:,.0f} {per_cpu_unit}"
         cells.append([r.scenario.name, r.server, median, unit, per_cpu, _fmt_ms(r.p99_ms),
                       f"{r.ok}/{r.total}",
-                      _fmt_ratio(r.ratios[("value", "nginx")]),
+                      _peer_ratio(r, "value"),
                       _fmt_ratio(r.ratios[("value", "floor")]),
-                      _fmt_ratio(r.ratios[("per_cpu", "nginx")]),
+                      _peer_ratio(r, "per_cpu"),
                       _fmt_ratio(r.ratios[("per_cpu", "floor")]),
-                      _fmt_ratio(r.ratios[("p99_ms", "nginx")])])
+                      _peer_ratio(r, "p99_ms")])
     return cells
 
 
@@ -170,7 +205,7 @@ def text_targets(rows):
     lines = []
     for desc, ratio, bound, limit, passed in target_results(rows):
         verdict = {True: "ok", False: "MISSED", None: "no data"}[passed]
-        lines.append(f"  {desc:<40} {_fmt_ratio(ratio):>6}  (target {bound} {limit})  {verdict}")
+        lines.append(f"  {desc:<56} {_fmt_ratio(ratio):>6}  (target {bound} {limit})  {verdict}")
     return "\n".join(lines)
 
 
@@ -194,16 +229,19 @@ def _md_table(header, body):
 
 def markdown(rows, samples, meta):
     """The whole results page. meta: date, machine, versions, rounds, durations."""
-    parts = [f"# tern vs nginx vs floor: {meta['date']}", "",
+    parts = [f"# tern vs {', '.join(PEERS)} and the floor: {meta['date']}", "",
              f"Machine: {meta['machine']}  ",
              f"Versions: {meta['versions']}  ",
              f"Method: BENCHMARKING.md; {meta['rounds']} round(s), servers "
-             f"alternated (tern, nginx, floor) in each round; warm-up {meta['warmup']} s, then "
+             f"alternated (tern, {', '.join(PEERS)}, floor) in each round; warm-up "
+             f"{meta['warmup']} s, then "
              f"measure {meta['duration']} s (ab: {meta['ab_requests']:,} requests). Server on "
              "CPU 0, load generator on CPU 1. Medians of the runs that had no errors; "
              "ratios are ratios of medians. `per CPU-s`: requests (MiB for file-64m) per "
              "second of server CPU time (utime+stime of every server process; for the php-* "
-             "rows tern's or nginx's, not php-fpm's)."
+             "rows tern's or nginx's, not php-fpm's). `x best peer`: tern's (or that "
+             "server's) median over the best median of nginx, h2o and lighttpd in that row "
+             "and figure, the peer named beside it."
              + (" nginx's PHP locations: fastcgi_keep_conn on (--nginx-keep-conn)."
                 if meta.get("nginx_keep_conn") else ""),
              "", "![chart](latest.png)", "", _md_table(HEADER, table_cells(rows)), ""]

@@ -9,9 +9,13 @@ from dataclasses import dataclass, field
 
 from . import loadgen, servers
 
-SERVERS = ("tern", "nginx", "floor")
+SERVERS = ("tern", *servers.PEERS, "floor")
+# Where the floor cannot take part (it never closes, and its canned
+# response is at most 128 KiB).
+WITHOUT_FLOOR = ("tern", *servers.PEERS)
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIPELINE_LUA = os.path.join(BENCH_DIR, "pipeline.lua")
+FILES_LUA = os.path.join(BENCH_DIR, "files.lua")
 IDLE_CONNECTIONS = 10_000
 
 
@@ -25,6 +29,7 @@ class Scenario:
     target: str = "file"      # a key of TARGETS: which server process each server name is
     servers: tuple = SERVERS
     pipeline: int = 0         # requests per write (wrk Lua script)
+    files: int = 0            # requests for random files of the many-files set (files.lua)
     higher_is_better: bool = True
     expect_cache_hit: bool = False  # after warm-up the response must say X-Cache: HIT
     # (scenario, label): this row's median over that row's, same server, same
@@ -39,7 +44,8 @@ class Scenario:
 
 # target -> {server name: kind of the process that serves it (servers.start)}
 TARGETS = {
-    "file": {"tern": "tern", "nginx": "nginx", "floor": "floor"},
+    "file": {"tern": "tern", "nginx": "nginx", "h2o": "h2o", "lighttpd": "lighttpd",
+             "floor": "floor"},
     "hello": {"tern": "hello", "nginx": "nginx", "floor": "floor-hello"},
     "php": {"tern": "tern-php", "nginx": "nginx-php"},
     "php-cache": {"tern": "tern-php-cache", "nginx": "nginx-php-cache"},
@@ -53,14 +59,20 @@ SCENARIOS = [
     Scenario("keepalive-100", "wrk", "req/s", conns=100),
     Scenario("keepalive-1000", "wrk", "req/s", conns=1000),
     # The floor never closes a connection, and ab without -k waits for the close.
-    Scenario("conn-per-request", "ab", "req/s", servers=("tern", "nginx"),
+    Scenario("conn-per-request", "ab", "req/s", servers=WITHOUT_FLOOR,
              note="HTTP/1.0, a new connection per request; floor n/a (never closes)"),
+    Scenario("files", "wrk", "req/s", path="/", files=servers.FILES_COUNT, servers=WITHOUT_FLOOR,
+             note=f"a site's many files: {servers.FILES_COUNT:,} files of "
+                  f"{servers.FILES_MIN}-{servers.FILES_MAX // 1024} KiB, each request for one "
+                  "at random (bench/files.lua, fixed seed), 100 keep-alive connections; every "
+                  "server at its defaults for caching (nginx: open_file_cache max=1000); floor "
+                  "n/a (one canned size)"),
     Scenario("pipelined-16", "wrk", "req/s", pipeline=16,
              note="16 requests per write; wrk times the whole batch of 16 (p99 is per batch), "
                   "and sometimes prints no latency distribution at all when pipelining"),
     # The floor's canned response is at most 128 KiB: it cannot serve this file.
     Scenario("file-64m", "wrk", "MiB/s", path="/" + servers.BIG_FILE, conns=4,
-             servers=("tern", "nginx"), note="floor n/a (cannot send 64 MiB)"),
+             servers=WITHOUT_FLOOR, note="floor n/a (cannot send 64 MiB)"),
     Scenario("idle-memory", "idle", "KiB/conn", higher_is_better=False,
              note=f"RSS growth holding {IDLE_CONNECTIONS:,} idle keep-alive connections; "
                   "a freshly started server each time. nginx allocates all its connection "
@@ -68,8 +80,10 @@ SCENARIOS = [
                   "part of its cost is in its 'before' (worker RSS at start: 4.6 MB with "
                   "1,024 slots, 12.5 MB with 20,000)"),
     Scenario("hello-router", "wrk", "req/s", path="/hello", target="hello",
+             servers=("tern", "nginx", "floor"),
              note='"Hello, world!\\n" from memory: tern = examples/hello_http, '
-                  "nginx = return 200, floor = 14-byte body"),
+                  "nginx = return 200, floor = 14-byte body; h2o and lighttpd n/a (they "
+                  "answer from memory only through a script: mruby, Lua)"),
     # php-fpm bounds these rows, not the server: 50 connections are plenty.
     Scenario("php-hello", "wrk", "req/s", path="/hello.php", conns=50, target="php",
              servers=("tern", "nginx"),
@@ -122,6 +136,8 @@ def _load_command(sc, url, seconds, ab_requests):
         return loadgen.ab_cmd(url, ab_requests, sc.conns)
     if sc.pipeline:
         return loadgen.wrk_cmd(url, sc.conns, seconds, PIPELINE_LUA, [str(sc.pipeline)])
+    if sc.files:
+        return loadgen.wrk_cmd(url, sc.conns, seconds, FILES_LUA, [str(sc.files)])
     return loadgen.wrk_cmd(url, sc.conns, seconds)
 
 

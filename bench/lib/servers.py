@@ -7,6 +7,7 @@ A PHP server (tern-php, nginx-php and their -cache forms) has a php-fpm of
 its own, also on CPU 0: the server side of the PHP rows is server + php-fpm.
 """
 import os
+import random
 import shutil
 import signal
 import socket
@@ -20,6 +21,10 @@ HOST = "127.0.0.1"
 SERVER_CPU = "0"
 SMALL_FILE, SMALL_SIZE = "1k.html", 1024
 BIG_FILE, BIG_SIZE = "64m.bin", 64 << 20
+# A site's many files (the files row): FILES_COUNT files of 0.5-16 KiB in
+# files/, named f00000.html... (bench/files.lua asks for them at random).
+FILES_DIR, FILES_COUNT = "files", 10_000
+FILES_MIN, FILES_MAX = 512, 16 * 1024
 HELLO_BODY = "Hello, world!\n"
 PHP_SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "php")
 PHP_BODY = "hello\n"  # of bench/php/hello.php and slow_hello.php
@@ -78,6 +83,12 @@ class Workspace:
         # A repeating 1 MiB block: content does not matter to sendfile.
         block = bytes(range(256)) * 4096
         self._write(BIG_FILE, block * (BIG_SIZE // len(block)))
+        os.mkdir(os.path.join(self.docroot, FILES_DIR))
+        os.chmod(os.path.join(self.docroot, FILES_DIR), 0o755)
+        rng = random.Random(20261124)  # the same sizes every run
+        text = line * (FILES_MAX // len(line) + 1)
+        for i in range(FILES_COUNT):
+            self._write(files_path(i).lstrip("/"), text[:rng.randint(FILES_MIN, FILES_MAX)])
 
     def _write(self, name, data):
         path = os.path.join(self.docroot, name)
@@ -87,6 +98,11 @@ class Workspace:
 
     def path(self, name):
         return os.path.join(self.dir, name)
+
+
+def files_path(i):
+    """The URL path of file i of the files row."""
+    return f"/{FILES_DIR}/f{i:05d}.html"
 
 
 class Server:
@@ -338,6 +354,65 @@ def nginx_php_config(ws, port, fpm, cache):
     return nginx_config(ws, port, server_block, http_extra)
 
 
+def h2o_config(ws, port):
+    """h2o doing the same work: one thread, no access log, the same root and
+    types (its open-file cache is on by default). Started as root, it would
+    switch to nobody, who cannot write in the temp dir: it stays root."""
+    tmp = ws.path(f"h2o-{port}")
+    os.makedirs(tmp, exist_ok=True)
+    path = ws.path(f"h2o-{port}.conf")
+    with open(path, "w") as f:
+        f.write(f'''listen:
+  host: {HOST}
+  port: {port}
+num-threads: 1
+max-connections: 20000
+{"user: root" if os.geteuid() == 0 else ""}
+error-log: {tmp}/error.log
+file.send-gzip: OFF
+file.mime.settypes:
+  text/html: .html
+  application/octet-stream: .bin
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: {ws.docroot}
+''')
+    return path
+
+
+def lighttpd_config(ws, port):
+    """lighttpd doing the same work: one process, no access log (mod_accesslog
+    not loaded), sendfile, its stat cache, keep-alive for as many requests
+    as it allows on a connection."""
+    tmp = ws.path(f"lighttpd-{port}")
+    os.makedirs(tmp, exist_ok=True)
+    path = ws.path(f"lighttpd-{port}.conf")
+    with open(path, "w") as f:
+        f.write(f'''server.modules = ()
+server.document-root = "{ws.docroot}"
+server.bind = "{HOST}"
+server.port = {port}
+server.pid-file = "{tmp}/lighttpd.pid"
+server.errorlog = "{tmp}/error.log"
+server.max-worker = 0
+server.max-fds = 65536
+server.max-connections = 20000
+server.max-keep-alive-requests = 65535
+server.max-keep-alive-idle = 300
+server.network-backend = "sendfile"
+server.stat-cache-engine = "simple"
+mimetype.assign = (".html" => "text/html", ".bin" => "application/octet-stream")
+''')
+    return path
+
+
+# The peers tern is measured against, beside the floor: each the Debian
+# package, configured for the same work.
+PEERS = ("nginx", "h2o", "lighttpd")
+
+
 # The PHP servers: kind -> (server, response cache on).
 PHP_KINDS = {"tern-php": ("tern", False), "tern-php-cache": ("tern", True),
              "nginx-php": ("nginx", False), "nginx-php-cache": ("nginx", True)}
@@ -356,6 +431,12 @@ def _command(kind, ws, bins, port, fpm):
     elif kind == "tern":
         conf = tern_config(ws, port)
         return [bins["tern"], "-c", conf], conf
+    elif kind == "h2o":
+        conf = h2o_config(ws, port)
+        return ["h2o", "-c", conf], conf
+    elif kind == "lighttpd":
+        conf = lighttpd_config(ws, port)
+        return ["lighttpd", "-D", "-f", conf], conf
     elif kind == "floor":
         return [bins["floor"], str(port), str(SMALL_SIZE)], None
     elif kind == "floor-hello":
@@ -370,7 +451,8 @@ def _command(kind, ws, bins, port, fpm):
 def start(kind, ws, bins):
     """Start one server of `kind` on a fresh port and wait until it listens.
 
-    kind: tern | nginx | floor (1 KiB body) | hello (tern's hello_http) | floor-hello
+    kind: tern | nginx | h2o | lighttpd | floor (1 KiB body) | hello (tern's
+    hello_http) | floor-hello
     | one of PHP_KINDS (started after a php-fpm of its own, its `backend`).
     bins: paths of the built binaries (tern, hello_http, floor_server, php-fpm)."""
     port = free_port()

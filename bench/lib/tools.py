@@ -8,6 +8,7 @@ import subprocess
 
 # tool -> Debian package that provides it
 TOOLS = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx-light (or nginx)",
+         "h2o": "h2o", "lighttpd": "lighttpd",
          "taskset": "util-linux", "gcc": "gcc", "cmake": "cmake", "flock": "util-linux"}
 BUILD_LOCK = "/tmp/tern-build.lock"  # shared with everyone who builds in this checkout
 FASTCGI_PARAMS = "/etc/nginx/fastcgi_params"  # included by nginx's PHP location
@@ -23,10 +24,14 @@ def find_php_fpm():
     return None
 
 
-def check_tools(need_build, need_php=False):
+def check_tools(need_build, need_php=False, servers=("nginx", "h2o", "lighttpd")):
+    """What the chosen work needs: the builders only when building, each peer
+    only when a chosen scenario runs it."""
     missing = []
     for tool, package in TOOLS.items():
         if tool in ("cmake", "gcc", "flock") and not need_build:
+            continue
+        if tool in ("nginx", "h2o", "lighttpd") and tool not in servers:
             continue
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
             missing.append(f"{tool} (apt-get install {package})")
@@ -57,13 +62,14 @@ def build(repo, floor_src):
     _run(["gcc", "-O2", "-o", "build/bench/floor_server", floor_src], 300, repo)
 
 
-def binaries(repo):
+def binaries(repo, needed=("tern", "hello", "floor")):
+    """Paths of the built binaries; those `needed` must be there."""
     bins = {"tern": os.path.join(repo, "build/release/tern"),
             "hello": os.path.join(repo, "build/release/examples/hello_http"),
             "floor": os.path.join(repo, "build/bench/floor_server")}
-    for name, path in bins.items():
-        if not os.access(path, os.X_OK):
-            raise SystemExit(f"bench: {path} is missing; run without --no-build")
+    for name in needed:
+        if not os.access(bins[name], os.X_OK):
+            raise SystemExit(f"bench: {bins[name]} is missing; run without --no-build")
     return bins
 
 
@@ -91,6 +97,9 @@ def versions(bins):
     wrk = _first_line(["wrk", "-v"]).split(" Copyright")[0]
     ab = _first_line(["ab", "-V"]).replace("This is ApacheBench, ", "ab ")
     nginx = _first_line(["nginx", "-v"]).replace("nginx version: ", "")
+    for peer, cmd in (("h2o", ["h2o", "--version"]), ("lighttpd", ["lighttpd", "-v"])):
+        if shutil.which(peer) or os.path.exists(f"/usr/sbin/{peer}"):
+            nginx += ", " + _first_line(cmd).split(" - ")[0].replace(" version ", " ")
     php = ""
     if "php-fpm" in bins:
         php = ", " + _first_line([bins["php-fpm"], "-n", "-v"]).split(" (built")[0]
