@@ -313,6 +313,24 @@ class CallTest : public ::testing::Test {
   }
   void call(MemoryExchange& ex) { call(ex, pool_); }
 
+  // A 100 KiB POST that the client sends in 4 KiB pieces, answered `answer_text`.
+  MemoryExchange& post_in_pieces(const std::string& body, const std::string& answer_text) {
+    app_.reply(send(answer(answer_text)));
+    exchanges_.push_back(std::make_unique<MemoryExchange>(&loop_, post(body)));
+    exchanges_.back()->set_body_piece(4096);
+    call(*exchanges_.back());
+    return *exchanges_.back();
+  }
+  // The one request the application got, with `body` whole as its STDIN.
+  const SeenRequest& only_request_with(const std::string& body) {
+    EXPECT_EQ(app_.requests().size(), 1u);
+    const SeenRequest& seen = app_.requests().at(0);
+    EXPECT_EQ(seen.param("CONTENT_LENGTH"), std::to_string(body.size()));  // as declared
+    EXPECT_EQ(seen.body.size(), body.size());
+    EXPECT_TRUE(seen.body == body) << "STDIN differs from the request body";
+    return seen;
+  }
+
   // Turns the loop until `done()` holds or `limit` has passed; whether it holds.
   bool turn_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -325,13 +343,15 @@ class CallTest : public ::testing::Test {
   }
 
   // Built in this order, destroyed in the other. The MemoryExchanges are
-  // local to each test, so they go before the pools their calls use.
+  // local to each test or in exchanges_, so they go before the pools their
+  // calls use.
   net::EventLoop loop_;
   TempDir temp_;
   ScriptedApp app_{&loop_};
   net::ConnectionPool pool_{&loop_, net::ConnectionPoolOptions{.address = app_.address(), .name = "app"}};
   CallOptions options_;
   std::unique_ptr<ResponseTap> tap_;
+  std::vector<std::unique_ptr<MemoryExchange>> exchanges_;  // post_in_pieces()'s
 };
 
 // ---- Relaying a response ----
@@ -500,46 +520,30 @@ TEST_F(CallTest, ConnectionServesTheNextCall) {
 
 TEST_F(CallTest, BufferedBodyReachesTheApplicationWhole) {
   const std::string body = pattern(100 * 1024);
-  app_.reply(send(answer("Status: 201 Created\r\nContent-Type: text/plain\r\n\r\nstored")));
-  MemoryExchange ex(&loop_, post(body));
-  ex.set_body_piece(4096);
-  call(ex);
+  MemoryExchange& ex =
+      post_in_pieces(body, "Status: 201 Created\r\nContent-Type: text/plain\r\n\r\nstored");
   // Gathered first (past request_memory, in a temp file): the client is
   // never held back.
   EXPECT_FALSE(ex.paused());
   ASSERT_TRUE(ex.run());
   EXPECT_EQ(ex.response().status, 201);
   EXPECT_EQ(ex.response().body, "stored");
-
-  ASSERT_EQ(app_.requests().size(), 1u);
-  const SeenRequest& seen = app_.requests()[0];
+  const SeenRequest& seen = only_request_with(body);
   EXPECT_EQ(seen.param("REQUEST_METHOD"), "POST");
-  EXPECT_EQ(seen.param("CONTENT_LENGTH"), "102400");
-  EXPECT_EQ(seen.body.size(), body.size());
-  EXPECT_TRUE(seen.body == body) << "STDIN differs from the request body";
   EXPECT_GT(seen.stdin_records, 1u);  // a record holds at most 65535 bytes
 }
 
 TEST_F(CallTest, StreamedBodyReachesTheApplicationWhole) {
   options_.request_buffering = false;
   const std::string body = pattern(100 * 1024);
-  app_.reply(send(answer("Content-Type: text/plain\r\n\r\nstreamed")));
-  MemoryExchange ex(&loop_, post(body));
-  ex.set_body_piece(4096);
-  call(ex);
+  MemoryExchange& ex = post_in_pieces(body, "Content-Type: text/plain\r\n\r\nstreamed");
   // The connection is still being opened: the client is held back once
   // 64 KiB wait for it.
   EXPECT_TRUE(ex.paused());
   ASSERT_TRUE(ex.run());
   EXPECT_EQ(ex.response().status, 200);
   EXPECT_EQ(ex.response().body, "streamed");
-
-  ASSERT_EQ(app_.requests().size(), 1u);
-  const SeenRequest& seen = app_.requests()[0];
-  EXPECT_EQ(seen.param("CONTENT_LENGTH"), "102400");  // as declared
-  EXPECT_EQ(seen.body.size(), body.size());
-  EXPECT_TRUE(seen.body == body) << "STDIN differs from the request body";
-  EXPECT_EQ(seen.stdin_records, 25u);  // one per piece the client sent
+  EXPECT_EQ(only_request_with(body).stdin_records, 25u);  // one per piece the client sent
 }
 
 // ---- Failures before the response ----
