@@ -232,7 +232,7 @@ def markdown(rows, samples, meta):
     parts = [f"# tern vs {', '.join(PEERS)} and the floor: {meta['date']}", "",
              f"Machine: {meta['machine']}  ",
              f"Versions: {meta['versions']}  ",
-             f"Method: BENCHMARKING.md; {meta['rounds']} round(s), servers "
+             f"Method: bench/results/README.md; {meta['rounds']} round(s), servers "
              f"alternated (tern, {', '.join(PEERS)}, floor) in each round; warm-up "
              f"{meta['warmup']} s, then "
              f"measure {meta['duration']} s (ab: {meta['ab_requests']:,} requests). Server on "

@@ -1,4 +1,4 @@
-"""The scenarios of BENCHMARKING.md and how one sample of one is taken.
+"""The scenarios of bench/compare and how one sample of one is taken.
 
 A sample is one measured run of one scenario against one server: warm-up,
 then the measured run with the server's CPU time read on either side.

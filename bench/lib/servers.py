@@ -286,7 +286,7 @@ def _nginx_has(module):
 
 
 def nginx_config(ws, port, server_block=None, http_extra=""):
-    """The config of BENCHMARKING.md, with every path it writes in the temp dir,
+    """nginx's config for the benchmark, with every path it writes in the temp dir,
     so that it runs as root without touching /var. server_block: the inside
     of its server {} (default: the document root and /hello)."""
     tmp = ws.path(f"nginx-{port}")
