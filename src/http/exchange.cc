@@ -63,19 +63,17 @@ ExchangeTable& table_of(net::EventLoop* loop) {
 
 void Exchange::begin(ExchangeTransport* transport, const Request* request,
                      const ResponseWriter::Context& context, bool has_body) {
-  TERN_CHECK_MSG(!active_, "Exchange::begin while one is in progress");
+  TERN_CHECK_MSG(!active(), "Exchange::begin while one is in progress");
   transport_ = transport;
   request_ = request;
   writer_.emplace(context);
-  active_ = true;
   body_complete_ = !has_body;
   body_paused_ = false;
   id_ = table_of(transport->loop()).add(transport->loop(), this);
 }
 
 void Exchange::end() {
-  if (!active_) return;
-  active_ = false;
+  if (!active()) return;
   table_of(id_.loop).remove(id_);
   id_ = {};
   if (!body_handler_ && !drain_handler_ && !abort_handler_ && !job_ && !kept_) return;
@@ -143,12 +141,12 @@ void Exchange::resume_body() {
 void Exchange::wait_for_drain() { transport_->wait_for_drain(); }
 
 void Exchange::finish() {
-  TERN_CHECK_MSG(active_, "Exchange::finish without an exchange in progress");
+  TERN_CHECK_MSG(active(), "Exchange::finish without an exchange in progress");
   transport_->finish_exchange();
 }
 
 void Exchange::abort() {
-  TERN_CHECK_MSG(active_, "Exchange::abort without an exchange in progress");
+  TERN_CHECK_MSG(active(), "Exchange::abort without an exchange in progress");
   transport_->abort_exchange();
 }
 

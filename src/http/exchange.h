@@ -167,7 +167,7 @@ class Exchange {
   // A new exchange for `request`, carried by `transport`.
   void begin(ExchangeTransport* transport, const Request* request,
              const ResponseWriter::Context& context, bool has_body);
-  bool active() const { return active_; }
+  bool active() const { return id_.valid(); }
   // A piece of the body arrived (see set_body_handler).
   void deliver(std::string_view piece, bool last);
   bool body_paused() const { return body_paused_; }
@@ -190,8 +190,7 @@ class Exchange {
   std::function<void()> abort_handler_;
   std::unique_ptr<ExchangeJob> job_;
   std::shared_ptr<const void> kept_;
-  ExchangeId id_;  // while active
-  bool active_ = false;
+  ExchangeId id_;  // valid while active
   bool body_complete_ = true;
   bool body_paused_ = false;
 };

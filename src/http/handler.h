@@ -50,6 +50,9 @@ struct Route {
   // HttpLimits::max_body_bytes; a larger Content-Length is 413 before the
   // body is read).
   std::optional<uint64_t> max_body;
+  // The claiming handler's own note for its respond() or start(), so that
+  // what claim() found is not looked up again (the Router's matched handler).
+  const void* note = nullptr;
 };
 
 // A handler typed on the route its chain hands along (RequestHandler for

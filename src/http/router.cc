@@ -46,13 +46,15 @@ Claim Router::claim(Route& route) {
   // own) pays nothing for it.
   if (exact_.empty() && prefixes_.empty() && !fallback_) return Claim::kPass;
   const Match found = match(route.request->method(), route.path);
-  if (found.handler != nullptr) return Claim::kRespondWithBody;
-  return found.status == 405 ? Claim::kRespond : Claim::kPass;
+  if (found.handler == nullptr && found.status != 405) return Claim::kPass;
+  route.note = found.handler;  // null for a 405
+  return found.handler != nullptr ? Claim::kRespondWithBody : Claim::kRespond;
 }
 
 void Router::respond(const Route& route, ResponseWriter& writer) {
+  if (route.note != nullptr) return (*static_cast<const Handler*>(route.note))(*route.request, writer);
+  // A 405 (rare): its Allow value is looked up again.
   const Match found = match(route.request->method(), route.path);
-  if (found.handler != nullptr) return (*found.handler)(*route.request, writer);
   write_error_page(writer, found.status, found.allow);
 }
 

@@ -199,7 +199,7 @@ OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time
     }
     entry->checked_at = now;
   }
-  if (entry->in_memory) {
+  if (entry->in_memory()) {
     contents_.splice(contents_.begin(), contents_, entry->content_at);
     entry->used_at = now;
   } else {
@@ -219,7 +219,6 @@ void OpenFileCache::admit_content(Entry& entry, Clock::time_point now) {
     return;
   }
   entry.used_at = now;
-  entry.in_memory = true;
   contents_.push_front(&entry);
   entry.content_at = contents_.begin();
   entry.bytes += file.size();
@@ -235,9 +234,8 @@ bool OpenFileCache::free_contents(size_t more, Clock::time_point idle_before) {
 }
 
 void OpenFileCache::drop_content(Entry& entry) {
-  if (!entry.in_memory) return;
+  if (!entry.in_memory()) return;
   contents_.erase(entry.content_at);
-  entry.in_memory = false;
   const size_t size = entry.file->size();
   entry.file->drop_content();
   entry.bytes -= size;
@@ -302,12 +300,9 @@ bool OpenFileCache::cacheable(const FileResult& opened, bool remember_missing) c
 // Updates a stale entry in place with a fresh open, or drops it if the
 // outcome is not worth caching.
 void OpenFileCache::refresh(List::iterator entry, FileResult& opened, Clock::time_point now) {
-  if (entry->in_memory) {
-    // The old file goes with its content (a response may still hold it);
-    // only the accounting changes.
-    contents_.erase(entry->content_at);
-    entry->in_memory = false;
-  }
+  // The old file goes with its content (a response may still hold it);
+  // only the accounting changes.
+  if (entry->in_memory()) contents_.erase(entry->content_at);
   bytes_ -= entry->bytes;
   if (!cacheable(opened)) {
     index_.erase(std::string_view(entry->path));
@@ -323,12 +318,11 @@ void OpenFileCache::refresh(List::iterator entry, FileResult& opened, Clock::tim
 }
 
 void OpenFileCache::insert(std::string_view path, FileResult& opened, Clock::time_point now) {
-  if (!cacheable(opened)) return;
   const size_t bytes = kEntryBytes + path.size();
   if (bytes > options_.max_bytes) return;
   evict_for_entry(bytes);
   Entry entry{std::string(path), opened.ok() ? opened.value() : nullptr,
-              opened.ok() ? 0 : opened.error().code, now, now, bytes, /*hits=*/1, false, {}};
+              opened.ok() ? 0 : opened.error().code, now, now, bytes, /*hits=*/1, {}};
   lru_.push_front(std::move(entry));
   index_.emplace(std::string_view(lru_.front().path), lru_.begin());
   bytes_ += bytes;

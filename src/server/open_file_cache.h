@@ -218,8 +218,8 @@ class OpenFileCache {
     Clock::time_point used_at;  // last asked for (kept only while in memory)
     size_t bytes = 0;   // counted in bytes_
     uint32_t hits = 0;  // requests since it was opened, up to 2
-    bool in_memory = false;  // file's content is loaded, and in contents_ at content_at
-    std::list<Entry*>::iterator content_at;
+    std::list<Entry*>::iterator content_at;  // in contents_, while the file has its content
+    bool in_memory() const { return file && file->has_content(); }
   };
   using List = std::list<Entry>;
 
@@ -227,6 +227,7 @@ class OpenFileCache {
   FileResult result_of(const Entry& entry) const;
   bool still_valid(const Entry& entry);
   void refresh(List::iterator entry, FileResult& opened, Clock::time_point now);
+  // A cacheable `opened` (see cacheable()) as a new entry.
   void insert(std::string_view path, FileResult& opened, Clock::time_point now);
   bool cacheable(const FileResult& opened, bool remember_missing = true) const;
   void admit_content(Entry& entry, Clock::time_point now);

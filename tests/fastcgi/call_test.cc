@@ -321,6 +321,23 @@ class CallTest : public ::testing::Test {
     call(*exchanges_.back());
     return *exchanges_.back();
   }
+  // Relays `head` and `body` from the application to `ex`, whose client has
+  // 1 MiB it has not taken yet: the whole response arrives, and the
+  // connection goes back to the pool.
+  testing::ParsedResponse relay_to_slow_client(MemoryExchange& ex, const std::string& head,
+                                               const std::string& body) {
+    app_.reply(send(answer(head + body)));
+    ex.set_pending_output(1 << 20);
+    call(ex);
+    EXPECT_TRUE(ex.run());
+    EXPECT_TRUE(ex.finished());
+    testing::ParsedResponse r = ex.response();
+    EXPECT_TRUE(r.complete);
+    EXPECT_EQ(r.body.size(), body.size());
+    EXPECT_TRUE(r.body == body) << "the relayed body differs";
+    EXPECT_EQ(pool_.idle(), 1u);
+    return r;
+  }
   // The one request the application got, with `body` whole as its STDIN.
   const SeenRequest& only_request_with(const std::string& body) {
     EXPECT_EQ(app_.requests().size(), 1u);
@@ -780,36 +797,20 @@ TEST_F(CallTest, ClientLeavingBeforeTheConnectionOpensLeavesItForTheNext) {
 TEST_F(CallTest, LargeUnbufferedResponseWaitsForASlowClient) {
   options_.response_buffering = false;
   const std::string body = pattern(1 << 20);
-  app_.reply(send(answer("Content-Type: application/octet-stream\r\nContent-Length: 1048576\r\n\r\n" + body)));
-  MemoryExchange ex(&loop_, std::string(kGet));
   // More queued than the Call lets pile up: it pauses the application and
   // waits for the client to drain before reading on.
-  ex.set_pending_output(1 << 20);
-  call(ex);
-  ASSERT_TRUE(ex.run());
-  EXPECT_TRUE(ex.finished());
-  testing::ParsedResponse r = ex.response();
+  MemoryExchange ex(&loop_, std::string(kGet));
+  testing::ParsedResponse r = relay_to_slow_client(
+      ex, "Content-Type: application/octet-stream\r\nContent-Length: 1048576\r\n\r\n", body);
   EXPECT_EQ(r.header("Content-Length"), "1048576");
-  EXPECT_EQ(r.body.size(), body.size());
-  EXPECT_TRUE(r.body == body) << "the relayed body differs";
   EXPECT_GT(ex.flushes(), 0u);
-  EXPECT_EQ(pool_.idle(), 1u);
 }
 
 TEST_F(CallTest, LargeBufferedResponseSpillsToAFileAndCompletes) {
   options_.response_memory = 4096;  // the rest in a temp file under temp_
   const std::string body = pattern(1 << 20);
-  app_.reply(send(answer("Content-Type: application/octet-stream\r\n\r\n" + body)));
   MemoryExchange ex(&loop_, std::string(kGet));
-  ex.set_pending_output(1 << 20);
-  call(ex);
-  ASSERT_TRUE(ex.run());
-  EXPECT_TRUE(ex.finished());
-  testing::ParsedResponse r = ex.response();
-  EXPECT_TRUE(r.complete);
-  EXPECT_EQ(r.body.size(), body.size());
-  EXPECT_TRUE(r.body == body) << "the relayed body differs";
-  EXPECT_EQ(pool_.idle(), 1u);
+  relay_to_slow_client(ex, "Content-Type: application/octet-stream\r\n\r\n", body);
 }
 
 // ---- Options ----
