@@ -1,6 +1,6 @@
 // echo_server: sends every byte back.
 //
-//   echo_server --port 7000 --threads 4 --mode reuseport --trigger edge
+//   echo_server --port 7000 --threads 4 --mode reuseport --trigger edge --io io_uring
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +17,7 @@ using namespace tern::net;
 static int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--port N] [--threads N] [--mode dispatch|reuseport] "
-               "[--trigger level|edge]\n",
+               "[--trigger level|edge] [--io epoll|io_uring]\n",
                argv0);
   return 2;
 }
@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   int port = 7000;
   TcpServerOptions options;
   options.name = "echo";
+  IoBackend io = IoBackend::kDefault;
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
     if (i + 1 >= argc) return usage(argv[0]);
@@ -38,12 +39,14 @@ int main(int argc, char** argv) {
       options.accept_mode = value == "dispatch" ? AcceptMode::kDispatch : AcceptMode::kReusePort;
     } else if (flag == "--trigger" && (value == "level" || value == "edge")) {
       options.trigger = value == "level" ? TriggerMode::kLevel : TriggerMode::kEdge;
+    } else if (flag == "--io" && parse_io_backend(value)) {
+      io = *parse_io_backend(value);
     } else {
       return usage(argv[0]);
     }
   }
 
-  EventLoop loop;
+  EventLoop loop(io);  // its server's worker loops use the same backend
   TcpServer server(&loop, InetAddress(static_cast<uint16_t>(port)), options);
   server.set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
   if (auto started = server.start(); !started) {

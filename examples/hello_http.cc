@@ -1,7 +1,7 @@
 // hello_http: an in-memory HTTP responder on the library's router, and a
 // handler of its own that answers later.
 //
-//   hello_http --port 8081 --threads 1
+//   hello_http --port 8081 --threads 1 [--io epoll|io_uring]
 //   curl http://127.0.0.1:8081/hello
 //   curl http://127.0.0.1:8081/later     # 100 ms on
 #include <chrono>
@@ -38,13 +38,15 @@ class Later final : public http::RequestHandler {
 int main(int argc, char** argv) {
   int port = 8081;
   http::HttpServerOptions options;
+  net::IoBackend io = net::IoBackend::kDefault;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--port") port = std::atoi(argv[i + 1]);
     if (flag == "--threads") options.tcp.io_threads = std::atoi(argv[i + 1]);
+    if (flag == "--io") io = net::parse_io_backend(argv[i + 1]).value_or(net::IoBackend::kDefault);
   }
 
-  net::EventLoop loop;
+  net::EventLoop loop(io);
   http::HttpServer server(&loop, net::InetAddress(static_cast<uint16_t>(port), true), options);
   server.get("/hello", [](const http::Request&, http::ResponseWriter& w) {
     w.start(200).header("Content-Type", "text/plain; charset=utf-8").body("Hello, world!\n");

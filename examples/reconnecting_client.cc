@@ -2,7 +2,7 @@
 // second and printing what comes back. Stop the server and start it again:
 // the client retries with growing, jittered delays and carries on.
 //
-//   reconnecting_client --host 127.0.0.1 --port 7000
+//   reconnecting_client --host 127.0.0.1 --port 7000 [--io epoll|io_uring]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -17,10 +17,12 @@ using namespace tern::net;
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = 7000;
+  IoBackend io = IoBackend::kDefault;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--host") host = argv[i + 1];
     if (flag == "--port") port = std::atoi(argv[i + 1]);
+    if (flag == "--io") io = parse_io_backend(argv[i + 1]).value_or(IoBackend::kDefault);
   }
   auto server = InetAddress::from_ip_port(host, static_cast<uint16_t>(port));
   if (!server) {
@@ -29,7 +31,7 @@ int main(int argc, char** argv) {
   }
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time, even into a pipe
-  EventLoop loop;
+  EventLoop loop(io);
   TcpClientOptions options;
   options.reconnect = true;
   TcpClient client(&loop, *server, options);

@@ -1,6 +1,6 @@
 // udp_echo: sends every datagram back to where it came from.
 //
-//   udp_echo --port 7001
+//   udp_echo --port 7001 [--io epoll|io_uring]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,14 +12,19 @@ using namespace tern::net;
 
 int main(int argc, char** argv) {
   int port = 7001;
-  if (argc == 3 && std::strcmp(argv[1], "--port") == 0) {
-    port = std::atoi(argv[2]);
-  } else if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [--port N]\n", argv[0]);
-    return 2;
+  IoBackend io = IoBackend::kDefault;
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 < argc && std::strcmp(argv[i], "--port") == 0) {
+      port = std::atoi(argv[i + 1]);
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--io") == 0 && parse_io_backend(argv[i + 1])) {
+      io = *parse_io_backend(argv[i + 1]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--port N] [--io epoll|io_uring]\n", argv[0]);
+      return 2;
+    }
   }
 
-  EventLoop loop;
+  EventLoop loop(io);
   UdpServer server(&loop, InetAddress(static_cast<uint16_t>(port)));
   server.set_datagram_callback([](UdpServer& self, std::string_view data, const InetAddress& peer) {
     self.send_to(peer, data);  // replies to one batch leave in one sendmmsg

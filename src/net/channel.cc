@@ -54,9 +54,8 @@ void Channel::remove() {
 }
 
 void Channel::forget() {
-  loop_->assert_in_loop_thread();
   events_ = 0;
-  poller_state_ = PollerState::kNew;
+  loop_->forget_channel(this);
 }
 
 void Channel::handle_event(uint32_t revents) {

@@ -4,8 +4,8 @@
 // A Channel does not own its fd; the object that owns the fd (a Socket inside
 // a TcpConnection, the Acceptor, the EventLoop's wake-up eventfd) owns the
 // Channel too and must remove() it before closing the fd. Events use the
-// poll/epoll bit values (EPOLLIN == POLLIN and so on), so a future io_uring
-// poller can use them unchanged.
+// poll/epoll bit values (EPOLLIN == POLLIN and so on), which io_uring's poll
+// requests use too.
 //
 // Loop thread only.
 #pragma once
@@ -73,7 +73,8 @@ class Channel {
   void remove();
   // Like remove(), for an owner that closes the fd right away: closing the
   // only descriptor of a socket removes it from epoll, so the system call
-  // is skipped. Only for fds that were never duplicated.
+  // is skipped (io_uring cancels its request, with no system call of its
+  // own). Only for fds that were never duplicated.
   void forget();
   // Ignores this channel's events from now on without telling the poller:
   // for an owner that will forget() and close the fd at the end of the

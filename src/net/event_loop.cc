@@ -59,13 +59,14 @@ void EventLoop::set_slot(size_t key, void* value) {
   slots_[key] = value;
 }
 
-EventLoop::EventLoop()
+EventLoop::EventLoop(IoBackend io)
     : thread_id_(current_thread_id()),
-      poller_(Poller::create_default()),
+      poller_(Poller::create(io)),
       wheel_(clock_.now_ms()),
       wakeup_fd_(create_eventfd()),
       wakeup_channel_(this, wakeup_fd_.fd()),
-      timer_fd_(create_timerfd()),
+      timers_by_poll_(poller_->drives_timers()),
+      timer_fd_(timers_by_poll_ ? -1 : create_timerfd()),
       timer_channel_(this, timer_fd_.fd()),
       connections_(std::make_unique<ConnectionTable>(this)) {
   TERN_CHECK_MSG(t_loop_in_this_thread == nullptr,
@@ -81,8 +82,10 @@ EventLoop::EventLoop()
   pending_running_.reserve(kInitialCapacity);
   wakeup_channel_.set_read_callback([this] { handle_wakeup(); });
   wakeup_channel_.enable_reading();
-  timer_channel_.set_read_callback([this] { handle_timer(); });
-  timer_channel_.enable_reading();
+  if (!timers_by_poll_) {
+    timer_channel_.set_read_callback([this] { handle_timer(); });
+    timer_channel_.enable_reading();
+  }
 }
 
 EventLoop::~EventLoop() {
@@ -93,7 +96,7 @@ EventLoop::~EventLoop() {
   run_deferred();
   connections_.reset();  // closes what is still open, before the poller goes
   wakeup_channel_.remove();
-  timer_channel_.remove();
+  if (!timers_by_poll_) timer_channel_.remove();
   t_loop_in_this_thread = nullptr;
 }
 
@@ -103,7 +106,7 @@ void EventLoop::loop() {
   looping_ = true;
   while (!quit_.load(std::memory_order_acquire)) {
     ready_.clear();
-    poller_->poll(-1, &ready_);
+    poller_->poll(timers_by_poll_ ? poll_timeout_ms() : -1, &ready_);
     clock_.update();
     ++iterations_;
     dispatching_ = true;
@@ -111,6 +114,7 @@ void EventLoop::loop() {
       if (event.channel == nullptr) continue;  // its owner was destroyed this round
       event.channel->handle_event(event.revents);
     }
+    if (timers_by_poll_ && clock_.now_ms() >= timer_armed_at_) handle_timer();
     dispatching_ = false;
     run_deferred();
     run_pending();
@@ -209,9 +213,11 @@ bool EventLoop::refresh_timer(TimerId id, Millis delay) {
 }
 
 void EventLoop::handle_timer() {
-  uint64_t expirations = 0;
-  ssize_t n = ::read(timer_fd_.fd(), &expirations, sizeof expirations);
-  (void)n;
+  if (!timers_by_poll_) {
+    uint64_t expirations = 0;
+    ssize_t n = ::read(timer_fd_.fd(), &expirations, sizeof expirations);
+    (void)n;
+  }
   timer_armed_at_ = UINT64_MAX;  // one-shot: it is disarmed now
   wheel_.advance(clock_.now_ms());
   arm_timer_if_earlier();
@@ -235,8 +241,18 @@ void EventLoop::arm_timer_if_earlier() {
   arm_timerfd(*next);
 }
 
+int EventLoop::poll_timeout_ms() const {
+  if (timer_armed_at_ == UINT64_MAX) return -1;
+  // From a fresh clock: the cached one is as old as this round's work.
+  uint64_t now = CachedClock::to_ms(std::chrono::steady_clock::now());
+  if (timer_armed_at_ <= now) return 0;
+  uint64_t wait = timer_armed_at_ - now;
+  return wait > INT32_MAX ? INT32_MAX : static_cast<int>(wait);
+}
+
 void EventLoop::arm_timerfd(uint64_t at) {
   timer_armed_at_ = at;
+  if (timers_by_poll_) return;  // the next poll waits no longer than this
   itimerspec spec{};
   spec.it_value.tv_sec = static_cast<time_t>(at / 1000);
   spec.it_value.tv_nsec = static_cast<long>((at % 1000) * 1000000);
@@ -281,6 +297,11 @@ void EventLoop::update_channel(Channel* channel) {
 void EventLoop::remove_channel(Channel* channel) {
   assert_in_loop_thread();
   poller_->remove_channel(channel);
+}
+
+void EventLoop::forget_channel(Channel* channel) {
+  assert_in_loop_thread();
+  poller_->forget_channel(channel);
 }
 
 void EventLoop::forget_ready(Channel* channel) {

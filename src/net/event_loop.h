@@ -51,7 +51,9 @@ class EventLoop {
   using Functor = std::function<void()>;
   using Millis = std::chrono::milliseconds;
 
-  EventLoop();
+  // io: the kernel interface to wait with (net/poller.h); io_uring falls
+  // back to epoll where the kernel refuses it.
+  explicit EventLoop(IoBackend io = IoBackend::kDefault);
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -105,6 +107,8 @@ class EventLoop {
   void* slot(size_t key) const { return key < slots_.size() ? slots_[key] : nullptr; }
   void set_slot(size_t key, void* value);
 
+  // The backend this loop waits with (after any fallback).
+  IoBackend io_backend() const { return poller_->backend(); }
   const CachedClock& clock() const { return clock_; }
   ConnectionTable& connections() { return *connections_; }
   BufferPool& buffers() { return buffers_; }
@@ -115,6 +119,7 @@ class EventLoop {
   // Used by Channel. Loop thread only.
   void update_channel(Channel* channel);
   void remove_channel(Channel* channel);
+  void forget_channel(Channel* channel);
   // Drops the channel's pending event from the current round (a scan of
   // the round's events: channels are rarely destroyed while dispatching,
   // whereas marking each queued one would cost a write per event).
@@ -128,6 +133,7 @@ class EventLoop {
   void arm_timer_if_earlier();      // to the wheel's next wake-up
   void arm_timer_at(uint64_t expire);  // for a timer just set to `expire`
   void arm_timerfd(uint64_t at);
+  int poll_timeout_ms() const;
   void run_deferred();
   void run_pending();
 
@@ -137,6 +143,9 @@ class EventLoop {
   TimerWheel wheel_;
   Socket wakeup_fd_;
   Channel wakeup_channel_;
+  // The wheel's wake-up: a timerfd, or (when the poller can) the poll's
+  // timeout, with no descriptor at all.
+  const bool timers_by_poll_;
   Socket timer_fd_;
   Channel timer_channel_;
   uint64_t timer_armed_at_ = UINT64_MAX;

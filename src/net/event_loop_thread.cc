@@ -8,8 +8,8 @@
 
 namespace tern::net {
 
-EventLoopThread::EventLoopThread(std::string name, int cpu, InitCallback init)
-    : name_(std::move(name)), cpu_(cpu), init_(std::move(init)) {}
+EventLoopThread::EventLoopThread(std::string name, int cpu, InitCallback init, IoBackend io)
+    : name_(std::move(name)), cpu_(cpu), io_(io), init_(std::move(init)) {}
 
 EventLoopThread::~EventLoopThread() {
   if (!thread_.joinable()) return;
@@ -35,7 +35,7 @@ void EventLoopThread::thread_main() {
       TERN_LOG_WARN("{}: cannot pin to CPU {}: {}", name_, cpu_, r.error().message());
     }
   }
-  EventLoop loop;
+  EventLoop loop(io_);
   if (init_) init_(&loop);
   {
     std::lock_guard lock(mu_);

@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "net/poller.h"
+
 namespace tern::net {
 
 class EventLoop;
@@ -24,8 +26,9 @@ class EventLoopThread {
  public:
   using InitCallback = std::function<void(EventLoop*)>;
 
-  // cpu < 0: no pinning.
-  explicit EventLoopThread(std::string name, int cpu = -1, InitCallback init = {});
+  // cpu < 0: no pinning. io: the loop's backend (net/poller.h).
+  explicit EventLoopThread(std::string name, int cpu = -1, InitCallback init = {},
+                           IoBackend io = IoBackend::kDefault);
   ~EventLoopThread();
   EventLoopThread(const EventLoopThread&) = delete;
   EventLoopThread& operator=(const EventLoopThread&) = delete;
@@ -37,6 +40,7 @@ class EventLoopThread {
 
   const std::string name_;
   const int cpu_;
+  const IoBackend io_;
   InitCallback init_;
   std::thread thread_;
   std::mutex mu_;

@@ -24,7 +24,8 @@ void EventLoopThreadPool::start(const InitCallback& init) {
   started_ = true;
   for (int i = 0; i < thread_count_; ++i) {
     int cpu = cpus_.empty() ? -1 : cpus_[static_cast<size_t>(i) % cpus_.size()];
-    auto thread = std::make_unique<EventLoopThread>(name_ + "-io" + std::to_string(i), cpu, init);
+    auto thread = std::make_unique<EventLoopThread>(name_ + "-io" + std::to_string(i), cpu, init,
+                                                    base_loop_->io_backend());
     loops_.push_back(thread->start());
     threads_.push_back(std::move(thread));
   }

@@ -6,6 +6,8 @@
 // so that kBytesPerConnection bytes of the last second count as one
 // connection).
 //
+// The loops wait with the base loop's I/O backend (epoll or io_uring).
+//
 // Owned by TcpServer. Created and started on the base loop's thread; the
 // pickers are called there too (the acceptor's loop).
 #pragma once

@@ -1,11 +1,15 @@
 // Poller: the interface an EventLoop uses to wait for I/O readiness.
 //
-// One implementation today (poller/epoll_poller.h). The interface is kept to
-// what an io_uring poll-based backend could also provide: register, modify
-// and remove interest, and wait. Owned by its EventLoop; loop thread only.
+// Two implementations, chosen per loop (IoBackend): poller/epoll_poller.h and
+// poller/io_uring_poller.h, which waits with io_uring poll requests,
+// submitted in one batch per loop round. Owned by its EventLoop; loop thread
+// only.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 namespace tern::net {
@@ -16,6 +20,17 @@ struct ReadyEvent {
   Channel* channel;
   uint32_t revents;
 };
+
+// Which kernel interface a loop waits with. kDefault: what
+// set_default_io_backend() chose, else the TERN_IO environment variable
+// ("epoll" or "io_uring"), else epoll.
+enum class IoBackend : uint8_t { kDefault, kEpoll, kIoUring };
+
+std::string_view to_string(IoBackend backend);
+std::optional<IoBackend> parse_io_backend(std::string_view name);
+// Process-wide choice for loops created with kDefault. Call before loops start.
+void set_default_io_backend(IoBackend backend);
+IoBackend default_io_backend();
 
 class Poller {
  public:
@@ -29,8 +44,21 @@ class Poller {
   // A channel with no events is detached from the kernel but remembered.
   virtual void update_channel(Channel* channel) = 0;
   virtual void remove_channel(Channel* channel) = 0;
+  // For an owner about to close the channel's only descriptor. Closing takes
+  // an fd out of epoll by itself; an io_uring poll request holds the file
+  // open until it is cancelled.
+  virtual void forget_channel(Channel* channel);
 
-  static std::unique_ptr<Poller> create_default();
+  // The backend in use.
+  virtual IoBackend backend() const = 0;
+  // Whether poll()'s timeout is precise enough to drive the loop's timers
+  // (otherwise the loop arms a timerfd).
+  virtual bool drives_timers() const { return false; }
+
+  // The poller for `backend` (kDefault resolved). io_uring that the kernel
+  // does not offer, or refuses (kernel.io_uring_disabled), falls back to
+  // epoll, logged once per process.
+  static std::unique_ptr<Poller> create(IoBackend backend);
 };
 
 }  // namespace tern::net

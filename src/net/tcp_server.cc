@@ -148,9 +148,9 @@ Result<void> TcpServer::start() {
     loops[i]->run_in_loop([this, i] { setup_loop(i); });
   }
   for (const InetAddress& address : listen_addresses_) {
-    TERN_LOG_INFO("{}: listening on {} ({} I/O loop{}, {} mode, {}-triggered)", options_.name,
+    TERN_LOG_INFO("{}: listening on {} ({} I/O loop{}, {}, {} mode, {}-triggered)", options_.name,
                   address.to_ip_port(), loops.size(), loops.size() == 1 ? "" : "s",
-                  reuse_port ? "reuseport" : "dispatch",
+                  to_string(loop_->io_backend()), reuse_port ? "reuseport" : "dispatch",
                   options_.trigger == TriggerMode::kEdge ? "edge" : "level");
   }
   return {};

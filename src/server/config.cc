@@ -51,6 +51,7 @@ void read_server(Section& s, Config& c) {
   s.get_choice("dispatch_policy", &c.dispatch_policy,
                {{"round-robin", net::DispatchPolicy::kRoundRobin},
                 {"least-loaded", net::DispatchPolicy::kLeastLoaded}});
+  s.get_choice("io", &c.io, {{"epoll", net::IoBackend::kEpoll}, {"io_uring", net::IoBackend::kIoUring}});
   s.get_choice("trigger", &c.trigger, {{"level", net::TriggerMode::kLevel}, {"edge", net::TriggerMode::kEdge}});
   s.get_bool("defer_accept", &c.defer_accept);
   s.get_int("max_connections", &c.max_connections_per_worker, 1, 10'000'000);

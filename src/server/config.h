@@ -21,6 +21,7 @@
 #include "http/http_limits.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
+#include "net/poller.h"
 #include "net/socket_address.h"
 #include "net/tcp_server.h"
 #include "server/ip_filter.h"
@@ -185,6 +186,8 @@ struct Config {
   net::AcceptMode accept_mode = net::AcceptMode::kDispatch;
   net::DispatchPolicy dispatch_policy = net::DispatchPolicy::kRoundRobin;
   net::TriggerMode trigger = net::TriggerMode::kLevel;
+  // kDefault: the TERN_IO environment variable, else epoll.
+  net::IoBackend io = net::IoBackend::kDefault;
   bool defer_accept = true;
   std::vector<int> cpu_affinity;
   size_t max_connections_per_worker = 10000;

@@ -41,6 +41,7 @@ struct Flags {
   int workers = 0;
   std::string log_level;
   std::string access_log;
+  std::string io;
   bool test_only = false;
 };
 
@@ -62,6 +63,11 @@ tern::server::Config build_config(const Flags& flags) {
     }
   }
   if (!flags.root.empty()) config.static_files.root = flags.root;
+  if (!flags.io.empty()) {
+    auto io = tern::net::parse_io_backend(flags.io);
+    if (!io) usage_error("--io: \"" + flags.io + "\" is not epoll or io_uring");
+    config.io = *io;
+  }
   if (flags.workers > 0) config.workers = flags.workers;
   if (!flags.access_log.empty()) config.access_log = flags.access_log == "off" ? "" : flags.access_log;
   if (!flags.log_level.empty()) {
@@ -125,6 +131,7 @@ int main(int argc, char** argv) {
   app.add_option("--workers", flags.workers, "worker threads")->check(CLI::Range(1, 1024));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off");
   app.add_option("--access-log", flags.access_log, "access log file, or off");
+  app.add_option("--io", flags.io, "I/O backend: epoll or io_uring (beats the config's io)");
   app.add_flag("-t,--test", flags.test_only, "check the configuration and exit");
   app.set_version_flag("-v,--version", "tern " TERN_VERSION " (" TERN_BUILD_NOTE ")");
   try {
@@ -157,7 +164,7 @@ int main(int argc, char** argv) {
     usage_error(config.source + ": " + e.what());
   }
 
-  tern::net::EventLoop loop;
+  tern::net::EventLoop loop(config.io);
   tern::server::Server server(&loop, std::move(config), flags.config_file);
   try {
     server.start();

@@ -72,6 +72,7 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.accept_mode == b.accept_mode, "accept_mode");
   check(a.dispatch_policy == b.dispatch_policy, "dispatch_policy");
   check(a.trigger == b.trigger, "trigger");
+  check(a.io == b.io, "io");
   check(a.defer_accept == b.defer_accept, "defer_accept");
   check(a.cpu_affinity == b.cpu_affinity, "cpu_affinity");
   check(a.max_connections_per_worker == b.max_connections_per_worker, "max_connections");

@@ -14,7 +14,8 @@ namespace tern::testing {
 
 class LoopRunner {
  public:
-  LoopRunner() : thread_(std::make_unique<net::EventLoopThread>("test-loop")) {
+  explicit LoopRunner(net::IoBackend io = net::IoBackend::kDefault)
+      : thread_(std::make_unique<net::EventLoopThread>("test-loop", -1, nullptr, io)) {
     loop_ = thread_->start();
   }
   ~LoopRunner() { thread_.reset(); }

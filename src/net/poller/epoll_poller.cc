@@ -9,8 +9,6 @@
 
 namespace tern::net {
 
-std::unique_ptr<Poller> Poller::create_default() { return std::make_unique<EpollPoller>(); }
-
 EpollPoller::EpollPoller() : epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)), events_(128) {
   TERN_CHECK_MSG(epoll_fd_.valid(), "epoll_create1: {}", std::strerror(errno));
 }

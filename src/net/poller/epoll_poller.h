@@ -19,6 +19,7 @@ class EpollPoller final : public Poller {
   int poll(int timeout_ms, std::vector<ReadyEvent>* ready) override;
   void update_channel(Channel* channel) override;
   void remove_channel(Channel* channel) override;
+  IoBackend backend() const override { return IoBackend::kEpoll; }
 
  private:
   void control(int op, Channel* channel);

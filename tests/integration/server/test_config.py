@@ -39,6 +39,7 @@ BAD_CONFIGS = [
     ("empty-listen", 'listen = []\n', "listen", 3),
     ("bad-blocked-prefix", 'blocked = ["10.0.0.0/33"]\n', "blocked", 3),
     ("bad-choice", 'trigger = "sometimes"\n', "trigger", 3),
+    ("bad-io-backend", 'io = "kqueue"\n', "io", 3),
     ("string-for-defer-accept", 'defer_accept = "yes"\n', "defer_accept", 3),
     ("bad-log-level", '[log]\nlevel = "loud"\n', "log.level", 4),
     ("index-with-slash", '[static]\nindex = ["a/b.html"]\n', "static.index", 4),
@@ -136,6 +137,7 @@ def test_missing_document_root_fails_check(tmp_path):
     ["--workers", "many"],
     ["--listen", "nonsense"],
     ["--log-level", "loud"],
+    ["--io", "kqueue"],
     ["-c", "/nonexistent/tern.toml"],
 ], ids=lambda a: " ".join(a))
 def test_bad_flag_exits_2_with_one_line(tmp_path, args):
@@ -176,6 +178,33 @@ def test_listen_flag_overrides_the_config_file(tmp_path):
             socket.create_connection(("127.0.0.1", config_port), timeout=5).close()
     finally:
         assert srv.stop() == 0, srv.stderr()
+
+
+def backend_in_log(srv):
+    """The I/O backend the startup line names ("listening on ... (1 I/O
+    loop, io_uring, dispatch mode, ...)"), after any fallback."""
+    line = next(l for l in srv.stderr().splitlines() if "listening on" in l)
+    return line.split("(", 1)[1].split(", ")[1]
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+@pytest.mark.parametrize("how", ["config", "flag", "environment"])
+def test_the_io_backend_is_chosen_by_config_flag_or_environment(tern_factory, how, backend):
+    other = "epoll" if backend == "io_uring" else "io_uring"
+    if how == "config":
+        srv = tern_factory(config={"io": backend}, env={"TERN_IO": other})
+    elif how == "flag":  # the flag beats the file
+        srv = tern_factory(config={"io": other}, args=["--io", backend])
+    else:
+        srv = tern_factory(env={"TERN_IO": backend})
+    srv.write_file("a.txt", "alpha")
+    assert srv.get("/a.txt").body == b"alpha"
+    if backend == "io_uring" and "io_uring unavailable" in srv.stderr():
+        # A kernel or sandbox without io_uring: epoll, said once.
+        assert srv.stderr().count("io_uring unavailable") == 1
+        assert backend_in_log(srv) == "epoll"
+    else:
+        assert backend_in_log(srv) == backend
 
 
 def test_port_in_use_fails_startup_with_a_message(tmp_path):

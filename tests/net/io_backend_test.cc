@@ -1,0 +1,309 @@
+// The loop's two I/O backends, epoll and io_uring, held to the same
+// behaviour; and io_uring's fallback to epoll where the kernel refuses it.
+// (Every other suite runs on both too: ./scripts/test sets TERN_IO.)
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <liburing.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "net/channel.h"
+#include "net/event_loop.h"
+#include "net/event_loop_thread.h"
+#include "net/poller.h"
+#include "net/socket.h"
+#include "net/tcp_server.h"
+#include "support/loop_runner.h"
+
+namespace tern::net {
+namespace {
+
+using namespace std::chrono_literals;
+using tern::testing::LoopRunner;
+using Clock = std::chrono::steady_clock;
+
+// Whether this kernel gives this process a ring; where it does not (a
+// container's seccomp profile, kernel.io_uring_disabled), the io_uring cases
+// say so and skip, and the fallback test below still runs.
+std::string io_uring_refusal() {
+  io_uring ring{};
+  int ret = io_uring_queue_init(8, &ring, 0);
+  if (ret < 0) return std::strerror(-ret);
+  io_uring_queue_exit(&ring);
+  return {};
+}
+
+template <typename F>
+bool eventually(F ready, std::chrono::milliseconds timeout = 5s) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return ready();
+}
+
+TEST(IoBackend, NamesParseBothWays) {
+  EXPECT_EQ(parse_io_backend("epoll"), IoBackend::kEpoll);
+  EXPECT_EQ(parse_io_backend("io_uring"), IoBackend::kIoUring);
+  EXPECT_FALSE(parse_io_backend("uring").has_value());
+  EXPECT_FALSE(parse_io_backend("").has_value());
+  EXPECT_EQ(to_string(IoBackend::kEpoll), "epoll");
+  EXPECT_EQ(to_string(IoBackend::kIoUring), "io_uring");
+}
+
+class BothBackends : public ::testing::TestWithParam<IoBackend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == IoBackend::kIoUring) {
+      std::string refusal = io_uring_refusal();
+      if (!refusal.empty()) GTEST_SKIP() << "io_uring refused here: " << refusal;
+    }
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Io, BothBackends,
+                         ::testing::Values(IoBackend::kEpoll, IoBackend::kIoUring),
+                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
+
+TEST_P(BothBackends, TheLoopWaitsWithTheBackendItWasGiven) {
+  LoopRunner runner(GetParam());
+  EXPECT_EQ(runner.run([&] { return runner.loop()->io_backend(); }), GetParam());
+}
+
+TEST_P(BothBackends, APoolsLoopsFollowTheBaseLoop) {
+  LoopRunner runner(GetParam());
+  TcpServerOptions options;
+  options.io_threads = 2;
+  std::vector<IoBackend> seen;
+  runner.run([&] {
+    TcpServer server(runner.loop(), InetAddress(0, true), options);
+    ASSERT_TRUE(server.start().ok());
+    for (EventLoop* loop : server.io_loops()) seen.push_back(loop->io_backend());
+  });
+  ASSERT_EQ(seen.size(), 2u);
+  for (IoBackend backend : seen) EXPECT_EQ(backend, GetParam());
+}
+
+TEST_P(BothBackends, TimersFireInDeadlineOrderAndNotEarly) {
+  LoopRunner runner(GetParam());
+  std::vector<int> order;
+  std::atomic<bool> done{false};
+  Clock::time_point start;
+  std::atomic<int64_t> last_ms{0};
+  runner.run([&] {
+    EventLoop* loop = runner.loop();
+    start = loop->clock().now();  // deadlines count from the loop's clock
+    loop->run_after(60ms, [&] {
+      order.push_back(3);
+      last_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      done = true;
+    });
+    loop->run_after(5ms, [&] { order.push_back(1); });
+    loop->run_after(30ms, [&] { order.push_back(2); });
+  });
+  ASSERT_TRUE(eventually([&] { return done.load(); }));
+  runner.run([] {});
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_GE(last_ms.load(), 59);  // whole milliseconds: 60 ms after 59.x
+  EXPECT_LT(last_ms.load(), 1000);
+}
+
+TEST_P(BothBackends, AnEarlierTimerSetWhileWaitingCutsTheWaitShort) {
+  // The loop sleeps towards a timer an hour away; a timer for 20 ms from
+  // now, set from another thread, must still fire on time.
+  LoopRunner runner(GetParam());
+  runner.run([&] { runner.loop()->run_after(std::chrono::hours(1), [] {}); });
+  std::this_thread::sleep_for(20ms);  // the loop is asleep now
+  std::atomic<bool> fired{false};
+  const auto start = Clock::now();
+  runner.loop()->queue_in_loop([&] { runner.loop()->run_after(20ms, [&] { fired = true; }); });
+  ASSERT_TRUE(eventually([&] { return fired.load(); }, 2s));
+  EXPECT_LT(Clock::now() - start, 1s);
+}
+
+// A pipe's read end on a channel, counting read callbacks per loop round.
+struct PipeProbe {
+  explicit PipeProbe(EventLoop* loop) : fds{-1, -1} {
+    EXPECT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    channel = std::make_unique<Channel>(loop, fds[0]);
+  }
+  ~PipeProbe() {
+    channel->remove();
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  void write_byte() { EXPECT_EQ(::write(fds[1], "x", 1), 1); }
+  int fds[2];
+  std::unique_ptr<Channel> channel;
+  std::atomic<int> reads{0};
+};
+
+TEST_P(BothBackends, LevelTriggeredReportsUnreadInputAgainEveryRound) {
+  LoopRunner runner(GetParam());
+  std::unique_ptr<PipeProbe> probe;
+  runner.run([&] {
+    probe = std::make_unique<PipeProbe>(runner.loop());
+    probe->channel->set_read_callback([&] { ++probe->reads; });  // reads nothing
+    probe->channel->enable_reading();
+  });
+  probe->write_byte();
+  // Unread, the byte is reported round after round.
+  EXPECT_TRUE(eventually([&] { return probe->reads.load() >= 5; }));
+  runner.run([&] { probe.reset(); });
+}
+
+TEST_P(BothBackends, EdgeTriggeredReportsEachArrivalOnce) {
+  LoopRunner runner(GetParam());
+  std::unique_ptr<PipeProbe> probe;
+  runner.run([&] {
+    probe = std::make_unique<PipeProbe>(runner.loop());
+    probe->channel->set_read_callback([&] { ++probe->reads; });  // reads nothing
+    probe->channel->set_edge_triggered(true);
+    probe->channel->enable_reading();
+  });
+  probe->write_byte();
+  ASSERT_TRUE(eventually([&] { return probe->reads.load() >= 1; }));
+  std::this_thread::sleep_for(50ms);
+  runner.run([] {});
+  EXPECT_EQ(probe->reads.load(), 1);
+  probe->write_byte();  // a new arrival is a new edge
+  EXPECT_TRUE(eventually([&] { return probe->reads.load() == 2; }));
+  runner.run([&] { probe.reset(); });
+}
+
+TEST_P(BothBackends, InputThatCameWhileNotReadingIsReportedWhenReadingResumes) {
+  for (bool edge : {false, true}) {
+    LoopRunner runner(GetParam());
+    std::unique_ptr<PipeProbe> probe;
+    runner.run([&] {
+      probe = std::make_unique<PipeProbe>(runner.loop());
+      probe->channel->set_read_callback([&] {
+        char c;
+        if (::read(probe->fds[0], &c, 1) == 1) ++probe->reads;
+      });
+      probe->channel->set_edge_triggered(edge);
+      probe->channel->enable_reading();
+      probe->channel->disable_reading();
+    });
+    probe->write_byte();
+    std::this_thread::sleep_for(30ms);
+    runner.run([] {});
+    EXPECT_EQ(probe->reads.load(), 0) << (edge ? "edge" : "level");
+    runner.run([&] { probe->channel->enable_reading(); });
+    EXPECT_TRUE(eventually([&] { return probe->reads.load() == 1; })) << (edge ? "edge" : "level");
+    runner.run([&] { probe.reset(); });
+  }
+}
+
+TEST_P(BothBackends, AClosedListenerRefusesTheNextConnectAtOnce) {
+  // io_uring's poll request holds the listening socket open until it is
+  // cancelled: closing a server must close its port before it returns.
+  LoopRunner runner(GetParam());
+  uint16_t port = 0;
+  runner.run([&] {
+    TcpServer server(runner.loop(), InetAddress(0, true));
+    ASSERT_TRUE(server.start().ok());
+    port = server.listen_address().port();
+  });
+  ASSERT_NE(port, 0);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int ret = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int err = errno;
+  ::close(fd);
+  EXPECT_EQ(ret, -1);
+  EXPECT_EQ(err, ECONNREFUSED);
+}
+
+TEST_P(BothBackends, AChannelRemovedAndItsFdReusedInOneRoundGetsOnlyItsOwnEvents) {
+  // Close a registered pipe and open another that gets the same descriptor
+  // number, in one round: the old registration's events must not reach the
+  // new channel, and the new one's must.
+  LoopRunner runner(GetParam());
+  std::unique_ptr<PipeProbe> first;
+  std::unique_ptr<PipeProbe> second;
+  std::atomic<int> stray{0};
+  runner.run([&] {
+    first = std::make_unique<PipeProbe>(runner.loop());
+    first->channel->set_read_callback([&] { ++stray; });
+    first->channel->enable_reading();
+  });
+  runner.run([&] {
+    first->write_byte();  // ready, but removed before the loop polls again
+    const int old_read_fd = first->fds[0];
+    first.reset();
+    second = std::make_unique<PipeProbe>(runner.loop());
+    EXPECT_EQ(second->fds[0], old_read_fd);  // the lowest free number, reused
+    second->channel->set_read_callback([&] {
+      char c;
+      if (::read(second->fds[0], &c, 1) == 1) ++second->reads;
+    });
+    second->channel->enable_reading();
+  });
+  std::this_thread::sleep_for(30ms);
+  runner.run([] {});
+  EXPECT_EQ(stray.load(), 0);
+  EXPECT_EQ(second->reads.load(), 0);
+  second->write_byte();
+  EXPECT_TRUE(eventually([&] { return second->reads.load() == 1; }));
+  runner.run([&] { second.reset(); });
+}
+
+// io_uring_setup refused (ENOSYS), as by a seccomp profile or an old kernel.
+void refuse_io_uring() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    std::fprintf(stderr, "seccomp: %s\n", std::strerror(errno));
+    std::_Exit(3);
+  }
+}
+
+TEST(IoBackendDeathTest, WithoutIoUringLoopsFallBackToEpollWithOneWarning) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // In a child: two loops on two threads ask for io_uring and get epoll;
+  // the warning is printed once, whatever the number of loops.
+  EXPECT_EXIT(
+      {
+        refuse_io_uring();
+        EventLoop loop(IoBackend::kIoUring);
+        IoBackend other = IoBackend::kDefault;
+        std::thread([&] {
+          EventLoop second(IoBackend::kIoUring);
+          other = second.io_backend();
+        }).join();
+        const bool ok = loop.io_backend() == IoBackend::kEpoll && other == IoBackend::kEpoll;
+        std::fprintf(stderr, "end of child\n");
+        std::fflush(stderr);
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "io_uring unavailable \\(Function not implemented\\); using epoll\nend of child");
+}
+
+}  // namespace
+}  // namespace tern::net
