@@ -61,6 +61,8 @@ class EventLoop {
   // Runs until quit(); may be run again after it returns. Loop thread only.
   void loop();
   // Any thread. The loop finishes its current round and returns from loop().
+  // The loop must outlive the call: loop() may see the flag and return
+  // before quit() has finished waking it (EventLoopThread joins after).
   void quit();
 
   // Any thread. Runs f now if called on the loop thread, else queues it.

@@ -146,13 +146,19 @@ TEST(EventLoop, TimerDeadlineEarlierThanTheArmedOneIsHonoured) {
 
 TEST(EventLoop, QuitFromAnotherThreadStopsTheLoop) {
   std::promise<EventLoop*> created;
+  std::promise<void> quit_returned;
   std::thread thread([&] {
     EventLoop loop;
     created.set_value(&loop);
     loop.loop();
+    // quit() may still be writing to the loop's eventfd when loop() sees
+    // the flag and returns: the loop must outlive the call.
+    quit_returned.get_future().wait();
   });
   EventLoop* loop = created.get_future().get();
+  std::this_thread::sleep_for(20ms);  // asleep in the kernel by now
   loop->quit();
+  quit_returned.set_value();
   thread.join();  // hangs (and the test times out) if quit did not wake the loop
   SUCCEED();
 }
