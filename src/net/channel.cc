@@ -19,13 +19,16 @@ Channel::~Channel() {
   // on a stop signal) may leave an event behind; the loop must skip it.
   // Asked through current(), so that a channel outliving its loop does not
   // touch the loop's memory.
-  if (EventLoop* loop = EventLoop::current(); loop == loop_ && loop->dispatching()) {
-    loop->forget_ready(this);
+  if (EventLoop* loop = EventLoop::current(); loop == loop_) {
+    if (poller_state_ == PollerState::kDetached) loop->remove_channel(this);
+    if (loop->dispatching()) loop->forget_ready(this);
   }
 }
 
 void Channel::reset(int fd) {
   TERN_CHECK(poller_state_ != PollerState::kAdded);
+  // A detached channel may still be known to the poller under its old fd.
+  if (poller_state_ == PollerState::kDetached) loop_->remove_channel(this);
   fd_ = fd;
   ++epoch_;
   events_ = 0;

@@ -10,6 +10,8 @@
 // Loop thread only.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,11 +26,22 @@ class EventLoop;
 // pointers, not virtual functions: UBSan's vptr check needs a spare file
 // descriptor, and a server out of descriptors (EMFILE) is exactly when
 // these run.
+//
+// `received` is optional: an owner that has it (a TcpConnection) may be
+// given the bytes themselves rather than told to read, where the poller
+// can receive for it (io_uring); n is the byte count, 0 at the peer's end
+// of stream, or -errno. They are delivered whatever the interest now: the
+// bytes have left the socket (a pause in reading lets at most a round's
+// worth arrive after it); an owner that is closing drops them.
 struct ChannelHandler {
   void (*readable)(void* owner);
   void (*writable)(void* owner);
   void (*hangup)(void* owner);
   void (*error)(void* owner);
+  void (*received)(void* owner, const char* data, ssize_t n) = nullptr;
+  // Optional too: the end of a send the owner gave the poller (bytes sent,
+  // or -errno).
+  void (*sent)(void* owner, ssize_t n) = nullptr;
 };
 
 class Channel {
@@ -83,6 +96,11 @@ class Channel {
 
   // Called by EventLoop with what the poller reported.
   void handle_event(uint32_t revents);
+  void handle_received(const char* data, ssize_t n) { handler_->received(owner_, data, n); }
+  void handle_sent(ssize_t n) { handler_->sent(owner_, n); }
+  // Whether the owner takes received bytes (ChannelHandler::received).
+  bool takes_received() const { return handler_ != nullptr && handler_->received != nullptr; }
+  bool takes_sent() const { return handler_ != nullptr && handler_->sent != nullptr; }
 
   int fd() const { return fd_; }
   EventLoop* owner_loop() const { return loop_; }

@@ -104,6 +104,10 @@ void EventLoop::loop() {
   assert_in_loop_thread();
   TERN_CHECK_MSG(!looping_, "EventLoop::loop() is not reentrant");
   looping_ = true;
+  // Work deferred on this thread while the loop was not running (a send
+  // queued before loop(), between two runs of a test's loop) runs before
+  // the first wait, which may be waiting for it.
+  run_deferred();
   while (!quit_.load(std::memory_order_acquire)) {
     ready_.clear();
     poller_->poll(timers_by_poll_ ? poll_timeout_ms() : -1, &ready_);
@@ -112,7 +116,13 @@ void EventLoop::loop() {
     dispatching_ = true;
     for (const ReadyEvent& event : ready_) {
       if (event.channel == nullptr) continue;  // its owner was destroyed this round
-      event.channel->handle_event(event.revents);
+      if (event.revents == ReadyEvent::kReceived) {
+        event.channel->handle_received(event.data, event.result);
+      } else if (event.revents == ReadyEvent::kSent) {
+        event.channel->handle_sent(event.result);
+      } else {
+        event.channel->handle_event(event.revents);
+      }
     }
     if (timers_by_poll_ && clock_.now_ms() >= timer_armed_at_) handle_timer();
     dispatching_ = false;

@@ -111,6 +111,8 @@ class EventLoop {
 
   // The backend this loop waits with (after any fallback).
   IoBackend io_backend() const { return poller_->backend(); }
+  // Loop thread only: for owners that send through the poller.
+  Poller& poller() { return *poller_; }
   const CachedClock& clock() const { return clock_; }
   ConnectionTable& connections() { return *connections_; }
   BufferPool& buffers() { return buffers_; }

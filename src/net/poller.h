@@ -14,11 +14,21 @@
 
 namespace tern::net {
 
+class Buffer;
 class Channel;
 
 struct ReadyEvent {
+  // Besides poll bits, revents may be one of two completions (io_uring):
+  // kReceived: bytes the kernel has already read from the socket, `result`
+  // of them at `data` (the poller's until the next poll()), 0 for the peer's
+  // end of stream, or -errno; kSent: a send (Poller::start_send) ended,
+  // `result` bytes sent or -errno.
+  static constexpr uint32_t kReceived = 1u << 31;  // never poll bits (EPOLLET,
+  static constexpr uint32_t kSent = 1u << 30;      // EPOLLONESHOT)
   Channel* channel;
   uint32_t revents;
+  int32_t result = 0;
+  const char* data = nullptr;
 };
 
 // Which kernel interface a loop waits with. kDefault: what
@@ -48,6 +58,16 @@ class Poller {
   // an fd out of epoll by itself; an io_uring poll request holds the file
   // open until it is cancelled.
   virtual void forget_channel(Channel* channel);
+
+  // Completion-based output (io_uring), for channels whose owner takes
+  // ChannelHandler::sent: whether start_send() works for this channel now
+  // (it is registered), and the send itself, of bytes that stay put until
+  // the handler's sent() reports the result (one send at a time; `more`:
+  // MSG_MORE). An owner that closes with a send in flight abandons it: the
+  // poller cancels it and keeps the bytes until the kernel lets go of them.
+  virtual bool can_send(const Channel& /*channel*/) const { return false; }
+  virtual void start_send(Channel& channel, const char* data, size_t length, bool more);
+  virtual void abandon_send(Channel& channel, Buffer&& bytes);
 
   // The backend in use.
   virtual IoBackend backend() const = 0;

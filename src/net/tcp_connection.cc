@@ -32,6 +32,10 @@ const ChannelHandler TcpConnection::kChannelHandler = {
     [](void* c) { static_cast<TcpConnection*>(c)->handle_write(); },
     [](void* c) { static_cast<TcpConnection*>(c)->handle_close(); },
     [](void* c) { static_cast<TcpConnection*>(c)->handle_error(); },
+    [](void* c, const char* data, ssize_t n) {
+      static_cast<TcpConnection*>(c)->handle_received(data, n);
+    },
+    [](void* c, ssize_t n) { static_cast<TcpConnection*>(c)->handle_sent(n); },
 };
 
 TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
@@ -44,6 +48,7 @@ TcpConnection::~TcpConnection() {
   // either pooled ones or, at loop shutdown, live ones (without callbacks).
   if (state_ != State::kIdle && state_ != State::kDisconnected) {
     if (idle_timer_) idle_timer_->cancel();
+    abandon_send();
     channel_.remove();
   }
 }
@@ -112,13 +117,16 @@ void TcpConnection::recycle() {
   channel_.reset(-1);
   input_.retrieve_all();
   output_.retrieve_all();
+  sending_.retrieve_all();
   loop()->buffers().drain(input_);
   loop()->buffers().drain(output_);
+  loop()->buffers().drain(sending_);
   files_.clear();
   context_.reset();
   callbacks_ = nullptr;
   owner_ = nullptr;
   reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = write_complete_asked_ = false;
+  received_while_paused_ = send_in_flight_ = send_scheduled_ = false;
   idle_timeout_ = std::chrono::milliseconds(0);
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();
@@ -133,7 +141,7 @@ void TcpConnection::send(std::string_view data) {
     return;
   }
   size_t written = 0;
-  if (!has_pending_output()) {
+  if (!has_pending_output() && !sends_by_completion()) {
     int err = 0;
     ssize_t n = sockets::write(socket_.fd(), data.data(), data.size(), &err);
     if (n < 0) {
@@ -190,7 +198,7 @@ void TcpConnection::flush() {
 
 size_t TcpConnection::pending_output_bytes() const {
   loop()->assert_in_loop_thread();
-  size_t total = output_.readable_bytes();
+  size_t total = sending_.readable_bytes() + output_.readable_bytes();
   for (const PendingFile& file : files_) total += file.region.length + file.after.readable_bytes();
   return total;
 }
@@ -200,6 +208,7 @@ void TcpConnection::after_queue_grew(size_t before) {
   if (before < high_water_mark_ && now >= high_water_mark_ && callbacks_->on_high_water_mark) {
     callbacks_->on_high_water_mark(*this, now);
   }
+  if (sends_by_completion()) return flush_output();
   if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
 }
 
@@ -235,6 +244,9 @@ void TcpConnection::start_reading() {
   // For edge-triggered channels EPOLL_CTL_MOD re-checks readiness, so input
   // that arrived while we were not reading is reported again.
   channel_.enable_reading();
+  // Bytes received for us while paused (io_uring) are handed over after
+  // this round, not from inside the caller.
+  if (received_while_paused_) defer_callback(&TcpConnection::deliver_waiting_input);
 }
 
 void TcpConnection::stop_reading() {
@@ -300,13 +312,7 @@ void TcpConnection::handle_read() {
     if (n > 0) {
       bytes_received_ += static_cast<uint64_t>(n);
       note_activity(static_cast<size_t>(n));
-      if (callbacks_->on_message) {
-        callbacks_->on_message(*this, input_);
-      } else {
-        input_.retrieve_all();
-      }
-      // Consumed everything: the memory goes back to the loop until more comes.
-      loop()->buffers().drain(input_);
+      deliver_input();
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
           static_cast<size_t>(n) < offered) {
         return;
@@ -317,6 +323,41 @@ void TcpConnection::handle_read() {
     if (n == 0) return handle_peer_eof();
     if (err == EAGAIN || err == EWOULDBLOCK) return;
     return fail(err, "read");
+  }
+}
+
+void TcpConnection::handle_received(const char* data, ssize_t n) {
+  // Bytes the poller received for us (io_uring). A closing connection drops
+  // them, as a read would not have happened.
+  if (close_scheduled_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
+  if (n < 0) return fail(static_cast<int>(-n), "recv");
+  if (n == 0) return handle_peer_eof();
+  bytes_received_ += static_cast<uint64_t>(n);
+  note_activity(static_cast<size_t>(n));
+  loop()->buffers().fill(input_);
+  input_.append(data, static_cast<size_t>(n));
+  // Paused, the bytes wait in input_ (as they would in the socket) until
+  // start_reading().
+  if (reading_) return deliver_input();
+  received_while_paused_ = true;
+}
+
+void TcpConnection::deliver_input() {
+  if (callbacks_->on_message) {
+    callbacks_->on_message(*this, input_);
+  } else {
+    input_.retrieve_all();
+  }
+  // Consumed everything: the memory goes back to the loop until more comes.
+  loop()->buffers().drain(input_);
+}
+
+void TcpConnection::deliver_waiting_input() {
+  if (!received_while_paused_) return;
+  received_while_paused_ = false;
+  if (reading_ && !input_.empty() && !close_scheduled_ &&
+      (state_ == State::kConnected || state_ == State::kDisconnecting)) {
+    deliver_input();
   }
 }
 
@@ -338,6 +379,9 @@ void TcpConnection::handle_write() {
 void TcpConnection::flush_output() {
   int err = 0;
   for (;;) {
+    // The kernel has bytes of ours: what follows them waits for its report.
+    if (send_in_flight_) return;
+    if (!output_.empty() && sends_by_completion()) return schedule_send();
     if (!output_.empty()) {
       // A head before a file, or the last bytes before a close: hold a
       // short tail for the file's first bytes or the FIN.
@@ -392,6 +436,62 @@ void TcpConnection::flush_output() {
   }
   if (err != 0 && err != EAGAIN && err != EWOULDBLOCK) return fail(err, "write");
   if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
+}
+
+bool TcpConnection::sends_by_completion() const {
+  return loop()->poller().can_send(channel_);
+}
+
+void TcpConnection::schedule_send() {
+  // At the end of the round, so that what the round adds (a pipelined
+  // batch's responses, a body after its head) leaves in one send.
+  if (send_scheduled_) return;
+  send_scheduled_ = true;
+  // Captures no member pointer (as defer_callback does): this and the
+  // generation fit std::function's inline storage, so no allocation.
+  const uint32_t generation = generation_;
+  loop()->defer([this, generation] {
+    if (generation == generation_) submit_send();
+  });
+}
+
+void TcpConnection::submit_send() {
+  send_scheduled_ = false;
+  if (close_scheduled_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
+  if (send_in_flight_ || output_.empty()) return;
+  if (!sends_by_completion()) return flush_output();  // unregistered meanwhile
+  // output_ goes to the kernel as it is; what is appended from now on
+  // queues behind it in a fresh output_.
+  sending_.swap(output_);
+  start_send();
+}
+
+void TcpConnection::start_send() {
+  send_in_flight_ = true;
+  const bool more = !files_.empty() || close_after_write_;
+  loop()->poller().start_send(channel_, sending_.peek(), sending_.readable_bytes(), more);
+}
+
+void TcpConnection::handle_sent(ssize_t n) {
+  send_in_flight_ = false;
+  if (close_scheduled_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
+  if (n < 0) {
+    sending_.retrieve_all();
+    return fail(static_cast<int>(-n), "send");
+  }
+  sending_.retrieve(static_cast<size_t>(n));
+  bytes_sent_ += static_cast<uint64_t>(n);
+  note_activity(static_cast<size_t>(n));
+  if (!sending_.empty()) return start_send();  // the socket took part of it
+  loop()->buffers().drain(sending_);
+  flush_output();
+}
+
+void TcpConnection::abandon_send() {
+  if (!send_in_flight_) return;
+  send_in_flight_ = false;
+  loop()->poller().abandon_send(channel_, std::move(sending_));
+  sending_ = Buffer(0);
 }
 
 void TcpConnection::output_drained() {
@@ -462,6 +562,7 @@ void TcpConnection::handle_close() {
   state_ = State::kDisconnected;
   reading_ = false;
   // Closing the socket (just below) takes it out of epoll: no EPOLL_CTL_DEL.
+  abandon_send();
   channel_.forget();
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();

@@ -13,7 +13,9 @@
 //
 // Output: bytes go straight to the socket when nothing is queued; what the
 // kernel does not take is queued. File regions queue in order with bytes and
-// are sent with sendfile(2), continued on writability.
+// are sent with sendfile(2), continued on writability. On an io_uring loop
+// input arrives as received bytes and queued bytes leave in one send
+// request per round, submitted with the loop's batch.
 //
 // Loop thread only, every method.
 #pragma once
@@ -121,6 +123,15 @@ class TcpConnection final : public OutputStream {
   static const ChannelHandler kChannelHandler;  // calls the four below
 
   void handle_read();
+  void handle_received(const char* data, ssize_t n);
+  void handle_sent(ssize_t n);
+  bool sends_by_completion() const;
+  void schedule_send();
+  void submit_send();
+  void start_send();
+  void abandon_send();
+  void deliver_input();
+  void deliver_waiting_input();
   void register_channel();
   void handle_write();
   void handle_close();
@@ -129,7 +140,7 @@ class TcpConnection final : public OutputStream {
   void close_at_round_end();
   void fail(int err, const char* what);
 
-  bool has_pending_output() const { return !output_.empty() || !files_.empty(); }
+  bool has_pending_output() const { return send_in_flight_ || !output_.empty() || !files_.empty(); }
   Buffer& output_tail() { return files_.empty() ? output_ : files_.back().after; }
   void after_queue_grew(size_t before);
   void flush_output();
@@ -154,6 +165,9 @@ class TcpConnection final : public OutputStream {
   bool close_scheduled_ = false;
   bool write_complete_asked_ = false;
   bool accepted_ = false;  // counted in the loop's load (ConnectionTable)
+  bool received_while_paused_ = false;  // io_uring received bytes while not reading
+  bool send_in_flight_ = false;  // sending_ is the kernel's (io_uring)
+  bool send_scheduled_ = false;  // submit_send() runs at the end of this round
   bool idle_timer_on_ = false;  // set_idle_timeout() with a positive time
   mutable bool local_known_ = false;
   Socket socket_;
@@ -170,6 +184,7 @@ class TcpConnection final : public OutputStream {
   // Allocated on first use: an idle connection holds no buffer memory.
   Buffer input_{0};
   Buffer output_{0};
+  Buffer sending_{0};  // with io_uring: bytes of the send in flight, ahead of output_
 
   const uint32_t slot_;
   uint32_t generation_ = 0;

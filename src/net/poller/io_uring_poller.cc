@@ -1,6 +1,7 @@
 #include "net/poller/io_uring_poller.h"
 
 #include <sys/epoll.h>
+#include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
@@ -19,13 +20,38 @@ namespace {
 constexpr unsigned kSubmissionEntries = 1024;
 constexpr unsigned kCompletionEntries = 16384;
 
-// user_data: generation << 32 | fd. Zero marks requests whose completion
-// means nothing (cancellations).
-constexpr uint64_t kIgnored = 0;
+// Provided buffers for receives: a request's bytes fit one (a larger body
+// takes several), and a round of a thousand busy connections finds one each.
+// When a round wants more, the receives the kernel ends for want of a buffer
+// are re-armed next round; the bytes wait in the socket meanwhile.
+constexpr unsigned kBuffers = 1024;  // a power of two
+constexpr unsigned kBufferSize = 4096;
+constexpr uint16_t kBufferGroup = 0;
 
-uint64_t user_data(uint32_t generation, int fd) {
+// user_data: generation << 32 | kind | fd. Poll requests: bits 30-31 clear,
+// fd in bits 0-29. Receives: bit 31, the request's sequence in bits 24-29,
+// fd in bits 0-23; sends: bits 30 and 31, fd in bits 0-23 (a higher fd
+// polls and reads and writes itself). Zero: requests whose completion means
+// nothing (cancellations).
+constexpr uint64_t kIgnored = 0;
+constexpr uint32_t kRecvBit = 1u << 31;
+constexpr uint32_t kSendBits = 3u << 30;
+constexpr int kMaxRecvFd = (1 << 24) - 1;
+
+uint64_t poll_data(uint32_t generation, int fd) {
   return static_cast<uint64_t>(generation) << 32 | static_cast<uint32_t>(fd);
 }
+
+uint64_t recv_data(uint32_t generation, uint8_t sequence, int fd) {
+  return static_cast<uint64_t>(generation) << 32 | kRecvBit |
+         static_cast<uint32_t>(sequence & 0x3f) << 24 | static_cast<uint32_t>(fd);
+}
+
+uint64_t send_data(uint32_t generation, int fd) {
+  return static_cast<uint64_t>(generation) << 32 | kSendBits | static_cast<uint32_t>(fd);
+}
+
+constexpr uint32_t kInputEvents = EPOLLIN | EPOLLPRI | EPOLLRDHUP;
 
 int setup_ring(io_uring* ring) {
   // Fastest first; older kernels refuse the newer flags with EINVAL.
@@ -55,15 +81,56 @@ std::unique_ptr<IoUringPoller> IoUringPoller::create(int* err) {
     poller->ring_.ring_fd = -1;
     return nullptr;
   }
+  if (!poller->setup_buffers()) {
+    TERN_LOG_DEBUG("io_uring: no provided buffer rings; connections poll for input");
+  }
   // Sized so that steady state does not allocate (fds grow the table).
   poller->registrations_.resize(1024);
   poller->completed_.reserve(1024);
+  poller->lent_.reserve(kBuffers);
   return poller;
+}
+
+bool IoUringPoller::setup_buffers() {
+  const size_t ring_bytes = kBuffers * sizeof(io_uring_buf);
+  void* ring = ::mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+  if (ring == MAP_FAILED) return false;
+  io_uring_buf_reg reg{};
+  reg.ring_addr = reinterpret_cast<uint64_t>(ring);
+  reg.ring_entries = kBuffers;
+  reg.bgid = kBufferGroup;
+  if (io_uring_register_buf_ring(&ring_, &reg, 0) != 0) {
+    ::munmap(ring, ring_bytes);
+    return false;
+  }
+  // Pages are touched only as the kernel fills them.
+  void* memory = ::mmap(nullptr, static_cast<size_t>(kBuffers) * kBufferSize, PROT_READ | PROT_WRITE,
+                        MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+  if (memory == MAP_FAILED) {
+    io_uring_unregister_buf_ring(&ring_, kBufferGroup);
+    ::munmap(ring, ring_bytes);
+    return false;
+  }
+  buffer_ring_ = static_cast<io_uring_buf_ring*>(ring);
+  buffers_ = static_cast<char*>(memory);
+  buffer_ring_size_ = kBuffers;
+  io_uring_buf_ring_init(buffer_ring_);
+  const int mask = io_uring_buf_ring_mask(kBuffers);
+  for (unsigned i = 0; i < kBuffers; ++i) {
+    io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(i) * kBufferSize, kBufferSize,
+                          static_cast<unsigned short>(i), mask, static_cast<int>(i));
+  }
+  io_uring_buf_ring_advance(buffer_ring_, static_cast<int>(kBuffers));
+  return true;
 }
 
 IoUringPoller::~IoUringPoller() {
   // Closing the ring cancels what is still in flight.
   if (ring_.ring_fd >= 0) io_uring_queue_exit(&ring_);
+  if (buffer_ring_ != nullptr) {
+    ::munmap(buffer_ring_, buffer_ring_size_ * sizeof(io_uring_buf));
+    ::munmap(buffers_, static_cast<size_t>(buffer_ring_size_) * kBufferSize);
+  }
 }
 
 IoUringPoller::Registration& IoUringPoller::registration(int fd) {
@@ -71,6 +138,12 @@ IoUringPoller::Registration& IoUringPoller::registration(int fd) {
   auto index = static_cast<size_t>(fd);
   if (index >= registrations_.size()) registrations_.resize(index + 1 + index / 2);
   return registrations_[index];
+}
+
+uint32_t IoUringPoller::next_generation() {
+  uint32_t generation = next_generation_++;
+  if (next_generation_ == 0) next_generation_ = 1;
+  return generation;
 }
 
 io_uring_sqe* IoUringPoller::next_sqe() {
@@ -84,32 +157,57 @@ io_uring_sqe* IoUringPoller::next_sqe() {
   return sqe;
 }
 
-void IoUringPoller::arm(int fd, Registration& reg, Channel* channel) {
-  const uint32_t events = channel->events();
-  const bool multishot = channel->edge_triggered();
-  reg.channel = channel;
-  reg.generation = next_generation_++;
-  if (next_generation_ == 0) next_generation_ = 1;
-  reg.armed_events = events;
+void IoUringPoller::arm_poll(int fd, Registration& reg, uint32_t events, bool multishot) {
+  reg.poll_generation = next_generation();
+  reg.poll_events = events;
   reg.multishot = multishot;
-  reg.armed = true;
+  reg.poll_armed = true;
   io_uring_sqe* sqe = next_sqe();
   if (multishot) {
     io_uring_prep_poll_multishot(sqe, fd, events);
   } else {
     io_uring_prep_poll_add(sqe, fd, events);
   }
-  io_uring_sqe_set_data64(sqe, user_data(reg.generation, fd));
+  io_uring_sqe_set_data64(sqe, poll_data(reg.poll_generation, fd));
 }
 
-void IoUringPoller::cancel(Registration& reg, int fd) {
-  if (reg.armed) {
-    io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_poll_remove(sqe, user_data(reg.generation, fd));
-    io_uring_sqe_set_data64(sqe, kIgnored);
+void IoUringPoller::arm_recv(int fd, Registration& reg) {
+  ++reg.recv_sequence;
+  reg.recv_armed = true;
+  io_uring_sqe* sqe = next_sqe();
+  io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->buf_group = kBufferGroup;
+  io_uring_sqe_set_data64(sqe, recv_data(reg.generation, reg.recv_sequence, fd));
+}
+
+void IoUringPoller::cancel(uint64_t data) {
+  io_uring_sqe* sqe = next_sqe();
+  io_uring_prep_cancel64(sqe, data, 0);
+  io_uring_sqe_set_data64(sqe, kIgnored);
+}
+
+void IoUringPoller::sync(int fd, Registration& reg) {
+  Channel* channel = reg.channel;
+  const uint32_t events = channel->poller_state() == Channel::PollerState::kAdded ? channel->events() : 0;
+  const bool receives = buffer_ring_ != nullptr && channel->takes_received() && fd <= kMaxRecvFd;
+  const bool want_recv = receives && (events & kInputEvents) != 0;
+  const uint32_t poll_events = receives ? events & ~kInputEvents : events;
+  const bool multishot = channel->edge_triggered();
+
+  if (want_recv && !reg.recv_armed) {
+    arm_recv(fd, reg);
+  } else if (!want_recv && reg.recv_armed) {
+    // Bytes it received before the cancellation still reach the channel.
+    cancel(recv_data(reg.generation, reg.recv_sequence, fd));
+    reg.recv_armed = false;
   }
-  reg.armed = false;
-  reg.generation = 0;  // whatever the old request still reports is dropped
+  if (reg.poll_armed && (reg.poll_events != poll_events || reg.multishot != multishot)) {
+    cancel(poll_data(reg.poll_generation, fd));
+    reg.poll_armed = false;
+    reg.poll_generation = 0;  // whatever the old request still reports is dropped
+  }
+  if (poll_events != 0 && !reg.poll_armed) arm_poll(fd, reg, poll_events, multishot);
 }
 
 void IoUringPoller::update_channel(Channel* channel) {
@@ -117,44 +215,47 @@ void IoUringPoller::update_channel(Channel* channel) {
   const int fd = channel->fd();
   Registration& reg = registration(fd);
   const bool wants_events = !channel->is_none_event();
-  switch (channel->poller_state()) {
-    case State::kNew:
-    case State::kDetached:
-      if (!wants_events) return;
-      arm(fd, reg, channel);
-      channel->set_poller_state(State::kAdded);
-      return;
-    case State::kAdded:
-      if (!wants_events) {
-        cancel(reg, fd);
-        reg.channel = nullptr;
-        channel->set_poller_state(State::kDetached);
-        return;
-      }
-      if (reg.armed) {
-        if (reg.armed_events == channel->events() && reg.multishot == channel->edge_triggered()) {
-          return;
-        }
-        cancel(reg, fd);
-      }
-      arm(fd, reg, channel);
-      return;
+  if (channel->poller_state() != State::kAdded) {
+    if (!wants_events) return;
+    if (reg.channel != channel) {
+      // A new registration (or a detached channel's successor on this fd).
+      if (reg.channel != nullptr) unregister(fd, reg);
+      reg.channel = channel;
+      reg.generation = next_generation();
+    }
+    channel->set_poller_state(State::kAdded);
+    sync(fd, reg);
+    return;
   }
+  if (!wants_events) channel->set_poller_state(State::kDetached);
+  // Detached, the channel stays in the table: a receive being cancelled may
+  // still hand it bytes.
+  sync(fd, reg);
+}
+
+void IoUringPoller::unregister(int fd, Registration& reg) {
+  // The owner abandons a send in flight before it lets go of the channel.
+  TERN_CHECK_MSG(!reg.send_armed, "fd {} unregistered with a send in flight", fd);
+  if (reg.poll_armed) cancel(poll_data(reg.poll_generation, fd));
+  if (reg.recv_armed) cancel(recv_data(reg.generation, reg.recv_sequence, fd));
+  reg = Registration{};
 }
 
 void IoUringPoller::remove_channel(Channel* channel) {
-  if (channel->poller_state() == Channel::PollerState::kAdded) {
-    Registration& reg = registration(channel->fd());
-    const bool armed = reg.armed;
-    cancel(reg, channel->fd());
-    reg.channel = nullptr;
-    // The poll request holds the file open: a listener closed after this
-    // must be closed when its owner's destructor returns (a port rebound
-    // at once, a client that expects a refusal), so the cancellation goes
-    // to the kernel now, and its completion work runs now too.
-    if (armed) {
-      int ret = io_uring_submit_and_get_events(&ring_);
-      if (ret < 0) TERN_LOG_ERROR("io_uring_submit: {}", std::strerror(-ret));
+  const int fd = channel->fd();
+  if (fd >= 0 && static_cast<size_t>(fd) < registrations_.size()) {
+    Registration& reg = registrations_[static_cast<size_t>(fd)];
+    if (reg.channel == channel) {
+      const bool armed = reg.poll_armed || reg.recv_armed;
+      unregister(fd, reg);
+      // A request holds the file open: a listener closed after this must be
+      // closed when its owner's destructor returns (a port rebound at once,
+      // a client that expects a refusal), so the cancellation goes to the
+      // kernel now, and its completion work runs now too.
+      if (armed) {
+        int ret = io_uring_submit_and_get_events(&ring_);
+        if (ret < 0) TERN_LOG_ERROR("io_uring_submit: {}", std::strerror(-ret));
+      }
     }
   }
   channel->set_poller_state(Channel::PollerState::kNew);
@@ -164,27 +265,92 @@ void IoUringPoller::forget_channel(Channel* channel) {
   // A connection's close: its cancellation goes with the round's batch, a
   // moment later. The descriptor number is free at once; the peer sees the
   // close when the loop next enters the kernel, at the end of this round.
-  if (channel->poller_state() == Channel::PollerState::kAdded) {
-    Registration& reg = registration(channel->fd());
-    cancel(reg, channel->fd());
-    reg.channel = nullptr;
+  const int fd = channel->fd();
+  if (fd >= 0 && static_cast<size_t>(fd) < registrations_.size()) {
+    Registration& reg = registrations_[static_cast<size_t>(fd)];
+    if (reg.channel == channel) unregister(fd, reg);
   }
   channel->set_poller_state(Channel::PollerState::kNew);
 }
 
+bool IoUringPoller::can_send(const Channel& channel) const {
+  const int fd = channel.fd();
+  return fd >= 0 && fd <= kMaxRecvFd && static_cast<size_t>(fd) < registrations_.size() &&
+         registrations_[static_cast<size_t>(fd)].channel == &channel && channel.takes_sent();
+}
+
+void IoUringPoller::start_send(Channel& channel, const char* data, size_t length, bool more) {
+  const int fd = channel.fd();
+  Registration& reg = registration(fd);
+  TERN_CHECK(reg.channel == &channel && !reg.send_armed);
+  reg.send_armed = true;
+  io_uring_sqe* sqe = next_sqe();
+  io_uring_prep_send(sqe, fd, data, length, MSG_NOSIGNAL | (more ? MSG_MORE : 0));
+  io_uring_sqe_set_data64(sqe, send_data(reg.generation, fd));
+}
+
+void IoUringPoller::abandon_send(Channel& channel, Buffer&& bytes) {
+  const int fd = channel.fd();
+  Registration& reg = registration(fd);
+  TERN_CHECK(reg.channel == &channel && reg.send_armed);
+  const uint64_t data = send_data(reg.generation, fd);
+  cancel(data);
+  reg.send_armed = false;
+  orphans_.emplace_back(data, std::move(bytes));
+}
+
+void IoUringPoller::collect_send(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready,
+                                 int* count) {
+  const uint64_t data = io_uring_cqe_get_data64(&cqe);
+  for (size_t i = 0; i < orphans_.size(); ++i) {
+    if (orphans_[i].first != data) continue;
+    orphans_[i] = std::move(orphans_.back());  // the kernel is done with the bytes
+    orphans_.pop_back();
+    return;
+  }
+  const auto fd = static_cast<int>(data & 0xffffffu);
+  const auto generation = static_cast<uint32_t>(data >> 32);
+  if (static_cast<size_t>(fd) >= registrations_.size()) return;
+  Registration& reg = registrations_[static_cast<size_t>(fd)];
+  if (reg.channel == nullptr || reg.generation != generation || !reg.send_armed) return;
+  reg.send_armed = false;
+  ready->push_back({reg.channel, ReadyEvent::kSent, cqe.res, nullptr});
+  ++*count;
+}
+
 void IoUringPoller::rearm_completed() {
-  // One-shot requests that completed last round (and multishot ones the
-  // kernel ended) are armed again for channels that still want events; a
-  // request armed on a ready file completes at once.
+  // One-shot polls that completed last round, and multishot requests the
+  // kernel ended, are armed again where their channel still wants them; a
+  // poll armed on a ready file completes at once.
   for (int fd : completed_) {
     Registration& reg = registrations_[static_cast<size_t>(fd)];
-    if (reg.channel == nullptr || reg.armed || reg.channel->is_none_event()) continue;
-    arm(fd, reg, reg.channel);
+    if (reg.channel != nullptr) sync(fd, reg);
   }
   completed_.clear();
 }
 
+void IoUringPoller::give_back(uint16_t buffer_id) {
+  io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(buffer_id) * kBufferSize,
+                        kBufferSize, buffer_id, io_uring_buf_ring_mask(kBuffers), 0);
+  io_uring_buf_ring_advance(buffer_ring_, 1);
+}
+
+void IoUringPoller::return_lent_buffers() {
+  // The bytes of last round's receives have been handled (copied into the
+  // connections' buffers): their buffers go back to the kernel.
+  if (lent_.empty()) return;
+  const int mask = io_uring_buf_ring_mask(kBuffers);
+  int offset = 0;
+  for (uint16_t id : lent_) {
+    io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(id) * kBufferSize, kBufferSize,
+                          id, mask, offset++);
+  }
+  io_uring_buf_ring_advance(buffer_ring_, offset);
+  lent_.clear();
+}
+
 int IoUringPoller::poll(int timeout_ms, std::vector<ReadyEvent>* ready) {
+  return_lent_buffers();
   rearm_completed();
   ++round_;
   io_uring_cqe* cqe = nullptr;
@@ -213,13 +379,21 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
     ++seen;
     const uint64_t data = io_uring_cqe_get_data64(cqe);
     if (data == kIgnored) continue;
-    const auto fd = static_cast<int>(data & 0xffffffffu);
+    if ((data & kSendBits) == kSendBits) {
+      collect_send(*cqe, ready, count);
+      continue;
+    }
+    if (data & kRecvBit) {
+      collect_recv(*cqe, ready, count);
+      continue;
+    }
+    const auto fd = static_cast<int>(data & 0x3fffffffu);
     const auto generation = static_cast<uint32_t>(data >> 32);
     if (static_cast<size_t>(fd) >= registrations_.size()) continue;
     Registration& reg = registrations_[static_cast<size_t>(fd)];
-    if (reg.generation != generation || reg.channel == nullptr) continue;  // stale
+    if (reg.poll_generation != generation || reg.channel == nullptr) continue;  // stale
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
-      reg.armed = false;
+      reg.poll_armed = false;
       completed_.push_back(fd);
     }
     uint32_t revents;
@@ -231,9 +405,15 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
       TERN_LOG_DEBUG("io_uring poll fd {}: {}", fd, std::strerror(-cqe->res));
       revents = EPOLLERR;
     }
+    // Input of a receiving channel is the receive's to report (its end of
+    // stream and errors too).
+    if (reg.channel->takes_received() && buffer_ring_ != nullptr && fd <= kMaxRecvFd) {
+      revents &= ~(kInputEvents | EPOLLHUP);
+    }
     if (revents == 0) continue;
     if (reg.round == round_ && reg.ready_index < ready->size() &&
-        (*ready)[reg.ready_index].channel == reg.channel) {
+        (*ready)[reg.ready_index].channel == reg.channel &&
+        (*ready)[reg.ready_index].revents != ReadyEvent::kReceived) {
       (*ready)[reg.ready_index].revents |= revents;
       continue;
     }
@@ -243,6 +423,43 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
     ++*count;
   }
   io_uring_cq_advance(&ring_, seen);
+}
+
+void IoUringPoller::collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready,
+                                 int* count) {
+  const uint64_t data = io_uring_cqe_get_data64(&cqe);
+  const auto fd = static_cast<int>(data & 0xffffffu);
+  const auto sequence = static_cast<uint8_t>((data >> 24) & 0x3f);
+  const auto generation = static_cast<uint32_t>(data >> 32);
+  const bool has_buffer = (cqe.flags & IORING_CQE_F_BUFFER) != 0;
+  const auto buffer_id = static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+  Registration* reg = static_cast<size_t>(fd) < registrations_.size()
+                          ? &registrations_[static_cast<size_t>(fd)]
+                          : nullptr;
+  if (reg == nullptr || reg->channel == nullptr || reg->generation != generation) {
+    // The channel is gone (closed): its bytes with it.
+    if (has_buffer) give_back(buffer_id);
+    return;
+  }
+  if (!(cqe.flags & IORING_CQE_F_MORE) && reg->recv_armed &&
+      (reg->recv_sequence & 0x3f) == sequence) {
+    reg->recv_armed = false;  // ended (end of stream, an error, no buffer): re-armed if wanted
+    completed_.push_back(fd);
+  }
+  if (cqe.res == -ECANCELED || cqe.res == -ENOBUFS) {
+    if (has_buffer) give_back(buffer_id);
+    return;  // cancelled, or out of buffers for now: the bytes wait in the socket
+  }
+  ReadyEvent event{reg->channel, ReadyEvent::kReceived, cqe.res, nullptr};
+  if (cqe.res > 0 && has_buffer) {
+    event.data = buffers_ + static_cast<size_t>(buffer_id) * kBufferSize;
+    lent_.push_back(buffer_id);
+  } else if (has_buffer) {
+    give_back(buffer_id);
+  }
+  if (cqe.res == 0 && (cqe.flags & IORING_CQE_F_MORE)) return;  // nothing, and more to come
+  ready->push_back(event);
+  ++*count;
 }
 
 }  // namespace tern::net

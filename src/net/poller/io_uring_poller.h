@@ -9,22 +9,32 @@
 // in one io_uring_enter per round; the wait's timeout drives the loop's timer
 // wheel, so no timerfd is read.
 //
-// A completion finds its channel through a table indexed by fd; its
-// user_data carries the registration's generation, so a completion for a
-// registration cancelled or replaced since (or for an fd since closed and
-// reused) is dropped. Completions for one channel within a round are merged
-// into one ready event.
+// Channels whose owner takes received bytes (a TcpConnection) read with a
+// multishot receive instead of a poll for input: the kernel reads into a
+// buffer of the loop's ring of provided buffers as bytes arrive and the
+// loop hands them over (ReadyEvent::kReceived), so a request costs no
+// read(2). Their poll request then covers output only. Such owners send
+// through the ring as well (start_send: one send request, submitted with
+// the round's batch), so a keep-alive request and its response cost no
+// system call of their own.
 //
-// Owned by one EventLoop; loop thread only. The ring is set up with
-// SINGLE_ISSUER and DEFER_TASKRUN where the kernel has them (6.1+): the
-// kernel then does a loop's completion work only when the loop asks for it.
+// A completion finds its channel through a table indexed by fd; its
+// user_data carries a generation, so a completion for a registration
+// cancelled or replaced since (or for an fd since closed and reused) is
+// dropped. A receive's completions carry the registration's generation
+// rather than the request's: bytes received before a pause in reading
+// still reach the channel. Completions of poll requests for one channel
+// within a round are merged into one ready event.
+//
 #pragma once
 
 #include <liburing.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "net/buffer.h"
 #include "net/poller.h"
 
 namespace tern::net {
@@ -39,33 +49,58 @@ class IoUringPoller final : public Poller {
   void update_channel(Channel* channel) override;
   void remove_channel(Channel* channel) override;
   void forget_channel(Channel* channel) override;
+  bool can_send(const Channel& channel) const override;
+  void start_send(Channel& channel, const char* data, size_t length, bool more) override;
+  void abandon_send(Channel& channel, Buffer&& bytes) override;
   IoBackend backend() const override { return IoBackend::kIoUring; }
   bool drives_timers() const override { return true; }
 
  private:
   struct Registration {
-    Channel* channel = nullptr;  // set while the channel is registered (kAdded)
-    uint32_t generation = 0;     // of the request in flight; 0 is never used
-    uint32_t armed_events = 0;   // what that request polls for
-    uint32_t round = 0;          // the round its ready event was queued in
-    uint32_t ready_index = 0;    // and where, to merge later completions
-    bool armed = false;          // a request is in flight
+    Channel* channel = nullptr;    // registered (kAdded), or detached with a receive winding down
+    uint32_t generation = 0;       // of the channel's registration; 0 is never used
+    uint32_t poll_generation = 0;  // of the poll request in flight
+    uint32_t poll_events = 0;      // what that request polls for
+    uint32_t round = 0;            // the round its ready event was queued in
+    uint32_t ready_index = 0;      // and where, to merge later completions
+    uint8_t recv_sequence = 0;     // of the receive in flight
+  bool send_armed = false;
+    bool poll_armed = false;
     bool multishot = false;
+    bool recv_armed = false;
   };
 
   IoUringPoller() = default;
+  bool setup_buffers();
   Registration& registration(int fd);
-  void arm(int fd, Registration& reg, Channel* channel);
-  void cancel(Registration& reg, int fd);
+  uint32_t next_generation();
+  // Brings the requests in flight for fd in line with what its channel wants.
+  void sync(int fd, Registration& reg);
+  void arm_poll(int fd, Registration& reg, uint32_t events, bool multishot);
+  void arm_recv(int fd, Registration& reg);
+  void cancel(uint64_t data);
+  void unregister(int fd, Registration& reg);
   void rearm_completed();
+  void return_lent_buffers();
   io_uring_sqe* next_sqe();
   void collect(std::vector<ReadyEvent>* ready, int* count);
+  void collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready, int* count);
+  void give_back(uint16_t buffer_id);
+  void collect_send(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready, int* count);
 
   io_uring ring_{};
   uint32_t next_generation_ = 1;
   uint32_t round_ = 0;
   std::vector<Registration> registrations_;  // by fd
-  std::vector<int> completed_;  // fds whose request ended this round: re-arm
+  std::vector<int> completed_;  // fds with a request ended this round: re-armed next round
+  // The ring of provided buffers for receives (absent on kernels before 5.19).
+  io_uring_buf_ring* buffer_ring_ = nullptr;
+  char* buffers_ = nullptr;
+  std::vector<uint16_t> lent_;  // buffer ids handed out this round
+  // Bytes of sends abandoned by their closed owner, by user_data, kept until
+  // the kernel reports the send's end (usually its cancellation).
+  std::vector<std::pair<uint64_t, Buffer>> orphans_;
+  unsigned buffer_ring_size_ = 0;
 };
 
 }  // namespace tern::net

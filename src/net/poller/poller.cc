@@ -3,7 +3,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/assert.h"
 #include "base/log.h"
+#include "net/buffer.h"
 #include "net/channel.h"
 #include "net/poller.h"
 #include "net/poller/epoll_poller.h"
@@ -51,6 +53,12 @@ IoBackend default_io_backend() {
   IoBackend chosen = g_default.load();
   return chosen != IoBackend::kDefault ? chosen : from_environment();
 }
+
+void Poller::start_send(Channel&, const char*, size_t, bool) {
+  TERN_CHECK_MSG(false, "this poller does not send");
+}
+
+void Poller::abandon_send(Channel&, Buffer&&) { TERN_CHECK_MSG(false, "this poller does not send"); }
 
 void Poller::forget_channel(Channel* channel) {
   channel->set_poller_state(Channel::PollerState::kNew);
