@@ -18,16 +18,20 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 
 #include "net/channel.h"
+#include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/event_loop_thread.h"
 #include "net/poller.h"
 #include "net/socket.h"
 #include "net/tcp_server.h"
+#include "net/tcp_connection.h"
 #include "support/loop_runner.h"
+#include "support/raw_socket.h"
 
 namespace tern::net {
 namespace {
@@ -265,6 +269,110 @@ TEST_P(BothBackends, AChannelRemovedAndItsFdReusedInOneRoundGetsOnlyItsOwnEvents
   second->write_byte();
   EXPECT_TRUE(eventually([&] { return second->reads.load() == 1; }));
   runner.run([&] { second.reset(); });
+}
+
+TEST_P(BothBackends, WorkDeferredBeforeTheLoopRunsRunsBeforeItsFirstWait) {
+  // A send queued before loop() (deferred to the end of a round, with
+  // io_uring) must not wait for some other event to end the first wait.
+  std::atomic<bool> ran{false};
+  std::thread([&] {
+    EventLoop loop(GetParam());
+    loop.defer([&] {
+      ran = true;
+      loop.quit();
+    });
+    loop.run_after(std::chrono::seconds(10), [&] { loop.quit(); });
+    const auto start = Clock::now();
+    loop.loop();
+    EXPECT_LT(Clock::now() - start, 5s);
+  }).join();
+  EXPECT_TRUE(ran.load());
+}
+
+// The inode of the socket file of the TCP connection from local_port to
+// remote_port on 127.0.0.1, from /proc/net/tcp: 0 once no file holds it (a
+// closed socket that still has bytes to send lives on, orphaned); -1 if
+// there is no such connection.
+long socket_inode(uint16_t local_port, uint16_t remote_port) {
+  FILE* f = std::fopen("/proc/net/tcp", "r");
+  if (f == nullptr) return -1;
+  char line[512];
+  long inode = -1;
+  char want_local[32];
+  char want_remote[32];
+  std::snprintf(want_local, sizeof want_local, "0100007F:%04X", local_port);
+  std::snprintf(want_remote, sizeof want_remote, "0100007F:%04X", remote_port);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    char local[64], remote[64];
+    unsigned long ino = 0;
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+    if (std::sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %*s %*s %lu", local, remote, &ino) != 3) {
+      continue;
+    }
+    if (std::strcmp(local, want_local) == 0 && std::strcmp(remote, want_remote) == 0) {
+      inode = static_cast<long>(ino);
+    }
+  }
+  std::fclose(f);
+  return inode;
+}
+
+TEST_P(BothBackends, AConnectionClosedWithOutputStillQueuedClosesItsSocket) {
+  // 16 MiB to a client that does not read: the socket fills and the rest
+  // waits (with io_uring: a send request in flight, which holds the socket
+  // open until it is cancelled). Closing the connection must close the
+  // socket: the client sees the end of the stream, not a stall.
+  LoopRunner runner(GetParam());
+  const std::string payload(16 << 20, 'x');
+  std::atomic<bool> closed{false};
+  ConnectionId id{};
+  std::unique_ptr<TcpServer> server;
+  std::promise<void> connected;
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_connection_callback([&](TcpConnection& conn) {
+      if (!conn.connected()) {
+        if (conn.id() == id) closed = true;
+        return;
+      }
+      if (id.valid()) return;  // the second client: only connects
+      id = conn.id();
+      conn.send(payload);
+      connected.set_value();
+    });
+    ASSERT_TRUE(server->start().ok());
+  });
+  tern::testing::RawClient client(server->listen_address().port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_EQ(connected.get_future().wait_for(5s), std::future_status::ready);
+  std::this_thread::sleep_for(100ms);  // the socket is full by now
+  const size_t pending = runner.run([&] {
+    TcpConnection* conn = runner.loop()->connections().find(id);
+    size_t bytes = conn ? conn->pending_output_bytes() : 0;
+    if (conn) conn->force_close();
+    return bytes;
+  });
+  EXPECT_GT(pending, 0u) << "the test needs output still queued when it closes";
+  // The client has not read: the server's socket cannot finish sending, but
+  // its file must be gone (io_uring: the send request cancelled), leaving
+  // the kernel an orphaned socket to flush.
+  sockaddr_in client_addr{};
+  socklen_t len = sizeof client_addr;
+  ASSERT_EQ(::getsockname(client.fd(), reinterpret_cast<sockaddr*>(&client_addr), &len), 0);
+  const uint16_t server_port = server->listen_address().port();
+  EXPECT_TRUE(eventually(
+      [&] { return socket_inode(server_port, ntohs(client_addr.sin_port)) == 0; }, 2s))
+      << "the server's socket is still open after the close";
+  const auto start = Clock::now();
+  bool eof = false;
+  std::string got = client.read_to_eof(&eof, 5s);
+  EXPECT_LT(Clock::now() - start, 4s) << "the socket stayed open after the close";
+  EXPECT_LT(got.size(), payload.size());
+  EXPECT_TRUE(eventually([&] { return closed.load(); }));
+  // The loop goes on serving.
+  tern::testing::RawClient second(server->listen_address().port());
+  EXPECT_TRUE(second.ok());
+  runner.run([&] { server.reset(); });
 }
 
 // io_uring_setup refused (ENOSYS), as by a seccomp profile or an old kernel.
