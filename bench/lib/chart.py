@@ -14,9 +14,9 @@ import sys
 
 from . import report
 
-COLORS = {"tern": "#2a7ab9", "nginx": "#3a9a48", "h2o": "#d9822b", "lighttpd": "#8e5bb5",
-          "floor": "#9a9a9a"}
-SERVERS = ("tern", *report.PEERS, "floor")
+COLORS = {"tern": "#2a7ab9", "tern-uring": "#7fb8e3", "nginx": "#3a9a48", "h2o": "#d9822b",
+          "lighttpd": "#8e5bb5", "floor": "#9a9a9a"}
+SERVERS = ("tern", "tern-uring", *report.PEERS, "floor")
 
 
 def import_pyplot():
@@ -84,12 +84,13 @@ def _compared_bars(ax, rows):
     """report.compared: one group per ratio, one bar per server, log scale."""
     from matplotlib.ticker import FuncFormatter
     groups = report.compared(rows)
-    width = 0.8 / 2
-    for i, server in enumerate(("tern", "nginx")):
+    servers = ("tern", "tern-uring", "nginx")
+    width = 0.8 / len(servers)
+    for i, server in enumerate(servers):
         xs, heights = [], []
         for g, (_, _, _, ratios) in enumerate(groups):
             if ratios.get(server) is not None:
-                xs.append(g + (i - 0.5) * width)
+                xs.append(g + (i - (len(servers) - 1) / 2) * width)
                 heights.append(ratios[server])
         bars = ax.bar(xs, heights, width, label=server, color=COLORS[server])
         ax.bar_label(bars, labels=[_short(h) for h in heights], fontsize=7, padding=2)
@@ -113,6 +114,7 @@ def _memory_bars(ax, rows):
     bars = ax.bar([r.server for r in mem], [r.value for r in mem],
                   color=[COLORS[r.server] for r in mem])
     ax.bar_label(bars, labels=[f"{r.value:.2f}" for r in mem], fontsize=8)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
     ax.set_ylabel("KiB per idle connection")
     ax.set_title("idle-memory: RSS per keep-alive\nconnection (lower is better)", fontsize=10)
     ax.margins(y=0.2)

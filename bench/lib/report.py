@@ -5,9 +5,10 @@ from dataclasses import dataclass, field
 
 from .servers import PEERS
 
-# (scenario, figure, peer, bound, limit): tern's median figure divided by the
-# peer's must be >= limit (bound ">=") or <= limit (bound "<="). "peer" is
-# the best of PEERS in that row and figure (see aggregate).
+# (scenario, figure, peer, bound, limit[, server]): the server's (default
+# tern's) median figure divided by the peer's must be >= limit (bound ">=")
+# or <= limit (bound "<="). "peer" is the best of PEERS in that row and
+# figure (see aggregate); "tern" is tern on epoll, for tern-uring's rows.
 TARGETS = [
     ("keepalive-100", "value", "peer", ">=", 1.0),
     ("keepalive-100", "per_cpu", "peer", ">=", 1.3),
@@ -24,7 +25,10 @@ TARGETS = [
     ("file-64m", "value", "peer", ">=", 1.0),
     ("file-64m", "per_cpu", "peer", ">=", 1.0),
     ("idle-memory", "value", "peer", "<=", 1.0),
+    ("keepalive-1000", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
+    ("conn-per-request", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
 ]
+URING = "tern-uring"
 FIGURE_NAMES = {"value": "main figure", "per_cpu": "per CPU-s", "p99_ms": "p99"}
 FIGURES = ("value", "per_cpu", "p99_ms")
 
@@ -70,7 +74,7 @@ def aggregate(scenarios, samples):
         best = {fig: _best_peer(sc, by_server, fig) for fig in FIGURES}
         for row in by_server.values():
             row.best_peer = {fig: peer.server for fig, peer in best.items() if peer}
-            for name in (*PEERS, "floor"):
+            for name in ("tern", *PEERS, "floor"):
                 other = by_server.get(name)
                 for fig in FIGURES:
                     row.ratios[(fig, name)] = _ratio(getattr(row, fig), other and getattr(other, fig))
@@ -92,16 +96,18 @@ def _best_peer(sc, by_server, fig):
 
 def target_results(rows):
     """[(description, ratio or None, bound, limit, passed or None)]."""
-    tern = {r.scenario.name: r for r in rows if r.server == "tern"}
+    by_key = {(r.scenario.name, r.server): r for r in rows}
     out = []
-    for scenario, fig, peer, bound, limit in TARGETS:
-        row = tern.get(scenario)
+    for scenario, fig, peer, bound, limit, *server in TARGETS:
+        server = server[0] if server else "tern"
+        row = by_key.get((scenario, server))
         ratio = row and row.ratios.get((fig, peer))
         passed = None if ratio is None else (ratio >= limit if bound == ">=" else ratio <= limit)
         name = peer
         if peer == "peer":
             name = f"best peer ({row.best_peer[fig]})" if row and fig in row.best_peer else "best peer"
-        out.append((f"{scenario} {FIGURE_NAMES[fig]} / {name}", ratio, bound, limit, passed))
+        who = "" if server == "tern" else f"{server} "
+        out.append((f"{scenario} {who}{FIGURE_NAMES[fig]} / {name}", ratio, bound, limit, passed))
     return out
 
 
@@ -157,7 +163,8 @@ def _fmt_ms(x):
 
 
 HEADER = ["scenario", "server", "median", "unit", "per CPU-s", "p99 ms", "runs ok",
-          "x best peer", "x floor", "CPU x best peer", "CPU x floor", "p99 x best peer"]
+          "x best peer", "x floor", "CPU x best peer", "CPU x floor", "p99 x best peer",
+          "CPU x tern"]
 
 
 def _peer_ratio(row, fig):
@@ -185,7 +192,8 @@ def table_cells(rows):
                       _fmt_ratio(r.ratios[("value", "floor")]),
                       _peer_ratio(r, "per_cpu"),
                       _fmt_ratio(r.ratios[("per_cpu", "floor")]),
-                      _peer_ratio(r, "p99_ms")])
+                      _peer_ratio(r, "p99_ms"),
+                      _fmt_ratio(r.ratios[("per_cpu", "tern")]) if r.server == URING else "-"])
     return cells
 
 
@@ -233,7 +241,7 @@ def markdown(rows, samples, meta):
              f"Machine: {meta['machine']}  ",
              f"Versions: {meta['versions']}  ",
              f"Method: bench/results/README.md; {meta['rounds']} round(s), servers "
-             f"alternated (tern, {', '.join(PEERS)}, floor) in each round; warm-up "
+             f"alternated (tern, tern-uring, {', '.join(PEERS)}, floor) in each round; warm-up "
              f"{meta['warmup']} s, then "
              f"measure {meta['duration']} s (ab: {meta['ab_requests']:,} requests). Server on "
              "CPU 0, load generator on CPU 1. Medians of the runs that had no errors; "
@@ -241,17 +249,19 @@ def markdown(rows, samples, meta):
              "second of server CPU time (utime+stime of every server process; for the php-* "
              "rows tern's or nginx's, not php-fpm's). `x best peer`: tern's (or that "
              "server's) median over the best median of nginx, h2o and lighttpd in that row "
-             "and figure, the peer named beside it."
+             "and figure, the peer named beside it. tern runs on both I/O backends: "
+             "`tern` (epoll) and `tern-uring` (io_uring); `CPU x tern`: tern-uring's "
+             "requests per CPU-s over tern's on epoll."
              + (" nginx's PHP locations: fastcgi_keep_conn on (--nginx-keep-conn)."
                 if meta.get("nginx_keep_conn") else ""),
              "", "![chart](latest.png)", "", _md_table(HEADER, table_cells(rows)), ""]
     if compared(rows):
         parts += ["## Rows against rows (same server, same run)", "",
-                  _md_table(["ratio", "rows", "tern", "nginx", "tern per CPU-s",
-                             "nginx per CPU-s"],
+                  _md_table(["ratio", "rows", "tern", "tern-uring", "nginx", "tern per CPU-s",
+                             "tern-uring per CPU-s", "nginx per CPU-s"],
                             [[label, f"{name} / {ref}"]
                              + [_fmt_ratio(d.get(server)) for d in (ratios, cpu)
-                                for server in ("tern", "nginx")]
+                                for server in ("tern", "tern-uring", "nginx")]
                              for label, name, ref, ratios, cpu in _compared_both(rows)]), ""]
     parts += ["## Targets (tern / peer)", "",
               _md_table(["target", "ratio", "bound", "result"],

@@ -9,14 +9,18 @@ from dataclasses import dataclass, field
 
 from . import loadgen, servers
 
-SERVERS = ("tern", *servers.PEERS, "floor")
+# tern on both I/O backends: "tern" waits with epoll, "tern-uring" with io_uring.
+TERNS = ("tern", "tern" + servers.URING)
+SERVERS = (*TERNS, *servers.PEERS, "floor")
 # Where the floor cannot take part (it never closes, and its canned
 # response is at most 128 KiB).
-WITHOUT_FLOOR = ("tern", *servers.PEERS)
+WITHOUT_FLOOR = (*TERNS, *servers.PEERS)
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIPELINE_LUA = os.path.join(BENCH_DIR, "pipeline.lua")
 FILES_LUA = os.path.join(BENCH_DIR, "files.lua")
 IDLE_CONNECTIONS = 10_000
+# sparse-10k: 10,000 keep-alive connections of which 1% are busy.
+SPARSE_IDLE = 9_900
 
 
 @dataclass
@@ -30,6 +34,7 @@ class Scenario:
     servers: tuple = SERVERS
     pipeline: int = 0         # requests per write (wrk Lua script)
     files: int = 0            # requests for random files of the many-files set (files.lua)
+    idle: int = 0             # idle keep-alive connections held open during the run
     higher_is_better: bool = True
     expect_cache_hit: bool = False  # after warm-up the response must say X-Cache: HIT
     # (scenario, label): this row's median over that row's, same server, same
@@ -43,12 +48,15 @@ class Scenario:
 
 
 # target -> {server name: kind of the process that serves it (servers.start)}
+_U = servers.URING
 TARGETS = {
-    "file": {"tern": "tern", "nginx": "nginx", "h2o": "h2o", "lighttpd": "lighttpd",
-             "floor": "floor"},
-    "hello": {"tern": "hello", "nginx": "nginx", "floor": "floor-hello"},
-    "php": {"tern": "tern-php", "nginx": "nginx-php"},
-    "php-cache": {"tern": "tern-php-cache", "nginx": "nginx-php-cache"},
+    "file": {"tern": "tern", "tern" + _U: "tern" + _U, "nginx": "nginx", "h2o": "h2o",
+             "lighttpd": "lighttpd", "floor": "floor"},
+    "hello": {"tern": "hello", "tern" + _U: "hello" + _U, "nginx": "nginx",
+              "floor": "floor-hello"},
+    "php": {"tern": "tern-php", "tern" + _U: "tern-php" + _U, "nginx": "nginx-php"},
+    "php-cache": {"tern": "tern-php-cache", "tern" + _U: "tern-php-cache" + _U,
+                  "nginx": "nginx-php-cache"},
 }
 PHP_NOTE = (f"through a php-fpm of its own per server ({servers.PHP_POOL} static children, "
             "unix socket, OPcache, pinned to CPU 0 with the server); per CPU-s counts the "
@@ -58,6 +66,10 @@ PHP_NOTE = (f"through a php-fpm of its own per server ({servers.PHP_POOL} static
 SCENARIOS = [
     Scenario("keepalive-100", "wrk", "req/s", conns=100),
     Scenario("keepalive-1000", "wrk", "req/s", conns=1000),
+    Scenario("sparse-10k", "wrk", "req/s", conns=100, idle=SPARSE_IDLE,
+             note=f"10,000 keep-alive connections, 1% busy: {SPARSE_IDLE:,} idle ones (each "
+                  "sent one request and stays silent) held open by the harness through the "
+                  "warm-up and the run, while wrk drives 100"),
     # The floor never closes a connection, and ab without -k waits for the close.
     Scenario("conn-per-request", "ab", "req/s", servers=WITHOUT_FLOOR,
              note="HTTP/1.0, a new connection per request; floor n/a (never closes)"),
@@ -80,13 +92,13 @@ SCENARIOS = [
                   "part of its cost is in its 'before' (worker RSS at start: 4.6 MB with "
                   "1,024 slots, 12.5 MB with 20,000)"),
     Scenario("hello-router", "wrk", "req/s", path="/hello", target="hello",
-             servers=("tern", "nginx", "floor"),
+             servers=(*TERNS, "nginx", "floor"),
              note='"Hello, world!\\n" from memory: tern = examples/hello_http, '
                   "nginx = return 200, floor = 14-byte body; h2o and lighttpd n/a (they "
                   "answer from memory only through a script: mruby, Lua)"),
     # php-fpm bounds these rows, not the server: 50 connections are plenty.
     Scenario("php-hello", "wrk", "req/s", path="/hello.php", conns=50, target="php",
-             servers=("tern", "nginx"),
+             servers=(*TERNS, "nginx"),
              note="bench/php/hello.php " + PHP_NOTE + f". tern: [[fastcgi]] pool = "
                   f"{servers.PHP_POOL}, kept-alive connections, requests queue in tern; "
                   f"nginx: upstream keepalive {servers.PHP_POOL} but fastcgi_keep_conn off, a "
@@ -94,13 +106,13 @@ SCENARIOS = [
                   "in php-fpm's backlog behind idle kept-alive connections and time out: "
                   "bench/compare --nginx-keep-conn)"),
     Scenario("php-uncached", "wrk", "req/s", path="/slow_hello.php", target="php",
-             servers=("tern", "nginx"),
+             servers=(*TERNS, "nginx"),
              note="bench/php/slow_hello.php (usleep 20 ms, Cache-Control max-age=3600), no "
                   f"cache: at most {servers.PHP_POOL} x 50 req/s; same connections as "
                   "php-cached; servers as in php-hello"),
     # wrk as in keepalive-100, so that cached / static compares like with like.
     Scenario("php-cached", "wrk", "req/s", path="/slow_hello.php", target="php-cache",
-             servers=("tern", "nginx"), expect_cache_hit=True,
+             servers=(*TERNS, "nginx"), expect_cache_hit=True,
              compare_to=(("keepalive-100", "cached / static 1 KiB"),
                          ("php-uncached", "cached / uncached")),
              note="the same page from the response cache: every measured request a hit "
@@ -165,7 +177,25 @@ def _check_cache_hit(server, path, sample):
 
 def run_load(sc, server, rnd, opts):
     """One wrk or ab sample against a running server. For a PHP server, the
-    CPU time of its php-fpm is read around the measured run too."""
+    CPU time of its php-fpm is read around the measured run too; with
+    sc.idle, that many idle connections are open through it."""
+    if not sc.idle:
+        return _run_load(sc, server, rnd, opts)
+    try:
+        with loadgen.IdleConnections(server.port, sc.idle, sc.path) as idle:
+            sample = _run_load(sc, server, rnd, opts)
+            alive = idle.still_open()
+    except (OSError, RuntimeError, ValueError) as e:
+        sample = Sample(sc.name, None, rnd)
+        sample.errors.append(f"idle connections: {type(e).__name__}: {e}")
+        return sample
+    if alive < sc.idle:
+        sample.errors.append(f"server closed {sc.idle - alive} of {sc.idle} idle connections")
+    sample.detail = (sample.detail + "; " if sample.detail else "") + f"{sc.idle:,} idle open"
+    return sample
+
+
+def _run_load(sc, server, rnd, opts):
     url = server.url(sc.path.lstrip("/"))
     _warm_up(sc, url, opts.warmup)
     cmd = _load_command(sc, url, opts.duration, opts.ab_requests)

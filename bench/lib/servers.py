@@ -188,11 +188,17 @@ class Server:
             self.backend.stop()
 
 
-def tern_config(ws, port):
-    path = ws.path(f"tern-{port}.toml")
+# tern's second I/O backend: a server kind ending in URING ("tern-uring",
+# "hello-uring", "tern-php-uring") is that kind with io = "io_uring".
+URING = "-uring"
+
+
+def tern_config(ws, port, io="epoll"):
+    path = ws.path(f"tern-{io}-{port}.toml")
     with open(path, "w") as f:
         f.write(f'''listen = ["{HOST}:{port}"]
 workers = 1
+io = "{io}"
 # 10,000 idle connections plus the probes: above the default of 10,000.
 max_connections = 20000
 access_log = "off"
@@ -207,13 +213,14 @@ level = "warn"
     return path
 
 
-def tern_php_config(ws, port, fpm, cache):
+def tern_php_config(ws, port, fpm, cache, io="epoll"):
     """tern in front of its php-fpm, with the response cache or without."""
-    path = ws.path(f"tern-php{'-cache' if cache else ''}-{port}.toml")
+    path = ws.path(f"tern-php{'-cache' if cache else ''}-{io}-{port}.toml")
     cache_lines = 'cache = true\ncache_size = "16MiB"\n' if cache else ""
     with open(path, "w") as f:
         f.write(f'''listen = ["{HOST}:{port}"]
 workers = 1
+io = "{io}"
 access_log = "off"
 shutdown_timeout = "1s"
 
@@ -367,6 +374,9 @@ def h2o_config(ws, port):
   port: {port}
 num-threads: 1
 max-connections: 20000
+# Idle keep-alive connections stay (sparse-10k holds 9,900 for the whole
+# run); h2o's default closes them after 10 s, the others keep them 60 s+.
+http1-request-timeout: 300
 {"user: root" if os.geteuid() == 0 else ""}
 error-log: {tmp}/error.log
 file.send-gzip: OFF
@@ -420,16 +430,19 @@ PHP_KINDS = {"tern-php": ("tern", False), "tern-php-cache": ("tern", True),
 
 def _command(kind, ws, bins, port, fpm):
     """(argv, config path) of a server of `kind` listening on `port`."""
+    io = "epoll"
+    if kind.endswith(URING):
+        kind, io = kind[:-len(URING)], "io_uring"
     if kind in PHP_KINDS:
         server, cache = PHP_KINDS[kind]
         if server == "tern":
-            conf = tern_php_config(ws, port, fpm, cache)
+            conf = tern_php_config(ws, port, fpm, cache, io)
             return [bins["tern"], "-c", conf], conf
         conf, errlog = nginx_php_config(ws, port, fpm, cache)
     elif kind == "nginx":
         conf, errlog = nginx_config(ws, port)
     elif kind == "tern":
-        conf = tern_config(ws, port)
+        conf = tern_config(ws, port, io)
         return [bins["tern"], "-c", conf], conf
     elif kind == "h2o":
         conf = h2o_config(ws, port)
@@ -442,7 +455,7 @@ def _command(kind, ws, bins, port, fpm):
     elif kind == "floor-hello":
         return [bins["floor"], str(port), str(len(HELLO_BODY))], None
     elif kind == "hello":
-        return [bins["hello"], "--port", str(port), "--threads", "0"], None
+        return [bins["hello"], "--port", str(port), "--threads", "0", "--io", io], None
     else:
         raise ValueError(kind)
     return ["nginx", "-c", conf, "-e", errlog, "-p", ws.dir, "-g", "daemon off;"], conf
@@ -453,11 +466,13 @@ def start(kind, ws, bins):
 
     kind: tern | nginx | h2o | lighttpd | floor (1 KiB body) | hello (tern's
     hello_http) | floor-hello
-    | one of PHP_KINDS (started after a php-fpm of its own, its `backend`).
+    | one of PHP_KINDS (started after a php-fpm of its own, its `backend`);
+    tern's kinds + URING: the same on io_uring.
     bins: paths of the built binaries (tern, hello_http, floor_server, php-fpm)."""
     port = free_port()
     log = ws.path(f"{kind}-{port}.log")
-    fpm = start_php_fpm(ws, f"{kind}-{port}", bins["php-fpm"]) if kind in PHP_KINDS else None
+    php = kind.removesuffix(URING) in PHP_KINDS
+    fpm = start_php_fpm(ws, f"{kind}-{port}", bins["php-fpm"]) if php else None
     try:
         argv, conf = _command(kind, ws, bins, port, fpm)
         server = Server(kind, argv, port, log, conf)
