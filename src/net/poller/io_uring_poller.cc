@@ -3,6 +3,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -21,10 +22,13 @@ constexpr unsigned kSubmissionEntries = 1024;
 constexpr unsigned kCompletionEntries = 16384;
 
 // Provided buffers for receives: a request's bytes fit one (a larger body
-// takes several), and a round of a thousand busy connections finds one each.
-// When a round wants more, the receives the kernel ends for want of a buffer
-// are re-armed next round; the bytes wait in the socket meanwhile.
-constexpr unsigned kBuffers = 1024;  // a power of two
+// takes several). The ring starts with kInitialBuffers and doubles, up to
+// kBuffers (a round of a thousand busy connections finds one each), each
+// time a receive finds it empty; such a receive is re-armed next round and
+// its bytes wait in the socket meanwhile. So memory follows what the loop's
+// busiest round needed (the buffers are reserved, not touched, up front).
+constexpr unsigned kBuffers = 1024;  // a power of two: the ring's entries
+constexpr unsigned kInitialBuffers = 64;
 constexpr unsigned kBufferSize = 4096;
 constexpr uint16_t kBufferGroup = 0;
 
@@ -115,13 +119,22 @@ bool IoUringPoller::setup_buffers() {
   buffers_ = static_cast<char*>(memory);
   buffer_ring_size_ = kBuffers;
   io_uring_buf_ring_init(buffer_ring_);
-  const int mask = io_uring_buf_ring_mask(kBuffers);
-  for (unsigned i = 0; i < kBuffers; ++i) {
-    io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(i) * kBufferSize, kBufferSize,
-                          static_cast<unsigned short>(i), mask, static_cast<int>(i));
-  }
-  io_uring_buf_ring_advance(buffer_ring_, static_cast<int>(kBuffers));
+  grow_buffers(kInitialBuffers);
   return true;
+}
+
+void IoUringPoller::grow_buffers(unsigned count) {
+  // Fresh ids (buffers never used yet) join the ring; at most kBuffers are
+  // ever in it, so it cannot overflow.
+  count = std::min(count, kBuffers - buffers_in_use_);
+  const int mask = io_uring_buf_ring_mask(kBuffers);
+  for (unsigned i = 0; i < count; ++i) {
+    const unsigned id = buffers_in_use_ + i;
+    io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(id) * kBufferSize, kBufferSize,
+                          static_cast<unsigned short>(id), mask, static_cast<int>(i));
+  }
+  io_uring_buf_ring_advance(buffer_ring_, static_cast<int>(count));
+  buffers_in_use_ += count;
 }
 
 IoUringPoller::~IoUringPoller() {
@@ -445,6 +458,10 @@ void IoUringPoller::collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent
       (reg->recv_sequence & 0x3f) == sequence) {
     reg->recv_armed = false;  // ended (end of stream, an error, no buffer): re-armed if wanted
     completed_.push_back(fd);
+  }
+  if (cqe.res == -ENOBUFS && buffers_in_use_ < kBuffers) {
+    grow_buffers(buffers_in_use_);
+    TERN_LOG_DEBUG("io_uring: {} receive buffers", buffers_in_use_);
   }
   if (cqe.res == -ECANCELED || cqe.res == -ENOBUFS) {
     if (has_buffer) give_back(buffer_id);

@@ -72,6 +72,7 @@ class IoUringPoller final : public Poller {
 
   IoUringPoller() = default;
   bool setup_buffers();
+  void grow_buffers(unsigned count);
   Registration& registration(int fd);
   uint32_t next_generation();
   // Brings the requests in flight for fd in line with what its channel wants.
@@ -101,6 +102,7 @@ class IoUringPoller final : public Poller {
   // the kernel reports the send's end (usually its cancellation).
   std::vector<std::pair<uint64_t, Buffer>> orphans_;
   unsigned buffer_ring_size_ = 0;
+  unsigned buffers_in_use_ = 0;  // ids 0 .. buffers_in_use_ - 1 are the ring's or lent
 };
 
 }  // namespace tern::net
