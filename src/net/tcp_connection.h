@@ -15,7 +15,8 @@
 // kernel does not take is queued. File regions queue in order with bytes and
 // are sent with sendfile(2), continued on writability. On an io_uring loop
 // input arrives as received bytes and queued bytes leave in one send
-// request per round, submitted with the loop's batch.
+// request per round, submitted with the loop's batch. (The output side is
+// in tcp_connection_output.cc.)
 //
 // Loop thread only, every method.
 #pragma once

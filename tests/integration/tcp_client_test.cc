@@ -20,6 +20,7 @@
 #include "net/buffer.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
+#include "support/eventually.h"
 #include "support/loop_runner.h"
 #include "support/temp_dir.h"
 
@@ -30,16 +31,7 @@ using namespace std::chrono_literals;
 using tern::testing::LoopRunner;
 using Clock = std::chrono::steady_clock;
 
-// Polls `ready` for up to `timeout`.
-template <typename F>
-bool eventually(F ready, std::chrono::milliseconds timeout = 10s) {
-  auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return ready();
-}
+using tern::testing::eventually;
 
 tern::testing::LoopOwned<TcpServer> start_echo_server(LoopRunner& runner, uint16_t port) {
   auto server = tern::testing::make_on_loop<TcpServer>(runner, runner.loop(), InetAddress(port, true));

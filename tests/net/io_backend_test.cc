@@ -30,6 +30,7 @@
 #include "net/socket.h"
 #include "net/tcp_server.h"
 #include "net/tcp_connection.h"
+#include "support/eventually.h"
 #include "support/loop_runner.h"
 #include "support/raw_socket.h"
 
@@ -51,15 +52,7 @@ std::string io_uring_refusal() {
   return {};
 }
 
-template <typename F>
-bool eventually(F ready, std::chrono::milliseconds timeout = 5s) {
-  auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return ready();
-}
+using tern::testing::eventually;
 
 TEST(IoBackend, NamesParseBothWays) {
   EXPECT_EQ(parse_io_backend("epoll"), IoBackend::kEpoll);

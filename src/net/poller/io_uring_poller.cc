@@ -127,11 +127,8 @@ void IoUringPoller::grow_buffers(unsigned count) {
   // Fresh ids (buffers never used yet) join the ring; at most kBuffers are
   // ever in it, so it cannot overflow.
   count = std::min(count, kBuffers - buffers_in_use_);
-  const int mask = io_uring_buf_ring_mask(kBuffers);
   for (unsigned i = 0; i < count; ++i) {
-    const unsigned id = buffers_in_use_ + i;
-    io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(id) * kBufferSize, kBufferSize,
-                          static_cast<unsigned short>(id), mask, static_cast<int>(i));
+    offer(static_cast<uint16_t>(buffers_in_use_ + i), static_cast<int>(i));
   }
   io_uring_buf_ring_advance(buffer_ring_, static_cast<int>(count));
   buffers_in_use_ += count;
@@ -203,7 +200,7 @@ void IoUringPoller::cancel(uint64_t data) {
 void IoUringPoller::sync(int fd, Registration& reg) {
   Channel* channel = reg.channel;
   const uint32_t events = channel->poller_state() == Channel::PollerState::kAdded ? channel->events() : 0;
-  const bool receives = buffer_ring_ != nullptr && channel->takes_received() && fd <= kMaxRecvFd;
+  const bool receives = receives_for(*channel, fd);
   const bool want_recv = receives && (events & kInputEvents) != 0;
   const uint32_t poll_events = receives ? events & ~kInputEvents : events;
   const bool multishot = channel->edge_triggered();
@@ -254,36 +251,37 @@ void IoUringPoller::unregister(int fd, Registration& reg) {
   reg = Registration{};
 }
 
-void IoUringPoller::remove_channel(Channel* channel) {
-  const int fd = channel->fd();
-  if (fd >= 0 && static_cast<size_t>(fd) < registrations_.size()) {
-    Registration& reg = registrations_[static_cast<size_t>(fd)];
-    if (reg.channel == channel) {
-      const bool armed = reg.poll_armed || reg.recv_armed;
-      unregister(fd, reg);
-      // A request holds the file open: a listener closed after this must be
-      // closed when its owner's destructor returns (a port rebound at once,
-      // a client that expects a refusal), so the cancellation goes to the
-      // kernel now, and its completion work runs now too.
-      if (armed) {
-        int ret = io_uring_submit_and_get_events(&ring_);
-        if (ret < 0) TERN_LOG_ERROR("io_uring_submit: {}", std::strerror(-ret));
-      }
-    }
-  }
+bool IoUringPoller::drop(Channel* channel) {
   channel->set_poller_state(Channel::PollerState::kNew);
+  const int fd = channel->fd();
+  if (fd < 0 || static_cast<size_t>(fd) >= registrations_.size()) return false;
+  Registration& reg = registrations_[static_cast<size_t>(fd)];
+  if (reg.channel != channel) return false;
+  const bool armed = reg.poll_armed || reg.recv_armed;
+  unregister(fd, reg);
+  return armed;
+}
+
+void IoUringPoller::remove_channel(Channel* channel) {
+  // A request holds the file open: a listener closed after this must be
+  // closed when its owner's destructor returns (a port rebound at once, a
+  // client that expects a refusal), so the cancellation goes to the kernel
+  // now, and its completion work runs now too.
+  if (drop(channel)) {
+    int ret = io_uring_submit_and_get_events(&ring_);
+    if (ret < 0) TERN_LOG_ERROR("io_uring_submit: {}", std::strerror(-ret));
+  }
 }
 
 void IoUringPoller::forget_channel(Channel* channel) {
   // A connection's close: its cancellation goes with the round's batch, a
   // moment later. The descriptor number is free at once; the peer sees the
   // close when the loop next enters the kernel, at the end of this round.
-  const int fd = channel->fd();
-  if (fd >= 0 && static_cast<size_t>(fd) < registrations_.size()) {
-    Registration& reg = registrations_[static_cast<size_t>(fd)];
-    if (reg.channel == channel) unregister(fd, reg);
-  }
-  channel->set_poller_state(Channel::PollerState::kNew);
+  drop(channel);
+}
+
+bool IoUringPoller::receives_for(const Channel& channel, int fd) const {
+  return buffer_ring_ != nullptr && fd <= kMaxRecvFd && channel.takes_received();
 }
 
 bool IoUringPoller::can_send(const Channel& channel) const {
@@ -342,9 +340,14 @@ void IoUringPoller::rearm_completed() {
   completed_.clear();
 }
 
-void IoUringPoller::give_back(uint16_t buffer_id) {
+void IoUringPoller::offer(uint16_t buffer_id, int offset) {
+  // Visible to the kernel once the ring is advanced past it.
   io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(buffer_id) * kBufferSize,
-                        kBufferSize, buffer_id, io_uring_buf_ring_mask(kBuffers), 0);
+                        kBufferSize, buffer_id, io_uring_buf_ring_mask(kBuffers), offset);
+}
+
+void IoUringPoller::give_back(uint16_t buffer_id) {
+  offer(buffer_id, 0);
   io_uring_buf_ring_advance(buffer_ring_, 1);
 }
 
@@ -352,12 +355,8 @@ void IoUringPoller::return_lent_buffers() {
   // The bytes of last round's receives have been handled (copied into the
   // connections' buffers): their buffers go back to the kernel.
   if (lent_.empty()) return;
-  const int mask = io_uring_buf_ring_mask(kBuffers);
   int offset = 0;
-  for (uint16_t id : lent_) {
-    io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(id) * kBufferSize, kBufferSize,
-                          id, mask, offset++);
-  }
+  for (uint16_t id : lent_) offer(id, offset++);
   io_uring_buf_ring_advance(buffer_ring_, offset);
   lent_.clear();
 }
@@ -420,7 +419,7 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
     }
     // Input of a receiving channel is the receive's to report (its end of
     // stream and errors too).
-    if (reg.channel->takes_received() && buffer_ring_ != nullptr && fd <= kMaxRecvFd) {
+    if (receives_for(*reg.channel, fd)) {
       revents &= ~(kInputEvents | EPOLLHUP);
     }
     if (revents == 0) continue;

@@ -81,11 +81,16 @@ class IoUringPoller final : public Poller {
   void arm_recv(int fd, Registration& reg);
   void cancel(uint64_t data);
   void unregister(int fd, Registration& reg);
+  // Unregisters channel; whether a request of its was in flight.
+  bool drop(Channel* channel);
+  // Whether channel's input comes by receive requests rather than polls.
+  bool receives_for(const Channel& channel, int fd) const;
   void rearm_completed();
   void return_lent_buffers();
   io_uring_sqe* next_sqe();
   void collect(std::vector<ReadyEvent>* ready, int* count);
   void collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready, int* count);
+  void offer(uint16_t buffer_id, int offset);
   void give_back(uint16_t buffer_id);
   void collect_send(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready, int* count);
 
