@@ -182,7 +182,9 @@ def test_listen_flag_overrides_the_config_file(tmp_path):
 
 def backend_in_log(srv):
     """The I/O backend the startup line names ("listening on ... (1 I/O
-    loop, io_uring, dispatch mode, ...)"), after any fallback."""
+    loop, io_uring, dispatch mode, ...)"), after any fallback. The line is
+    written just after the listeners open: wait for it."""
+    assert srv.wait_for_log("listening on"), srv.stderr()
     line = next(l for l in srv.stderr().splitlines() if "listening on" in l)
     return line.split("(", 1)[1].split(", ")[1]
 
