@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 
+#include "net/file_region.h"
+
 namespace tern::net {
 
 class Buffer;
@@ -29,19 +31,6 @@ struct ConnectionId {
   friend bool operator==(const ConnectionId&, const ConnectionId&) = default;
 };
 
-// A region of an open file to send with sendfile(2), or of memory (a file
-// mapped with mmap) to send with write(2) when `memory` is set. `keep_alive`
-// (optional) is held until the region has been sent or the connection
-// closed, so the fd or mapping stays valid that long; an open-file cache
-// hands out its entry here.
-struct FileRegion {
-  int fd = -1;
-  off_t offset = 0;      // into the file, or into `memory`
-  size_t length = 0;
-  const char* memory = nullptr;
-  std::shared_ptr<const void> keep_alive;
-};
-
 // What a connection calls. One instance is shared by every connection of a
 // server (connections hold a pointer, so accepting copies no std::function);
 // the server keeps it alive longer than its connections.
@@ -59,6 +48,9 @@ struct ConnectionCallbacks {
   // write-complete; see TcpConnection::stop_reading for the input side).
   std::function<void(TcpConnection&, size_t queued)> on_high_water_mark;
   size_t high_water_mark = 64 * 1024 * 1024;
+  // Large file regions sent to a peer on this host leave from a mapping of
+  // the file rather than by sendfile (TcpServerOptions::map_files_for_local_peers).
+  bool map_files_for_local_peers = false;
   // Internal: called after on_connection on close, for the owner's bookkeeping.
   std::function<void(TcpConnection&)> on_close;
 };

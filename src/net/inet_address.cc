@@ -110,6 +110,35 @@ std::string InetAddress::to_ip_port() const {
   return s;
 }
 
+namespace {
+
+// The IPv4 address in network order of an IPv4 or IPv4-mapped IPv6 address.
+bool ipv4_of(const sockaddr_in& v4, const sockaddr_in6& v6, bool is_v6, uint32_t* out) {
+  if (!is_v6) {
+    *out = v4.sin_addr.s_addr;
+    return true;
+  }
+  if (!IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) return false;
+  std::memcpy(out, &v6.sin6_addr.s6_addr[12], sizeof *out);
+  return true;
+}
+
+}  // namespace
+
+bool InetAddress::is_loopback() const {
+  uint32_t v4 = 0;
+  if (ipv4_of(addr4_, addr6_, is_ipv6(), &v4)) return (ntohl(v4) >> 24) == 127;
+  return IN6_IS_ADDR_LOOPBACK(&addr6_.sin6_addr);
+}
+
+bool InetAddress::same_ip(const InetAddress& other) const {
+  uint32_t a = 0, b = 0;
+  const bool a4 = ipv4_of(addr4_, addr6_, is_ipv6(), &a);
+  const bool b4 = ipv4_of(other.addr4_, other.addr6_, other.is_ipv6(), &b);
+  if (a4 || b4) return a4 && b4 && a == b;
+  return std::memcmp(&addr6_.sin6_addr, &other.addr6_.sin6_addr, sizeof(in6_addr)) == 0;
+}
+
 bool operator==(const InetAddress& a, const InetAddress& b) {
   if (a.family() != b.family() || a.port() != b.port()) return false;
   if (a.is_ipv6()) {

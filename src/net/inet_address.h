@@ -39,6 +39,12 @@ class InetAddress {
     return is_ipv6() ? static_cast<socklen_t>(sizeof addr6_) : static_cast<socklen_t>(sizeof addr4_);
   }
 
+  // 127.0.0.0/8, ::1, or ::ffff:127.0.0.0/104.
+  bool is_loopback() const;
+  // The same IP address, whatever the ports (an IPv4 address and its
+  // IPv4-mapped IPv6 form are the same).
+  bool same_ip(const InetAddress& other) const;
+
   friend bool operator==(const InetAddress& a, const InetAddress& b);
 
  private:

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 namespace tern::net::sockets {
@@ -155,6 +156,11 @@ bool is_self_connect(int fd) { return local_address(fd) == peer_address(fd); }
 
 Result<void> set_tcp_nodelay(int fd, bool on) {
   return set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0, "setsockopt(TCP_NODELAY)");
+}
+
+Result<void> set_notsent_lowat(int fd, size_t bytes) {
+  const int value = bytes > INT32_MAX ? INT32_MAX : static_cast<int>(bytes);
+  return set_int_option(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, value, "setsockopt(TCP_NOTSENT_LOWAT)");
 }
 
 Result<void> set_defer_accept(int fd, int seconds) {

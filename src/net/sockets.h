@@ -53,6 +53,8 @@ InetAddress peer_address(int fd);
 bool is_self_connect(int fd);
 
 Result<void> set_tcp_nodelay(int fd, bool on);
+// TCP_NOTSENT_LOWAT (see TcpServerOptions::send_lowat).
+Result<void> set_notsent_lowat(int fd, size_t bytes);
 // TCP_DEFER_ACCEPT on a listening socket: accept() sees a connection once its
 // first bytes arrived, or after about `seconds` (0 turns it off).
 Result<void> set_defer_accept(int fd, int seconds);

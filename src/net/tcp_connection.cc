@@ -68,6 +68,10 @@ const InetAddress& TcpConnection::local_address() const {
   return local_;
 }
 
+bool TcpConnection::peer_is_local() const {
+  return peer_.is_loopback() || (socket_.valid() && peer_.same_ip(local_address()));
+}
+
 void TcpConnection::establish(bool input_waiting) {
   loop()->assert_in_loop_thread();
   TERN_CHECK(state_ == State::kConnected);

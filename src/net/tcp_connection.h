@@ -54,6 +54,9 @@ class TcpConnection final : public OutputStream {
   // The local end; looked up with getsockname() on first use.
   const InetAddress& local_address() const;
   const InetAddress& peer_address() const { return peer_; }
+  // Whether the peer is on this host: a loopback address, or the address
+  // it connected to.
+  bool peer_is_local() const;
   State state() const { return state_; }
   bool connected() const { return state_ == State::kConnected; }
   bool disconnected() const { return state_ == State::kDisconnected; }
@@ -61,6 +64,8 @@ class TcpConnection final : public OutputStream {
   // Queue output. Ignored (logged at debug) unless connected.
   void send(std::string_view data);
   void send(Buffer& data);  // takes all readable bytes of `data`
+  // A region of 256 KiB or more for a peer on this host is mapped first
+  // (ConnectionCallbacks::map_files_for_local_peers).
   void send_file(FileRegion region) override;
   size_t pending_output_bytes() const;
 

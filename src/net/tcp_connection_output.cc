@@ -19,6 +19,11 @@ namespace {
 // (bench/compare file-64m: 256 KiB steps against 16 MiB calls).
 constexpr size_t kSendfileChunk = 256 * 1024;
 
+// Regions from this size on go to a peer on this host from a mapping
+// (ConnectionCallbacks::map_files_for_local_peers): below it, mapping and
+// unmapping cost more than the copy saves the reader.
+constexpr size_t kMapFromBytes = 256 * 1024;
+
 }  // namespace
 
 void TcpConnection::send(std::string_view data) {
@@ -59,6 +64,10 @@ void TcpConnection::send_file(FileRegion region) {
   loop()->assert_in_loop_thread();
   if (state_ != State::kConnected) return;
   if (region.length == 0) return;
+  if (region.length >= kMapFromBytes && region.memory == nullptr &&
+      callbacks_->map_files_for_local_peers && peer_is_local()) {
+    (void)map_file_region(&region);  // else sendfile
+  }
   size_t before = pending_output_bytes();
   files_.push_back(PendingFile{std::move(region), Buffer(0)});
   if (before == 0) {
@@ -136,10 +145,12 @@ void TcpConnection::flush_output() {
       } else {
         n = sockets::sendfile(socket_.fd(), region.fd, &region.offset, chunk, &err);
       }
-      if (n < 0) break;
-      if (n == 0) {
-        // The file is shorter than promised (truncated while we send). The
-        // peer was told a length we cannot deliver: the stream is broken.
+      // The file is shorter than promised (truncated while we send): sendfile
+      // finds its end, a write from the mapping a page no longer there. The
+      // peer was told a length we cannot deliver: the stream is broken.
+      const bool cut_short = n == 0 || (n < 0 && err == EFAULT && region.memory != nullptr);
+      if (n < 0 && !cut_short) break;
+      if (cut_short) {
         TERN_LOG_WARN("conn {} {}: file fd {} ended {} bytes early, closing", slot_,
                       peer_.to_ip_port(), region.fd, region.length);
         return close_at_round_end();

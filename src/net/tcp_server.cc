@@ -45,6 +45,7 @@ TcpServer::TcpServer(EventLoop* loop, std::vector<InetAddress> listen_addresses,
                                                   options_.cpu_affinity)) {
   TERN_CHECK(options_.io_threads >= 0);
   TERN_CHECK_MSG(!listen_addresses_.empty(), "TcpServer needs an address to listen on");
+  callbacks_.map_files_for_local_peers = options_.map_files_for_local_peers;
 }
 
 TcpServer::~TcpServer() {
@@ -84,6 +85,9 @@ Result<std::vector<Socket>> TcpServer::bind_address(InetAddress* address) const 
     if (!socket) return socket.error();
     if (i == 0) *address = sockets::local_address(socket->fd());  // port 0 binds once
     if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited
+    if (options_.send_lowat > 0) {
+      if (auto r = sockets::set_notsent_lowat(socket->fd(), options_.send_lowat); !r) return r.error();
+    }
     if (options_.defer_accept.count() > 0) {
       if (auto r = sockets::set_defer_accept(socket->fd(), static_cast<int>(options_.defer_accept.count()));
           !r) {

@@ -54,6 +54,7 @@ void read_server(Section& s, Config& c) {
   s.get_choice("io", &c.io, {{"epoll", net::IoBackend::kEpoll}, {"io_uring", net::IoBackend::kIoUring}});
   s.get_choice("trigger", &c.trigger, {{"level", net::TriggerMode::kLevel}, {"edge", net::TriggerMode::kEdge}});
   s.get_bool("defer_accept", &c.defer_accept);
+  s.get_size("send_lowat", &c.send_lowat, 0);
   s.get_int("max_connections", &c.max_connections_per_worker, 1, 10'000'000);
   s.get_duration("shutdown_timeout", &c.shutdown_timeout);
   s.get_int("task_threads", &c.task_threads, 1, 256);
@@ -144,7 +145,9 @@ void read_static(Section s, Config& c) {
   s.get_bool("allow_symlinks_outside_root", &st.allow_symlinks_outside_root);
   s.get_bool("gzip_static", &st.gzip_static);
   s.get_choice("zero_copy", &st.zero_copy,
-               {{"sendfile", StaticConfig::ZeroCopy::kSendfile}, {"mmap", StaticConfig::ZeroCopy::kMmap}});
+               {{"auto", StaticConfig::ZeroCopy::kAuto},
+                {"sendfile", StaticConfig::ZeroCopy::kSendfile},
+                {"mmap", StaticConfig::ZeroCopy::kMmap}});
   s.get_int("cache_entries", &st.cache_entries, 0, 1'000'000);
   s.get_size("cache_size", &st.cache_bytes, 0);
   s.get_duration("cache_valid", &st.cache_valid);

@@ -40,7 +40,10 @@ struct StaticConfig {
   std::vector<std::string> index = {"index.html"};
   bool allow_symlinks_outside_root = false;
   bool gzip_static = true;
-  enum class ZeroCopy { kSendfile, kMmap } zero_copy = ZeroCopy::kSendfile;
+  // How file bodies leave: kSendfile; kMmap, written from a mapping of the
+  // file; kAuto, sendfile but for large files to a client on this host,
+  // which are written from a mapping (net::TcpServerOptions::map_files_for_local_peers).
+  enum class ZeroCopy { kAuto, kSendfile, kMmap } zero_copy = ZeroCopy::kAuto;
   std::map<std::string, std::string> mime;  // extension -> type overrides
   size_t cache_entries = 10000;     // open-file cache: descriptors held per worker and root
   size_t cache_bytes = 32 << 20;    // open-file cache: memory held per worker and root
@@ -189,6 +192,9 @@ struct Config {
   // kDefault: the TERN_IO environment variable, else epoll.
   net::IoBackend io = net::IoBackend::kDefault;
   bool defer_accept = true;
+  // TCP_NOTSENT_LOWAT of every connection (net::TcpServerOptions::send_lowat);
+  // 0: the kernel's default.
+  size_t send_lowat = 16 * 1024;
   std::vector<int> cpu_affinity;
   size_t max_connections_per_worker = 10000;
   std::chrono::milliseconds shutdown_timeout{10000};

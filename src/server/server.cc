@@ -40,6 +40,8 @@ http::HttpServerOptions http_options(const Config& config) {
   tcp.dispatch_policy = config.dispatch_policy;
   tcp.trigger = config.trigger;
   tcp.defer_accept = std::chrono::seconds(config.defer_accept ? 1 : 0);
+  tcp.send_lowat = config.send_lowat;
+  tcp.map_files_for_local_peers = config.static_files.zero_copy == StaticConfig::ZeroCopy::kAuto;
   tcp.cpu_affinity = config.cpu_affinity;
   tcp.max_connections_per_loop = config.max_connections_per_worker;
   options.limits = config.limits;
@@ -74,6 +76,9 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.trigger == b.trigger, "trigger");
   check(a.io == b.io, "io");
   check(a.defer_accept == b.defer_accept, "defer_accept");
+  check(a.send_lowat == b.send_lowat, "send_lowat");
+  const auto auto_copy = [](const Config& c) { return c.static_files.zero_copy == StaticConfig::ZeroCopy::kAuto; };
+  check(auto_copy(a) == auto_copy(b), "[static] zero_copy");
   check(a.cpu_affinity == b.cpu_affinity, "cpu_affinity");
   check(a.max_connections_per_worker == b.max_connections_per_worker, "max_connections");
   check(a.task_threads == b.task_threads, "task_threads");
@@ -246,6 +251,7 @@ void Server::reload() {
   fresh.dispatch_policy = old.dispatch_policy;
   fresh.trigger = old.trigger;
   fresh.defer_accept = old.defer_accept;
+  fresh.send_lowat = old.send_lowat;
   fresh.cpu_affinity = old.cpu_affinity;
   fresh.max_connections_per_worker = old.max_connections_per_worker;
   fresh.task_threads = old.task_threads;

@@ -133,6 +133,28 @@ TEST(InetAddress, ToIpPortRoundTripsThroughParse) {
   }
 }
 
+TEST(InetAddress, LoopbackIsAll127AndIpv6OneAndTheirMappedForms) {
+  for (const char* text : {"127.0.0.1:1", "127.255.0.9:1", "[::1]:1", "[::ffff:127.0.0.2]:1"}) {
+    EXPECT_TRUE(InetAddress::parse(text)->is_loopback()) << text;
+  }
+  for (const char* text : {"128.0.0.1:1", "10.0.0.1:1", "0.0.0.0:1", "[::2]:1", "[::]:1",
+                           "[::ffff:10.0.0.1]:1", "[::127.0.0.1]:1"}) {
+    EXPECT_FALSE(InetAddress::parse(text)->is_loopback()) << text;
+  }
+}
+
+TEST(InetAddress, SameIpIgnoresThePortAndTheIpv4MappedForm) {
+  auto a = InetAddress::parse("192.0.2.7:80").value();
+  EXPECT_TRUE(a.same_ip(InetAddress::parse("192.0.2.7:5000").value()));
+  EXPECT_TRUE(a.same_ip(InetAddress::parse("[::ffff:192.0.2.7]:1").value()));
+  EXPECT_TRUE(InetAddress::parse("[::ffff:192.0.2.7]:1")->same_ip(a));
+  EXPECT_FALSE(a.same_ip(InetAddress::parse("192.0.2.8:80").value()));
+  EXPECT_FALSE(a.same_ip(InetAddress::parse("[2001:db8::7]:80").value()));
+  auto v6 = InetAddress::parse("[2001:db8::7]:80").value();
+  EXPECT_TRUE(v6.same_ip(InetAddress::parse("[2001:db8::7]:443").value()));
+  EXPECT_FALSE(v6.same_ip(InetAddress::parse("[2001:db8::8]:80").value()));
+}
+
 TEST(InetAddress, EqualityComparesFamilyAddressAndPort) {
   auto a = InetAddress::parse("10.0.0.1:80").value();
   EXPECT_EQ(a, InetAddress::parse("10.0.0.1:80").value());

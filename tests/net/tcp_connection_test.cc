@@ -49,11 +49,34 @@ class TempFile {
     ::unlink(path_.c_str());
   }
   int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
 
  private:
   int fd_;
   std::string path_;
 };
+
+// Whether this process has `path` mapped (/proc/self/maps).
+bool mapped(const std::string& path) {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, maps) != nullptr) {
+    found = std::string_view(line).find(path) != std::string_view::npos;
+  }
+  std::fclose(maps);
+  return found;
+}
+
+// 24 MiB (a random MiB over and over): far more than a loopback socket
+// holds for a reader that has not started reading.
+std::string large_content() {
+  const std::string mib = random_bytes(1 << 20, 11);
+  std::string content;
+  for (int i = 0; i < 24; ++i) content += mib;
+  return content;
+}
 
 // A TcpServer on its own loop thread (io_threads = 0: the runner's loop does
 // everything), configured by the test before start.
@@ -338,6 +361,97 @@ TEST_F(TcpConnectionTest, SendFromAnotherThreadThroughTheConnectionId) {
   });
   EXPECT_EQ(client.read_exactly(9), "from afar");
 }
+
+TEST_F(TcpConnectionTest, AcceptedConnectionsTakeTheServersSendLowat) {
+  TcpServerOptions options;
+  options.send_lowat = 16 * 1024;
+  std::promise<int> lowat;
+  start(
+      [&](TcpServer& server) {
+        server.set_connection_callback([&](TcpConnection& conn) {
+          if (!conn.connected()) return;
+          int value = 0;
+          socklen_t len = sizeof value;
+          ::getsockopt(conn.fd(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &value, &len);
+          lowat.set_value(value);
+        });
+      },
+      options);
+  RawClient client(port_);
+  EXPECT_EQ(lowat.get_future().get(), 16 * 1024);
+}
+
+// Large regions for a peer on this host: from a mapping of the file when the
+// server asks for it, by sendfile otherwise. The bytes are the same.
+class LocalPeerFileTest : public ServerFixture, public ::testing::WithParamInterface<bool> {
+ protected:
+  void start_sending(const TempFile& file, size_t length, bool then_shutdown) {
+    TcpServerOptions options;
+    options.map_files_for_local_peers = GetParam();
+    start(
+        [&file, length, then_shutdown, this](TcpServer& server) {
+          server.set_connection_callback([&file, length, then_shutdown, this](TcpConnection& conn) {
+            if (!conn.connected()) return;
+            local_.set_value(conn.peer_is_local());
+            conn.send_file(FileRegion{file.fd(), 0, length, nullptr, nullptr});
+            if (then_shutdown) conn.shutdown();
+          });
+        },
+        options);
+  }
+  std::promise<bool> local_;
+};
+
+TEST_P(LocalPeerFileTest, ALargeRegionIsMappedOnlyWhenTheServerSaysSo) {
+  const std::string content = large_content();
+  TempFile file(content);
+  start_sending(file, content.size(), /*then_shutdown=*/true);
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  EXPECT_TRUE(local_.get_future().get());
+  runner_.run([] {});  // the connection callback has returned
+  // The client has read nothing yet: most of the file is still to go.
+  EXPECT_EQ(mapped(file.path()), GetParam());
+  bool eof = false;
+  std::string got = client.read_to_eof(&eof, 30s);
+  EXPECT_TRUE(eof);
+  ASSERT_EQ(got.size(), content.size());
+  EXPECT_TRUE(got == content);
+  // Sent, the region lets go of its mapping.
+  runner_.run([] {});
+  EXPECT_FALSE(mapped(file.path()));
+}
+
+// A file cut short while it is sent: the connection closes, rather than
+// hang or send what is not there, and the server goes on serving.
+TEST_P(LocalPeerFileTest, AFileCutShortWhileSentClosesTheConnection) {
+  const std::string content = large_content();
+  TempFile file(content);
+  start_sending(file, content.size(), /*then_shutdown=*/false);
+  {
+    RawClient client(port_);
+    ASSERT_TRUE(client.ok());
+    std::string first = client.read_exactly(1 << 20);
+    ASSERT_EQ(first.size(), 1u << 20);
+    ASSERT_EQ(::ftruncate(file.fd(), 2 << 20), 0);
+    bool eof = false;
+    std::string rest = client.read_to_eof(&eof, 30s);
+    EXPECT_TRUE(eof);
+    EXPECT_LT(first.size() + rest.size(), content.size());
+    EXPECT_TRUE(first == content.substr(0, first.size()));
+  }
+  local_ = std::promise<bool>();
+  RawClient again(port_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(local_.get_future().get());
+  EXPECT_EQ(again.read_exactly(1 << 20), content.substr(0, 1 << 20));
+  runner_.run([] {});
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, LocalPeerFileTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& mapped) {
+                           return mapped.param ? "Mapped" : "Sendfile";
+                         });
 
 TEST_F(TcpConnectionTest, AcceptedConnectionHasNagleDisabled) {
   std::promise<int> nodelay;

@@ -1,8 +1,5 @@
 #include "server/handlers/static_handler.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "http/error_page.h"
 #include "server/handlers/autoindex.h"
 #include "server/handlers/location_handlers.h"
@@ -11,23 +8,6 @@
 
 namespace tern::server {
 namespace {
-
-// Maps the bytes of `region` and points the region at the mapping instead
-// of the fd. Leaves it unchanged (sendfile) if mapping fails.
-void map_region(net::FileRegion& region) {
-  static const off_t page = static_cast<off_t>(::sysconf(_SC_PAGESIZE));
-  if (region.length == 0) return;
-  const off_t start = region.offset - region.offset % page;
-  const size_t span = region.length + static_cast<size_t>(region.offset - start);
-  void* map = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE, region.fd, start);
-  if (map == MAP_FAILED) return;
-  // The mapping keeps the file's pages, so the cache entry may go.
-  region.keep_alive = std::shared_ptr<const void>(map, [span](const void* p) {
-    ::munmap(const_cast<void*>(p), span);
-  });
-  region.memory = static_cast<const char*>(map);
-  region.offset -= start;
-}
 
 // A 200 compressed on the way: a weak ETag (another representation), and
 // for a file kept in memory the coded copy kept beside it.
@@ -135,7 +115,7 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
   region.offset = static_cast<off_t>(result.offset);
   region.length = result.length;
   region.keep_alive = result.file;  // keeps the fd open until sent
-  if (use_mmap && request.method() == http::Method::kGet) map_region(region);
+  if (use_mmap && request.method() == http::Method::kGet) (void)net::map_file_region(&region);
   writer.file(std::move(region));
 }
 

@@ -263,7 +263,7 @@ def test_gzip_static_off_serves_plain_file(tern_factory):
 # -- zero-copy modes -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["sendfile", "mmap"])
+@pytest.mark.parametrize("mode", ["auto", "sendfile", "mmap"])
 def test_zero_copy_mode_serves_file_and_ranges_intact(tern_factory, mode):
     srv = tern_factory({"static": {"zero_copy": mode}})
     data = os.urandom(3 * 1024 * 1024 + 17)
