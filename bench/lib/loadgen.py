@@ -22,8 +22,10 @@ def pinned(cmd):
     return ["taskset", "-c", LOADGEN_CPU, *cmd]
 
 
-def wrk_cmd(url, conns, seconds, script=None, script_args=()):
+def wrk_cmd(url, conns, seconds, script=None, script_args=(), timeout=None):
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency"]
+    if timeout:
+        cmd.append(f"--timeout={timeout}s")
     if script:
         cmd += ["-s", script]
     cmd.append(url)

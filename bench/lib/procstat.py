@@ -54,6 +54,17 @@ def cpu_seconds(pid):
     return ticks / CLK_TCK
 
 
+def machine_busy_seconds():
+    """CPU time this machine spent working, every CPU together: user, nice,
+    system, irq and softirq from /proc/stat (not idle, iowait or steal).
+    Around a run it counts the server, the load generator and the kernel's
+    network work between them, wherever the kernel did it."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()  # "cpu user nice system idle iowait irq softirq steal ..."
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / CLK_TCK
+
+
 def rss_kib(pid):
     """VmRSS of the whole process tree, in KiB."""
     total = 0
