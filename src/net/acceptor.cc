@@ -77,6 +77,14 @@ bool Acceptor::handle_accept_error(int err) {
     case EMFILE:
     case ENFILE:
       ++exhaustion_events_;
+      if (release_) {
+        if (const size_t freed = release_(); freed > 0) {
+          TERN_LOG_EVERY_SECOND(spdlog::level::warn,
+                                "accept on fd {}: {}; {} cached descriptors let go of for connections",
+                                socket_.fd(), std::strerror(err), freed);
+          return true;
+        }
+      }
       TERN_LOG_EVERY_SECOND(spdlog::level::warn,
                             "accept on fd {}: {}; refusing connections until descriptors free up",
                             socket_.fd(), std::strerror(err));

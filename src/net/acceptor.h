@@ -6,7 +6,9 @@
 //
 // Running out of descriptors (EMFILE, ENFILE) would otherwise spin the loop:
 // the pending connection keeps the socket readable while accept() keeps
-// failing. The Acceptor keeps one spare descriptor open; on exhaustion it
+// failing. First the release callback may give descriptors back (a cache of
+// open files lets go of some); if it frees any, accepting goes on. Else
+// the Acceptor uses the one spare descriptor it keeps open: on exhaustion it
 // closes the spare, accepts the connection, closes it at once (the peer sees
 // a reset rather than a hang) and reopens the spare. If even that fails, or
 // the kernel is short of memory (ENOBUFS, ENOMEM), it stops accepting for
@@ -43,6 +45,9 @@ class Acceptor {
   Acceptor& operator=(const Acceptor&) = delete;
 
   void set_new_connection_callback(NewConnectionCallback cb) { callback_ = std::move(cb); }
+  // Called on this loop when accept() finds the descriptors exhausted;
+  // returns how many it closed.
+  void set_release_callback(std::function<size_t()> cb) { release_ = std::move(cb); }
   // Starts accepting. Loop thread only.
   void listen();
   bool listening() const { return listening_; }
@@ -63,6 +68,7 @@ class Acceptor {
   Channel channel_;
   Socket spare_fd_;
   NewConnectionCallback callback_;
+  std::function<size_t()> release_;
   TimerId resume_timer_;
   bool listening_ = false;
   uint64_t exhaustion_events_ = 0;

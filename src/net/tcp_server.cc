@@ -101,6 +101,7 @@ Result<std::vector<Socket>> TcpServer::bind_address(InetAddress* address) const 
 
 std::unique_ptr<Acceptor> TcpServer::make_acceptor(EventLoop* io, Socket socket) {
   auto acceptor = std::make_unique<Acceptor>(io, std::move(socket));
+  if (release_) acceptor->set_release_callback([this, io] { return release_(io); });
   if (io == loop_ && options_.accept_mode != AcceptMode::kReusePort) {
     acceptor->set_new_connection_callback(
         [this](Socket conn_socket, const InetAddress& peer) { on_accepted(std::move(conn_socket), peer); });

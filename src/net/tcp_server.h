@@ -130,6 +130,15 @@ class TcpServer {
     assert_not_started();
     accept_filter_ = std::move(filter);
   }
+  // When accept() finds the process out of descriptors: called on the
+  // accepting loop, it lets go of descriptors the application can spare
+  // (caches) and returns how many it closed on that loop (it may ask the
+  // other loops to do the same, for later accepts). Must be thread-safe
+  // when several loops accept.
+  void set_release_callback(std::function<size_t(EventLoop*)> cb) {
+    assert_not_started();
+    release_ = std::move(cb);
+  }
   // Runs on each I/O loop's thread before it serves (per-loop state lives there).
   void set_thread_init_callback(ThreadInitCallback cb) {
     assert_not_started();
@@ -190,6 +199,7 @@ class TcpServer {
   ConnectionCallbacks callbacks_;  // outlives every connection of ours
   ThreadInitCallback thread_init_;
   std::function<bool(const InetAddress&)> accept_filter_;
+  std::function<size_t(EventLoop*)> release_;
   bool started_ = false;
   // Dispatch mode, on the base loop: the requested address and its acceptor.
   std::vector<std::pair<InetAddress, std::unique_ptr<Acceptor>>> acceptors_;

@@ -238,6 +238,12 @@ bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int st
   return true;
 }
 
+size_t ChainLoop::shed_descriptors() {
+  size_t closed = 0;
+  for (const auto& store : stores_) closed += store->cache().shed_descriptors();
+  return closed;
+}
+
 bool ChainLoop::serve_internal(const Site& site, std::string_view uri, const http::ExtraFields& fields,
                                const http::Request& request, http::ResponseWriter& writer) {
   std::string scratch;

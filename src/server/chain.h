@@ -115,6 +115,9 @@ class ChainLoop {
   // no location with static files.
   bool serve_internal(const Site& site, std::string_view uri, const http::ExtraFields& fields,
                       const http::Request& request, http::ResponseWriter& writer);
+  // The process is out of descriptors: the open-file caches of this loop
+  // let go of some (OpenFileCache::shed_descriptors). How many closed.
+  size_t shed_descriptors();
 
  private:
   void resolve(const http::Request& request, const net::InetAddress& peer, const net::InetAddress& local);

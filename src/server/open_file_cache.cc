@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -328,7 +329,34 @@ void OpenFileCache::insert(std::string_view path, FileResult& opened, Clock::tim
   bytes_ += bytes;
 }
 
+size_t OpenFileCache::shed_descriptors() {
+  size_t holding = 0;
+  for (const Entry& entry : lru_) holding += entry.file ? 1 : 0;
+  const size_t target = std::max<size_t>(16, holding / 4);
+  size_t closed = 0, dropped = 0;
+  for (auto it = lru_.end(); it != lru_.begin() && dropped < target;) {
+    --it;
+    if (!it->file) continue;  // a cached "not found" holds no descriptor
+    closed += it->file.use_count() == 1 ? 1 : 0;  // else a response still holds it
+    ++dropped;
+    drop_content(*it);
+    bytes_ -= it->bytes;
+    index_.erase(std::string_view(it->path));
+    it = lru_.erase(it);
+  }
+  return closed;
+}
+
 OpenFileCache::FileResult OpenFileCache::open_path(std::string_view path) {
+  FileResult opened = open_path_once(path);
+  if (!opened.ok() && (opened.error().code == EMFILE || opened.error().code == ENFILE) &&
+      shed_descriptors() > 0) {
+    opened = open_path_once(path);
+  }
+  return opened;
+}
+
+OpenFileCache::FileResult OpenFileCache::open_path_once(std::string_view path) {
   const char* rel = relative(path);
   const int flags = options_.open_for_reading ? kOpenFlags : kLookFlags;
   int fd = -1;

@@ -209,6 +209,14 @@ class OpenFileCache {
   size_t bytes() const { return bytes_; }  // counted against max_bytes
   void clear();
 
+  // The process is out of descriptors: lets go of the least recently used
+  // entries holding one, a quarter of them (at least 16), and returns how
+  // many descriptors that closed (those no response still sends from).
+  // Connections come first; the cache fills again as descriptors free up.
+  // find() does the same when an open fails with EMFILE or ENFILE, then
+  // tries once more.
+  size_t shed_descriptors();
+
  private:
   struct Entry {
     std::string path;
@@ -239,6 +247,7 @@ class OpenFileCache {
   void evict_for_entry(size_t more);
   void drop_last();
   FileResult open_path(std::string_view path);
+  FileResult open_path_once(std::string_view path);
   const char* relative(std::string_view path);
 
   const OpenFileCacheOptions options_;

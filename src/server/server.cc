@@ -146,6 +146,31 @@ void Server::start() {
       [this](const http::Request& r, const net::TcpConnection& c, const http::ResponseWriter& w) {
         access_log_.log(r, c, w);
       });
+  // Out of descriptors at accept: connections come before cached files.
+  // The accepting loop's caches give way at once; the other loops' (at most
+  // every 100 ms) for the connections after this one.
+  http_->tcp_server().set_release_callback([this](net::EventLoop* accepting) {
+    size_t closed = 0;
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch()).count();
+    int64_t last = last_shed_request_ms_.load(std::memory_order_relaxed);
+    const bool ask_others =
+        now_ms - last >= 100 && last_shed_request_ms_.compare_exchange_strong(last, now_ms);
+    std::vector<net::EventLoop*> others;
+    chains_.for_each([&](net::EventLoop* loop, ChainLoop& chain) {
+      if (loop == accepting) {
+        closed += chain.shed_descriptors();
+      } else if (ask_others) {
+        others.push_back(loop);
+      }
+    });
+    for (net::EventLoop* loop : others) {
+      loop->queue_in_loop([this, loop] {
+        if (ChainLoop* chain = chains_.get(loop)) (void)chain->shed_descriptors();
+      });
+    }
+    return closed;
+  });
   http_->tcp_server().set_accept_filter([this](const net::InetAddress& peer) {
     std::shared_ptr<const IpFilter> filter;
     {

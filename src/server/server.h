@@ -94,6 +94,7 @@ class Server {
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
   std::shared_ptr<const Chain> chain_;      // replaced on SIGHUP
   net::LoopLocal<ChainLoop> chains_;        // each loop's side of chain_
+  std::atomic<int64_t> last_shed_request_ms_{0};  // the release callback's last ask to other loops
   std::unique_ptr<http::HttpServer> http_;
   // After http_: joined first, while the loops its tasks post to still run.
   std::unique_ptr<TaskPool> tasks_;

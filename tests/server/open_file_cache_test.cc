@@ -1,6 +1,8 @@
 #include "server/open_file_cache.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "support/temp_dir.h"
 #include "support/unprivileged.h"
@@ -216,6 +219,65 @@ TEST_F(OpenFileCacheTest, HeldFileOutlivesItsEviction) {
   cache->clear();
   EXPECT_EQ(cache->size(), 0u);
   EXPECT_EQ(read_all(**a), "hello");
+}
+
+// Descriptors this process has open.
+size_t open_descriptors() {
+  size_t n = 0;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(dir)) n += e->d_name[0] != '.';
+    ::closedir(dir);
+  }
+  return n;
+}
+
+TEST_F(OpenFileCacheTest, SheddingDescriptorsLetsGoOfTheLeastRecentlyUsedQuarter) {
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(root_.write("f" + std::to_string(i), "x"));
+  auto cache = make();
+  EXPECT_FALSE(cache->find("/missing", t0_));  // oldest, and holds no descriptor
+  std::vector<std::shared_ptr<const OpenFile>> first;
+  for (int i = 0; i < 100; ++i) {
+    auto r = cache->find("/f" + std::to_string(i), t0_);
+    ASSERT_TRUE(r);
+    first.push_back(*r);
+  }
+  ASSERT_EQ(cache->size(), 101u);
+  std::shared_ptr<const OpenFile> held = first[1];  // a response still sends from f1
+  first.clear();
+  const size_t before = open_descriptors();
+  // A quarter of the 100 that hold one: f0..f24, of which f1 stays open.
+  EXPECT_EQ(cache->shed_descriptors(), 24u);
+  EXPECT_EQ(open_descriptors(), before - 24);
+  EXPECT_EQ(cache->size(), 76u);
+  EXPECT_EQ(read_all(*held), "x");
+  auto kept = cache->find("/f25", t0_);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(open_descriptors(), before - 24);  // f25 was still cached: nothing opened
+  ASSERT_TRUE(cache->find("/f0", t0_));
+  EXPECT_EQ(open_descriptors(), before - 23);  // f0 was not: opened again
+}
+
+TEST_F(OpenFileCacheTest, AnOpenWithNoDescriptorLeftShedsAndTriesAgain) {
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(root_.write("f" + std::to_string(i), "x"));
+  auto cache = make();
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(cache->find("/f" + std::to_string(i), t0_));
+  // The soft limit at the lowest free descriptor: no open succeeds until
+  // one below it closes.
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto r = cache->find("/a.html", t0_);
+  const int err = r ? 0 : r.error().code;
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  EXPECT_EQ(err, 0) << std::strerror(err);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(read_all(**r), "hello");
+  EXPECT_EQ(cache->size(), 40u - 16u + 1u);  // at least 16 let go of, a.html added
 }
 
 TEST_F(OpenFileCacheTest, ZeroCapacityOpensEveryTime) {

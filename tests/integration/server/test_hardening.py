@@ -598,6 +598,38 @@ def test_the_descriptor_limit_is_raised_and_a_short_one_is_said(tern_factory):
     assert srv.wait_for_log("descriptors: the limit is 4096")
 
 
+@pytest.mark.parametrize("shape", [{"workers": 1}, {"workers": 2, "accept_mode": "reuseport"}],
+                         ids=["1-worker", "2-reuseport"])
+def test_cached_files_give_their_descriptors_to_new_connections(tern_factory, shape):
+    # 128 descriptors; the open-file cache may hold 1,000. With 80 files
+    # cached, 60 more connections do not fit: at accept the accepting
+    # worker's cache lets go of its least recently used files, and every
+    # connection is served.
+    def limit_128():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+
+    srv = tern_factory({**shape, "max_connections": 1000, "static": {"cache_entries": 1000}},
+                       preexec_fn=limit_128)
+    for i in range(80):
+        srv.write_file(f"f{i}.txt", f"file {i}\n".encode())
+    for i in range(80):
+        assert srv.get(f"/f{i}.txt").status == 200
+    held = 80 + 20  # the cached files and what tern holds besides
+    conns = [srv.connect() for _ in range(60)]
+    try:
+        for i, conn in enumerate(conns):
+            resp = conn.get(f"/f{i}.txt")
+            assert resp.status == 200 and resp.body == f"file {i}\n".encode(), (i, resp.status)
+        assert len(srv.open_files()) <= 128
+        assert held + len(conns) > 128
+        assert srv.wait_for_log("cached descriptors let go of for connections")
+        # Files not in the cache any more are opened again.
+        assert srv.get("/f0.txt").body == b"file 0\n"
+    finally:
+        for conn in conns:
+            conn.close()
+
+
 # -- 23. a second stop signal -----------------------------------------------------------
 
 
