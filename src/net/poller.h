@@ -33,7 +33,8 @@ struct ReadyEvent {
 
 // Which kernel interface a loop waits with. kDefault: what
 // set_default_io_backend() chose, else the TERN_IO environment variable
-// ("epoll" or "io_uring"), else epoll.
+// ("epoll" or "io_uring"), else io_uring; where the kernel refuses io_uring,
+// epoll (said once: a warning when io_uring was asked for by name).
 enum class IoBackend : uint8_t { kDefault, kEpoll, kIoUring };
 
 std::string_view to_string(IoBackend backend);

@@ -189,7 +189,8 @@ struct Config {
   net::AcceptMode accept_mode = net::AcceptMode::kDispatch;
   net::DispatchPolicy dispatch_policy = net::DispatchPolicy::kRoundRobin;
   net::TriggerMode trigger = net::TriggerMode::kLevel;
-  // kDefault: the TERN_IO environment variable, else epoll.
+  // kDefault: the TERN_IO environment variable, else io_uring (epoll where
+  // the kernel refuses it).
   net::IoBackend io = net::IoBackend::kDefault;
   bool defer_accept = true;
   // TCP_NOTSENT_LOWAT of every connection (net::TcpServerOptions::send_lowat);

@@ -406,5 +406,21 @@ TEST(IoBackendDeathTest, WithoutIoUringLoopsFallBackToEpollWithOneWarning) {
       "io_uring unavailable \\(Function not implemented\\); using epoll\nend of child");
 }
 
+TEST(IoBackendDeathTest, TheDefaultIsIoUringAndWithoutItEpollSaidAsInformation) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::unsetenv("TERN_IO");
+        const bool io_uring_first = default_io_backend() == IoBackend::kIoUring;
+        refuse_io_uring();
+        EventLoop loop;
+        std::fprintf(stderr, "end of child\n");
+        std::fflush(stderr);
+        std::_Exit(io_uring_first && loop.io_backend() == IoBackend::kEpoll ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0),
+      "info \\[[0-9]+\\] io_uring unavailable \\(Function not implemented\\); using epoll\nend of child");
+}
+
 }  // namespace
 }  // namespace tern::net

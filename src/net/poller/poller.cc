@@ -16,9 +16,11 @@ namespace {
 
 std::atomic<IoBackend> g_default{IoBackend::kDefault};
 
+// Unset: io_uring, where the kernel offers it (bench/results/io-profile.md:
+// as cheap or cheaper per request on every row measured).
 IoBackend from_environment() {
   const char* name = std::getenv("TERN_IO");
-  if (name == nullptr || *name == '\0') return IoBackend::kEpoll;
+  if (name == nullptr || *name == '\0') return IoBackend::kIoUring;
   if (auto backend = parse_io_backend(name)) return *backend;
   static std::once_flag once;
   std::call_once(once, [name] {
@@ -65,13 +67,21 @@ void Poller::forget_channel(Channel* channel) {
 }
 
 std::unique_ptr<Poller> Poller::create(IoBackend backend) {
+  // Asked for by name (a config, a flag, TERN_IO), a refused io_uring is
+  // worth a warning; as the plain default, a line of information.
+  const bool asked = backend != IoBackend::kDefault || g_default.load() != IoBackend::kDefault ||
+                     (std::getenv("TERN_IO") != nullptr && *std::getenv("TERN_IO") != '\0');
   if (backend == IoBackend::kDefault) backend = default_io_backend();
   if (backend == IoBackend::kIoUring) {
     int err = 0;
     if (auto poller = IoUringPoller::create(&err)) return poller;
     static std::once_flag once;
-    std::call_once(once, [err] {
-      TERN_LOG_WARN("io_uring unavailable ({}); using epoll", std::strerror(err));
+    std::call_once(once, [err, asked] {
+      if (asked) {
+        TERN_LOG_WARN("io_uring unavailable ({}); using epoll", std::strerror(err));
+      } else {
+        TERN_LOG_INFO("io_uring unavailable ({}); using epoll", std::strerror(err));
+      }
     });
   }
   return std::make_unique<EpollPoller>();

@@ -211,6 +211,19 @@ def test_the_io_backend_is_chosen_by_config_flag_or_environment(tern_factory, ho
         assert backend_in_log(srv) == backend
 
 
+def test_without_a_choice_the_backend_is_io_uring_where_the_kernel_offers_it(tern_factory):
+    srv = tern_factory(env={"TERN_IO": ""})
+    srv.write_file("a.txt", "alpha")
+    assert srv.get("/a.txt").body == b"alpha"
+    refused = [l for l in srv.stderr().splitlines() if "io_uring unavailable" in l]
+    if refused:
+        # Not asked for by name: a line of information, not a warning.
+        assert len(refused) == 1 and " info " in refused[0], refused
+        assert backend_in_log(srv) == "epoll"
+    else:
+        assert backend_in_log(srv) == "io_uring"
+
+
 def test_port_in_use_fails_startup_with_a_message(tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
