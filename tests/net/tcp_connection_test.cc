@@ -431,6 +431,8 @@ TEST_P(LocalPeerFileTest, AFileCutShortWhileSentClosesTheConnection) {
   {
     RawClient client(port_);
     ASSERT_TRUE(client.ok());
+    // Waited for, so that the promise is not replaced under the loop below.
+    EXPECT_TRUE(local_.get_future().get());
     std::string first = client.read_exactly(1 << 20);
     ASSERT_EQ(first.size(), 1u << 20);
     ASSERT_EQ(::ftruncate(file.fd(), 2 << 20), 0);
