@@ -73,11 +73,14 @@ bool is_json(std::string_view content_type) {
   return http::iequals(type, "application/json");
 }
 
-std::string cookie(std::string_view value, int64_t max_age) {
+// Over HTTPS the cookie says Secure: a browser then never sends it over
+// plain HTTP, where anyone on the path could read it.
+std::string cookie(std::string_view value, int64_t max_age, bool secure) {
   std::string c(SessionSigner::kCookieName);
   c += '=';
   c += value;
   c += "; Path=/; Max-Age=" + std::to_string(max_age) + "; HttpOnly; SameSite=Lax";
+  if (secure) c += "; Secure";
   return c;
 }
 
@@ -187,7 +190,7 @@ void UsersApp::on_logout(http::Exchange& exchange) {
   std::string_view value = SessionSigner::find_cookie(request.header("Cookie"));
   auto session = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
   if (!session) {
-    const std::string clear = cookie("", 0);
+    const std::string clear = cookie("", 0, exchange.secure() != nullptr);
     return answer(exchange, 204, nullptr, {{"Set-Cookie", clear}});
   }
   end_sessions(exchange, std::move(session->username));
@@ -197,7 +200,7 @@ void UsersApp::end_sessions(http::Exchange& exchange, std::string username) {
   run_task(exchange, [this, id = exchange.id(), username = std::move(username)] {
     const UserStore::Status status = store_->end_sessions(username);
     answer_later(id, [status](http::Exchange& ex) {
-      const std::string clear = cookie("", 0);
+      const std::string clear = cookie("", 0, ex.secure() != nullptr);
       if (status == UserStore::Status::kUnavailable) {
         // This browser forgets the cookie; other copies of it stay valid
         // until the store is back and the user logs out again.
@@ -321,7 +324,7 @@ void UsersApp::do_login(http::Exchange& exchange, std::string username, std::str
       if (!ok) return send_error(ex, 401, "wrong username or password");
       // The name as registered, whatever case it was typed in.
       const std::string set = cookie(signer_.sign(user.username, user.session_generation, unix_now()),
-                                     signer_.ttl().count());
+                                     signer_.ttl().count(), ex.secure() != nullptr);
       answer(ex, 200, nlohmann::json{{"username", user.username}}, {{"Set-Cookie", set}});
     });
   });

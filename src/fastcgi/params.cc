@@ -55,7 +55,11 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   params.add("SERVER_PORT", number(cgi.server_address.port(), digits));
   params.add("REMOTE_ADDR", cgi.remote_address.to_ip());
   params.add("REMOTE_PORT", number(cgi.remote_address.port(), digits));
-  if (cgi.https) params.add("HTTPS", "on");
+  if (cgi.https) {
+    params.add("HTTPS", "on");
+    if (!cgi.ssl_protocol.empty()) params.add("SSL_PROTOCOL", cgi.ssl_protocol);
+    if (!cgi.ssl_cipher.empty()) params.add("SSL_CIPHER", cgi.ssl_cipher);
+  }
 
   std::string name;
   for (const http::Header& header : request.headers()) {

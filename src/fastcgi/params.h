@@ -25,6 +25,8 @@ struct CgiContext {
   net::InetAddress server_address;
   net::InetAddress remote_address;
   bool https = false;
+  std::string_view ssl_protocol;  // with https: "TLSv1.3"
+  std::string_view ssl_cipher;    // with https: OpenSSL's name of the cipher
 };
 
 // Every variable, then each request header as HTTP_NAME (upper case, '-' as

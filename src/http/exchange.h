@@ -58,6 +58,7 @@
 
 #include "http/request.h"
 #include "http/response_writer.h"
+#include "net/secure_layer.h"
 #include "net/callbacks.h"
 
 namespace tern::net {
@@ -97,6 +98,8 @@ class ExchangeTransport {
   virtual net::EventLoop* loop() const = 0;
   virtual const net::InetAddress& peer_address() const = 0;
   virtual const net::InetAddress& local_address() const = 0;
+  // The carrier's TLS; null for plain HTTP.
+  virtual const net::SecureLayer* secure() const { return nullptr; }
   // Whether a response that has not started yet must say it closes the
   // connection (the server is draining, or the rest of the body could not
   // be read and dropped after the response).
@@ -141,6 +144,7 @@ class Exchange {
   size_t pending_output_bytes() const;
   const net::InetAddress& peer_address() const { return transport_->peer_address(); }
   const net::InetAddress& local_address() const { return transport_->local_address(); }
+  const net::SecureLayer* secure() const { return transport_->secure(); }
   net::EventLoop* loop() const { return transport_->loop(); }
 
   // Pieces of the body (decoded if chunked), each valid during the call

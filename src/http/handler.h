@@ -43,6 +43,9 @@ struct Route {
   const Request* request = nullptr;
   const net::InetAddress* peer = nullptr;   // the client's address
   const net::InetAddress* local = nullptr;  // the address it connected to
+  // The connection's TLS (its protocol, cipher, server name); null for
+  // plain HTTP.
+  const net::SecureLayer* secure = nullptr;
   // The path handlers match on: as sent for the Router; decoded and
   // normalised in the web server's locations.
   std::string_view path;

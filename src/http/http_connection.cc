@@ -160,6 +160,7 @@ bool HttpConnection::start_request(net::Buffer& input) {
     route.request = &request;
     route.peer = &conn_->peer_address();
     route.local = &conn_->local_address();
+    route.secure = conn_->secure_layer();
     route.path = request.path();
     for (RequestHandler* handler : *shared_->handlers) {
       const Claim claim = handler->claim(route);
@@ -390,6 +391,8 @@ net::EventLoop* HttpConnection::loop() const { return conn_->loop(); }
 const net::InetAddress& HttpConnection::peer_address() const { return conn_->peer_address(); }
 
 const net::InetAddress& HttpConnection::local_address() const { return conn_->local_address(); }
+
+const net::SecureLayer* HttpConnection::secure() const { return conn_->secure_layer(); }
 
 bool HttpConnection::must_close() const {
   return shared_->draining || (!req_->exchange.body_complete() && !can_discard_body());

@@ -100,6 +100,7 @@ class HttpConnection final : public ExchangeTransport {
   net::EventLoop* loop() const override;
   const net::InetAddress& peer_address() const override;
   const net::InetAddress& local_address() const override;
+  const net::SecureLayer* secure() const override;
   bool must_close() const override;
   void flush() override;
   size_t pending_output_bytes() const override;

@@ -38,6 +38,7 @@ TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
 TcpConnection::~TcpConnection() {
   // Only the loop's ConnectionTable destroys connections, on the loop thread,
   // either pooled ones or, at loop shutdown, live ones (without callbacks).
+  if (secure_) secure_->handshake_timer.cancel();
   if (state_ != State::kIdle && state_ != State::kDisconnected) {
     if (idle_timer_) idle_timer_->cancel();
     abandon_send();
@@ -118,6 +119,14 @@ void TcpConnection::recycle() {
   loop()->buffers().drain(output_);
   loop()->buffers().drain(sending_);
   files_.clear();
+  if (secure_) {
+    secure_->handshake_timer.cancel();
+    secure_->in.retrieve_all();
+    secure_->out.retrieve_all();
+    loop()->buffers().drain(secure_->in);
+    loop()->buffers().drain(secure_->out);
+    secure_.reset();
+  }
   context_.reset();
   callbacks_ = nullptr;
   owner_ = nullptr;
@@ -218,6 +227,7 @@ void TcpConnection::note_activity(size_t bytes) {
 }
 
 void TcpConnection::handle_read() {
+  if (secure_) return secure_read();
   // Level-triggered: one read per event, the loop comes back if more is
   // waiting. Edge-triggered: read until the socket is drained or the
   // application stops reading.
@@ -251,6 +261,7 @@ void TcpConnection::handle_received(const char* data, ssize_t n) {
   if (n == 0) return handle_peer_eof();
   bytes_received_ += static_cast<uint64_t>(n);
   note_activity(static_cast<size_t>(n));
+  if (secure_) return secure_received(data, static_cast<size_t>(n));
   loop()->buffers().fill(input_);
   input_.append(data, static_cast<size_t>(n));
   // Paused, the bytes wait in input_ (as they would in the socket) until
@@ -329,6 +340,7 @@ void TcpConnection::handle_close() {
   channel_.forget();
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();
+  if (secure_) secure_->handshake_timer.cancel();
   if (callbacks_->on_connection) callbacks_->on_connection(*this);
   if (callbacks_->on_close) callbacks_->on_close(*this);
   socket_.reset();

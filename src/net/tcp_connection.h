@@ -18,6 +18,14 @@
 // request per round, submitted with the loop's batch. (The output side is
 // in tcp_connection_output.cc.)
 //
+// Encrypted: a connection accepted on an address with a SecureContext
+// (TcpServer::set_secure_context) has a SecureLayer between its socket and
+// these queues (tcp_connection_secure.cc). Received bytes go through the
+// layer into input(); queued output, files included, is encrypted in
+// steps of at most 64 KiB as the socket takes it, so a slow reader holds
+// that much ciphertext and no more. Until the handshake is over output
+// waits; a handshake not over in the context's time closes the connection.
+//
 // Loop thread only, every method.
 #pragma once
 
@@ -32,6 +40,7 @@
 #include "net/channel.h"
 #include "net/inet_address.h"
 #include "net/output_stream.h"
+#include "net/secure_layer.h"
 #include "net/socket.h"
 #include "net/timeout.h"
 
@@ -57,6 +66,10 @@ class TcpConnection final : public OutputStream {
   // Whether the peer is on this host: a loopback address, or the address
   // it connected to.
   bool peer_is_local() const;
+  // Whether a SecureLayer (TLS) carries the bytes, and the layer, to ask for
+  // its protocol and cipher; null for a plain connection.
+  bool secure() const { return secure_ != nullptr; }
+  const SecureLayer* secure_layer() const { return secure_ ? secure_->layer.get() : nullptr; }
   State state() const { return state_; }
   bool connected() const { return state_ == State::kConnected; }
   bool disconnected() const { return state_ == State::kDisconnected; }
@@ -111,10 +124,21 @@ class TcpConnection final : public OutputStream {
 
  private:
   friend class ConnectionTable;
+  friend class TcpServer;
 
   struct PendingFile {
     FileRegion region;
     Buffer after{0};  // bytes queued behind this file
+  };
+
+  // An encrypted connection's side (tcp_connection_secure.cc).
+  struct SecureState {
+    explicit SecureState(TcpConnection* conn) : handshake_timer(&TcpConnection::handshake_timed_out, conn) {}
+    std::unique_ptr<SecureLayer> layer;
+    Buffer in{0};   // ciphertext received, not through the layer yet
+    Buffer out{0};  // ciphertext to send, ahead of output_
+    Timeout handshake_timer;
+    bool close_sent = false;  // the closing alert is queued
   };
 
   // ConnectionTable's side.
@@ -146,7 +170,21 @@ class TcpConnection final : public OutputStream {
   void close_at_round_end();
   void fail(int err, const char* what);
 
-  bool has_pending_output() const { return send_in_flight_ || !output_.empty() || !files_.empty(); }
+  // TcpServer's side: before establish(), the connection speaks through a
+  // layer made by `context`.
+  void use_secure_layer(SecureContext& context);
+  // tcp_connection_secure.cc
+  void secure_read();
+  void secure_received(const char* data, size_t n);
+  void secure_input();
+  void secure_flush();
+  bool secure_encrypt_more();
+  bool secure_wants_to_close();
+  static void handshake_timed_out(void* self);
+
+  bool has_pending_output() const {
+    return send_in_flight_ || !output_.empty() || !files_.empty() || (secure_ && !secure_->out.empty());
+  }
   Buffer& output_tail() { return files_.empty() ? output_ : files_.back().after; }
   void after_queue_grew(size_t before);
   void flush_output();
@@ -200,6 +238,7 @@ class TcpConnection final : public OutputStream {
   // Made by the first set_idle_timeout() and kept for the pooled object's
   // next lives: connections without one (HTTP has its own) do not carry it.
   std::unique_ptr<Timeout> idle_timer_;
+  std::unique_ptr<SecureState> secure_;  // null for a plain connection
   mutable InetAddress local_;
   InetAddress peer_;
 };

@@ -34,7 +34,7 @@ void TcpConnection::send(std::string_view data) {
     return;
   }
   size_t written = 0;
-  if (!has_pending_output() && !sends_by_completion()) {
+  if (!has_pending_output() && !sends_by_completion() && !secure_) {
     int err = 0;
     ssize_t n = sockets::write(socket_.fd(), data.data(), data.size(), &err);
     if (n < 0) {
@@ -96,6 +96,7 @@ void TcpConnection::flush() {
 size_t TcpConnection::pending_output_bytes() const {
   loop()->assert_in_loop_thread();
   size_t total = sending_.readable_bytes() + output_.readable_bytes();
+  if (secure_) total += secure_->out.readable_bytes();
   for (const PendingFile& file : files_) total += file.region.length + file.after.readable_bytes();
   return total;
 }
@@ -105,7 +106,9 @@ void TcpConnection::after_queue_grew(size_t before) {
   if (before < high_water_mark_ && now >= high_water_mark_ && callbacks_->on_high_water_mark) {
     callbacks_->on_high_water_mark(*this, now);
   }
-  if (sends_by_completion()) return flush_output();
+  // Encrypted, the bytes leave now: a write of ciphertext (or a send
+  // request for it) has nothing to wait for.
+  if (sends_by_completion() || secure_) return flush_output();
   if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
 }
 
@@ -118,6 +121,7 @@ void TcpConnection::handle_write() {
 }
 
 void TcpConnection::flush_output() {
+  if (secure_) return secure_flush();
   int err = 0;
   for (;;) {
     // The kernel has bytes of ours: what follows them waits for its report.
@@ -201,17 +205,19 @@ void TcpConnection::schedule_send() {
 void TcpConnection::submit_send() {
   send_scheduled_ = false;
   if (close_scheduled_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
-  if (send_in_flight_ || output_.empty()) return;
+  // What leaves: the plaintext queue, or an encrypted connection's ciphertext.
+  Buffer& wire = secure_ ? secure_->out : output_;
+  if (send_in_flight_ || wire.empty()) return;
   if (!sends_by_completion()) return flush_output();  // unregistered meanwhile
-  // output_ goes to the kernel as it is; what is appended from now on
-  // queues behind it in a fresh output_.
-  sending_.swap(output_);
+  // The bytes go to the kernel as they are; what is appended from now on
+  // queues behind them in a fresh buffer.
+  sending_.swap(wire);
   start_send();
 }
 
 void TcpConnection::start_send() {
   send_in_flight_ = true;
-  const bool more = !files_.empty() || close_after_write_;
+  const bool more = !files_.empty() || close_after_write_ || (secure_ && !output_.empty());
   loop()->poller().start_send(channel_, sending_.peek(), sending_.readable_bytes(), more);
 }
 

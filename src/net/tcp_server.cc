@@ -99,16 +99,31 @@ Result<std::vector<Socket>> TcpServer::bind_address(InetAddress* address) const 
   return sockets;
 }
 
-std::unique_ptr<Acceptor> TcpServer::make_acceptor(EventLoop* io, Socket socket) {
+void TcpServer::set_secure_context(const InetAddress& address, std::shared_ptr<SecureContext> context) {
+  loop_->assert_in_loop_thread();
+  secure_contexts_.emplace_back(address, std::move(context));
+}
+
+SecureContext* TcpServer::secure_context(const InetAddress& requested) const {
+  for (auto it = secure_contexts_.rbegin(); it != secure_contexts_.rend(); ++it) {
+    if (it->first == requested) return it->second.get();
+  }
+  return nullptr;
+}
+
+std::unique_ptr<Acceptor> TcpServer::make_acceptor(EventLoop* io, Socket socket,
+                                                   const InetAddress& requested) {
   auto acceptor = std::make_unique<Acceptor>(io, std::move(socket));
   if (release_) acceptor->set_release_callback([this, io] { return release_(io); });
+  SecureContext* secure = secure_context(requested);
   if (io == loop_ && options_.accept_mode != AcceptMode::kReusePort) {
-    acceptor->set_new_connection_callback(
-        [this](Socket conn_socket, const InetAddress& peer) { on_accepted(std::move(conn_socket), peer); });
+    acceptor->set_new_connection_callback([this, secure](Socket conn_socket, const InetAddress& peer) {
+      on_accepted(std::move(conn_socket), peer, secure);
+    });
   } else {
-    acceptor->set_new_connection_callback([this, io](Socket conn_socket, const InetAddress& peer) {
+    acceptor->set_new_connection_callback([this, io, secure](Socket conn_socket, const InetAddress& peer) {
       if (accept_filter_ && !accept_filter_(peer)) return;
-      open_connection(io, std::move(conn_socket), peer);
+      open_connection(io, std::move(conn_socket), peer, secure);
     });
   }
   acceptor->listen();
@@ -146,7 +161,7 @@ Result<void> TcpServer::start() {
   if (!reuse_port) {
     for (size_t a = 0; a < sockets.size(); ++a) {
       acceptors_.emplace_back(requested_[a],
-                              make_acceptor(loop_, std::move(sockets[a][0])));
+                              make_acceptor(loop_, std::move(sockets[a][0]), requested_[a]));
     }
   }
   for (size_t i = 0; i < loops.size(); ++i) {
@@ -207,7 +222,7 @@ Result<void> TcpServer::set_listen_addresses(const std::vector<InetAddress>& add
 
 void TcpServer::add_acceptors(const InetAddress& requested, std::vector<Socket> sockets) {
   if (options_.accept_mode != AcceptMode::kReusePort) {
-    acceptors_.emplace_back(requested, make_acceptor(loop_, std::move(sockets[0])));
+    acceptors_.emplace_back(requested, make_acceptor(loop_, std::move(sockets[0]), requested));
     return;
   }
   for (size_t i = 0; i < loop_states_.size(); ++i) {
@@ -215,7 +230,7 @@ void TcpServer::add_acceptors(const InetAddress& requested, std::vector<Socket> 
     // std::function copies its target: the socket travels in a shared_ptr.
     auto socket = std::make_shared<Socket>(std::move(sockets[i]));
     raw->loop->run_in_loop([this, raw, requested, socket] {
-      raw->acceptors.emplace_back(requested, make_acceptor(raw->loop, std::move(*socket)));
+      raw->acceptors.emplace_back(requested, make_acceptor(raw->loop, std::move(*socket), requested));
     });
   }
 }
@@ -226,7 +241,7 @@ void TcpServer::setup_loop(size_t index) {
   io->assert_in_loop_thread();
   if (options_.accept_mode == AcceptMode::kReusePort) {
     for (auto& [requested, socket] : state.listen_sockets) {
-      state.acceptors.emplace_back(requested, make_acceptor(io, std::move(socket)));
+      state.acceptors.emplace_back(requested, make_acceptor(io, std::move(socket), requested));
     }
     state.listen_sockets.clear();
   } else if (io != loop_) {
@@ -273,14 +288,14 @@ size_t TcpServer::connection_count() const {
   return total;
 }
 
-void TcpServer::on_accepted(Socket socket, const InetAddress& peer) {
+void TcpServer::on_accepted(Socket socket, const InetAddress& peer, SecureContext* secure) {
   if (accept_filter_ && !accept_filter_(peer)) return;  // the Socket closes
   size_t index = pick_loop();
   LoopState& state = *loop_states_[index];
-  if (state.loop == loop_) return open_connection(loop_, std::move(socket), peer);
+  if (state.loop == loop_) return open_connection(loop_, std::move(socket), peer, secure);
 
   state.loop->load().in_flight.fetch_add(1, std::memory_order_relaxed);
-  Handoff handoff{socket.fd(), peer};
+  Handoff handoff{socket.fd(), peer, secure};
   if (state.handoffs.try_push(handoff)) {
     socket.release();
     state.loop->wakeup();
@@ -288,9 +303,9 @@ void TcpServer::on_accepted(Socket socket, const InetAddress& peer) {
   }
   // The loop is 4096 sockets behind: fall back to the locked path.
   int fd = socket.release();
-  state.loop->queue_in_loop([this, index, fd, peer] {
+  state.loop->queue_in_loop([this, index, fd, peer, secure] {
     loop_states_[index]->loop->load().in_flight.fetch_sub(1, std::memory_order_relaxed);
-    open_connection(loop_states_[index]->loop, Socket(fd), peer);
+    open_connection(loop_states_[index]->loop, Socket(fd), peer, secure);
   });
 }
 
@@ -299,7 +314,7 @@ void TcpServer::drain_handoffs(size_t index) {
   Handoff handoff;
   while (state.handoffs.try_pop(handoff)) {
     state.loop->load().in_flight.fetch_sub(1, std::memory_order_relaxed);
-    open_connection(state.loop, Socket(handoff.fd), handoff.peer);
+    open_connection(state.loop, Socket(handoff.fd), handoff.peer, handoff.secure);
   }
 }
 
@@ -308,7 +323,8 @@ size_t TcpServer::pick_loop() {
                                                                    : pool_->pick_round_robin();
 }
 
-void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress& peer) {
+void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress& peer,
+                                SecureContext* secure) {
   io->assert_in_loop_thread();
   ConnectionTable& table = io->connections();
   if (options_.max_connections_per_loop != 0 &&
@@ -322,6 +338,7 @@ void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress&
   TcpConnection* conn =
       table.open(std::move(socket), peer, &callbacks_, this, options_.trigger);
   if (options_.idle_timeout.count() > 0) conn->set_idle_timeout(options_.idle_timeout);
+  if (secure != nullptr) conn->use_secure_layer(*secure);
   table.establish(conn, /*input_waiting=*/options_.defer_accept.count() > 0);
 }
 

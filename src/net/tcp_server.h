@@ -35,6 +35,7 @@
 #include "base/result.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
+#include "net/secure_layer.h"
 #include "net/socket.h"
 #include "net/timer_wheel.h"
 
@@ -139,6 +140,13 @@ class TcpServer {
     assert_not_started();
     release_ = std::move(cb);
   }
+  // Connections accepted on `address` (as given to the constructor or to
+  // set_listen_addresses) speak through a layer `context` makes for each
+  // (TLS: tls::ServerContext). Set before start(), or before the address is
+  // added by set_listen_addresses; the server keeps the context as long as
+  // it lives. Without one, an address is plain TCP.
+  void set_secure_context(const InetAddress& address, std::shared_ptr<SecureContext> context);
+
   // Runs on each I/O loop's thread before it serves (per-loop state lives there).
   void set_thread_init_callback(ThreadInitCallback cb) {
     assert_not_started();
@@ -174,23 +182,26 @@ class TcpServer {
   struct Handoff {
     int fd = -1;
     InetAddress peer;
+    SecureContext* secure = nullptr;
   };
   struct LoopState;  // per I/O loop: hand-off queue, acceptor, timers
 
   // Callbacks are read by I/O threads once started: set them before, on the base loop.
   void assert_not_started() const;
-  void on_accepted(Socket socket, const InetAddress& peer);
+  void on_accepted(Socket socket, const InetAddress& peer, SecureContext* secure);
   void setup_loop(size_t index);
   void teardown_loop(size_t index);
   void drain_handoffs(size_t index);
-  void open_connection(EventLoop* loop, Socket socket, const InetAddress& peer);
+  void open_connection(EventLoop* loop, Socket socket, const InetAddress& peer,
+                       SecureContext* secure);
+  SecureContext* secure_context(const InetAddress& requested) const;
   size_t pick_loop();
   // The sockets for one address (one, or one per loop with reuseport),
   // bound and set up; *address becomes the bound one (a port 0 resolved).
   Result<std::vector<Socket>> bind_address(InetAddress* address) const;
   // Starts accepting on the sockets bind_address() made for `requested`.
   void add_acceptors(const InetAddress& requested, std::vector<Socket> sockets);
-  std::unique_ptr<Acceptor> make_acceptor(EventLoop* io, Socket socket);
+  std::unique_ptr<Acceptor> make_acceptor(EventLoop* io, Socket socket, const InetAddress& requested);
 
   EventLoop* const loop_;
   std::vector<InetAddress> requested_;  // as given (port 0 stays 0)
@@ -200,6 +211,9 @@ class TcpServer {
   ThreadInitCallback thread_init_;
   std::function<bool(const InetAddress&)> accept_filter_;
   std::function<size_t(EventLoop*)> release_;
+  // By requested address; the last one set for an address is its own.
+  // Never shrinks: acceptors and hand-offs hold raw pointers.
+  std::vector<std::pair<InetAddress, std::shared_ptr<SecureContext>>> secure_contexts_;
   bool started_ = false;
   // Dispatch mode, on the base loop: the requested address and its acceptor.
   std::vector<std::pair<InetAddress, std::unique_ptr<Acceptor>>> acceptors_;

@@ -71,6 +71,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   ~Chain();
 
   const Sites& sites() const { return *sites_; }
+  const std::shared_ptr<const Sites>& shared_sites() const { return sites_; }
   const std::vector<Handler*>& handlers(const Location& location) const {
     return chains_[location.id];
   }

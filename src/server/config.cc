@@ -25,10 +25,13 @@ using config_detail::Section;
 void read_server(Section& s, Config& c) {
   if (auto listen = s.get_strings("listen")) {
     c.listen.clear();
+    c.tls_listen.clear();
     for (const auto& [text, node] : *listen) {
-      auto addr = net::InetAddress::parse(text);
-      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT (\"[::1]:80\" for IPv6)");
+      bool tls = false;
+      auto addr = parse_listen(text, &tls);
+      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT or \"ADDRESS:PORT tls\" (\"[::1]:80\" for IPv6)");
       c.listen.push_back(*addr);
+      if (tls) c.tls_listen.push_back(*addr);
     }
     if (c.listen.empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
   }
@@ -199,7 +202,82 @@ void read_log(Section s, Config& c) {
   s.finish();
 }
 
+void read_tls_sessions(Section& s, Config& c) {
+  TlsSessionConfig& t = c.tls_sessions;
+  s.get_bool("session_tickets", &t.tickets);
+  std::chrono::milliseconds duration{0};
+  if (s.node("ticket_key_rotation") != nullptr) {
+    s.get_duration("ticket_key_rotation", &duration);
+    if (duration < std::chrono::seconds(60)) s.fail(*s.node("ticket_key_rotation"), "ticket_key_rotation", "expected at least \"1m\"");
+    t.ticket_key_rotation = std::chrono::duration_cast<std::chrono::seconds>(duration);
+  }
+  s.get_int("session_cache", &t.cache_entries, 0, 10'000'000);
+  if (s.node("session_timeout") != nullptr) {
+    s.get_duration("session_timeout", &duration);
+    if (duration < std::chrono::seconds(1)) s.fail(*s.node("session_timeout"), "session_timeout", "expected at least \"1s\"");
+    t.lifetime = std::chrono::duration_cast<std::chrono::seconds>(duration);
+  }
+  if (s.node("handshake_timeout") != nullptr) {
+    s.get_duration("handshake_timeout", &t.handshake_timeout);
+    if (t.handshake_timeout.count() <= 0) s.fail(*s.node("handshake_timeout"), "handshake_timeout", "expected a positive duration");
+  }
+}
+
 }  // namespace
+
+std::optional<net::InetAddress> parse_listen(std::string_view text, bool* tls) {
+  *tls = false;
+  const size_t space = text.find_first_of(" \t");
+  if (space != std::string_view::npos) {
+    std::string_view rest = text.substr(space);
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
+    if (rest != "tls") return std::nullopt;
+    *tls = true;
+    text = text.substr(0, space);
+  }
+  auto address = net::InetAddress::parse(text);
+  if (!address) return std::nullopt;
+  return *address;
+}
+
+namespace config_detail {
+
+void read_tls(Section s, int line, TlsConfig* t) {
+  t->line = line;
+  t->where = s.prefix().substr(0, s.prefix().size() - 1);
+  auto certs = s.get_strings("cert");
+  auto keys = s.get_strings("key");
+  if (certs || keys) {
+    const toml::node* at = s.node(certs ? "cert" : "key");
+    if (!certs || !keys || certs->size() != keys->size() || certs->empty()) {
+      s.fail(*at, certs ? "key" : "cert", "expected as many key files as cert files (one key per certificate)");
+    }
+    t->certificates.clear();
+    for (size_t i = 0; i < certs->size(); ++i) t->certificates.emplace_back((*certs)[i].first, (*keys)[i].first);
+  }
+  if (auto protocols = s.get_strings("protocols")) {
+    bool v12 = false;
+    bool v13 = false;
+    for (const auto& [name, node] : *protocols) {
+      if (name == "TLSv1.2") {
+        v12 = true;
+      } else if (name == "TLSv1.3") {
+        v13 = true;
+      } else {
+        s.fail(*node, "protocols", "\"" + name + "\": only \"TLSv1.2\" and \"TLSv1.3\" are offered");
+      }
+    }
+    if (!v12 && !v13) s.fail(*s.node("protocols"), "protocols", "needs TLSv1.2, TLSv1.3 or both");
+    t->min_protocol = v12 ? "TLSv1.2" : "TLSv1.3";
+    t->max_protocol = v13 ? "TLSv1.3" : "TLSv1.2";
+  }
+  s.get_string("ciphers", &t->ciphers);
+  s.get_string("ciphersuites", &t->ciphersuites);
+  s.get_string("curves", &t->curves);
+  s.get_bool("prefer_server_ciphers", &t->prefer_server_ciphers);
+}
+
+}  // namespace config_detail
 
 namespace config_detail {
 
@@ -358,6 +436,12 @@ Config load_config(const std::string& path) {
                                                       static_cast<int>(block.source().begin.line),
                                                       nullptr));
     }
+  }
+  if (const toml::table* t = top.get_table("tls")) {
+    Section s = top.sub(*t, "tls");
+    config_detail::read_tls(s, static_cast<int>(t->source().begin.line), &c.tls);
+    read_tls_sessions(s, c);
+    s.finish();
   }
   if (const toml::node* node = top.node("server")) config_detail::read_sites(top, *node, c);
   top.finish();

@@ -127,6 +127,38 @@ struct LocationConfig {
   bool operator==(const LocationConfig&) const = default;
 };
 
+// [tls] (every site's defaults, and the implicit site's) or [server.tls]
+// (one site's): the certificates a site presents on addresses marked
+// "tls", and how it negotiates. Empty strings: Mozilla's "intermediate"
+// policy (tls/server_context.h).
+struct TlsConfig {
+  // (certificate chain file, key file), PEM; an ECDSA and an RSA pair may
+  // sit side by side. A site without its own has the [tls] ones.
+  std::vector<std::pair<std::string, std::string>> certificates;
+  std::string min_protocol = "TLSv1.2";
+  std::string max_protocol = "TLSv1.3";
+  std::string ciphers;       // TLS 1.2, in OpenSSL's syntax
+  std::string ciphersuites;  // TLS 1.3
+  std::string curves;
+  bool prefer_server_ciphers = false;
+  std::string where = "tls";  // the table, for messages ("server[1].tls")
+  int line = 0;
+  bool operator==(const TlsConfig&) const = default;
+};
+
+// [tls] keys for every TLS connection of the process.
+struct TlsSessionConfig {
+  bool tickets = true;  // resumption by session ticket
+  std::chrono::seconds ticket_key_rotation{3600};
+  size_t cache_entries = 20000;  // sessions kept for TLS 1.2 clients without tickets; 0: none
+  std::chrono::seconds lifetime{3600};
+  std::chrono::milliseconds handshake_timeout{10000};
+  bool operator==(const TlsSessionConfig&) const = default;
+};
+
+// "ADDRESS:PORT" or "ADDRESS:PORT tls"; nullopt when malformed.
+std::optional<net::InetAddress> parse_listen(std::string_view text, bool* tls);
+
 // One [[server]]: a site, chosen by the request's Host.
 struct SiteConfig {
   // Exact ("example.com"), wildcard ("*.example.com", "example.*",
@@ -135,11 +167,13 @@ struct SiteConfig {
   std::vector<std::string> names;
   // Addresses this site answers on; empty: the top-level `listen`.
   std::vector<net::InetAddress> listen;
+  std::vector<net::InetAddress> tls_listen;  // those of `listen` marked "tls"
   bool is_default = false;  // answers a Host no site on its address names; else the first
   std::string root;         // empty: [static].root
   std::vector<std::string> index;  // empty: [static].index
   std::vector<std::pair<int, std::string>> error_pages;  // for locations without their own
   std::vector<LocationConfig> locations;
+  TlsConfig tls;  // [server.tls] over [tls]
   bool implicit = false;  // made from the top-level keys (no [[server]] in the file)
   int line = 0;
   bool operator==(const SiteConfig&) const = default;
@@ -179,6 +213,9 @@ struct LogConfig {
 struct Config {
   std::string source = "(built-in defaults)";
   std::vector<net::InetAddress> listen;
+  std::vector<net::InetAddress> tls_listen;  // those of `listen` marked "tls" (tls_addresses())
+  TlsConfig tls;
+  TlsSessionConfig tls_sessions;
   int workers = 1;  // default_config(): one per CPU ("auto")
   // SERVER_NAME for applications, and the name this server goes by;
   // default_config(): the host name.
@@ -225,6 +262,9 @@ Config load_config(const std::string& path);
 // Makes the implicit site again from the top-level keys (after they were
 // changed: flags, values a reload keeps); sites of a [[server]] stay.
 void rebuild_implicit_site(Config& config);
+
+// Every address marked "tls" (HTTPS), at the top level or by a site, once each.
+std::vector<net::InetAddress> tls_addresses(const Config& config);
 
 // Parsers for the value forms the file uses; nullopt when malformed.
 // Durations: "250ms", "10s", "5m", "1h", "7d" (or a bare integer of seconds).

@@ -260,9 +260,10 @@ LocationConfig read_location(Section s, int line) {
   return l;
 }
 
-SiteConfig read_site(Section s, int line) {
+SiteConfig read_site(Section s, int line, const Config& c) {
   SiteConfig site;
   site.line = line;
+  site.tls = c.tls;
   if (auto names = s.get_strings("names")) {
     for (const auto& [name, node] : *names) {
       if (name.empty()) s.fail(*node, "names", "expected host names");
@@ -289,9 +290,11 @@ SiteConfig read_site(Section s, int line) {
   }
   if (auto listen = s.get_strings("listen")) {
     for (const auto& [text, node] : *listen) {
-      auto addr = net::InetAddress::parse(text);
-      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT (\"[::1]:80\" for IPv6)");
+      bool tls = false;
+      auto addr = parse_listen(text, &tls);
+      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT or \"ADDRESS:PORT tls\" (\"[::1]:80\" for IPv6)");
       site.listen.push_back(*addr);
+      if (tls) site.tls_listen.push_back(*addr);
     }
     if (site.listen.empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
   }
@@ -299,6 +302,11 @@ SiteConfig read_site(Section s, int line) {
   read_root(s, "root", &site.root);
   site.index = read_index(s);
   site.error_pages = read_error_pages(s);
+  if (const toml::table* t = s.get_table("tls")) {
+    Section tls = s.sub(*t, "tls");
+    read_tls(tls, static_cast<int>(t->source().begin.line), &site.tls);
+    tls.finish();
+  }
   if (const toml::node* node = s.node("location")) {
     if (!node->is_array_of_tables()) s.fail(*node, "location", "expected [[server.location]] blocks");
     size_t i = 0;
@@ -314,6 +322,21 @@ SiteConfig read_site(Section s, int line) {
 
 }  // namespace
 
+// Every address marked "tls" has a site with a certificate on it.
+void check_tls_addresses(const std::string& file, const Config& c) {
+  for (const net::InetAddress& address : tls_addresses(c)) {
+    const bool covered = std::any_of(c.sites.begin(), c.sites.end(), [&](const SiteConfig& site) {
+      const auto& listen = site.listen.empty() ? c.listen : site.listen;
+      return !site.tls.certificates.empty() && std::find(listen.begin(), listen.end(), address) != listen.end();
+    });
+    if (!covered) {
+      throw ConfigError(file, c.tls.line, "tls.cert",
+                        address.to_ip_port() + " is marked tls, but no site there has a certificate "
+                        "([tls] or [server.tls] cert and key)");
+    }
+  }
+}
+
 void read_sites(const Section& top, const toml::node& node, Config& c) {
   if (!node.is_array_of_tables()) top.fail(node, "server", "expected [[server]] blocks");
   c.sites.clear();
@@ -321,7 +344,7 @@ void read_sites(const Section& top, const toml::node& node, Config& c) {
   for (const toml::node& block : *node.as_array()) {
     const std::string name = "server[" + std::to_string(i++) + "].";
     c.sites.push_back(read_site(Section(top.file(), *block.as_table(), name),
-                                static_cast<int>(block.source().begin.line)));
+                                static_cast<int>(block.source().begin.line), c));
   }
 }
 
@@ -335,7 +358,9 @@ void finish_sites(const std::string& file, Config& c) {
     everything.users = c.auth.enabled;
     everything.fastcgi = c.fastcgi;
     site.locations.push_back(std::move(everything));
+    site.tls = c.tls;
     c.sites.push_back(std::move(site));
+    check_tls_addresses(file, c);
     return;
   }
   if (!c.fastcgi.empty()) {
@@ -371,6 +396,27 @@ void finish_sites(const std::string& file, Config& c) {
       }
     }
   }
+  check_tls_addresses(file, c);
 }
 
 }  // namespace tern::server::config_detail
+
+namespace tern::server {
+
+std::vector<net::InetAddress> tls_addresses(const Config& config) {
+  std::vector<net::InetAddress> out;
+  auto add = [&out](const net::InetAddress& address) {
+    if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
+  };
+  const bool top_used = std::any_of(config.sites.begin(), config.sites.end(),
+                                    [](const SiteConfig& site) { return site.listen.empty(); });
+  if (top_used || config.sites.empty()) {
+    for (const net::InetAddress& address : config.tls_listen) add(address);
+  }
+  for (const SiteConfig& site : config.sites) {
+    for (const net::InetAddress& address : site.tls_listen) add(address);
+  }
+  return out;
+}
+
+}  // namespace tern::server

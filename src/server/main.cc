@@ -22,6 +22,7 @@
 #include "server/config.h"
 #include "server/sites.h"
 #include "server/server.h"
+#include "server/tls_setup.h"
 
 #ifndef TERN_VERSION
 #define TERN_VERSION "0.0.0"
@@ -42,6 +43,8 @@ struct Flags {
   std::string log_level;
   std::string access_log;
   std::string io;
+  std::string tls_cert;
+  std::string tls_key;
   bool test_only = false;
 };
 
@@ -56,12 +59,27 @@ tern::server::Config build_config(const Flags& flags) {
                                             : tern::server::load_config(flags.config_file);
   if (!flags.listen.empty()) {
     config.listen.clear();
+    config.tls_listen.clear();
     for (const std::string& text : flags.listen) {
-      auto address = tern::net::InetAddress::parse(text);
-      if (!address) usage_error("--listen: \"" + text + "\" is not ADDRESS:PORT (\"[::1]:8080\" for IPv6)");
+      bool tls = false;
+      auto address = tern::server::parse_listen(text, &tls);
+      if (!address) usage_error("--listen: \"" + text + "\" is not ADDRESS:PORT or \"ADDRESS:PORT tls\" (\"[::1]:8080\" for IPv6)");
       config.listen.push_back(*address);
+      if (tls) config.tls_listen.push_back(*address);
     }
   }
+  if (flags.tls_cert.empty() != flags.tls_key.empty()) usage_error("--tls-cert and --tls-key go together");
+  if (!flags.tls_cert.empty()) {
+    // Every top-level address speaks HTTPS with this pair, and every site
+    // without certificates of its own presents it.
+    config.tls.certificates = {{flags.tls_cert, flags.tls_key}};
+    config.tls.where = "--tls-cert";
+    config.tls_listen = config.listen;
+    for (auto& site : config.sites) {
+      if (site.tls.certificates.empty()) site.tls.certificates = config.tls.certificates;
+    }
+  }
+  tern::server::rebuild_implicit_site(config);
   if (!flags.root.empty()) config.static_files.root = flags.root;
   if (!flags.io.empty()) {
     auto io = tern::net::parse_io_backend(flags.io);
@@ -132,6 +150,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off");
   app.add_option("--access-log", flags.access_log, "access log file, or off");
   app.add_option("--io", flags.io, "I/O backend: epoll or io_uring (beats the config's io)");
+  app.add_option("--tls-cert", flags.tls_cert, "certificate chain (PEM): every --listen address speaks HTTPS")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tls-key", flags.tls_key, "the certificate's private key (PEM), with --tls-cert")
+      ->check(CLI::ExistingFile);
   app.add_flag("-t,--test", flags.test_only, "check the configuration and exit");
   app.set_version_flag("-v,--version", "tern " TERN_VERSION " (" TERN_BUILD_NOTE ")");
   try {
@@ -148,8 +170,12 @@ int main(int argc, char** argv) {
   try {
     config = build_config(flags);
     if (flags.test_only) {
-      // Opening the root is part of the check, as nginx -t checks its files.
-      tern::server::Sites sites(config);
+      // Opening the root is part of the check, as nginx -t checks its
+      // files, and so is loading every certificate and key.
+      auto sites = std::make_shared<const tern::server::Sites>(config);
+      std::vector<std::string> warnings;
+      (void)tern::server::tls_settings(config, sites, nullptr, &warnings);
+      for (const std::string& warning : warnings) std::fprintf(stderr, "tern: warning: %s\n", warning.c_str());
       check_temp_dir(config.temp_dir);
       std::printf("tern: configuration %s is ok\n", config.source.c_str());
       return 0;
@@ -168,6 +194,9 @@ int main(int argc, char** argv) {
   tern::server::Server server(&loop, std::move(config), flags.config_file);
   try {
     server.start();
+  } catch (const tern::server::ConfigError& e) {
+    tern::log::shutdown();
+    usage_error(e.what());
   } catch (const std::exception& e) {
     TERN_LOG_CRITICAL("{}", e.what());
     tern::log::shutdown();

@@ -85,6 +85,18 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.server_name == b.server_name, "server_name");
   check(a.temp_dir == b.temp_dir, "temp_dir");
   check(without_line(a.auth) == without_line(b.auth), "[auth]");
+  check(a.tls_sessions == b.tls_sessions, "[tls] session_tickets, ticket_key_rotation, session_cache, session_timeout, handshake_timeout");
+  // An address that stays but turns HTTPS or plain keeps its listening
+  // socket, and so what it was.
+  const std::vector<net::InetAddress> a_tls = tls_addresses(a);
+  const std::vector<net::InetAddress> b_tls = tls_addresses(b);
+  for (const net::InetAddress& address : listen_addresses(a)) {
+    const std::vector<net::InetAddress> b_all = listen_addresses(b);
+    if (std::find(b_all.begin(), b_all.end(), address) == b_all.end()) continue;
+    const bool was = std::find(a_tls.begin(), a_tls.end(), address) != a_tls.end();
+    const bool is = std::find(b_tls.begin(), b_tls.end(), address) != b_tls.end();
+    if (was != is) keys.push_back("listen " + address.to_ip_port() + (is ? " (now tls)" : " (no longer tls)"));
+  }
   return keys;
 }
 
@@ -106,6 +118,7 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
 
 Server::~Server() {
   if (prune_timer_.valid()) loop_->cancel(prune_timer_);
+  if (tls_stats_timer_.valid()) loop_->cancel(tls_stats_timer_);
   // The pools belong to the I/O loops' threads: closed there while they run.
   if (!http_) return;
   if (fastcgi_) fastcgi_->shutdown(http_->tcp_server().io_loops());
@@ -134,6 +147,10 @@ void Server::start() {
   // Fails early, on the main thread, if a root cannot be opened.
   chain_ = build_chain(config, fastcgi_.get());
   fastcgi_chains_.push_back(chain_);
+  if (config.tls_sessions.tickets) {
+    ticket_keys_ = std::make_shared<tls::TicketKeys>(config.tls_sessions.ticket_key_rotation);
+  }
+  apply_tls(tls_for(config, *chain_));
   // Every request head is resolved by the sites, a handler of the
   // HttpServer's chain (its Router has no routes here).
   http_->add_handler(std::make_unique<SitesHandler>(&chains_));
@@ -225,6 +242,53 @@ std::shared_ptr<const Chain> Server::build_chain(const Config& config, FastCgiRo
                                        users_.get(), &chains_);
 }
 
+std::vector<TlsAddress> Server::tls_for(const Config& config, const Chain& chain) const {
+  std::vector<std::string> warnings;
+  std::vector<TlsAddress> addresses = tls_settings(config, chain.shared_sites(), ticket_keys_, &warnings);
+  for (const std::string& warning : warnings) TERN_LOG_WARN("tls: {}", warning);
+  return addresses;
+}
+
+void Server::apply_tls(std::vector<TlsAddress> addresses) {
+  for (TlsAddress& entry : addresses) {
+    const size_t identities = entry.settings.identities.size();
+    auto known = std::find_if(tls_.begin(), tls_.end(), [&](const auto& e) { return e.first == entry.address; });
+    if (known != tls_.end()) {
+      known->second->update(std::move(entry.settings));
+    } else {
+      auto context = std::make_shared<tls::ServerContext>(std::move(entry.settings));
+      http_->tcp_server().set_secure_context(entry.address, context);
+      tls_.emplace_back(entry.address, std::move(context));
+    }
+    TERN_LOG_INFO("tls: {}: {} certificate set{}, TLS 1.2 and 1.3, ALPN http/1.1, {}", entry.address.to_ip_port(),
+                  identities, identities == 1 ? "" : "s (chosen by SNI)",
+                  ticket_keys_ ? fmt::format("session tickets (keys rotated every {} s)",
+                                             ticket_keys_->rotation().count())
+                               : std::string("no session tickets"));
+  }
+  if (!tls_.empty() && !tls_stats_timer_.valid()) {
+    tls_stats_timer_ = loop_->run_every(std::chrono::minutes(1), [this] { log_tls_stats(); });
+  }
+}
+
+void Server::log_tls_stats() {
+  tls::Stats now;
+  for (const auto& [address, context] : tls_) {
+    const tls::Stats s = context->stats();
+    now.handshakes += s.handshakes;
+    now.resumed += s.resumed;
+    now.failed += s.failed;
+  }
+  const uint64_t handshakes = now.handshakes - tls_logged_.handshakes;
+  const uint64_t resumed = now.resumed - tls_logged_.resumed;
+  const uint64_t failed = now.failed - tls_logged_.failed;
+  tls_logged_ = now;
+  if (handshakes == 0 && failed == 0) return;
+  TERN_LOG_INFO("tls: {} handshake(s) in the last minute, {} resumed ({:.0f}%), {} failed", handshakes, resumed,
+                handshakes > 0 ? 100.0 * static_cast<double>(resumed) / static_cast<double>(handshakes) : 0.0,
+                failed);
+}
+
 namespace {
 bool same_blocks(const std::vector<FastCgiConfig>& a, const std::vector<FastCgiConfig>& b) {
   if (a.size() != b.size()) return false;
@@ -283,6 +347,7 @@ void Server::reload() {
   fresh.server_name = old.server_name;
   fresh.temp_dir = fresh.limits.temp_dir = old.temp_dir;
   fresh.auth = old.auth;
+  fresh.tls_sessions = old.tls_sessions;
   rebuild_implicit_site(fresh);
   // What could fail is checked before anything changes; the listening
   // addresses last, since changing them is the first change.
@@ -292,11 +357,23 @@ void Server::reload() {
   const bool new_blocks = !same_blocks(blocks, fastcgi_blocks(old));
   std::unique_ptr<FastCgiRoutes> fastcgi;
   std::shared_ptr<const Chain> chain;
+  std::vector<TlsAddress> tls;
   try {
     if (new_blocks && !blocks.empty()) {
       fastcgi = std::make_unique<FastCgiRoutes>(fresh, blocks, std::string("tern/") + TERN_VERSION);
     }
     chain = build_chain(fresh, new_blocks ? fastcgi.get() : fastcgi_.get());
+    tls = tls_for(fresh, *chain);
+  } catch (const ConfigError& e) {
+    TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}", e.what());
+    return;
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: {}", config_path_, e.what());
+    return;
+  }
+  // Contexts before addresses: a new TLS address accepts with its own.
+  try {
+    apply_tls(std::move(tls));
   } catch (const std::exception& e) {
     TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: {}", config_path_, e.what());
     return;

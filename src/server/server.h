@@ -8,8 +8,10 @@
 //   SIGHUP           re-read the config file and apply it without dropping
 //                    connections: logging, access log, blocklist, timeouts
 //                    and limits, [static], sites and locations, listening
-//                    addresses and FastCGI blocks (new pools; the old ones
-//                    serve the requests that began under them). A file,
+//                    addresses, FastCGI blocks (new pools; the old ones
+//                    serve the requests that began under them) and TLS
+//                    certificates (renewed ones for the connections from
+//                    then on; established ones keep theirs). A file,
 //                    root or address that fails keeps the running
 //                    configuration.
 //                    What needs a restart (workers, [auth], ...) keeps its
@@ -35,6 +37,7 @@
 #include "server/config.h"
 #include "server/ip_filter.h"
 #include "server/mime_types.h"
+#include "server/tls_setup.h"
 
 namespace tern::server {
 
@@ -72,6 +75,11 @@ class Server {
   // The chain for `config` (sites compiled, roots opened); throws
   // std::runtime_error.
   std::shared_ptr<const Chain> build_chain(const Config& config, FastCgiRoutes* fastcgi) const;
+  // The TLS settings of `config`'s addresses marked "tls"; throws ConfigError.
+  std::vector<TlsAddress> tls_for(const Config& config, const Chain& chain) const;
+  // Installs them: contexts for new addresses, updates for known ones.
+  void apply_tls(std::vector<TlsAddress> addresses);
+  void log_tls_stats();
 
   net::EventLoop* const loop_;
   std::string config_path_;
@@ -96,6 +104,12 @@ class Server {
   net::LoopLocal<ChainLoop> chains_;        // each loop's side of chain_
   std::atomic<int64_t> last_shed_request_ms_{0};  // the release callback's last ask to other loops
   std::unique_ptr<http::HttpServer> http_;
+  // HTTPS: one context per address marked "tls" (kept for the server's life,
+  // as TcpServer keeps them), the ticket keys all of them share.
+  std::shared_ptr<tls::TicketKeys> ticket_keys_;
+  std::vector<std::pair<net::InetAddress, std::shared_ptr<tls::ServerContext>>> tls_;
+  tls::Stats tls_logged_;  // the figures of the last TLS line in the log
+  net::TimerId tls_stats_timer_;
   // After http_: joined first, while the loops its tasks post to still run.
   std::unique_ptr<TaskPool> tasks_;
   std::unique_ptr<net::SignalSet> signals_;

@@ -296,7 +296,11 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   }
   // What PARAMS need beyond the request, owned by the writer (it runs again
   // if the request is retried, and for a buffered body at its end).
-  auto head_writer = [&request, filename = block.root + route.script, script = route.script,
+  // The layer's names are OpenSSL's static strings: views stay valid.
+  const net::SecureLayer* secure = exchange.secure();
+  auto head_writer = [&request, https = secure != nullptr,
+                      ssl_protocol = secure != nullptr ? secure->protocol() : std::string_view(),
+                      ssl_cipher = secure != nullptr ? secure->cipher() : std::string_view(), filename = block.root + route.script, script = route.script,
                       path_info = route.path_info, uri = state.path, root = block.root,
                       server_name = std::string_view(server_name_), local = exchange.local_address(),
                       peer = exchange.peer_address(), software = std::string_view(software_)](
@@ -313,6 +317,9 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     cgi.server_name = server_name;
     cgi.server_address = local;
     cgi.remote_address = peer;
+    cgi.https = https;
+    cgi.ssl_protocol = ssl_protocol;
+    cgi.ssl_cipher = ssl_cipher;
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };

@@ -77,7 +77,7 @@ void expand_variables(std::string_view text, const Route& route, bool url, std::
     if (name.size() == 1 && name[0] >= '0' && name[0] <= '9') {
       out->append(route.captures.get(static_cast<size_t>(name[0] - '0')));
     } else if (name == "scheme") {
-      out->append("http");
+      out->append(route.secure != nullptr ? "https" : "http");
     } else if (name == "host") {
       char buffer[256];
       auto host = normalize_host(request.host(), buffer);

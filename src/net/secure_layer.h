@@ -1,0 +1,71 @@
+// SecureLayer: what a connection's bytes pass through between its socket and
+// the protocol above, for a transport that encrypts (TLS: tls/tls_session.h).
+//
+// A TcpConnection with a layer keeps two more buffers, the ciphertext it
+// received and the ciphertext it is to send; the layer turns the first into
+// plaintext input and queued plaintext output into the second. Everything
+// else of the connection (its input and output queues, file regions, the
+// callbacks, both I/O backends) is as for a plain one: a protocol never knows
+// whether its bytes are encrypted, beyond asking secure().
+//
+// The library holds no cryptography of its own: a SecureContext, made by the
+// application (tls::ServerContext for TLS on OpenSSL) and given to a
+// TcpServer for a listening address, makes a layer for each connection
+// accepted there.
+//
+// A layer is used on its connection's loop thread only; a context may be
+// asked for layers by several loops at once.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+
+#include "net/buffer.h"
+
+namespace tern::net {
+
+class SecureLayer {
+ public:
+  enum class Status : uint8_t {
+    kOk,          // go on
+    kPeerClosed,  // the peer closed its side cleanly (TLS close_notify)
+    kFinish,      // send what is in `to_send` (an alert, a refusal), then close
+    kFailed,      // the stream cannot be trusted: close now
+  };
+
+  virtual ~SecureLayer() = default;
+
+  // Ciphertext from the peer, consumed as far as it goes: plaintext is
+  // appended to `plain`, records to send back (the handshake's) to `to_send`.
+  virtual Status receive(Buffer& from_peer, Buffer& plain, Buffer& to_send) = 0;
+  // Plaintext to send, all of it, as records appended to `to_send`. Only
+  // once established().
+  virtual Status send(const char* data, size_t n, Buffer& to_send) = 0;
+  // The closing alert (TLS close_notify), appended to `to_send`.
+  virtual void close(Buffer& to_send) = 0;
+  // The handshake is over: plaintext flows both ways.
+  virtual bool established() const = 0;
+
+  // For logs and applications (CGI variables): "TLSv1.3", the cipher's
+  // name, the server name the client asked for (SNI; empty without), the
+  // application protocol agreed (ALPN; empty without), and whether the
+  // session was resumed. Meaningful once established().
+  virtual std::string_view protocol() const = 0;
+  virtual std::string_view cipher() const = 0;
+  virtual std::string_view server_name() const = 0;
+  virtual std::string_view application_protocol() const = 0;
+  virtual bool resumed() const = 0;
+};
+
+class SecureContext {
+ public:
+  virtual ~SecureContext() = default;
+  // A layer for a new connection (server side). Thread-safe.
+  virtual std::unique_ptr<SecureLayer> new_layer() = 0;
+  // A connection still without an established layer this long after it was
+  // accepted is closed.
+  virtual std::chrono::milliseconds handshake_timeout() const = 0;
+};
+
+}  // namespace tern::net

@@ -1,0 +1,235 @@
+// TcpConnection's encrypted side: a SecureLayer (TLS) between the socket and
+// the plaintext queues. Received bytes go through the layer into input_;
+// queued output (bytes and file regions) is encrypted a step at a time into
+// the ciphertext buffer, which leaves as plain output does (a write with
+// epoll, a send request with io_uring). See tcp_connection.h.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/assert.h"
+#include "base/log.h"
+#include "net/event_loop.h"
+#include "net/sockets.h"
+#include "net/tcp_connection.h"
+
+namespace tern::net {
+namespace {
+
+// Plaintext encrypted in one step: the most ciphertext a connection holds
+// while the socket is full (plus a record's overhead per 16 KiB), whatever
+// the size of the file it sends.
+constexpr size_t kEncryptStep = 64 * 1024;
+
+// File bytes on their way to the layer: one area per loop thread, filled and
+// encrypted in the same step, so a connection holds no file bytes of its own.
+char* file_scratch() {
+  thread_local std::unique_ptr<char[]> scratch(new char[kEncryptStep]);
+  return scratch.get();
+}
+
+const char* status_name(SecureLayer::Status status) {
+  switch (status) {
+    case SecureLayer::Status::kOk: return "ok";
+    case SecureLayer::Status::kPeerClosed: return "closed by the peer";
+    case SecureLayer::Status::kFinish: return "refused";
+    case SecureLayer::Status::kFailed: return "failed";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void TcpConnection::use_secure_layer(SecureContext& context) {
+  TERN_DCHECK(state_ == State::kConnected && !secure_);
+  secure_ = std::make_unique<SecureState>(this);
+  secure_->layer = context.new_layer();
+  secure_->handshake_timer.arm(context.handshake_timeout());
+}
+
+void TcpConnection::handshake_timed_out(void* self) {
+  auto* conn = static_cast<TcpConnection*>(self);
+  if (conn->disconnected() || !conn->secure_ || conn->secure_->layer->established()) return;
+  TERN_LOG_DEBUG("conn {} {}: TLS handshake not over in time, closing", conn->slot_,
+                 conn->peer_.to_ip_port());
+  conn->force_close();
+}
+
+void TcpConnection::secure_read() {
+  // As handle_read, but into the ciphertext buffer; through the layer once
+  // the socket is drained (or after one read, level-triggered).
+  Buffer& in = secure_->in;
+  for (;;) {
+    int err = 0;
+    size_t offered = 0;
+    loop()->buffers().fill(in);
+    ssize_t n = in.read_fd(socket_.fd(), &err, &offered);
+    if (n > 0) {
+      bytes_received_ += static_cast<uint64_t>(n);
+      note_activity(static_cast<size_t>(n));
+      if (trigger_ == TriggerMode::kEdge && static_cast<size_t>(n) == offered) continue;
+      return secure_input();
+    }
+    if (n == 0) {
+      if (!in.empty()) secure_input();
+      loop()->buffers().drain(in);
+      if (disconnected() || close_scheduled_) return;
+      return handle_peer_eof();
+    }
+    if (!in.empty()) secure_input();
+    loop()->buffers().drain(in);
+    if (err == EAGAIN || err == EWOULDBLOCK) return;
+    if (disconnected() || close_scheduled_) return;
+    return fail(err, "read");
+  }
+}
+
+void TcpConnection::secure_received(const char* data, size_t n) {
+  loop()->buffers().fill(secure_->in);
+  secure_->in.append(data, n);
+  secure_input();
+}
+
+void TcpConnection::secure_input() {
+  SecureState& s = *secure_;
+  const bool was_established = s.layer->established();
+  const size_t plain_before = input_.readable_bytes();
+  loop()->buffers().fill(input_);
+  const SecureLayer::Status status = s.layer->receive(s.in, input_, s.out);
+  loop()->buffers().drain(s.in);
+  if (status == SecureLayer::Status::kFailed) {
+    TERN_LOG_DEBUG("conn {} {}: TLS {}", slot_, peer_.to_ip_port(), status_name(status));
+    loop()->buffers().drain(input_);
+    return close_at_round_end();
+  }
+  if (status == SecureLayer::Status::kFinish) {
+    // Its last words (an alert, or the answer to plain HTTP), then the end.
+    TERN_LOG_DEBUG("conn {} {}: TLS {}", slot_, peer_.to_ip_port(), status_name(status));
+    input_.retrieve_all();
+    loop()->buffers().drain(input_);
+    output_.retrieve_all();
+    files_.clear();
+    reading_ = false;
+    channel_.disable_reading();
+    close_after_write_ = true;
+    state_ = State::kDisconnecting;
+    return secure_flush();
+  }
+  if (!was_established && s.layer->established()) {
+    s.handshake_timer.cancel();
+    TERN_LOG_DEBUG("conn {} {}: {} {}{}{}", slot_, peer_.to_ip_port(), s.layer->protocol(),
+                   s.layer->cipher(), s.layer->resumed() ? " (resumed)" : "",
+                   s.layer->server_name().empty() ? std::string()
+                                                  : " for " + std::string(s.layer->server_name()));
+  }
+  // Handshake records, and output that waited for the handshake.
+  if (has_pending_output()) secure_flush();
+  if (disconnected() || close_scheduled_) return;
+  if (input_.readable_bytes() > plain_before) {
+    if (reading_) {
+      deliver_input();
+    } else {
+      received_while_paused_ = true;  // delivered by start_reading()
+    }
+  } else if (input_.empty()) {
+    loop()->buffers().drain(input_);
+  }
+  if (status == SecureLayer::Status::kPeerClosed && !disconnected() && !close_scheduled_) {
+    handle_peer_eof();
+  }
+}
+
+bool TcpConnection::secure_encrypt_more() {
+  // Plaintext in order: bytes, then each file region and the bytes queued
+  // behind it. False when a file turned out shorter than promised.
+  SecureState& s = *secure_;
+  while (s.out.readable_bytes() < kEncryptStep) {
+    if (!output_.empty()) {
+      const size_t step = std::min(output_.readable_bytes(), kEncryptStep);
+      if (s.layer->send(output_.peek(), step, s.out) != SecureLayer::Status::kOk) return false;
+      output_.retrieve(step);
+      continue;
+    }
+    if (files_.empty()) break;
+    FileRegion& region = files_.front().region;
+    if (region.length > 0) {
+      const size_t step = std::min(region.length, kEncryptStep);
+      const char* data = nullptr;
+      ssize_t n;
+      if (region.memory != nullptr) {
+        // A mapping: a page cut off by a truncation would fault here, so
+        // the size is checked first (a mapping is only made of a regular file).
+        struct stat st;
+        n = ::fstat(region.fd, &st) == 0 && st.st_size >= region.offset + static_cast<off_t>(step)
+                ? static_cast<ssize_t>(step)
+                : 0;
+        data = region.memory + region.offset;
+      } else {
+        n = ::pread(region.fd, file_scratch(), step, region.offset);
+        data = file_scratch();
+      }
+      if (n <= 0) {
+        TERN_LOG_WARN("conn {} {}: file fd {} ended {} bytes early, closing", slot_,
+                      peer_.to_ip_port(), region.fd, region.length);
+        return false;
+      }
+      if (s.layer->send(data, static_cast<size_t>(n), s.out) != SecureLayer::Status::kOk) return false;
+      region.offset += n;
+      region.length -= static_cast<size_t>(n);
+      continue;
+    }
+    Buffer& after = files_.front().after;
+    if (!after.empty()) {
+      loop()->buffers().fill(output_);
+      output_.append(after.view());
+    }
+    files_.erase(files_.begin());
+  }
+  if (output_.empty()) loop()->buffers().drain(output_);
+  return true;
+}
+
+void TcpConnection::secure_flush() {
+  SecureState& s = *secure_;
+  int err = 0;
+  for (;;) {
+    if (send_in_flight_) return;
+    // Plaintext waits for the handshake; the handshake's records do not.
+    if (s.layer->established() && !close_scheduled_ && !secure_encrypt_more()) {
+      return close_at_round_end();
+    }
+    if (s.out.empty()) {
+      if (!s.layer->established() && (!output_.empty() || !files_.empty())) return;
+      if (secure_wants_to_close()) continue;
+      return output_drained();
+    }
+    if (sends_by_completion()) return schedule_send();
+    const bool more = !output_.empty() || !files_.empty() || close_after_write_;
+    ssize_t n = sockets::write(socket_.fd(), s.out.peek(), s.out.readable_bytes(), &err, more);
+    if (n < 0) break;
+    s.out.retrieve(static_cast<size_t>(n));
+    bytes_sent_ += static_cast<uint64_t>(n);
+    note_activity(static_cast<size_t>(n));
+    if (!s.out.empty()) break;  // the socket buffer is full
+    loop()->buffers().drain(s.out);
+  }
+  if (err != 0 && err != EAGAIN && err != EWOULDBLOCK) return fail(err, "write");
+  if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
+}
+
+bool TcpConnection::secure_wants_to_close() {
+  // Everything is written and the connection is to close or half-close:
+  // first the closing alert, so the peer knows the stream was not cut.
+  SecureState& s = *secure_;
+  if (s.close_sent || !s.layer->established() || peer_closed_) return false;
+  if (!close_after_write_ && state_ != State::kDisconnecting) return false;
+  s.close_sent = true;
+  loop()->buffers().fill(s.out);
+  s.layer->close(s.out);
+  return !s.out.empty();
+}
+
+}  // namespace tern::net

@@ -1,0 +1,94 @@
+#include "server/tls_setup.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace tern::server {
+namespace {
+
+tls::Identity identity_of(const TlsConfig& t) {
+  tls::Identity identity;
+  for (const auto& [cert, key] : t.certificates) identity.pairs.push_back({cert, key});
+  identity.min_protocol = t.min_protocol;
+  identity.max_protocol = t.max_protocol;
+  if (!t.ciphers.empty()) identity.ciphers = t.ciphers;
+  if (!t.ciphersuites.empty()) identity.ciphersuites = t.ciphersuites;
+  if (!t.curves.empty()) identity.curves = t.curves;
+  identity.prefer_server_ciphers = t.prefer_server_ciphers;
+  return identity;
+}
+
+// Loads `identity` on its own, so that what fails is pinned to its table.
+void check(const Config& config, const TlsConfig& t, const tls::Identity& identity,
+           std::vector<std::string>* warnings) {
+  try {
+    tls::Settings settings;
+    settings.identities.push_back(identity);
+    tls::ServerContext loaded(std::move(settings));
+  } catch (const std::exception& e) {
+    throw ConfigError(config.source, t.line, t.where + ".cert", e.what());
+  }
+  for (const tls::CertificatePair& pair : identity.pairs) {
+    for (std::string& warning : tls::certificate_warnings(pair)) {
+      warnings->push_back(config.source + ":" + std::to_string(t.line) + ": " + t.where + ".cert: " + warning);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<TlsAddress> tls_settings(const Config& config, const std::shared_ptr<const Sites>& sites,
+                                     const std::shared_ptr<tls::TicketKeys>& tickets,
+                                     std::vector<std::string>* warnings) {
+  std::vector<TlsAddress> out;
+  std::vector<tls::Identity> checked;
+  for (const net::InetAddress& address : tls_addresses(config)) {
+    TlsAddress entry{address, {}};
+    tls::Settings& settings = entry.settings;
+    std::map<const Site*, size_t> by_site;
+    for (const auto& site : sites->sites()) {
+      const SiteConfig& sc = site->config();
+      const auto& listen = sc.listen.empty() ? config.listen : sc.listen;
+      if (sc.tls.certificates.empty() || std::find(listen.begin(), listen.end(), address) == listen.end()) {
+        continue;
+      }
+      tls::Identity identity = identity_of(sc.tls);
+      auto same = std::find(settings.identities.begin(), settings.identities.end(), identity);
+      if (same == settings.identities.end()) {
+        if (std::find(checked.begin(), checked.end(), identity) == checked.end()) {
+          check(config, sc.tls, identity, warnings);
+          checked.push_back(identity);
+        }
+        settings.identities.push_back(std::move(identity));
+        same = settings.identities.end() - 1;
+      }
+      by_site[site.get()] = static_cast<size_t>(same - settings.identities.begin());
+    }
+    if (settings.identities.empty()) {
+      throw ConfigError(config.source, config.tls.line, "tls.cert",
+                        address.to_ip_port() + " is marked tls, but no site there has a certificate");
+    }
+    // What an unknown name gets: the certificates of the site an unknown
+    // Host gets, when it has some.
+    if (auto it = by_site.find(&sites->select("", address)); it != by_site.end()) {
+      settings.default_identity = it->second;
+    }
+    if (settings.identities.size() > 1) {
+      settings.select = [sites, address, by_site](std::string_view name) -> std::optional<size_t> {
+        auto it = by_site.find(&sites->select(name, address));
+        if (it == by_site.end()) return std::nullopt;
+        return it->second;
+      };
+    }
+    const TlsSessionConfig& sessions = config.tls_sessions;
+    if (sessions.tickets) settings.tickets = tickets;
+    settings.session_cache_entries = sessions.cache_entries;
+    settings.session_lifetime = sessions.lifetime;
+    settings.handshake_timeout = sessions.handshake_timeout;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace tern::server

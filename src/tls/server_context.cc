@@ -1,0 +1,258 @@
+#include "tls/server_context.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "base/log.h"
+#include "tls/session.h"
+
+namespace tern::tls {
+namespace {
+
+// The reason of OpenSSL's oldest queued error, and the queue cleared.
+std::string openssl_reason() {
+  unsigned long code = ERR_get_error();
+  std::string reason = code != 0 && ERR_reason_error_string(code) != nullptr ? ERR_reason_error_string(code)
+                                                                           : "unknown error";
+  ERR_clear_error();
+  return reason;
+}
+
+int protocol_version(const std::string& name) {
+  if (name == "TLSv1.2") return TLS1_2_VERSION;
+  if (name == "TLSv1.3") return TLS1_3_VERSION;
+  throw std::runtime_error("protocol \"" + name + "\" is not TLSv1.2 or TLSv1.3");
+}
+
+void check_key_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    throw std::runtime_error("key " + path + ": " + std::strerror(errno));
+  }
+  if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+    throw std::runtime_error("key " + path + ": readable or writable by every user (chmod o-rwx " + path + ")");
+  }
+}
+
+// The ALPN list in its wire form: each name after its length.
+std::vector<unsigned char> alpn_wire(const std::vector<std::string>& names) {
+  std::vector<unsigned char> wire;
+  for (const std::string& name : names) {
+    if (name.empty() || name.size() > 255) throw std::runtime_error("ALPN name \"" + name + "\" has a bad length");
+    wire.push_back(static_cast<unsigned char>(name.size()));
+    wire.insert(wire.end(), name.begin(), name.end());
+  }
+  return wire;
+}
+
+}  // namespace
+
+struct ServerContext::Snapshot {
+  std::vector<SSL_CTX*> contexts;  // one per identity
+  std::vector<Identity> identities;
+  size_t default_identity = 0;
+  std::function<std::optional<size_t>(std::string_view)> select;
+  std::vector<unsigned char> alpn;
+  std::shared_ptr<TicketKeys> tickets;
+  std::shared_ptr<Counters> counters;
+  std::chrono::milliseconds handshake_timeout{10000};
+
+  Snapshot() = default;
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+  ~Snapshot() {
+    for (SSL_CTX* ctx : contexts) SSL_CTX_free(ctx);
+  }
+};
+
+namespace {
+
+using Snapshot = ServerContext::Snapshot;
+
+// SNI: the identity for the name the client asked for. Ciphers and curves
+// follow the identity; the protocol range stays the default identity's
+// (the versions are settled before the name is known).
+int on_server_name(SSL* ssl, int* /*alert*/, void* arg) {
+  const auto* snapshot = static_cast<const Snapshot*>(arg);
+  const char* sent = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (sent == nullptr || !snapshot->select) return SSL_TLSEXT_ERR_OK;
+  std::string name(sent);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!name.empty() && name.back() == '.') name.pop_back();
+  const size_t chosen = snapshot->select(name).value_or(snapshot->default_identity);
+  if (chosen == snapshot->default_identity || chosen >= snapshot->contexts.size()) return SSL_TLSEXT_ERR_OK;
+  SSL_set_SSL_CTX(ssl, snapshot->contexts[chosen]);
+  const Identity& identity = snapshot->identities[chosen];
+  SSL_set_cipher_list(ssl, identity.ciphers.c_str());
+  SSL_set_ciphersuites(ssl, identity.ciphersuites.c_str());
+  SSL_set1_groups_list(ssl, identity.curves.c_str());
+  if (identity.prefer_server_ciphers) {
+    SSL_set_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+  } else {
+    SSL_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+// ALPN: the first of ours the client offers; none in common, no ALPN.
+int on_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length, const unsigned char* offered,
+            unsigned int offered_length, void* arg) {
+  const auto* snapshot = static_cast<const Snapshot*>(arg);
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(&chosen, out_length, snapshot->alpn.data(),
+                            static_cast<unsigned int>(snapshot->alpn.size()), offered,
+                            offered_length) != OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapshot* snapshot) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) throw std::runtime_error("OpenSSL: " + openssl_reason());
+  snapshot->contexts.push_back(ctx);  // freed with the snapshot, even if what follows throws
+  if (identity.pairs.empty()) throw std::runtime_error("no certificate");
+  if (SSL_CTX_set_min_proto_version(ctx, protocol_version(identity.min_protocol)) != 1 ||
+      SSL_CTX_set_max_proto_version(ctx, protocol_version(identity.max_protocol)) != 1) {
+    throw std::runtime_error("protocols: " + openssl_reason());
+  }
+  if (protocol_version(identity.min_protocol) > protocol_version(identity.max_protocol)) {
+    throw std::runtime_error("protocols: " + identity.min_protocol + " is above " + identity.max_protocol);
+  }
+  if (SSL_CTX_set_cipher_list(ctx, identity.ciphers.c_str()) != 1) {
+    throw std::runtime_error("ciphers \"" + identity.ciphers + "\": " + openssl_reason());
+  }
+  if (SSL_CTX_set_ciphersuites(ctx, identity.ciphersuites.c_str()) != 1) {
+    throw std::runtime_error("ciphersuites \"" + identity.ciphersuites + "\": " + openssl_reason());
+  }
+  if (SSL_CTX_set1_groups_list(ctx, identity.curves.c_str()) != 1) {
+    throw std::runtime_error("curves \"" + identity.curves + "\": " + openssl_reason());
+  }
+  SSL_CTX_set_dh_auto(ctx, 1);
+  uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION;
+  if (identity.prefer_server_ciphers) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
+  if (!settings.tickets) options |= SSL_OP_NO_TICKET;
+  SSL_CTX_set_options(ctx, options);
+  // An idle connection gives its record buffers back (about 34 KiB).
+  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+
+  for (const CertificatePair& pair : identity.pairs) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, pair.cert.c_str()) != 1) {
+      throw std::runtime_error("cert " + pair.cert + ": " + openssl_reason());
+    }
+    check_key_file(pair.key);
+    if (SSL_CTX_use_PrivateKey_file(ctx, pair.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+      const std::string reason = openssl_reason();
+      if (reason.find("mismatch") != std::string::npos) {
+        throw std::runtime_error("key " + pair.key + " does not match the certificate " + pair.cert);
+      }
+      throw std::runtime_error("key " + pair.key + ": " + reason);
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+      ERR_clear_error();
+      throw std::runtime_error("key " + pair.key + " does not match the certificate " + pair.cert);
+    }
+  }
+
+  static const unsigned char kSessionContext[] = "tern";
+  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+  if (settings.session_cache_entries > 0) {
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    SSL_CTX_sess_set_cache_size(ctx, static_cast<long>(settings.session_cache_entries));
+  } else {
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  }
+  SSL_CTX_set_timeout(ctx, static_cast<long>(settings.session_lifetime.count()));
+  if (settings.tickets) {
+    SSL_CTX_set_ex_data(ctx, TicketKeys::ex_index(), settings.tickets.get());
+    SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, &TicketKeys::callback);
+  }
+  SSL_CTX_set_tlsext_servername_callback(ctx, &on_server_name);
+  SSL_CTX_set_tlsext_servername_arg(ctx, snapshot);
+  if (!snapshot->alpn.empty()) SSL_CTX_set_alpn_select_cb(ctx, &on_alpn, snapshot);
+  return ctx;
+}
+
+std::shared_ptr<const Snapshot> load(Settings settings, std::shared_ptr<ServerContext::Counters> counters) {
+  if (settings.identities.empty()) throw std::runtime_error("no certificate");
+  if (settings.default_identity >= settings.identities.size()) throw std::runtime_error("no default certificate");
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->alpn = alpn_wire(settings.alpn);
+  for (const Identity& identity : settings.identities) make_context(identity, settings, snapshot.get());
+  snapshot->identities = settings.identities;
+  snapshot->default_identity = settings.default_identity;
+  snapshot->select = std::move(settings.select);
+  snapshot->tickets = std::move(settings.tickets);
+  snapshot->counters = std::move(counters);
+  snapshot->handshake_timeout = settings.handshake_timeout;
+  return snapshot;
+}
+
+}  // namespace
+
+ServerContext::ServerContext(Settings settings) : current_(load(std::move(settings), counters_)) {}
+
+ServerContext::~ServerContext() = default;
+
+void ServerContext::update(Settings settings) {
+  auto fresh = load(std::move(settings), counters_);
+  std::lock_guard lock(mu_);
+  current_ = std::move(fresh);
+}
+
+std::unique_ptr<net::SecureLayer> ServerContext::new_layer() {
+  std::shared_ptr<const Snapshot> snapshot;
+  {
+    std::lock_guard lock(mu_);
+    snapshot = current_;
+  }
+  SSL* ssl = SSL_new(snapshot->contexts[snapshot->default_identity]);
+  if (ssl == nullptr) {
+    TERN_LOG_ERROR("TLS: cannot make a session: {}", openssl_reason());
+    return nullptr;
+  }
+  return std::make_unique<Session>(ssl, std::shared_ptr<const void>(snapshot), &snapshot->counters->handshakes,
+                                   &snapshot->counters->resumed, &snapshot->counters->failed);
+}
+
+std::chrono::milliseconds ServerContext::handshake_timeout() const {
+  std::lock_guard lock(mu_);
+  return current_->handshake_timeout;
+}
+
+Stats ServerContext::stats() const {
+  return Stats{counters_->handshakes.load(std::memory_order_relaxed),
+               counters_->resumed.load(std::memory_order_relaxed),
+               counters_->failed.load(std::memory_order_relaxed)};
+}
+
+std::vector<std::string> certificate_warnings(const CertificatePair& pair) {
+  std::vector<std::string> warnings;
+  FILE* file = std::fopen(pair.cert.c_str(), "r");
+  if (file == nullptr) return warnings;  // loading it says why
+  X509* cert = PEM_read_X509(file, nullptr, nullptr, nullptr);
+  std::fclose(file);
+  if (cert == nullptr) {
+    ERR_clear_error();
+    return warnings;
+  }
+  if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0) {
+    warnings.push_back("cert " + pair.cert + ": expired");
+  } else if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
+    warnings.push_back("cert " + pair.cert + ": not valid yet");
+  }
+  X509_free(cert);
+  return warnings;
+}
+
+}  // namespace tern::tls

@@ -1,0 +1,116 @@
+// ServerContext: TLS for the connections accepted on a listening address,
+// on OpenSSL 3 (a net::SecureContext; give it to TcpServer::set_secure_context).
+//
+// It holds one OpenSSL context per identity (a site's certificates: an ECDSA
+// and an RSA pair may sit side by side, the client's algorithms pick), picks
+// the identity by the name the client asks for (SNI) through the selector
+// it was given, and the default one without a name or for an unknown one.
+// TLS 1.2 and 1.3 only; by default Mozilla's "intermediate" policy. ALPN
+// offers what the settings list (http/1.1). Sessions resume by ticket (keys
+// from a TicketKeys ring, shared by every context of the process and rotated
+// on a schedule) or, for TLS 1.2 clients without tickets, from a session
+// cache.
+//
+// update() swaps in new settings (certificates renewed on disk) for the
+// connections accepted from then on; established ones keep what they began
+// with. Thread-safe: layers are made on any loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/secure_layer.h"
+#include "tls/ticket_keys.h"
+
+namespace tern::tls {
+
+// Mozilla's "intermediate" configuration (TLS 1.2 ciphers; TLS 1.3 suites).
+inline constexpr const char* kIntermediateCiphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+    "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
+inline constexpr const char* kIntermediateSuites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+inline constexpr const char* kIntermediateCurves = "X25519:prime256v1:secp384r1";
+
+struct CertificatePair {
+  std::string cert;  // PEM: the certificate, then its chain
+  std::string key;   // PEM: the private key
+  bool operator==(const CertificatePair&) const = default;
+};
+
+// What one site presents, and how it negotiates.
+struct Identity {
+  std::vector<CertificatePair> pairs;
+  std::string min_protocol = "TLSv1.2";  // or "TLSv1.3"
+  std::string max_protocol = "TLSv1.3";
+  std::string ciphers = kIntermediateCiphers;      // TLS 1.2 (OpenSSL cipher list)
+  std::string ciphersuites = kIntermediateSuites;  // TLS 1.3
+  std::string curves = kIntermediateCurves;
+  bool prefer_server_ciphers = false;
+  bool operator==(const Identity&) const = default;
+};
+
+struct Settings {
+  std::vector<Identity> identities;  // at least one
+  size_t default_identity = 0;
+  // The identity for a server name (lower case, no trailing dot); nullopt:
+  // the default one. Null: every name gets the default.
+  std::function<std::optional<size_t>(std::string_view name)> select;
+  std::vector<std::string> alpn = {"http/1.1"};  // in the server's order of preference
+  std::shared_ptr<TicketKeys> tickets;  // null: no session tickets
+  size_t session_cache_entries = 20000;  // 0: no session cache
+  std::chrono::seconds session_lifetime{3600};
+  std::chrono::milliseconds handshake_timeout{10000};
+};
+
+// Handshakes so far, and how many resumed a session.
+struct Stats {
+  uint64_t handshakes = 0;
+  uint64_t resumed = 0;
+  uint64_t failed = 0;
+};
+
+class ServerContext final : public net::SecureContext {
+ public:
+  // Loads every certificate and key. Throws std::runtime_error naming the
+  // file and what is wrong with it.
+  explicit ServerContext(Settings settings);
+  ~ServerContext() override;
+
+  // New settings for the connections accepted from now on. Throws, keeping
+  // the running ones, when they do not load.
+  void update(Settings settings);
+
+  std::unique_ptr<net::SecureLayer> new_layer() override;
+  std::chrono::milliseconds handshake_timeout() const override;
+
+  Stats stats() const;
+
+  struct Snapshot;  // the loaded settings (server_context.cc)
+  struct Counters {
+    std::atomic<uint64_t> handshakes{0};
+    std::atomic<uint64_t> resumed{0};
+    std::atomic<uint64_t> failed{0};
+  };
+
+ private:
+  std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();  // before current_
+  mutable std::mutex mu_;
+  std::shared_ptr<const Snapshot> current_;  // guarded by mu_
+};
+
+// Problems with a certificate pair that do not stop it from loading: an
+// expired certificate, or one not valid yet. One line each, for `tern -t`
+// and the log.
+std::vector<std::string> certificate_warnings(const CertificatePair& pair);
+
+}  // namespace tern::tls

@@ -1,0 +1,487 @@
+// TLS through TcpServer and TcpConnection (both I/O backends: ctest runs
+// this with TERN_IO=epoll and io_uring), against OpenSSL clients in the test
+// thread: the handshake, SNI, ALPN, resumption by ticket and by session id,
+// files, and what a hostile or confused client gets.
+#include "tls/server_context.h"
+
+#include <gtest/gtest.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+#include "net/tcp_server.h"
+#include "support/loop_runner.h"
+#include "support/raw_socket.h"
+#include "support/temp_dir.h"
+
+namespace tern::tls {
+namespace {
+
+using namespace std::chrono_literals;
+using tern::testing::LoopRunner;
+using tern::testing::RawClient;
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// A self-signed certificate for `name` and its key, as PEM files in `dir`.
+struct TestCert {
+  std::string cert;
+  std::string key;
+};
+
+TestCert make_cert(const std::string& dir, const std::string& name, bool rsa = false,
+                   long valid_from = 0, long valid_until = 86400) {
+  EVP_PKEY* key = rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), static_cast<long>(std::random_device()() & 0x7fffffff));
+  X509_gmtime_adj(X509_getm_notBefore(x), valid_from - 60);
+  X509_gmtime_adj(X509_getm_notAfter(x), valid_until);
+  X509_set_pubkey(x, key);
+  X509_NAME* subject = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(name.c_str()),
+                             -1, -1, 0);
+  X509_set_issuer_name(x, subject);
+  X509_sign(x, key, EVP_sha256());
+  const std::string base = dir + "/" + name + (rsa ? ".rsa" : ".ec");
+  TestCert out{base + ".pem", base + ".key"};
+  FILE* f = std::fopen(out.cert.c_str(), "w");
+  PEM_write_X509(f, x);
+  std::fclose(f);
+  f = std::fopen(out.key.c_str(), "w");
+  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  ::chmod(out.key.c_str(), 0600);
+  X509_free(x);
+  EVP_PKEY_free(key);
+  return out;
+}
+
+Identity identity_of(const TestCert& c) {
+  Identity identity;
+  identity.pairs.push_back({c.cert, c.key});
+  return identity;
+}
+
+// A blocking OpenSSL client over a connected socket.
+class Client {
+ public:
+  struct Options {
+    std::string server_name;
+    std::string alpn;  // one protocol, or none
+    int max_version = 0;  // 0: the library's
+    int min_version = 0;
+    bool no_tickets = false;
+    SSL_SESSION* resume = nullptr;  // not owned
+
+    Options& sni(std::string name) { server_name = std::move(name); return *this; }
+    Options& offer(std::string protocol) { alpn = std::move(protocol); return *this; }
+    Options& versions(int min, int max) { min_version = min; max_version = max; return *this; }
+    Options& without_tickets(bool off = true) { no_tickets = off; return *this; }
+  };
+
+  Client(uint16_t port, const Options& options) : socket_(port) {
+    // One context for every client, as a browser has: a session resumes
+    // from the context that made it.
+    static SSL_CTX* const shared = [] {
+      SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+      SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
+      return ctx;
+    }();
+    ssl_ = SSL_new(shared);
+    if (options.max_version != 0) SSL_set_max_proto_version(ssl_, options.max_version);
+    if (options.min_version != 0) SSL_set_min_proto_version(ssl_, options.min_version);
+    if (options.no_tickets) SSL_set_options(ssl_, SSL_OP_NO_TICKET);
+    SSL_set_fd(ssl_, socket_.fd());
+    if (!options.server_name.empty()) SSL_set_tlsext_host_name(ssl_, options.server_name.c_str());
+    if (!options.alpn.empty()) {
+      std::string wire(1, static_cast<char>(options.alpn.size()));
+      wire += options.alpn;
+      SSL_set_alpn_protos(ssl_, reinterpret_cast<const unsigned char*>(wire.data()),
+                          static_cast<unsigned>(wire.size()));
+    }
+    if (options.resume != nullptr) SSL_set_session(ssl_, options.resume);
+    timeval timeout{10, 0};
+    ::setsockopt(socket_.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    connected_ = SSL_connect(ssl_) == 1;
+    ERR_clear_error();
+  }
+  ~Client() {
+    if (connected_) (void)SSL_shutdown(ssl_);  // the session stays resumable
+    SSL_free(ssl_);
+  }
+
+  bool connected() const { return connected_; }
+  bool resumed() const { return SSL_session_reused(ssl_) == 1; }
+  std::string protocol() const { return SSL_get_version(ssl_); }
+  std::string alpn() const {
+    const unsigned char* data = nullptr;
+    unsigned int length = 0;
+    SSL_get0_alpn_selected(ssl_, &data, &length);
+    return data != nullptr ? std::string(reinterpret_cast<const char*>(data), length) : "";
+  }
+  std::string peer_name() const {
+    X509* peer = SSL_get1_peer_certificate(ssl_);
+    if (peer == nullptr) return "";
+    char name[256] = {};
+    X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, name, sizeof name);
+    X509_free(peer);
+    return name;
+  }
+  // The session, for a later connection to resume (the caller frees it).
+  SSL_SESSION* session() const { return SSL_get1_session(ssl_); }
+
+  bool write(const std::string& data) {
+    return SSL_write(ssl_, data.data(), static_cast<int>(data.size())) == static_cast<int>(data.size());
+  }
+  // Up to `n` bytes, until EOF or an error.
+  std::string read(size_t n) {
+    std::string out;
+    char chunk[16384];
+    while (out.size() < n) {
+      const int got = SSL_read(ssl_, chunk, static_cast<int>(std::min(sizeof chunk, n - out.size())));
+      if (got <= 0) break;
+      out.append(chunk, static_cast<size_t>(got));
+    }
+    return out;
+  }
+  // TLS 1.3 tickets arrive after the handshake: a read that finds none
+  // waiting takes them in.
+  void take_tickets() {
+    char byte;
+    timeval timeout{0, 200000};
+    ::setsockopt(socket_.fd(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    (void)SSL_peek(ssl_, &byte, 1);
+    ERR_clear_error();
+  }
+
+ private:
+  RawClient socket_;
+  SSL* ssl_ = nullptr;
+  bool connected_ = false;
+};
+
+// An echo server on its own loop, speaking TLS with `settings`.
+class TlsFixture : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = std::make_unique<tern::testing::TempDir>(); }
+
+  void start(Settings settings, std::function<void(net::TcpServer&)> configure = nullptr) {
+    context_ = std::make_shared<ServerContext>(std::move(settings));
+    runner_.run([&] {
+      server_ = std::make_unique<net::TcpServer>(runner_.loop(), net::InetAddress(0, true));
+      server_->set_secure_context(net::InetAddress(0, true), context_);
+      if (configure) {
+        configure(*server_);
+      } else {
+        server_->set_message_callback([](net::TcpConnection& conn, net::Buffer& in) { conn.send(in); });
+      }
+      auto started = server_->start();
+      ASSERT_TRUE(started.ok()) << started.error().message();
+    });
+    port_ = server_->listen_address().port();
+  }
+  void TearDown() override {
+    runner_.run([&] { server_.reset(); });
+  }
+  std::string dir() const { return dir_->path(); }
+
+  std::unique_ptr<tern::testing::TempDir> dir_;
+  LoopRunner runner_;
+  std::shared_ptr<ServerContext> context_;
+  std::unique_ptr<net::TcpServer> server_;
+  uint16_t port_ = 0;
+};
+
+Settings one_identity(const TestCert& cert) {
+  Settings settings;
+  settings.identities.push_back(identity_of(cert));
+  settings.tickets = std::make_shared<TicketKeys>();
+  return settings;
+}
+
+TEST_F(TlsFixture, BytesEchoThroughTls13WithAlpn) {
+  start(one_identity(make_cert(dir(), "a.test")));
+  Client client(port_, Client::Options().offer("http/1.1"));
+  ASSERT_TRUE(client.connected());
+  EXPECT_EQ(client.protocol(), "TLSv1.3");
+  EXPECT_EQ(client.alpn(), "http/1.1");
+  const std::string data = random_bytes(1 << 20, 3);
+  for (size_t at = 0; at < data.size(); at += 100000) {
+    ASSERT_TRUE(client.write(data.substr(at, 100000)));
+  }
+  EXPECT_TRUE(client.read(data.size()) == data);
+  EXPECT_EQ(context_->stats().handshakes, 1u);
+}
+
+TEST_F(TlsFixture, Tls12WorksAndOlderVersionsAreRefused) {
+  start(one_identity(make_cert(dir(), "a.test")));
+  Client v12(port_, Client::Options().versions(0, TLS1_2_VERSION));
+  ASSERT_TRUE(v12.connected());
+  EXPECT_EQ(v12.protocol(), "TLSv1.2");
+  ASSERT_TRUE(v12.write("ping"));
+  EXPECT_EQ(v12.read(4), "ping");
+  Client v11(port_, Client::Options().versions(0, TLS1_1_VERSION));
+  EXPECT_FALSE(v11.connected());
+}
+
+TEST_F(TlsFixture, AlpnWithNothingInCommonGoesOnWithoutIt) {
+  start(one_identity(make_cert(dir(), "a.test")));
+  Client client(port_, Client::Options().offer("spdy/3"));
+  ASSERT_TRUE(client.connected());
+  EXPECT_EQ(client.alpn(), "");
+}
+
+TEST_F(TlsFixture, ServerNamePicksTheIdentityAndAnUnknownOneGetsTheDefault) {
+  Settings settings;
+  settings.identities.push_back(identity_of(make_cert(dir(), "a.test")));
+  settings.identities.push_back(identity_of(make_cert(dir(), "b.test")));
+  settings.default_identity = 0;
+  settings.select = [](std::string_view name) -> std::optional<size_t> {
+    if (name == "b.test") return 1;
+    return std::nullopt;
+  };
+  start(std::move(settings));
+  EXPECT_EQ(Client(port_, Client::Options().sni("b.test")).peer_name(), "b.test");
+  EXPECT_EQ(Client(port_, Client::Options().sni("B.Test.")).peer_name(), "b.test");
+  EXPECT_EQ(Client(port_, Client::Options().sni("a.test")).peer_name(), "a.test");
+  EXPECT_EQ(Client(port_, Client::Options().sni("other.test")).peer_name(), "a.test");
+  EXPECT_EQ(Client(port_, Client::Options()).peer_name(), "a.test");
+}
+
+TEST_F(TlsFixture, AnEcdsaAndAnRsaPairSitSideBySide) {
+  const TestCert ec = make_cert(dir(), "a.test");
+  const TestCert rsa = make_cert(dir(), "a.test", /*rsa=*/true);
+  Settings settings;
+  Identity identity;
+  identity.pairs = {{ec.cert, ec.key}, {rsa.cert, rsa.key}};
+  settings.identities.push_back(identity);
+  start(std::move(settings));
+  Client client(port_, Client::Options().versions(0, TLS1_2_VERSION));
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.write("x"));
+  EXPECT_EQ(client.read(1), "x");
+}
+
+TEST_F(TlsFixture, SessionsResumeByTicketAndBySessionId) {
+  start(one_identity(make_cert(dir(), "a.test")));
+  for (const bool tickets : {true, false}) {
+    for (const int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+      SCOPED_TRACE(std::string(tickets ? "ticket" : "session id") + (version == TLS1_2_VERSION ? " 1.2" : " 1.3"));
+      Client::Options options = Client::Options().versions(version, version).without_tickets(!tickets);
+      SSL_SESSION* session = nullptr;
+      {
+        Client first(port_, options);
+        ASSERT_TRUE(first.connected());
+        EXPECT_FALSE(first.resumed());
+        first.take_tickets();
+        session = first.session();
+      }
+      options.resume = session;
+      Client second(port_, options);
+      ASSERT_TRUE(second.connected());
+      EXPECT_TRUE(second.resumed());
+      ASSERT_TRUE(second.write("after"));
+      EXPECT_EQ(second.read(5), "after");
+      SSL_SESSION_free(session);
+    }
+  }
+  EXPECT_EQ(context_->stats().resumed, 4u);
+}
+
+TEST_F(TlsFixture, TicketsOfThePreviousKeyResumeAndOlderOnesDoNot) {
+  Settings settings = one_identity(make_cert(dir(), "a.test"));
+  settings.tickets = std::make_shared<TicketKeys>(std::chrono::seconds(1));
+  settings.session_cache_entries = 0;  // only tickets resume
+  start(std::move(settings));
+  Client::Options options = Client::Options().versions(0, TLS1_2_VERSION);
+  SSL_SESSION* session = nullptr;
+  {
+    Client first(port_, options);
+    ASSERT_TRUE(first.connected());
+    session = first.session();
+  }
+  std::this_thread::sleep_for(1100ms);  // one rotation: the key is the previous one
+  options.resume = session;
+  {
+    Client second(port_, options);
+    ASSERT_TRUE(second.connected());
+    EXPECT_TRUE(second.resumed());
+  }
+  std::this_thread::sleep_for(2100ms);  // two more: the key is gone
+  Client third(port_, options);
+  ASSERT_TRUE(third.connected());
+  EXPECT_FALSE(third.resumed());
+  SSL_SESSION_free(session);
+}
+
+TEST_F(TlsFixture, PlainHttpGetsA400ThatSaysSoAndTheConnectionCloses) {
+  start(one_identity(make_cert(dir(), "a.test")));
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n"));
+  bool eof = false;
+  const std::string answer = client.read_to_eof(&eof, 10s);
+  EXPECT_TRUE(eof);
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 400 Bad Request\r\n")) << answer;
+  EXPECT_NE(answer.find("HTTPS"), std::string::npos);
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos);
+}
+
+TEST_F(TlsFixture, GarbageAndATruncatedHelloAreClosedAndOthersAreServed) {
+  start(one_identity(make_cert(dir(), "a.test")));
+  {
+    RawClient garbage(port_);
+    ASSERT_TRUE(garbage.send_all(std::string("\x00\x01\x02\x03 not tls at all", 20)));
+    bool eof = false;
+    EXPECT_EQ(garbage.read_to_eof(&eof, 10s), "");
+    EXPECT_TRUE(eof);
+  }
+  {
+    // A record header promising more than comes, then a half-close.
+    RawClient truncated(port_);
+    ASSERT_TRUE(truncated.send_all(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11)));
+    truncated.shutdown_write();
+    bool eof = false;
+    (void)truncated.read_to_eof(&eof, 10s);
+    EXPECT_TRUE(eof);
+  }
+  {
+    // A well-formed record that is not a ClientHello: an alert back, then the end.
+    RawClient wrong(port_);
+    ASSERT_TRUE(wrong.send_all(std::string("\x16\x03\x01\x00\x04\x02\x00\x00\x00", 9)));
+    bool eof = false;
+    const std::string answer = wrong.read_to_eof(&eof, 10s);
+    EXPECT_TRUE(eof);
+    ASSERT_FALSE(answer.empty());
+    EXPECT_EQ(answer[0], '\x15');  // an alert record
+  }
+  Client client(port_, Client::Options());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.write("still here"));
+  EXPECT_EQ(client.read(10), "still here");
+}
+
+TEST_F(TlsFixture, AClientSilentInTheHandshakeIsClosedAtTheTimeout) {
+  Settings settings = one_identity(make_cert(dir(), "a.test"));
+  settings.handshake_timeout = 300ms;
+  start(std::move(settings));
+  RawClient silent(port_);
+  // Half a ClientHello's record header, then nothing.
+  ASSERT_TRUE(silent.send_all(std::string("\x16\x03", 2)));
+  const auto began = std::chrono::steady_clock::now();
+  bool eof = false;
+  (void)silent.read_to_eof(&eof, 10s);
+  EXPECT_TRUE(eof);
+  EXPECT_LT(std::chrono::steady_clock::now() - began, 5s);
+  // An established connection is not subject to it.
+  Client client(port_, Client::Options());
+  ASSERT_TRUE(client.connected());
+  std::this_thread::sleep_for(600ms);
+  ASSERT_TRUE(client.write("late"));
+  EXPECT_EQ(client.read(4), "late");
+}
+
+// A temporary file with known content.
+class TempFile {
+ public:
+  TempFile(const std::string& dir, const std::string& content) : path_(dir + "/body.bin") {
+    FILE* f = std::fopen(path_.c_str(), "w");
+    std::fwrite(content.data(), 1, content.size(), f);
+    std::fclose(f);
+    fd_ = ::open(path_.c_str(), O_RDONLY);
+  }
+  ~TempFile() { ::close(fd_); }
+  int fd() const { return fd_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+TEST_F(TlsFixture, FileRegionsAndBytesArriveInOrderOverTls) {
+  const std::string content = random_bytes(5 * 1024 * 1024 + 123, 9);
+  TempFile file(dir(), content);
+  start(one_identity(make_cert(dir(), "a.test")), [&](net::TcpServer& server) {
+    server.set_message_callback([&](net::TcpConnection& conn, net::Buffer& in) {
+      in.retrieve_all();
+      conn.send("HEAD");
+      conn.send_file(net::FileRegion{file.fd(), 7, content.size() - 7, nullptr, nullptr});
+      conn.send("TAIL");
+      conn.close_after_write();
+    });
+  });
+  Client client(port_, Client::Options());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.write("go"));
+  const std::string got = client.read(content.size() + 100);
+  ASSERT_EQ(got.size(), 4 + content.size() - 7 + 4);
+  EXPECT_TRUE(got == "HEAD" + content.substr(7) + "TAIL");
+}
+
+TEST(ServerContextTest, AKeyThatDoesNotMatchItsCertificateIsRefusedByName) {
+  tern::testing::TempDir dir;
+  const TestCert a = make_cert(dir.path(), "a.test");
+  const TestCert b = make_cert(dir.path(), "b.test");
+  Settings settings;
+  Identity identity;
+  identity.pairs.push_back({a.cert, b.key});
+  settings.identities.push_back(identity);
+  try {
+    ServerContext context(std::move(settings));
+    FAIL() << "loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ServerContextTest, AKeyEveryUserCanReadIsRefused) {
+  tern::testing::TempDir dir;
+  const TestCert a = make_cert(dir.path(), "a.test");
+  ::chmod(a.key.c_str(), 0644);
+  try {
+    ServerContext context(one_identity(a));
+    FAIL() << "loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("every user"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ServerContextTest, AnExpiredCertificateLoadsWithAWarning) {
+  tern::testing::TempDir dir;
+  const TestCert old = make_cert(dir.path(), "old.test", false, -86400 * 10, -86400);
+  const TestCert fresh = make_cert(dir.path(), "new.test");
+  EXPECT_NO_THROW(ServerContext context(one_identity(old)));
+  const auto warnings = certificate_warnings({old.cert, old.key});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("expired"), std::string::npos);
+  EXPECT_TRUE(certificate_warnings({fresh.cert, fresh.key}).empty());
+}
+
+TEST(ServerContextTest, OnlyTls12And13AreOffered) {
+  tern::testing::TempDir dir;
+  Settings settings = one_identity(make_cert(dir.path(), "a.test"));
+  settings.identities[0].min_protocol = "TLSv1.1";
+  EXPECT_THROW(ServerContext context(std::move(settings)), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace tern::tls
