@@ -134,6 +134,7 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
 }
 
 Claim ChainLoop::claim(http::Route& route) {
+  route_.secure = route.secure;
   resolve(*route.request, *route.peer, *route.local);
   if (route_.location != nullptr) route.max_body = route_.location->config.body_bytes;
   return claim_;

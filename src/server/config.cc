@@ -26,6 +26,7 @@ void read_server(Section& s, Config& c) {
   if (auto listen = s.get_strings("listen")) {
     c.listen.clear();
     c.tls_listen.clear();
+    c.listen_line = static_cast<int>(s.node("listen")->source().begin.line);
     for (const auto& [text, node] : *listen) {
       bool tls = false;
       auto addr = parse_listen(text, &tls);
@@ -242,7 +243,7 @@ std::optional<net::InetAddress> parse_listen(std::string_view text, bool* tls) {
 
 namespace config_detail {
 
-void read_tls(Section s, int line, TlsConfig* t) {
+void read_tls(Section& s, int line, TlsConfig* t) {
   t->line = line;
   t->where = s.prefix().substr(0, s.prefix().size() - 1);
   auto certs = s.get_strings("cert");

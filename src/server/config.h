@@ -214,6 +214,7 @@ struct Config {
   std::string source = "(built-in defaults)";
   std::vector<net::InetAddress> listen;
   std::vector<net::InetAddress> tls_listen;  // those of `listen` marked "tls" (tls_addresses())
+  int listen_line = 0;  // where `listen` is, for messages
   TlsConfig tls;
   TlsSessionConfig tls_sessions;
   int workers = 1;  // default_config(): one per CPU ("auto")

@@ -152,7 +152,7 @@ FastCgiConfig read_fastcgi(Section s, int line, const char* default_match);
 
 // A [tls] or [server.tls] table, over what *t holds (the defaults, or the
 // [tls] values a site inherits).
-void read_tls(Section s, int line, TlsConfig* t);
+void read_tls(Section& s, int line, TlsConfig* t);
 
 // The [[server]] blocks (the node under "server" in the top table).
 void read_sites(const Section& top, const toml::node& node, Config& c);

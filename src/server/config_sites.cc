@@ -330,7 +330,7 @@ void check_tls_addresses(const std::string& file, const Config& c) {
       return !site.tls.certificates.empty() && std::find(listen.begin(), listen.end(), address) != listen.end();
     });
     if (!covered) {
-      throw ConfigError(file, c.tls.line, "tls.cert",
+      throw ConfigError(file, c.tls.line != 0 ? c.tls.line : c.listen_line, "tls.cert",
                         address.to_ip_port() + " is marked tls, but no site there has a certificate "
                         "([tls] or [server.tls] cert and key)");
     }

@@ -34,13 +34,13 @@ def fastcgi_block(pass_address, **overrides):
     return block
 
 
-def start_fastcgi_server(tern_factory, blocks, config=None, env=None):
+def start_fastcgi_server(tern_factory, blocks, config=None, env=None, **kwargs):
     """A tern with these [[fastcgi]] blocks, request bodies up to 64 MiB, and
     the test scripts plus a static file (static.txt) in its root; env adds
-    to its environment."""
+    to its environment; other keyword arguments go to tern_factory."""
     cfg = merge({"limits": {"body_bytes": "64MiB"}}, config)
     cfg["fastcgi"] = blocks
-    srv = tern_factory(cfg, env=env)
+    srv = tern_factory(cfg, env=env, **kwargs)
     install_scripts(srv.root)
     srv.write_file("static.txt", b"static file\n")
     return srv

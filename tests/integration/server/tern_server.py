@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -117,9 +118,14 @@ def free_port(host="127.0.0.1"):
 class TernServer:
     """One tern process with its own document root and config file."""
 
-    def __init__(self, workdir, root, config=None, host="127.0.0.1", args=(), env=None, preexec_fn=None):
+    def __init__(self, workdir, root, config=None, host="127.0.0.1", args=(), env=None, preexec_fn=None,
+                 tls=False):
         self.workdir = Path(workdir)
         self.host = host  # "127.0.0.1" or "::1"
+        self.tls = tls  # the address is marked "tls" (the config needs a [tls] certificate)
+        # The client side of connect() on a TLS server: an ssl.SSLContext
+        # (the test's CA trusted), or None for one that checks nothing.
+        self.client_tls = None
         self.args = list(args)  # extra command-line flags
         self.env = env  # extra environment variables
         self.preexec_fn = preexec_fn  # run in the child before exec (limits)
@@ -135,8 +141,9 @@ class TernServer:
     # -- config --
 
     def config_dict(self, extra=None):
+        address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         base = {
-            "listen": [f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"],
+            "listen": [address + (" tls" if self.tls else "")],
             "workers": 1,
             "static": {"root": str(self.root)},
             "log": {"level": "info"},
@@ -254,8 +261,16 @@ class TernServer:
 
     # -- client helpers --
 
-    def connect(self, source=None, timeout=IO_TIMEOUT):
-        return HttpConn.open(self.port, source=source, timeout=timeout, host=self.host)
+    def connect(self, source=None, timeout=IO_TIMEOUT, server_name=None):
+        conn = HttpConn.open(self.port, source=source, timeout=timeout, host=self.host)
+        if self.tls:
+            context = self.client_tls
+            if context is None:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            conn.sock = context.wrap_socket(conn.sock, server_hostname=server_name)
+        return conn
 
     def request(self, raw, method=None):
         """One request on a fresh connection; returns (response, conn)."""
@@ -269,7 +284,7 @@ class TernServer:
 
     def url(self, path="/"):
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}{path}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}{path}"
 
     def write_file(self, rel, data):
         path = self.root / rel
