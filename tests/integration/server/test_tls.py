@@ -17,7 +17,7 @@ import pytest
 from auth_api import auth_config, json_body, login, register
 from http_client import IO_TIMEOUT
 from php_site import RssSampler, install_scripts, start_fastcgi_server, fastcgi_block
-from tern_server import TERN_BIN, link_into, sha256
+from tern_server import REPO_ROOT, TERN_BIN, link_into, sha256
 
 
 def run(*args, **kwargs):
@@ -34,13 +34,15 @@ class Pki:
         run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
             "-keyout", str(self.ca_key), "-out", str(self.ca), "-days", "30", "-subj", "/CN=tern test CA")
 
-    def issue(self, name, rsa=False, expired=False, tag=""):
-        """(cert, key) for `name` (its CN and DNS name), signed by the CA."""
+    def issue(self, name, rsa=False, expired=False, tag="", extra=()):
+        """(cert, key) for `name` (its CN and DNS name), signed by the CA;
+        `extra`: more -addext values."""
         base = self.dir / f"{name}{tag}{'.rsa' if rsa else ''}"
         cert, key, csr = base.with_suffix(".pem"), base.with_suffix(".key"), base.with_suffix(".csr")
         algorithm = ["rsa:2048"] if rsa else ["ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
         run("openssl", "req", "-new", "-newkey", *algorithm, "-nodes", "-keyout", str(key), "-out", str(csr),
-            "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}")
+            "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}",
+            *[arg for ext in extra for arg in ("-addext", ext)])
         os.chmod(key, 0o600)
         if expired:
             # Dates in the past need the ca command and its database.
@@ -55,7 +57,7 @@ class Pki:
                 "-enddate", "20200102000000Z", cwd=self.dir)
         else:
             run("openssl", "x509", "-req", "-in", str(csr), "-CA", str(self.ca), "-CAkey", str(self.ca_key),
-                "-CAcreateserial", "-days", "30", "-copy_extensions", "copy", "-out", str(cert))
+                "-CAcreateserial", "-days", "90", "-copy_extensions", "copy", "-out", str(cert))
         return str(cert), str(key)
 
     def client_context(self):
@@ -387,3 +389,36 @@ def test_tls_flags_make_every_listen_address_https(tern_factory, pki, tmp_path):
         assert conn.get("/ok.txt").body == b"ok\n"
     out = subprocess.run([str(TERN_BIN), "-t", "--tls-cert", cert], capture_output=True, timeout=30)
     assert out.returncode == 2 and b"--tls-key" in out.stderr
+
+
+ARTIFACTS = REPO_ROOT / "build" / "test-artifacts"
+
+
+def test_testssl_rates_nothing_high_or_critical(tern_factory, pki, tmp_path):
+    """testssl.sh's protocol, cipher, defaults, header and vulnerability
+    checks, with the test CA trusted; its verdicts are kept in
+    build/test-artifacts/testssl.json. Once per build without TSan (a
+    scan is hundreds of handshakes)."""
+    cert, key = pki.issue("a.test", tag=".scan", extra=["crlDistributionPoints=URI:http://crl.a.test/ca.crl"])
+    server = tern_factory({"tls": {"cert": cert, "key": key}}, tls=True)
+    if server.runs_under("libtsan"):
+        pytest.skip("testssl.sh runs in the builds without ThreadSanitizer")
+    server.write_file("index.html", b"home\n")
+    report = tmp_path / "testssl.json"
+    out = subprocess.run(["testssl", "--quiet", "--color", "0", "--warnings", "off", "--add-ca", str(pki.ca),
+                          "--ip", "127.0.0.1", "--protocols", "--server-defaults", "--fs", "--headers",
+                          "--vulnerable", "--jsonfile-pretty", str(report), f"https://a.test:{server.port}/"],
+                         capture_output=True, timeout=600)
+    assert report.exists(), out.stdout.decode(errors="replace")[-3000:]
+    scan = json.loads(report.read_text())["scanResult"][0]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "testssl.json").write_text(report.read_text())
+    findings = [(section, f["id"], f["severity"], f["finding"]) for section, items in scan.items()
+                if isinstance(items, list) for f in items if isinstance(f, dict)]
+    bad = [f for f in findings if f[2] in ("HIGH", "CRITICAL")]
+    assert not bad, bad
+    by_id = {f[1]: f[3] for f in findings}
+    for old in ("SSLv2", "SSLv3", "TLS1", "TLS1_1"):
+        assert by_id[old].startswith("not offered"), (old, by_id[old])
+    assert by_id["TLS1_2"].startswith("offered") and by_id["TLS1_3"].startswith("offered")
+    assert by_id["PFS"] == "offered", by_id["PFS"]  # forward secrecy
