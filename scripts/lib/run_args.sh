@@ -8,10 +8,12 @@
 #                   (tern's default, "auto")
 #   RUN_URLS        the addresses tern will serve, as URLs: one per
 #                   --listen, else http://127.0.0.1:8080
+#   RUN_LISTEN_GIVEN  1 when --listen was given
 parse_run_args() {
   RUN_OWN_CONFIG=""
   RUN_WORKERS=""
   RUN_URLS=()
+  RUN_LISTEN_GIVEN=""
   local args=("$@") i arg value
   for ((i = 0; i < ${#args[@]}; i++)); do
     arg=${args[i]}
@@ -24,11 +26,20 @@ parse_run_args() {
       --listen=*) value=${arg#--listen=} ;;
     esac
     if [ -n "$value" ]; then
+      local scheme=http
+      if [[ "$value" == *" tls" ]]; then
+        scheme=https
+        value=${value% tls}
+      fi
       # "*:8080" is every IPv4 address, as tern reads it.
       [[ "$value" == \*:* ]] && value="0.0.0.0:${value#\*:}"
-      RUN_URLS+=("http://$value")
+      RUN_URLS+=("$scheme://$value")
     fi
   done
   [[ "$RUN_WORKERS" =~ ^[0-9]+$ ]] && [ "$RUN_WORKERS" -ge 1 ] || RUN_WORKERS=$(nproc 2>/dev/null || echo 1)
-  [ ${#RUN_URLS[@]} -gt 0 ] || RUN_URLS=("http://127.0.0.1:8080")
+  if [ ${#RUN_URLS[@]} -gt 0 ]; then
+    RUN_LISTEN_GIVEN=1
+  else
+    RUN_URLS=("http://127.0.0.1:8080")
+  fi
 }

@@ -170,9 +170,9 @@ class TcpConnection final : public OutputStream {
   void close_at_round_end();
   void fail(int err, const char* what);
 
-  // TcpServer's side: before establish(), the connection speaks through a
-  // layer made by `context`.
-  void use_secure_layer(SecureContext& context);
+  // TcpServer's side: before establish(), the connection speaks through
+  // `layer`, which must be established within `handshake_timeout`.
+  void use_secure_layer(std::unique_ptr<SecureLayer> layer, std::chrono::milliseconds handshake_timeout);
   // tcp_connection_secure.cc
   void secure_read();
   void secure_received(const char* data, size_t n);

@@ -43,11 +43,12 @@ const char* status_name(SecureLayer::Status status) {
 
 }  // namespace
 
-void TcpConnection::use_secure_layer(SecureContext& context) {
-  TERN_DCHECK(state_ == State::kConnected && !secure_);
+void TcpConnection::use_secure_layer(std::unique_ptr<SecureLayer> layer,
+                                     std::chrono::milliseconds handshake_timeout) {
+  TERN_DCHECK(state_ == State::kConnected && !secure_ && layer);
   secure_ = std::make_unique<SecureState>(this);
-  secure_->layer = context.new_layer();
-  secure_->handshake_timer.arm(context.handshake_timeout());
+  secure_->layer = std::move(layer);
+  secure_->handshake_timer.arm(handshake_timeout);
 }
 
 void TcpConnection::handshake_timed_out(void* self) {

@@ -335,10 +335,16 @@ void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress&
                           options_.name, table.live(), peer.to_ip_port());
     return;  // the Socket closes
   }
+  std::unique_ptr<SecureLayer> layer;
+  if (secure != nullptr && !(layer = secure->new_layer())) {
+    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: no TLS session for a new connection from {}; closing it",
+                          options_.name, peer.to_ip_port());
+    return;  // the Socket closes
+  }
   TcpConnection* conn =
       table.open(std::move(socket), peer, &callbacks_, this, options_.trigger);
   if (options_.idle_timeout.count() > 0) conn->set_idle_timeout(options_.idle_timeout);
-  if (secure != nullptr) conn->use_secure_layer(*secure);
+  if (layer) conn->use_secure_layer(std::move(layer), secure->handshake_timeout());
   table.establish(conn, /*input_waiting=*/options_.defer_accept.count() > 0);
 }
 

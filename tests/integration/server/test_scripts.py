@@ -30,7 +30,8 @@ def test_default_is_port_8080_and_a_worker_per_cpu():
     (["--listen", "127.0.0.1:9000"], ["http://127.0.0.1:9000"]),
     (["--listen=0.0.0.0:80"], ["http://0.0.0.0:80"]),
     (["--listen", "[::1]:8443", "--listen", "*:8081"], ["http://[::1]:8443", "http://0.0.0.0:8081"]),
-], ids=["separate", "equals", "two"])
+    (["--listen", "127.0.0.1:8443 tls"], ["https://127.0.0.1:8443"]),
+], ids=["separate", "equals", "two", "tls"])
 def test_listen_addresses_are_the_ones_announced(args, urls):
     assert parse(*args)["urls"] == urls
 

@@ -306,6 +306,47 @@ def test_a_renewed_certificate_is_used_after_sighup_without_dropping_connections
     kept.close()
 
 
+def test_certificate_reloads_under_load_fail_no_request(tern_factory, pki):
+    import threading
+    cert, key = pki.issue("a.test", tag=".load")
+    server = tern_factory({"tls": {"cert": cert, "key": key}}, tls=True)
+    server.write_file("ok.txt", b"ok\n")
+    stop = threading.Event()
+    results = {"ok": 0, "failed": []}
+    lock = threading.Lock()
+
+    def client():
+        while not stop.is_set():
+            try:
+                with server.connect() as conn:  # a new connection (and handshake) each time
+                    for _ in range(3):
+                        resp = conn.get("/ok.txt")
+                        assert resp.status == 200 and resp.body == b"ok\n", resp
+                with lock:
+                    results["ok"] += 1
+            except Exception as e:  # noqa: BLE001 - every failure is the finding
+                with lock:
+                    results["failed"].append(repr(e))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for round_ in range(3):
+            time.sleep(0.5)
+            new_cert, new_key = pki.issue("a.test", tag=f".load{round_}")
+            os.replace(new_cert, cert)
+            os.replace(new_key, key)
+            server.reload()
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert results["failed"] == [], results["failed"][:5]
+    assert results["ok"] > 10
+
+
 def test_scheme_and_a_redirect_to_https(tern_factory, pki):
     cert, key = pki.issue("a.test")
     server = tern_factory({"tls": {"cert": cert, "key": key}, "server": [{
