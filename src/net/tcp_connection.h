@@ -187,6 +187,8 @@ class TcpConnection final : public OutputStream {
   }
   Buffer& output_tail() { return files_.empty() ? output_ : files_.back().after; }
   void after_queue_grew(size_t before);
+  // The front file region is sent: the bytes queued behind it move up.
+  void pop_sent_file();
   void flush_output();
   void output_drained();
   void note_activity(size_t bytes);

@@ -84,6 +84,18 @@ Buffer& TcpConnection::output_tail_buffer() {
   return tail;
 }
 
+void TcpConnection::pop_sent_file() {
+  // Bytes queued behind the file move up front. output_ is empty here;
+  // keeping its storage (rather than swapping) spares an allocation on the
+  // next response in the common case of nothing queued behind.
+  Buffer& after = files_.front().after;
+  if (!after.empty()) {
+    loop()->buffers().fill(output_);
+    output_.append(after.view());
+  }
+  files_.erase(files_.begin());
+}
+
 void TcpConnection::flush() {
   loop()->assert_in_loop_thread();
   if (state_ != State::kConnected && state_ != State::kDisconnecting) return;
@@ -168,15 +180,7 @@ void TcpConnection::flush_output() {
         if (trigger_ == TriggerMode::kLevel) break;
         continue;
       }
-      // Bytes queued behind the file move up front. output_ is empty here;
-      // keeping its storage (rather than swapping) spares an allocation on
-      // the next response in the common case of nothing queued behind.
-      Buffer& after = files_.front().after;
-      if (!after.empty()) {
-        loop()->buffers().fill(output_);
-        output_.append(after.view());
-      }
-      files_.erase(files_.begin());
+      pop_sent_file();
     } else {
       return output_drained();
     }

@@ -60,8 +60,9 @@ void TcpConnection::handshake_timed_out(void* self) {
 }
 
 void TcpConnection::secure_read() {
-  // As handle_read, but into the ciphertext buffer; through the layer once
-  // the socket is drained (or after one read, level-triggered).
+  // As handle_read, but into the ciphertext buffer and through the layer
+  // after each read: one read per event level-triggered; edge-triggered,
+  // until the socket is drained or the application stops reading.
   Buffer& in = secure_->in;
   for (;;) {
     int err = 0;
@@ -71,8 +72,12 @@ void TcpConnection::secure_read() {
     if (n > 0) {
       bytes_received_ += static_cast<uint64_t>(n);
       note_activity(static_cast<size_t>(n));
-      if (trigger_ == TriggerMode::kEdge && static_cast<size_t>(n) == offered) continue;
-      return secure_input();
+      secure_input();
+      if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
+          static_cast<size_t>(n) < offered) {
+        return;
+      }
+      continue;
     }
     if (n == 0) {
       if (!in.empty()) secure_input();
@@ -182,12 +187,7 @@ bool TcpConnection::secure_encrypt_more() {
       region.length -= static_cast<size_t>(n);
       continue;
     }
-    Buffer& after = files_.front().after;
-    if (!after.empty()) {
-      loop()->buffers().fill(output_);
-      output_.append(after.view());
-    }
-    files_.erase(files_.begin());
+    pop_sent_file();
   }
   if (output_.empty()) loop()->buffers().drain(output_);
   return true;

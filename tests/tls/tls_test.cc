@@ -185,10 +185,11 @@ class TlsFixture : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = std::make_unique<tern::testing::TempDir>(); }
 
-  void start(Settings settings, std::function<void(net::TcpServer&)> configure = nullptr) {
+  void start(Settings settings, std::function<void(net::TcpServer&)> configure = nullptr,
+             net::TcpServerOptions options = {}) {
     context_ = std::make_shared<ServerContext>(std::move(settings));
     runner_.run([&] {
-      server_ = std::make_unique<net::TcpServer>(runner_.loop(), net::InetAddress(0, true));
+      server_ = std::make_unique<net::TcpServer>(runner_.loop(), net::InetAddress(0, true), options);
       server_->set_secure_context(net::InetAddress(0, true), context_);
       if (configure) {
         configure(*server_);
@@ -435,6 +436,35 @@ TEST_F(TlsFixture, FileRegionsAndBytesArriveInOrderOverTls) {
   const std::string got = client.read(content.size() + 100);
   ASSERT_EQ(got.size(), 4 + content.size() - 7 + 4);
   EXPECT_TRUE(got == "HEAD" + content.substr(7) + "TAIL");
+}
+
+// Edge-triggered, a connection reads until the socket is drained: each read
+// goes through the layer before the next, and files still leave in steps.
+TEST_F(TlsFixture, EdgeTriggeredConnectionsCarryTlsToo) {
+  const std::string content = random_bytes(2 * 1024 * 1024 + 5, 4);
+  TempFile file(dir(), content);
+  net::TcpServerOptions options;
+  options.trigger = net::TriggerMode::kEdge;
+  start(
+      one_identity(make_cert(dir(), "a.test")),
+      [&](net::TcpServer& server) {
+        server.set_message_callback([&](net::TcpConnection& conn, net::Buffer& in) {
+          if (in.view().find("file") != std::string_view::npos) {
+            in.retrieve_all();
+            conn.send_file(net::FileRegion{file.fd(), 0, content.size(), nullptr, nullptr});
+            return;
+          }
+          conn.send(in);
+        });
+      },
+      options);
+  Client client(port_, Client::Options());
+  ASSERT_TRUE(client.connected());
+  const std::string data = random_bytes(1 << 20, 5);
+  ASSERT_TRUE(client.write(data));
+  EXPECT_TRUE(client.read(data.size()) == data);
+  ASSERT_TRUE(client.write("file"));
+  EXPECT_TRUE(client.read(content.size()) == content);
 }
 
 TEST(ServerContextTest, AKeyThatDoesNotMatchItsCertificateIsRefusedByName) {

@@ -92,3 +92,25 @@ def test_audio_is_fetched_with_range_requests(demo):
     fetches = access_lines(server, "GET /media/tone.wav")
     assert fetches, "the browser did not fetch the audio"
     assert any('" 206 ' in line for line in fetches), fetches
+
+
+def test_front_page_over_https_in_chromium(tern_factory, tmp_path):
+    """The demo over HTTPS: Chromium is told to trust the test certificate
+    (by its public key) and reaches it by name."""
+    from test_tls import Pki
+
+    pki = Pki(tmp_path / "pki")
+    cert, key = pki.issue("a.test")
+    spki = subprocess.run(
+        f"openssl x509 -pubkey -noout -in {cert} | openssl pkey -pubin -outform der | "
+        "openssl dgst -sha256 -binary | base64", shell=True, check=True, capture_output=True,
+        timeout=30).stdout.decode().strip()
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "www", site, ignore=shutil.ignore_patterns("tone.wav", "gradient.png", "*.gz"))
+    server = tern_factory({"static": {"root": str(site)}, "access_log": "access.log",
+                           "tls": {"cert": cert, "key": key}}, tls=True)
+    dom = chromium("--dump-dom", "--virtual-time-budget=3000", f"--ignore-certificate-errors-spki-list={spki}",
+                   "--host-resolver-rules=MAP a.test 127.0.0.1", f"https://a.test:{server.port}/")
+    text = dom.stdout.decode(errors="replace")
+    assert "A small, fast HTTP/1.1 web server." in text, dom.stderr.decode(errors="replace")[-2000:]
+    assert access_lines(server, '"GET /style.css HTTP/1.1" 200'), "the stylesheet did not come over HTTPS"

@@ -28,6 +28,7 @@ class Pki:
     """A test CA in `directory` and certificates it signs."""
 
     def __init__(self, directory):
+        directory.mkdir(parents=True, exist_ok=True)
         self.dir = directory
         self.ca = directory / "ca.pem"
         self.ca_key = directory / "ca.key"
