@@ -262,10 +262,19 @@ def test_slow_readers_of_a_large_file_hold_bounded_memory(https, big_file):
     most one step of ciphertext in tern, not the file."""
     path, _ = big_file
     link_into(https, path, "big.bin")
+    https.stop()  # again, with ASan's quarantine small (as in test_hardening.py)
+    https.env = {"ASAN_OPTIONS": "quarantine_size_mb=4:thread_local_quarantine_size_kb=64"}
+    https.start()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    sampler = RssSampler(https)
+    # Heap, not the file's pages: the file may be read through a mapping,
+    # whose resident pages are the page cache's, shared and reclaimable.
+    class Anonymous:
+        def rss_kib(self):
+            return https.rss_kib("RssAnon")
+
+    sampler = RssSampler(Anonymous())
     sampler.start()
     clients = []
     for _ in range(20):
@@ -275,8 +284,12 @@ def test_slow_readers_of_a_large_file_hold_bounded_memory(https, big_file):
         clients.append(s)
     time.sleep(2.0)
     growth = sampler.growth_mib()
-    # 20 x 64 MiB would be 1280 MiB; a step of ciphertext each is about 1.5 MiB.
-    assert growth < 24, f"RSS grew {growth:.1f} MiB"
+    print(f"RSS growth {growth:.1f} MiB")  # shown with pytest -rP
+    # 20 x 64 MiB would be 1280 MiB; a step of ciphertext and OpenSSL's
+    # record buffers each are about 3 MiB. ThreadSanitizer's shadow memory
+    # is several times what it shadows.
+    bound = 16 * (4 if https.runs_under("libtsan") else 1)
+    assert growth < bound, f"RSS grew {growth:.1f} MiB"
     for s in clients:
         s.close()
     with https.connect() as conn:
