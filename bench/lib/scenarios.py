@@ -60,7 +60,14 @@ TARGETS = {
     "php": {"tern": "tern-php", "tern" + _U: "tern-php" + _U, "nginx": "nginx-php"},
     "php-cache": {"tern": "tern-php-cache", "tern" + _U: "tern-php-cache" + _U,
                   "nginx": "nginx-php-cache"},
+    # HTTPS: every server with the same self-signed ECDSA P-256 certificate.
+    "tls": {"tern": "tern" + servers.TLS, "tern" + _U: "tern" + servers.TLS + _U,
+            "nginx": "nginx" + servers.TLS, "h2o": "h2o" + servers.TLS,
+            "lighttpd": "lighttpd" + servers.TLS},
 }
+TLS_NOTE = ("HTTPS with one self-signed ECDSA P-256 certificate for every server, TLS 1.2 and "
+            "1.3 offered, each server's default ciphers (wrk, on OpenSSL 3, settles on TLS 1.3 "
+            "where offered); floor n/a (no TLS)")
 PHP_NOTE = (f"through a php-fpm of its own per server ({servers.PHP_POOL} static children, "
             "unix socket, OPcache, pinned to CPU 0 with the server); per CPU-s counts the "
             "server's CPU only (php-fpm's is in each run's detail); floor n/a (no PHP)")
@@ -94,6 +101,10 @@ SCENARIOS = [
                   "slots (worker_connections 20000) at start, about 0.4 KiB each, so that "
                   "part of its cost is in its 'before' (worker RSS at start: 4.6 MB with "
                   "1,024 slots, 12.5 MB with 20,000)"),
+    Scenario("tls-keepalive-100", "wrk", "req/s", conns=100, target="tls", servers=WITHOUT_FLOOR,
+             note="keepalive-100 over HTTPS: " + TLS_NOTE),
+    Scenario("tls-file-64m", "wrk", "MiB/s", path="/" + servers.BIG_FILE, conns=4, timeout=10,
+             target="tls", servers=WITHOUT_FLOOR, note="file-64m over HTTPS: " + TLS_NOTE),
     Scenario("hello-router", "wrk", "req/s", path="/hello", target="hello",
              servers=(*TERNS, "nginx", "floor"),
              note='"Hello, world!\\n" from memory: tern = examples/hello_http, '

@@ -11,6 +11,7 @@ import random
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -99,6 +100,18 @@ class Workspace:
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def tls_files(self):
+        """(certificate, key) every HTTPS server presents: one self-signed
+        ECDSA P-256 certificate, made on first use."""
+        cert, key = self.path("tls.pem"), self.path("tls.key")
+        if not os.path.exists(cert):
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:P-256", "-nodes", "-days", "30", "-keyout", key,
+                            "-out", cert, "-subj", f"/CN={HOST}"], check=True, capture_output=True,
+                           timeout=60)
+            os.chmod(key, 0o600)
+        return cert, key
+
 
 def files_path(i):
     """The URL path of file i of the files row."""
@@ -113,6 +126,7 @@ class Server:
         self.label, self.port, self.log_path = label, port, log_path
         self.config_path, self.unix_path = config_path, unix_path
         self.backend = None
+        self.tls = False  # speaks HTTPS (a kind ending in TLS)
         self.argv = ["taskset", "-c", SERVER_CPU, *argv]
         self._log = open(log_path, "wb")
         # taskset execs the server, so proc.pid is the server's own pid.
@@ -121,7 +135,7 @@ class Server:
         self.pid = self.proc.pid
 
     def url(self, path):
-        return f"http://{HOST}:{self.port}/{path}"
+        return f"{'https' if self.tls else 'http'}://{HOST}:{self.port}/{path}"
 
     def wait_ready(self, timeout=15.0):
         """Until the port (or unix socket) accepts a connection; fail fast if
@@ -193,10 +207,14 @@ class Server:
 URING = "-uring"
 
 
-def tern_config(ws, port, io="epoll"):
+def tern_config(ws, port, io="epoll", tls=False):
     path = ws.path(f"tern-{io}-{port}.toml")
+    tls_block = ""
+    if tls:
+        cert, key = ws.tls_files()
+        tls_block = f'[tls]\ncert = "{cert}"\nkey = "{key}"\n'
     with open(path, "w") as f:
-        f.write(f'''listen = ["{HOST}:{port}"]
+        f.write(f'''listen = ["{HOST}:{port}{' tls' if tls else ''}"]
 workers = 1
 io = "{io}"
 # 10,000 idle connections plus the probes: above the default of 10,000.
@@ -207,6 +225,7 @@ shutdown_timeout = "1s"
 [static]
 root = "{ws.docroot}"
 
+{tls_block}
 [log]
 level = "warn"
 ''')
@@ -292,7 +311,7 @@ def _nginx_has(module):
     return f"--without-{module}" not in out
 
 
-def nginx_config(ws, port, server_block=None, http_extra=""):
+def nginx_config(ws, port, server_block=None, http_extra="", tls=False):
     """nginx's config for the benchmark, with every path it writes in the temp dir,
     so that it runs as root without touching /var. server_block: the inside
     of its server {} (default: the document root and /hello)."""
@@ -307,6 +326,11 @@ def nginx_config(ws, port, server_block=None, http_extra=""):
     if server_block is None:
         server_block = (f"root {ws.docroot};\n        location = /hello {{ default_type "
                         '"text/plain; charset=utf-8"; return 200 "Hello, world!\\n"; }')
+    listen = f"{HOST}:{port}"
+    if tls:
+        cert, key = ws.tls_files()
+        listen += f" ssl;\n        ssl_certificate {cert};\n        ssl_certificate_key {key}"
+        listen += ";\n        ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_session_cache shared:SSL:10m"
     path = ws.path(f"nginx-{port}.conf")
     with open(path, "w") as f:
         f.write(f'''worker_processes 1;
@@ -325,7 +349,7 @@ http {{
     default_type application/octet-stream;
     {temp_block}{http_extra}
     server {{
-        listen {HOST}:{port};
+        listen {listen};
         {server_block}
     }}
 }}
@@ -361,17 +385,21 @@ def nginx_php_config(ws, port, fpm, cache):
     return nginx_config(ws, port, server_block, http_extra)
 
 
-def h2o_config(ws, port):
+def h2o_config(ws, port, tls=False):
     """h2o doing the same work: one thread, no access log, the same root and
     types (its open-file cache is on by default). Started as root, it would
     switch to nobody, who cannot write in the temp dir: it stays root."""
     tmp = ws.path(f"h2o-{port}")
     os.makedirs(tmp, exist_ok=True)
     path = ws.path(f"h2o-{port}.conf")
+    ssl_block = ""
+    if tls:
+        cert, key = ws.tls_files()
+        ssl_block = f"\n  ssl:\n    certificate-file: {cert}\n    key-file: {key}\n    minimum-version: TLSv1.2"
     with open(path, "w") as f:
         f.write(f'''listen:
   host: {HOST}
-  port: {port}
+  port: {port}{ssl_block}
 num-threads: 1
 max-connections: 20000
 # Idle keep-alive connections stay (sparse-10k holds 9,900 for the whole
@@ -392,15 +420,22 @@ hosts:
     return path
 
 
-def lighttpd_config(ws, port):
+def lighttpd_config(ws, port, tls=False):
     """lighttpd doing the same work: one process, no access log (mod_accesslog
     not loaded), sendfile, its stat cache, keep-alive for as many requests
     as it allows on a connection."""
     tmp = ws.path(f"lighttpd-{port}")
     os.makedirs(tmp, exist_ok=True)
     path = ws.path(f"lighttpd-{port}.conf")
+    modules, ssl_lines = "", ""
+    if tls:
+        cert, key = ws.tls_files()
+        modules = '"mod_openssl"'
+        ssl_lines = (f'ssl.engine = "enable"\nssl.pemfile = "{cert}"\nssl.privkey = "{key}"\n'
+                     'ssl.openssl.ssl-conf-cmd = ("MinProtocol" => "TLSv1.2")\n')
     with open(path, "w") as f:
-        f.write(f'''server.modules = ()
+        f.write(f'''server.modules = ({modules})
+{ssl_lines}
 server.document-root = "{ws.docroot}"
 server.bind = "{HOST}"
 server.port = {port}
@@ -418,6 +453,10 @@ mimetype.assign = (".html" => "text/html", ".bin" => "application/octet-stream")
     return path
 
 
+# The HTTPS form of a server kind ("tern-tls", "nginx-tls", "tern-tls-uring"):
+# the same, on an address that speaks TLS with ws.tls_files().
+TLS = "-tls"
+
 # The peers tern is measured against, beside the floor: each the Debian
 # package, configured for the same work.
 PEERS = ("nginx", "h2o", "lighttpd")
@@ -433,6 +472,8 @@ def _command(kind, ws, bins, port, fpm):
     io = "epoll"
     if kind.endswith(URING):
         kind, io = kind[:-len(URING)], "io_uring"
+    tls = kind.endswith(TLS)
+    kind = kind.removesuffix(TLS)
     if kind in PHP_KINDS:
         server, cache = PHP_KINDS[kind]
         if server == "tern":
@@ -440,15 +481,15 @@ def _command(kind, ws, bins, port, fpm):
             return [bins["tern"], "-c", conf], conf
         conf, errlog = nginx_php_config(ws, port, fpm, cache)
     elif kind == "nginx":
-        conf, errlog = nginx_config(ws, port)
+        conf, errlog = nginx_config(ws, port, tls=tls)
     elif kind == "tern":
-        conf = tern_config(ws, port, io)
+        conf = tern_config(ws, port, io, tls)
         return [bins["tern"], "-c", conf], conf
     elif kind == "h2o":
-        conf = h2o_config(ws, port)
+        conf = h2o_config(ws, port, tls)
         return ["h2o", "-c", conf], conf
     elif kind == "lighttpd":
-        conf = lighttpd_config(ws, port)
+        conf = lighttpd_config(ws, port, tls)
         return ["lighttpd", "-D", "-f", conf], conf
     elif kind == "floor":
         return [bins["floor"], str(port), str(SMALL_SIZE)], None
@@ -476,6 +517,7 @@ def start(kind, ws, bins):
     try:
         argv, conf = _command(kind, ws, bins, port, fpm)
         server = Server(kind, argv, port, log, conf)
+        server.tls = kind.removesuffix(URING).endswith(TLS)
     except BaseException:
         if fpm is not None:
             fpm.stop()
@@ -489,17 +531,24 @@ def start(kind, ws, bins):
     return server
 
 
-def http_get(port, path, timeout=5.0):
+def http_get(port, path, timeout=5.0, tls=False):
     """One GET on a new connection: (status, body). Used to check each server
     serves what the others serve before anything is measured."""
-    status, _, body = http_get_headers(port, path, timeout)
+    status, _, body = http_get_headers(port, path, timeout, tls)
     return status, body
 
 
-def http_get_headers(port, path, timeout=5.0):
-    """One GET on a new connection: (status, {lower-case name: value}, body).
-    Host names the port, as wrk's does: a response cache may key on it."""
-    with socket.create_connection((HOST, port), timeout=timeout) as s:
+def http_get_headers(port, path, timeout=5.0, tls=False):
+    """One GET on a new connection (over TLS, checking no certificate):
+    (status, {lower-case name: value}, body). Host names the port, as wrk's
+    does: a response cache may key on it."""
+    with socket.create_connection((HOST, port), timeout=timeout) as raw:
+        s = raw
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            s = context.wrap_socket(raw)
         s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
         return read_response(s, with_headers=True)
 

@@ -39,11 +39,11 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 libu
   libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev wrk)
 # What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own;
-# nginx-light, h2o and lighttpd: the peers of bench/compare; testssl.sh scans
-# tern's HTTPS).
+# nginx-light, h2o and lighttpd (with its TLS module): the peers of
+# bench/compare; testssl.sh scans tern's HTTPS).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli chromium fonts-liberation wrk nginx-light php8.2-fpm
-  mariadb-server h2o lighttpd testssl.sh)
+  mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh)
 
 # ensure_pytest: pytest and brotli (to decode responses) for the python3 on
 # PATH, from PyPI if it lacks them (Debian's python3 has them from
