@@ -19,6 +19,7 @@
 #include "net/event_loop.h"
 #include "net/tcp_server.h"
 #include "support/loop_runner.h"
+#include "support/random_bytes.h"
 #include "support/raw_socket.h"
 
 namespace tern::net {
@@ -28,12 +29,7 @@ using namespace std::chrono_literals;
 using tern::testing::LoopRunner;
 using tern::testing::RawClient;
 
-std::string random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
+using tern::testing::random_bytes;
 
 // A temporary file with known content, removed on destruction.
 class TempFile {

@@ -1,0 +1,72 @@
+// Server's HTTPS: the TLS settings of the addresses marked "tls" (from the
+// sites, tls_setup.cc), installed on the TcpServer, updated on SIGHUP, and
+// the once-a-minute line on handshakes and resumptions.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "base/log.h"
+#include "server/chain.h"
+#include "server/server.h"
+
+namespace tern::server {
+
+std::vector<TlsAddress> Server::tls_for(const Config& config, const Chain& chain) const {
+  std::vector<std::string> warnings;
+  std::vector<TlsAddress> addresses = tls_settings(config, chain.shared_sites(), ticket_keys_, &warnings);
+  for (const std::string& warning : warnings) TERN_LOG_WARN("tls: {}", warning);
+  return addresses;
+}
+
+void Server::apply_tls(std::vector<TlsAddress> addresses) {
+  for (TlsAddress& entry : addresses) {
+    const size_t identities = entry.settings.identities.size();
+    auto known = std::find_if(tls_.begin(), tls_.end(), [&](const auto& e) { return e.first == entry.address; });
+    if (known != tls_.end()) {
+      known->second->update(std::move(entry.settings));
+    } else {
+      auto context = std::make_shared<tls::ServerContext>(std::move(entry.settings));
+      http_->tcp_server().set_secure_context(entry.address, context);
+      tls_.emplace_back(entry.address, std::move(context));
+    }
+    TERN_LOG_INFO("tls: {}: {} certificate set{}, TLS 1.2 and 1.3, ALPN http/1.1, {}", entry.address.to_ip_port(),
+                  identities, identities == 1 ? "" : "s (chosen by SNI)",
+                  ticket_keys_ ? fmt::format("session tickets (keys rotated every {} s)",
+                                             ticket_keys_->rotation().count())
+                               : std::string("no session tickets"));
+  }
+  if (!tls_.empty() && !tls_stats_timer_.valid()) {
+    tls_stats_timer_ = loop_->run_every(std::chrono::minutes(1), [this] { log_tls_stats(); });
+    // How HTTPS file bodies leave, said once.
+    std::string ulps;
+    if (FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r")) {
+      char line[256] = {};
+      if (std::fgets(line, sizeof line, f) != nullptr) ulps = line;
+      std::fclose(f);
+    }
+    TERN_LOG_INFO("tls: file bodies are read in 64 KiB steps into the TLS stream ({})",
+                  ulps.find("tls") != std::string::npos
+                      ? "the kernel offers kernel TLS, which this build does not use yet"
+                      : "this kernel offers no kernel TLS");
+  }
+}
+
+void Server::log_tls_stats() {
+  tls::Stats now;
+  for (const auto& [address, context] : tls_) {
+    const tls::Stats s = context->stats();
+    now.handshakes += s.handshakes;
+    now.resumed += s.resumed;
+    now.failed += s.failed;
+  }
+  const uint64_t handshakes = now.handshakes - tls_logged_.handshakes;
+  const uint64_t resumed = now.resumed - tls_logged_.resumed;
+  const uint64_t failed = now.failed - tls_logged_.failed;
+  tls_logged_ = now;
+  if (handshakes == 0 && failed == 0) return;
+  TERN_LOG_INFO("tls: {} handshake(s) in the last minute, {} resumed ({:.0f}%), {} failed", handshakes, resumed,
+                handshakes > 0 ? 100.0 * static_cast<double>(resumed) / static_cast<double>(handshakes) : 0.0,
+                failed);
+}
+
+}  // namespace tern::server
