@@ -176,6 +176,23 @@ class Client {
   bool connected_ = false;
 };
 
+// A temporary file with known content, open for reading.
+class TempFile {
+ public:
+  TempFile(const std::string& dir, const std::string& content) : path_(dir + "/body.bin") {
+    FILE* f = std::fopen(path_.c_str(), "w");
+    std::fwrite(content.data(), 1, content.size(), f);
+    std::fclose(f);
+    fd_ = ::open(path_.c_str(), O_RDONLY);
+  }
+  ~TempFile() { ::close(fd_); }
+  int fd() const { return fd_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 // An echo server on its own loop, speaking TLS with `settings`.
 class TlsFixture : public ::testing::Test {
  protected:
@@ -200,12 +217,19 @@ class TlsFixture : public ::testing::Test {
   void TearDown() override {
     runner_.run([&] { server_.reset(); });
   }
+  // A file the loop may read until the server is gone: it is closed after
+  // TearDown, never while the loop can still be reading it.
+  int open_file(const std::string& content) {
+    file_ = std::make_unique<TempFile>(dir(), content);
+    return file_->fd();
+  }
   std::string dir() const { return dir_->path(); }
 
   std::unique_ptr<tern::testing::TempDir> dir_;
   LoopRunner runner_;
   std::shared_ptr<ServerContext> context_;
   std::unique_ptr<net::TcpServer> server_;
+  std::unique_ptr<TempFile> file_;
   uint16_t port_ = 0;
 };
 
@@ -397,31 +421,15 @@ TEST_F(TlsFixture, AClientSilentInTheHandshakeIsClosedAtTheTimeout) {
   EXPECT_EQ(client.read(4), "late");
 }
 
-// A temporary file with known content.
-class TempFile {
- public:
-  TempFile(const std::string& dir, const std::string& content) : path_(dir + "/body.bin") {
-    FILE* f = std::fopen(path_.c_str(), "w");
-    std::fwrite(content.data(), 1, content.size(), f);
-    std::fclose(f);
-    fd_ = ::open(path_.c_str(), O_RDONLY);
-  }
-  ~TempFile() { ::close(fd_); }
-  int fd() const { return fd_; }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
 
 TEST_F(TlsFixture, FileRegionsAndBytesArriveInOrderOverTls) {
   const std::string content = random_bytes(5 * 1024 * 1024 + 123, 9);
-  TempFile file(dir(), content);
+  const int fd = open_file(content);
   start(one_identity(make_cert(dir(), "a.test")), [&](net::TcpServer& server) {
     server.set_message_callback([&](net::TcpConnection& conn, net::Buffer& in) {
       in.retrieve_all();
       conn.send("HEAD");
-      conn.send_file(net::FileRegion{file.fd(), 7, content.size() - 7, nullptr, nullptr});
+      conn.send_file(net::FileRegion{fd, 7, content.size() - 7, nullptr, nullptr});
       conn.send("TAIL");
       conn.close_after_write();
     });
@@ -438,7 +446,7 @@ TEST_F(TlsFixture, FileRegionsAndBytesArriveInOrderOverTls) {
 // goes through the layer before the next, and files still leave in steps.
 TEST_F(TlsFixture, EdgeTriggeredConnectionsCarryTlsToo) {
   const std::string content = random_bytes(2 * 1024 * 1024 + 5, 4);
-  TempFile file(dir(), content);
+  const int fd = open_file(content);
   net::TcpServerOptions options;
   options.trigger = net::TriggerMode::kEdge;
   start(
@@ -447,7 +455,7 @@ TEST_F(TlsFixture, EdgeTriggeredConnectionsCarryTlsToo) {
         server.set_message_callback([&](net::TcpConnection& conn, net::Buffer& in) {
           if (in.view().find("file") != std::string_view::npos) {
             in.retrieve_all();
-            conn.send_file(net::FileRegion{file.fd(), 0, content.size(), nullptr, nullptr});
+            conn.send_file(net::FileRegion{fd, 0, content.size(), nullptr, nullptr});
             return;
           }
           conn.send(in);
