@@ -1,11 +1,15 @@
-"""The load generators: wrk and ab command lines, their output parsed, and the
-idle-connection client of the memory scenario.
+"""The load generators: wrk, ab, bench/tls_handshakes.py and openssl s_time
+command lines, their output parsed, and the idle-connection client of the
+memory scenarios.
 
 Every command runs pinned to CPU 1 (the servers are on CPU 0) and under a
 timeout, so that a server that stops answering cannot hang the harness.
 """
+import os
 import re
 import socket
+import sys
+import ssl
 import subprocess
 import time
 
@@ -41,6 +45,25 @@ def ab_cmd(url, requests, conns):
 def ab_warmup_cmd(url, seconds, conns):
     # -t caps -n at 50,000 unless -n comes after it: run for the time, not a count.
     return ["ab", "-t", str(seconds), "-n", "100000000", "-c", str(conns), url]
+
+
+HANDSHAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "tls_handshakes.py")
+
+
+def handshakes_cmd(port, path, seconds, mode):
+    """bench/tls_handshakes.py: a new HTTPS connection per request, one after
+    another, full handshakes or resumed ones (mode "full" or "resumed")."""
+    return [sys.executable, HANDSHAKES, str(port), path, str(seconds), mode]
+
+
+def s_time_cmd(port, path, seconds, mode):
+    """openssl s_time: one connection after another for `seconds`, each a
+    TLS handshake (mode "new": full; "reuse": resuming the session the
+    connection before had, the same ticket again where no fresh one came),
+    one HTTP/1.0 GET of `path`, read to the close."""
+    return ["openssl", "s_time", "-connect", f"{HOST}:{port}", "-www", path, f"-{mode}",
+            "-time", str(seconds)]
 
 
 def run(cmd, timeout):
@@ -122,19 +145,75 @@ def parse_ab(text):
     return r
 
 
+def parse_handshakes(text, mode, min_bytes):
+    """The figures of one tls_handshakes.py run. A full run must resume
+    nothing; a resumed run must resume at least one connection in three (a
+    server without fresh tickets resumes every other one)."""
+    r = {"errors": [], "p99_ms": None, "lat_avg_ms": None, "bytes_per_s": None,
+         "requests": None, "rps": None}
+    m = re.search(r"^connections (\d+) resumed (\d+) bytes (\d+) seconds ([\d.]+)$", text, re.M)
+    if not m:
+        r["errors"].append("no figures in tls_handshakes.py's output")
+        return r
+    count, resumed, total, seconds = int(m[1]), int(m[2]), int(m[3]), float(m[4])
+    r["requests"], r["rps"] = count, count / seconds if seconds > 0 else None
+    r["lat_avg_ms"] = seconds * 1e3 / count if count else None
+    if count == 0 or total < count * min_bytes:
+        r["errors"].append(f"{total} bytes for {count} connections, expected {min_bytes} or more each")
+    if mode == "full" and resumed:
+        r["errors"].append(f"{resumed} of {count} connections resumed, expected none")
+    if mode == "resumed" and resumed * 3 < count:
+        r["errors"].append(f"only {resumed} of {count} connections resumed")
+    return r
+
+
+def parse_s_time(text, seconds, mode, min_bytes):
+    """The figures of one s_time run of `seconds` of wall time (s_time's own
+    is whole seconds), with the same 'errors' convention. s_time prints a
+    character per connection: 'r' where the session was resumed; every
+    connection must be what `mode` asks for, and must have read a response
+    of at least `min_bytes`."""
+    r = {"errors": [], "p99_ms": None, "lat_avg_ms": None, "bytes_per_s": None}
+    m = re.search(r"^(\d+) connections in \d+ real seconds, (\d+) bytes read per connection",
+                  text, re.M)
+    r["requests"] = int(m.group(1)) if m else None
+    r["rps"] = r["requests"] / seconds if r["requests"] and seconds > 0 else None
+    if r["requests"] is None:
+        r["errors"].append("no connection count in s_time's output")
+    elif int(m.group(2)) < min_bytes:
+        r["errors"].append(f"{m.group(2)} bytes read per connection, expected {min_bytes} or more")
+    if r["requests"]:  # one connection at a time: the mean time of one
+        r["lat_avg_ms"] = seconds * 1e3 / r["requests"]
+    marks = "".join(re.findall(r"^[rt3*]+$", text, re.M))
+    resumed = marks.count("r")
+    if mode == "new" and resumed:
+        r["errors"].append(f"{resumed} of {len(marks)} connections resumed, expected none")
+    if mode == "reuse" and resumed < len(marks):
+        r["errors"].append(f"{len(marks) - resumed} of {len(marks)} connections not resumed")
+    return r
+
+
 class IdleConnections:
     """N keep-alive connections, each having sent one request and read its
-    response, then left open and idle. A context manager: closes them all."""
+    response, then left open and idle (over TLS, each after a full handshake
+    and with its session tickets read). A context manager: closes them all."""
 
-    def __init__(self, port, count, path, deadline_s=180.0):
+    def __init__(self, port, count, path, deadline_s=180.0, tls=False):
         self.socks = []
         request = f"GET {path} HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode()
         deadline = time.monotonic() + deadline_s
+        context = None
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         try:
             for i in range(count):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"only {i} of {count} connections in {deadline_s} s")
                 s = socket.create_connection((HOST, port), timeout=10)
+                if context:
+                    s = context.wrap_socket(s)
                 self.socks.append(s)
                 s.sendall(request)
                 status, _ = read_response(s)
@@ -151,7 +230,7 @@ class IdleConnections:
             s.setblocking(False)
             try:
                 alive += s.recv(1) != b""
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
                 alive += 1
             except OSError:
                 pass

@@ -28,6 +28,14 @@ TARGETS = [
     # cheaper than the transfer is (see bench/results/README.md).
     ("file-64m", "per_machine_cpu", "peer", ">=", 1.0),
     ("idle-memory", "value", "peer", "<=", 1.0),
+    # HTTPS: per server CPU-s against the best peer on each row, and memory
+    # per idle TLS connection against nginx's.
+    ("tls-keepalive-100", "per_cpu", "peer", ">=", 1.0),
+    ("tls-handshake-full", "per_cpu", "peer", ">=", 1.0),
+    ("tls-handshake-resumed", "per_cpu", "peer", ">=", 1.0),
+    # tls-ticket-reused has no target: see its note.
+    ("tls-file-64m", "per_cpu", "peer", ">=", 1.0),
+    ("tls-idle-memory", "value", "nginx", "<=", 1.0),
     ("keepalive-1000", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
     ("conn-per-request", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
 ]

@@ -26,7 +26,7 @@ SPARSE_IDLE = 9_900
 @dataclass
 class Scenario:
     name: str
-    kind: str                 # wrk | ab | idle
+    kind: str                 # wrk | ab | handshakes | s_time | idle
     unit: str                 # of the main figure
     path: str = "/" + servers.SMALL_FILE
     conns: int = 100
@@ -43,6 +43,8 @@ class Scenario:
     # wrk's limit per response, in seconds, where its default (2 s) is too
     # short for one response (a 64 MiB file takes up to 1.5 s here).
     timeout: int = 0
+    # handshakes: "full" or "resumed" (bench/tls_handshakes.py); s_time: "reuse"
+    handshake: str = "full"
     note: str = ""
 
     @property
@@ -103,6 +105,27 @@ SCENARIOS = [
                   "1,024 slots, 12.5 MB with 20,000)"),
     Scenario("tls-keepalive-100", "wrk", "req/s", conns=100, target="tls", servers=WITHOUT_FLOOR,
              note="keepalive-100 over HTTPS: " + TLS_NOTE),
+    Scenario("tls-handshake-full", "handshakes", "req/s", target="tls", servers=WITHOUT_FLOOR,
+             note="a new HTTPS connection per request, each a full handshake (bench/"
+                  "tls_handshakes.py: one connection at a time, HTTP/1.0 GET, read to the "
+                  "close; every one checked not resumed): " + TLS_NOTE),
+    Scenario("tls-handshake-resumed", "handshakes", "req/s", target="tls", servers=WITHOUT_FLOOR,
+             handshake="resumed", compare_to=(("tls-handshake-full", "resumed / full"),),
+             note="as tls-handshake-full, each connection offering the newest session ticket "
+                  "and each ticket offered once, as browsers do (RFC 8446 C.4). A server that "
+                  "gives no fresh ticket with a resumption (h2o, lighttpd) makes the next "
+                  "connection a full handshake: the row counts every connection. " + TLS_NOTE),
+    Scenario("tls-ticket-reused", "s_time", "req/s", target="tls", servers=WITHOUT_FLOOR,
+             handshake="reuse", compare_to=(("tls-handshake-full", "reused / full"),),
+             note="every connection resuming with the same ticket (openssl s_time -reuse; every "
+                  "one checked resumed), as OpenSSL-based clients may: no target. tern and nginx "
+                  "give a fresh ticket with each resumption (the work single-use clients need), "
+                  "h2o and lighttpd none: " + TLS_NOTE),
+    Scenario("tls-idle-memory", "idle", "KiB/conn", target="tls", servers=WITHOUT_FLOOR,
+             higher_is_better=False,
+             note=f"idle-memory over HTTPS: RSS growth holding {IDLE_CONNECTIONS:,} idle "
+                  "keep-alive TLS connections (each a full handshake, one GET, then silent); "
+                  "a freshly started server each time: " + TLS_NOTE),
     Scenario("tls-file-64m", "wrk", "MiB/s", path="/" + servers.BIG_FILE, conns=4, timeout=10,
              target="tls", servers=WITHOUT_FLOOR, note="file-64m over HTTPS: " + TLS_NOTE),
     Scenario("hello-router", "wrk", "req/s", path="/hello", target="hello",
@@ -162,7 +185,12 @@ class Sample:
         return bool(self.errors)
 
 
-def _load_command(sc, url, seconds, ab_requests):
+def _load_command(sc, server, seconds, ab_requests):
+    url = server.url(sc.path.lstrip("/"))
+    if sc.kind == "handshakes":
+        return loadgen.handshakes_cmd(server.port, sc.path, seconds, sc.handshake)
+    if sc.kind == "s_time":
+        return loadgen.s_time_cmd(server.port, sc.path, seconds, sc.handshake)
     if sc.kind == "ab":
         return loadgen.ab_cmd(url, ab_requests, sc.conns)
     if sc.pipeline:
@@ -172,13 +200,13 @@ def _load_command(sc, url, seconds, ab_requests):
     return loadgen.wrk_cmd(url, sc.conns, seconds, timeout=sc.timeout)
 
 
-def _warm_up(sc, url, seconds):
+def _warm_up(sc, server, seconds):
     if seconds <= 0:
         return
     if sc.kind == "ab":
-        cmd = loadgen.ab_warmup_cmd(url, seconds, sc.conns)
+        cmd = loadgen.ab_warmup_cmd(server.url(sc.path.lstrip("/")), seconds, sc.conns)
     else:
-        cmd = _load_command(sc, url, seconds, 0)
+        cmd = _load_command(sc, server, seconds, 0)
     loadgen.run(cmd, timeout=seconds + 60)
 
 
@@ -215,22 +243,29 @@ def run_load(sc, server, rnd, opts):
 
 
 def _run_load(sc, server, rnd, opts):
-    url = server.url(sc.path.lstrip("/"))
-    _warm_up(sc, url, opts.warmup)
-    cmd = _load_command(sc, url, opts.duration, opts.ab_requests)
+    _warm_up(sc, server, opts.warmup)
+    cmd = _load_command(sc, server, opts.duration, opts.ab_requests)
     sample = Sample(sc.name, None, rnd, command=" ".join(loadgen.pinned(cmd)))
     if sc.expect_cache_hit:
         _check_cache_hit(server, sc.path, sample)
     backend = server.backend
     cpu0, backend_cpu0 = server.cpu_seconds(), backend and backend.cpu_seconds()
-    machine0 = procstat.machine_busy_seconds()
+    machine0, wall0 = procstat.machine_busy_seconds(), time.monotonic()
     status, out, err = loadgen.run(cmd, timeout=opts.duration + 120)
+    wall_s = time.monotonic() - wall0
     sample.machine_cpu_s = procstat.machine_busy_seconds() - machine0
     sample.cpu_s = server.cpu_seconds() - cpu0
     if backend is not None:
         sample.backend_cpu_s = backend.cpu_seconds() - backend_cpu0
         sample.detail = f"php-fpm CPU {sample.backend_cpu_s:.2f} s"
-    parsed = loadgen.parse_ab(out) if sc.kind == "ab" else loadgen.parse_wrk(out)
+    if sc.kind == "handshakes":
+        parsed = loadgen.parse_handshakes(out, sc.handshake, servers.SMALL_SIZE)
+    elif sc.kind == "s_time":
+        parsed = loadgen.parse_s_time(out, wall_s, sc.handshake, servers.SMALL_SIZE)
+    elif sc.kind == "ab":
+        parsed = loadgen.parse_ab(out)
+    else:
+        parsed = loadgen.parse_wrk(out)
     sample.errors += parsed["errors"]  # after the cache check's, if any
     if status != 0:
         tail = (err or out).strip().splitlines()[-1:] or [""]
@@ -249,18 +284,20 @@ def _run_load(sc, server, rnd, opts):
     return sample
 
 
-def run_idle(sc, kind, rnd, ws, bins):
+def run_idle(sc, name, rnd, ws, bins):
     """RSS growth per idle connection, measured on a freshly started server:
     a server that already served 1,000 connections keeps that memory in its
     allocator, and the growth would be hidden."""
-    server = servers.start(kind, ws, bins)
+    server = servers.start(TARGETS[sc.target][name], ws, bins)
     sample = Sample(sc.name, None, rnd,
                     command=f"{IDLE_CONNECTIONS} x (connect, GET {sc.path}, read, stay open)")
     try:
-        servers.http_get(server.port, sc.path)  # lazy start-up work happens before 'before'
+        # Lazy start-up work (and over TLS the first handshake's) happens before 'before'.
+        servers.http_get(server.port, sc.path, tls=server.tls)
         time.sleep(0.3)
         before = server.rss_kib()
-        with loadgen.IdleConnections(server.port, IDLE_CONNECTIONS, sc.path) as idle:
+        with loadgen.IdleConnections(server.port, IDLE_CONNECTIONS, sc.path,
+                                     tls=server.tls) as idle:
             time.sleep(0.5)
             after = server.rss_kib()
             alive = idle.still_open()

@@ -8,7 +8,7 @@ import subprocess
 
 # tool -> Debian package that provides it
 TOOLS = {"wrk": "wrk", "ab": "apache2-utils", "nginx": "nginx-light (or nginx)",
-         "h2o": "h2o", "lighttpd": "lighttpd",
+         "h2o": "h2o", "lighttpd": "lighttpd", "openssl": "openssl",
          "taskset": "util-linux", "gcc": "gcc", "cmake": "cmake", "flock": "util-linux"}
 BUILD_LOCK = "/tmp/tern-build.lock"  # shared with everyone who builds in this checkout
 FASTCGI_PARAMS = "/etc/nginx/fastcgi_params"  # included by nginx's PHP location

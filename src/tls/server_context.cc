@@ -91,14 +91,20 @@ int on_server_name(SSL* ssl, int* /*alert*/, void* arg) {
   const size_t chosen = snapshot->select(name).value_or(snapshot->default_identity);
   if (chosen == snapshot->default_identity || chosen >= snapshot->contexts.size()) return SSL_TLSEXT_ERR_OK;
   SSL_set_SSL_CTX(ssl, snapshot->contexts[chosen]);
+  // The connection was made with the default identity's policy: only what
+  // differs is set again (parsing a cipher list costs a handshake's worth
+  // of small allocations).
   const Identity& identity = snapshot->identities[chosen];
-  SSL_set_cipher_list(ssl, identity.ciphers.c_str());
-  SSL_set_ciphersuites(ssl, identity.ciphersuites.c_str());
-  SSL_set1_groups_list(ssl, identity.curves.c_str());
-  if (identity.prefer_server_ciphers) {
-    SSL_set_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
-  } else {
-    SSL_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+  const Identity& first = snapshot->identities[snapshot->default_identity];
+  if (identity.ciphers != first.ciphers) SSL_set_cipher_list(ssl, identity.ciphers.c_str());
+  if (identity.ciphersuites != first.ciphersuites) SSL_set_ciphersuites(ssl, identity.ciphersuites.c_str());
+  if (identity.curves != first.curves) SSL_set1_groups_list(ssl, identity.curves.c_str());
+  if (identity.prefer_server_ciphers != first.prefer_server_ciphers) {
+    if (identity.prefer_server_ciphers) {
+      SSL_set_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+    } else {
+      SSL_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+    }
   }
   return SSL_TLSEXT_ERR_OK;
 }
@@ -176,6 +182,10 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
   if (settings.tickets) {
     SSL_CTX_set_ex_data(ctx, TicketKeys::ex_index(), settings.tickets.get());
     SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, &TicketKeys::callback);
+    // TLS 1.3: one ticket per handshake, not OpenSSL's two. A resumed
+    // connection gets a fresh one, so a client always has one in hand;
+    // each costs the server a copy, encoding and encryption of the session.
+    SSL_CTX_set_num_tickets(ctx, 1);
   }
   SSL_CTX_set_tlsext_servername_callback(ctx, &on_server_name);
   SSL_CTX_set_tlsext_servername_arg(ctx, snapshot);

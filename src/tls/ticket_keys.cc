@@ -1,6 +1,7 @@
 #include "tls/ticket_keys.h"
 
 #include <openssl/core_names.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 
@@ -9,6 +10,13 @@
 
 namespace tern::tls {
 namespace {
+
+// AES-256-CBC, fetched once: naming it by EVP_aes_256_cbc() makes OpenSSL 3
+// look the implementation up again on every ticket.
+const EVP_CIPHER* ticket_cipher() {
+  static EVP_CIPHER* const cipher = EVP_CIPHER_fetch(nullptr, "AES-256-CBC", nullptr);
+  return cipher != nullptr ? cipher : EVP_aes_256_cbc();
+}
 
 bool set_mac_key(EVP_MAC_CTX* mac, const unsigned char* key, size_t length) {
   char digest[] = "sha256";
@@ -58,7 +66,11 @@ int TicketKeys::callback(SSL* ssl, unsigned char name[16], unsigned char iv[16],
   auto* keys = static_cast<TicketKeys*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_index()));
   if (keys == nullptr) return encrypt ? -1 : 0;
   try {
-    return encrypt ? keys->seal(name, iv, cipher, mac) : keys->open(name, iv, cipher, mac);
+    if (encrypt) return keys->seal(name, iv, cipher, mac);
+    const int verdict = keys->open(name, iv, cipher, mac);
+    // TLS 1.3: a fresh ticket for every resumption (clients use a ticket
+    // once); TLS 1.2 clients keep theirs until its key is the previous one.
+    return verdict == 1 && SSL_version(ssl) == TLS1_3_VERSION ? 2 : verdict;
   } catch (const std::exception&) {
     return encrypt ? -1 : 0;
   }
@@ -70,7 +82,7 @@ int TicketKeys::seal(unsigned char name[16], unsigned char iv[16], EVP_CIPHER_CT
   rotate_if_due();
   if (RAND_bytes(iv, EVP_MAX_IV_LENGTH) != 1) return -1;
   std::memcpy(name, current_.name.data(), current_.name.size());
-  if (EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, current_.aes.data(), iv) != 1) return -1;
+  if (EVP_EncryptInit_ex(cipher, ticket_cipher(), nullptr, current_.aes.data(), iv) != 1) return -1;
   if (!set_mac_key(mac, current_.hmac.data(), current_.hmac.size())) return -1;
   return 1;
 }
@@ -90,7 +102,7 @@ int TicketKeys::open(const unsigned char name[16], const unsigned char iv[16], E
   }
   if (key == nullptr) return 0;  // unknown or too old: a full handshake
   if (!set_mac_key(mac, key->hmac.data(), key->hmac.size())) return -1;
-  if (EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, key->aes.data(), iv) != 1) return -1;
+  if (EVP_DecryptInit_ex(cipher, ticket_cipher(), nullptr, key->aes.data(), iv) != 1) return -1;
   return verdict;
 }
 

@@ -101,6 +101,10 @@ class Client {
     static SSL_CTX* const shared = [] {
       SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
       SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL);
+      SSL_CTX_sess_set_new_cb(ctx, [](SSL*, SSL_SESSION*) {
+        ++sessions_received_;
+        return 0;  // not kept: session() asks the connection
+      });
       return ctx;
     }();
     ssl_ = SSL_new(shared);
@@ -143,6 +147,10 @@ class Client {
     X509_free(peer);
     return name;
   }
+  // Sessions the server has handed to every client so far (in TLS 1.3 one
+  // per NewSessionTicket).
+  static int sessions_received() { return sessions_received_; }
+
   // The session, for a later connection to resume (the caller frees it).
   SSL_SESSION* session() const { return SSL_get1_session(ssl_); }
 
@@ -171,6 +179,7 @@ class Client {
   }
 
  private:
+  static inline int sessions_received_ = 0;  // clients run on the test thread
   RawClient socket_;
   SSL* ssl_ = nullptr;
   bool connected_ = false;
@@ -327,6 +336,33 @@ TEST_F(TlsFixture, SessionsResumeByTicketAndBySessionId) {
     }
   }
   EXPECT_EQ(context_->stats().resumed, 4u);
+}
+
+// One ticket per TLS 1.3 handshake (OpenSSL's default is two), and a
+// resumed connection gets a fresh one: a client always has one to use.
+TEST_F(TlsFixture, ATls13HandshakeGivesOneTicketAndAResumptionAFreshOne) {
+  start(one_identity(make_cert(dir(), "a.test")));
+  const int before = Client::sessions_received();
+  SSL_SESSION* session = nullptr;
+  {
+    Client first(port_, Client::Options().versions(TLS1_3_VERSION, TLS1_3_VERSION));
+    ASSERT_TRUE(first.connected());
+    ASSERT_TRUE(first.write("one"));
+    EXPECT_EQ(first.read(3), "one");
+    first.take_tickets();
+    EXPECT_EQ(Client::sessions_received() - before, 1);
+    session = first.session();
+  }
+  Client::Options options = Client::Options().versions(TLS1_3_VERSION, TLS1_3_VERSION);
+  options.resume = session;
+  Client second(port_, options);
+  ASSERT_TRUE(second.connected());
+  EXPECT_TRUE(second.resumed());
+  ASSERT_TRUE(second.write("two"));
+  EXPECT_EQ(second.read(3), "two");
+  second.take_tickets();
+  EXPECT_EQ(Client::sessions_received() - before, 2);
+  SSL_SESSION_free(session);
 }
 
 TEST_F(TlsFixture, TicketsOfThePreviousKeyResumeAndOlderOnesDoNot) {
