@@ -64,7 +64,9 @@ void TcpConnection::send_file(FileRegion region) {
   loop()->assert_in_loop_thread();
   if (state_ != State::kConnected) return;
   if (region.length == 0) return;
-  if (region.length >= kMapFromBytes && region.memory == nullptr &&
+  // Over TLS the bytes are read to be encrypted, never handed to the
+  // socket: a small buffer the reads reuse beats faulting in a mapping.
+  if (region.length >= kMapFromBytes && region.memory == nullptr && !secure_ &&
       callbacks_->map_files_for_local_peers && peer_is_local()) {
     (void)map_file_region(&region);  // else sendfile
   }

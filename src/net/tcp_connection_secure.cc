@@ -20,9 +20,13 @@ namespace tern::net {
 namespace {
 
 // Plaintext encrypted in one step: the most ciphertext a connection holds
-// while the socket is full (plus a record's overhead per 16 KiB), whatever
+// while the socket is full (beside less than kEncryptLowWater left from the
+// step before, plus a record's overhead per 16 KiB), whatever
 // the size of the file it sends.
 constexpr size_t kEncryptStep = 64 * 1024;
+// More is encrypted once less than this is left to write: what is left
+// moves to the front of the buffer first, so it should be little.
+constexpr size_t kEncryptLowWater = 16 * 1024;
 
 // File bytes on their way to the layer: one area per loop thread, filled and
 // encrypted in the same step, so a connection holds no file bytes of its own.
@@ -152,7 +156,7 @@ bool TcpConnection::secure_encrypt_more() {
   // Plaintext in order: bytes, then each file region and the bytes queued
   // behind it. False when a file turned out shorter than promised.
   SecureState& s = *secure_;
-  while (s.out.readable_bytes() < kEncryptStep) {
+  while (s.out.readable_bytes() < kEncryptLowWater) {
     if (!output_.empty()) {
       const size_t step = std::min(output_.readable_bytes(), kEncryptStep);
       if (s.layer->send(output_.peek(), step, s.out) != SecureLayer::Status::kOk) return false;
