@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "http/chars.h"
+#include "http/field_values.h"
 
 namespace tern::http {
 namespace {
@@ -29,17 +31,7 @@ constexpr auto npos = std::string_view::npos;
 
 using chars::trim_ows;
 
-// Calls f on each element of a comma-separated list (RFC 9110 5.6.1) with its
-// OWS trimmed, empty elements included; stops early when f returns false.
-template <typename F>
-bool for_each_element(std::string_view list, F f) {
-  for (;;) {
-    size_t comma = list.find(',');
-    if (!f(trim_ows(list.substr(0, comma)))) return false;
-    if (comma == npos) return true;
-    list.remove_prefix(comma + 1);
-  }
-}
+using fields::for_each_element;
 
 // The end of the reg-name at the front of s (RFC 3986 3.2.2), or npos if a
 // '%' there is not followed by two hex digits.
@@ -143,15 +135,9 @@ Verdict split_target(Method method, std::string_view target, TargetParts* parts)
 struct HeadFacts {
   std::string_view host;
   size_t hosts = 0;
-  bool has_length = false;
-  uint64_t content_length = 0;
-  bool has_codings = false;  // a Transfer-Encoding field was seen
-  bool malformed_codings = false;
-  bool last_chunked = false;
-  size_t chunked = 0;
-  size_t others = 0;
-  bool close = false;
-  bool keep_alive_token = false;
+  std::optional<uint64_t> content_length;
+  fields::TransferCodings codings;
+  fields::ConnectionOptions connection;
   bool expect_continue = false;
   bool keep_alive = false;
   BodyFraming framing = BodyFraming::kNone;
@@ -165,54 +151,6 @@ Verdict note_host(std::string_view value, HeadFacts* f) {
   if (!valid_authority(value, false)) return bad("malformed Host");
   f->host = value;
   return kFine;
-}
-
-// 1*DIGIT, or a list of identical ones (RFC 9110 8.6 lets a recipient take
-// "5, 5" as 5). Overflow is an error, never a wrap.
-Verdict note_content_length(std::string_view value, HeadFacts* f) {
-  bool ok = for_each_element(value, [f](std::string_view e) {
-    if (e.empty()) return false;
-    uint64_t n = 0;
-    for (char c : e) {
-      if (!has_class(c, kDigit)) return false;
-      if (__builtin_mul_overflow(n, 10u, &n) || __builtin_add_overflow(n, c - '0', &n)) {
-        return false;
-      }
-    }
-    if (f->has_length && f->content_length != n) return false;
-    f->has_length = true;
-    f->content_length = n;
-    return true;
-  });
-  return ok ? kFine : bad("invalid or conflicting Content-Length");
-}
-
-// transfer-coding = token *( OWS ";" OWS transfer-parameter ). Parameters of
-// unknown codings are not examined (those get 501 anyway); "chunked" has none.
-void note_transfer_codings(std::string_view value, HeadFacts* f) {
-  f->has_codings = true;
-  for_each_element(value, [f](std::string_view e) {
-    if (e.empty()) return true;
-    size_t n = 0;
-    while (n < e.size() && is_tchar(e[n])) ++n;
-    std::string_view params = trim_ows(e.substr(n));
-    bool chunked = iequals(e.substr(0, n), "chunked");
-    if (n == 0 || (!params.empty() && (params.front() != ';' || chunked))) {
-      f->malformed_codings = true;
-      return false;
-    }
-    f->last_chunked = chunked;
-    (chunked ? f->chunked : f->others) += 1;
-    return true;
-  });
-}
-
-void note_connection(std::string_view value, HeadFacts* f) {
-  for_each_element(value, [f](std::string_view e) {
-    if (iequals(e, "close")) f->close = true;
-    if (iequals(e, "keep-alive")) f->keep_alive_token = true;
-    return true;
-  });
 }
 
 void note_expect(std::string_view value, HeadFacts* f) {
@@ -233,11 +171,13 @@ Verdict note_field(const Header& h, HeadFacts* f) {
   const uint32_t key = name_key(h.name);  // names are never empty
   if (key == name_key("host") && iequals(h.name, "host")) return note_host(h.value, f);
   if (key == name_key("connection") && iequals(h.name, "connection")) {
-    note_connection(h.value, f);
+    f->connection.note(h.value);
   } else if (key == name_key("content-length") && iequals(h.name, "content-length")) {
-    return note_content_length(h.value, f);
+    if (!fields::note_content_length(h.value, &f->content_length)) {
+      return bad("invalid or conflicting Content-Length");
+    }
   } else if (key == name_key("transfer-encoding") && iequals(h.name, "transfer-encoding")) {
-    note_transfer_codings(h.value, f);
+    f->codings.note(h.value);
   } else if (key == name_key("expect") && iequals(h.name, "expect")) {
     note_expect(h.value, f);
   }
@@ -249,16 +189,17 @@ Verdict note_field(const Header& h, HeadFacts* f) {
 // which is a framing error (400) whatever the codings are; only a
 // well-framed list with a coding we lack gets 501.
 Verdict judge_framing(Version version, HeadFacts* f) {
-  if (!f->has_codings) {
-    f->framing = f->has_length ? BodyFraming::kContentLength : BodyFraming::kNone;
+  const fields::TransferCodings& codings = f->codings;
+  if (!codings.seen) {
+    f->framing = f->content_length ? BodyFraming::kContentLength : BodyFraming::kNone;
     return kFine;
   }
   if (version == Version::kHttp10) return bad("Transfer-Encoding in HTTP/1.0");
-  if (f->has_length) return bad("both Transfer-Encoding and Content-Length");
-  if (f->malformed_codings) return bad("malformed Transfer-Encoding");
-  if (!f->last_chunked) return bad("final transfer coding is not chunked");
-  if (f->chunked > 1) return bad("chunked applied more than once");
-  if (f->others > 0) return {501, "transfer coding not implemented"};
+  if (f->content_length) return bad("both Transfer-Encoding and Content-Length");
+  if (codings.malformed) return bad("malformed Transfer-Encoding");
+  if (!codings.last_chunked) return bad("final transfer coding is not chunked");
+  if (codings.chunked > 1) return bad("chunked applied more than once");
+  if (codings.others > 0) return {501, "transfer coding not implemented"};
   f->framing = BodyFraming::kChunked;
   return kFine;
 }
@@ -271,7 +212,7 @@ Verdict judge_fields(Version version, std::span<const Header> headers, HeadFacts
   if (version == Version::kHttp11 && f->hosts == 0) return bad("missing Host");
   Verdict v = judge_framing(version, f);
   if (!v.ok()) return v;
-  f->keep_alive = !f->close && (version == Version::kHttp11 || f->keep_alive_token);
+  f->keep_alive = !f->connection.close && (version == Version::kHttp11 || f->connection.keep_alive);
   // RFC 9110 10.1.1: a 100-continue expectation in HTTP/1.0 is ignored.
   if (version == Version::kHttp10) f->expect_continue = false;
   return kFine;
@@ -338,7 +279,7 @@ int Request::interpret_head(std::string_view* reason) {
   host_ = facts.host;
   keep_alive_ = facts.keep_alive;
   framing_ = facts.framing;
-  content_length_ = facts.content_length;
+  content_length_ = facts.content_length.value_or(0);
   expect_continue_ = facts.expect_continue;
   return 0;
 }
