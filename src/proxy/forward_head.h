@@ -1,0 +1,52 @@
+// The head of a request as the reverse proxy forwards it to an upstream
+// HTTP/1.1 server: the client's request line and fields, less what belongs
+// to the client's connection, plus what tells the upstream where the
+// request came from.
+//
+//   write_forward_head(request, options, upstream_output);
+//
+// Not forwarded: the hop-by-hop fields (Connection, Keep-Alive,
+// Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade) and every
+// field the client's Connection names (RFC 9110 7.6.1); Expect (tern
+// answers 100-continue itself); Content-Length (written again for the body
+// as it is sent on); X-Real-IP, X-Forwarded-Proto and X-Forwarded-Host
+// (replaced, so that a client cannot claim another address or scheme).
+// Added: Host (the client's, or the one the location sets), X-Real-IP,
+// X-Forwarded-For (the client's list with its address appended, as nginx's
+// $proxy_add_x_forwarded_for), X-Forwarded-Proto, X-Forwarded-Host, RFC
+// 7239 Forwarded (appended to the client's), Via (RFC 9110 7.6.3,
+// appended), and for a protocol upgrade (WebSocket) "Connection: upgrade"
+// with the client's Upgrade.
+//
+// Any thread; no state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "http/request.h"
+
+namespace tern::net {
+class Buffer;
+class InetAddress;
+}  // namespace tern::net
+
+namespace tern::proxy {
+
+struct ForwardOptions {
+  std::string_view target;  // the request-target to send (the client's, or rewritten)
+  std::string_view host;    // the Host to send; empty: the client's
+  const net::InetAddress* client = nullptr;  // the client's address
+  bool secure = false;                       // the client came over TLS
+  std::string_view via = "tern";             // this proxy's name in Via and Forwarded by
+  // How the body goes on: with a length, chunked (a client's chunked body,
+  // whose length is not known yet), or none.
+  std::optional<uint64_t> content_length;
+  bool chunked = false;
+  bool upgrade = false;  // forward the client's Upgrade (WebSocket)
+};
+
+void write_forward_head(const http::Request& request, const ForwardOptions& options, net::Buffer& out);
+
+}  // namespace tern::proxy

@@ -1,0 +1,108 @@
+// The head a request is forwarded with: what is dropped, replaced and
+// appended, checked on the bytes written.
+#include "proxy/forward_head.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "http/request_parser.h"
+#include "net/buffer.h"
+#include "net/inet_address.h"
+
+namespace tern::proxy {
+namespace {
+
+ForwardOptions with(void (*set)(ForwardOptions&)) {
+  ForwardOptions options;
+  set(options);
+  return options;
+}
+
+// The forwarded head of `raw` (a complete request head).
+std::string forward(const std::string& raw, ForwardOptions options, const net::InetAddress& client) {
+  http::RequestParser parser;
+  http::Request request;
+  EXPECT_EQ(parser.parse(raw, &request), http::ParseStatus::kComplete) << parser.error_reason();
+  if (options.target.empty()) options.target = request.target();
+  options.client = &client;
+  net::Buffer out;
+  write_forward_head(request, options, out);
+  return std::string(out.view());
+}
+
+const net::InetAddress kClient = *net::InetAddress::from_ip_port("192.0.2.7", 51000);
+
+TEST(ForwardHeadTest, HopByHopFieldsStayBehindAndTheRestGoesOnInOrder) {
+  const std::string head = forward(
+      "POST /api?x=1 HTTP/1.1\r\nHost: shop.test\r\nConnection: keep-alive, X-Secret\r\n"
+      "Keep-Alive: timeout=5\r\nX-Secret: 1\r\nTE: trailers\r\nAccept: */*\r\n"
+      "Content-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 7\r\n"
+      "Proxy-Connection: keep-alive\r\nCookie: a=b\r\n\r\n",
+      with([](ForwardOptions& o) { o.content_length = 7; }), kClient);
+  EXPECT_TRUE(head.starts_with("POST /api?x=1 HTTP/1.1\r\nHost: shop.test\r\nAccept: */*\r\n"
+                               "Content-Type: application/json\r\nCookie: a=b\r\n"))
+      << head;
+  for (const char* gone : {"Connection", "Keep-Alive", "X-Secret", "TE:", "Expect", "Proxy-Connection"}) {
+    EXPECT_EQ(head.find(gone), std::string::npos) << gone << " in\n" << head;
+  }
+  EXPECT_NE(head.find("\r\nContent-Length: 7\r\n"), std::string::npos);
+  EXPECT_TRUE(head.ends_with("\r\n\r\n"));
+}
+
+TEST(ForwardHeadTest, TheClientsAddressIsAppendedAndClaimsAreReplaced) {
+  const std::string head = forward(
+      "GET / HTTP/1.1\r\nHost: shop.test\r\nX-Forwarded-For: 203.0.113.9\r\nX-Real-IP: 10.0.0.1\r\n"
+      "X-Forwarded-Proto: https\r\nForwarded: for=203.0.113.9\r\nVia: 1.1 cdn\r\n\r\n",
+      ForwardOptions{}, kClient);
+  EXPECT_NE(head.find("\r\nX-Real-IP: 192.0.2.7\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("10.0.0.1"), std::string::npos);
+  EXPECT_NE(head.find("\r\nX-Forwarded-For: 203.0.113.9, 192.0.2.7\r\n"), std::string::npos);
+  EXPECT_NE(head.find("\r\nX-Forwarded-Proto: http\r\n"), std::string::npos);
+  EXPECT_EQ(head.find("X-Forwarded-Proto: https"), std::string::npos);
+  EXPECT_NE(head.find("\r\nX-Forwarded-Host: shop.test\r\n"), std::string::npos);
+  EXPECT_NE(head.find("\r\nForwarded: for=203.0.113.9, for=192.0.2.7;proto=http;host=\"shop.test\"\r\n"),
+            std::string::npos);
+  EXPECT_NE(head.find("\r\nVia: 1.1 cdn, 1.1 tern\r\n"), std::string::npos);
+}
+
+TEST(ForwardHeadTest, AnIpv6ClientIsQuotedInForwardedAndTlsSaysHttps) {
+  const net::InetAddress v6 = *net::InetAddress::from_ip_port("2001:db8::1", 443);
+  const std::string head =
+      forward("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", with([](ForwardOptions& o) { o.secure = true; }), v6);
+  EXPECT_NE(head.find("\r\nForwarded: for=\"[2001:db8::1]\";proto=https;host=\"a.test\"\r\n"),
+            std::string::npos)
+      << head;
+  EXPECT_NE(head.find("\r\nX-Forwarded-Proto: https\r\n"), std::string::npos);
+  EXPECT_NE(head.find("\r\nX-Forwarded-For: 2001:db8::1\r\n"), std::string::npos);
+}
+
+TEST(ForwardHeadTest, TargetHostAndBodyFramingFollowTheOptions) {
+  const std::string head = forward(
+      "PUT /app/upload HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+      with([](ForwardOptions& o) {
+        o.target = "/upload";
+        o.host = "backend:3000";
+        o.chunked = true;
+      }), kClient);
+  EXPECT_TRUE(head.starts_with("PUT /upload HTTP/1.1\r\nHost: backend:3000\r\n")) << head;
+  EXPECT_NE(head.find("\r\nTransfer-Encoding: chunked\r\n\r\n"), std::string::npos);
+  EXPECT_EQ(head.find("Content-Length"), std::string::npos);
+  // The original Host still names the site to the application.
+  EXPECT_NE(head.find("\r\nX-Forwarded-Host: a.test\r\n"), std::string::npos);
+}
+
+TEST(ForwardHeadTest, AnUpgradeKeepsItsUpgradeFieldAndSaysSo) {
+  const std::string raw =
+      "GET /ws HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  const std::string upgraded = forward(raw, with([](ForwardOptions& o) { o.upgrade = true; }), kClient);
+  EXPECT_NE(upgraded.find("\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"), std::string::npos)
+      << upgraded;
+  EXPECT_NE(upgraded.find("\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"), std::string::npos);
+  const std::string plain = forward(raw, ForwardOptions{}, kClient);
+  EXPECT_EQ(plain.find("Upgrade"), std::string::npos) << plain;
+}
+
+}  // namespace
+}  // namespace tern::proxy
