@@ -9,19 +9,12 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "http/chunked_decoder.h"
 
 namespace {
 
 using tern::http::ChunkedDecoder;
-
-#define FUZZ_CHECK(cond)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (0)
 
 constexpr ChunkedDecoder::Limits kLimits{.max_body = 256, .max_line = 32, .max_trailer_bytes = 64};
 

@@ -18,29 +18,18 @@
 #include <utility>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "fastcgi/cgi_response.h"
 #include "fastcgi/protocol.h"
 #include "net/buffer.h"
 
 namespace {
 
+using tern::fuzz::inside;
 using tern::fastcgi::CgiHeadParser;
 using tern::fastcgi::Event;
 using tern::fastcgi::RecordParser;
 using tern::fastcgi::RecordType;
-
-#define FUZZ_CHECK(cond)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (0)
-
-bool inside(std::string_view part, std::string_view whole) {
-  return part.empty() ||
-         (part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size());
-}
 
 // Pieces of `input` ending at each offset of `arrivals`.
 std::vector<std::string_view> pieces(std::string_view input, const std::vector<size_t>& arrivals) {

@@ -13,24 +13,19 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_support.h"
 #include "http/chunked_decoder.h"
 #include "http/request_parser.h"
 
 namespace {
 
+using tern::fuzz::inside;
+using tern::fuzz::mix;
 using tern::http::BodyFraming;
 using tern::http::ChunkedDecoder;
 using tern::http::ParseStatus;
 using tern::http::Request;
 using tern::http::RequestParser;
-
-#define FUZZ_CHECK(cond)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (0)
 
 struct Outcome {
   ParseStatus status = ParseStatus::kNeedMore;
@@ -40,11 +35,6 @@ struct Outcome {
   BodyFraming framing = BodyFraming::kNone;
   bool operator==(const Outcome&) const = default;
 };
-
-bool inside(std::string_view part, std::string_view whole) {
-  return part.empty() ||
-         (part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size());
-}
 
 std::string serialize(const Request& r, std::string_view buffer) {
   std::string s;
@@ -133,12 +123,6 @@ BodyOutcome decode_in_pieces(std::string_view input, size_t cut) {
     }
   }
   return out;
-}
-
-uint64_t mix(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
 }
 
 }  // namespace

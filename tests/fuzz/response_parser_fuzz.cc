@@ -11,21 +11,16 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_support.h"
 #include "http/response_parser.h"
 
 namespace {
 
+using tern::fuzz::inside;
+using tern::fuzz::mix;
 using tern::http::ParseStatus;
 using tern::http::ResponseHead;
 using tern::http::ResponseParser;
-
-#define FUZZ_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                 \
-    }                                                                               \
-  } while (0)
 
 struct Outcome {
   ParseStatus status = ParseStatus::kNeedMore;
@@ -33,11 +28,6 @@ struct Outcome {
   std::string head;  // every parsed part, serialized
   bool operator==(const Outcome&) const = default;
 };
-
-bool inside(std::string_view part, std::string_view whole) {
-  return part.empty() ||
-         (part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size());
-}
 
 std::string serialize(const ResponseHead& h, std::string_view buffer) {
   std::string s = std::to_string(h.status) + ' ' + std::to_string(static_cast<int>(h.version)) + ' ' +
@@ -77,12 +67,6 @@ Outcome parse_in_pieces(std::string_view input, bool head_request, std::initiali
     FUZZ_CHECK(head.status >= 100 && head.status <= 999);
   }
   return out;
-}
-
-uint64_t mix(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
 }
 
 }  // namespace
