@@ -12,6 +12,7 @@ namespace tern::http {
 namespace {
 
 using Body = ResponseHead::Body;
+using namespace std::string_literals;
 
 struct Parsed {
   ParseStatus status = ParseStatus::kNeedMore;
@@ -115,7 +116,7 @@ TEST(ResponseParserTest, WhatCouldSplitAResponseIsAnError) {
       "HTTP/1.1 200 OK\r\nContent-Length: 1\n\r\n",
       "HTTP/1.1 200 O\rK\r\n\r\n",
       "HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
-      std::string("HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n", 29),
+      "HTTP/1.1 200 OK\r\nX: a\0b\r\n\r\n"s,
       "HTTP/1.1 200 OK\r\nX : a\r\n\r\n",
       "HTTP/1.1 200 OK\r\n: a\r\n\r\n",
       "HTTP/1.1 200 OK\r\nNo colon\r\n\r\n",
