@@ -43,8 +43,7 @@ class Scenario:
     # wrk's limit per response, in seconds, where its default (2 s) is too
     # short for one response (a 64 MiB file takes up to 1.5 s here).
     timeout: int = 0
-    # handshakes: "full" or "resumed" (bench/tls_handshakes.py); s_time: "reuse"
-    handshake: str = "full"
+    handshake: str = "full"   # handshakes: "full" or "resumed" (bench/tls_handshakes.py)
     note: str = ""
 
     @property
@@ -116,7 +115,7 @@ SCENARIOS = [
                   "gives no fresh ticket with a resumption (h2o, lighttpd) makes the next "
                   "connection a full handshake: the row counts every connection. " + TLS_NOTE),
     Scenario("tls-ticket-reused", "s_time", "req/s", target="tls", servers=WITHOUT_FLOOR,
-             handshake="reuse", compare_to=(("tls-handshake-full", "reused / full"),),
+             compare_to=(("tls-handshake-full", "reused / full"),),
              note="every connection resuming with the same ticket (openssl s_time -reuse; every "
                   "one checked resumed), as OpenSSL-based clients may: no target. tern and nginx "
                   "give a fresh ticket with each resumption (the work single-use clients need), "
@@ -190,7 +189,7 @@ def _load_command(sc, server, seconds, ab_requests):
     if sc.kind == "handshakes":
         return loadgen.handshakes_cmd(server.port, sc.path, seconds, sc.handshake)
     if sc.kind == "s_time":
-        return loadgen.s_time_cmd(server.port, sc.path, seconds, sc.handshake)
+        return loadgen.s_time_cmd(server.port, sc.path, seconds)
     if sc.kind == "ab":
         return loadgen.ab_cmd(url, ab_requests, sc.conns)
     if sc.pipeline:
@@ -261,7 +260,7 @@ def _run_load(sc, server, rnd, opts):
     if sc.kind == "handshakes":
         parsed = loadgen.parse_handshakes(out, sc.handshake, servers.SMALL_SIZE)
     elif sc.kind == "s_time":
-        parsed = loadgen.parse_s_time(out, wall_s, sc.handshake, servers.SMALL_SIZE)
+        parsed = loadgen.parse_s_time(out, wall_s, servers.SMALL_SIZE)
     elif sc.kind == "ab":
         parsed = loadgen.parse_ab(out)
     else:
