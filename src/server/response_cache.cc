@@ -34,7 +34,7 @@ std::optional<int64_t> seconds(std::string_view text) {
   return value > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(value);
 }
 
-class Filler final : public fastcgi::ResponseTap {
+class Filler final : public upstream::ResponseTap {
  public:
   Filler(ResponseCache* cache, std::string key) : cache_(cache), key_(std::move(key)) {}
 
@@ -152,7 +152,7 @@ size_t ResponseCache::entries() const {
   return lru_.size();
 }
 
-std::unique_ptr<fastcgi::ResponseTap> ResponseCache::filler(std::string key) {
+std::unique_ptr<upstream::ResponseTap> ResponseCache::filler(std::string key) {
   return std::make_unique<Filler>(this, std::move(key));
 }
 

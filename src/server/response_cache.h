@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "fastcgi/call.h"
+#include "upstream/call.h"
 #include "http/request.h"
 
 namespace tern::server {
@@ -58,9 +58,9 @@ class ResponseCache {
   size_t bytes() const;
   size_t entries() const;
 
-  // A tap for fastcgi::Call that fills the entry for `key` as the response
+  // A tap for upstream::Call that fills the entry for `key` as the response
   // streams past, and stores it if the response completes and qualifies.
-  std::unique_ptr<fastcgi::ResponseTap> filler(std::string key);
+  std::unique_ptr<upstream::ResponseTap> filler(std::string key);
 
  private:
   using Lru = std::list<std::pair<std::string, std::shared_ptr<const CachedResponse>>>;

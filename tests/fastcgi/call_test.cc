@@ -4,7 +4,7 @@
 // arrived answers with bytes the test chose (or closes, or says nothing).
 // The client side is a MemoryExchange: request bytes in, response bytes
 // out, in memory. One thread, one loop, no client socket.
-#include "fastcgi/call.h"
+#include "fastcgi/relay.h"
 
 #include <gtest/gtest.h>
 
@@ -30,6 +30,7 @@
 #include "net/tcp_server.h"
 #include "support/exchange_harness.h"
 #include "support/temp_dir.h"
+#include "upstream/group.h"
 
 namespace tern::fastcgi {
 namespace {
@@ -37,6 +38,17 @@ namespace {
 using namespace std::chrono_literals;
 using testing::MemoryExchange;
 using testing::TempDir;
+using upstream::CallOptions;
+using upstream::ResponseTap;
+
+// A group of one server, as a FastCGI block has per loop.
+std::unique_ptr<upstream::Group> group_of(net::EventLoop* loop, const net::ConnectionPoolOptions& options) {
+  upstream::GroupServer server;
+  server.address = options.address;
+  server.spec.address = options.address.to_string();
+  return std::make_unique<upstream::Group>(loop, options.name, std::vector<upstream::GroupServer>{server},
+                                           upstream::Balancer::Method::kRoundRobin, options);
+}
 
 // Bytes that differ from one position to the next, so a piece out of place
 // shows.
@@ -304,14 +316,14 @@ class CallTest : public ::testing::Test {
     options_.temp_dir = temp_.path();
   }
 
-  // Starts a Call for `ex` on `pool` with options_ (and tap_, if set).
-  void call(MemoryExchange& ex, net::ConnectionPool& pool) {
+  // Starts a Call for `ex` on `group` with options_ (and tap_, if set).
+  void call(MemoryExchange& ex, upstream::Group& group) {
     ASSERT_TRUE(ex.parsed());
-    ex.start([this, &pool](http::Exchange& exchange) {
-      Call::start(exchange, pool, options_, params_for(exchange.request()), std::move(tap_));
+    ex.start([this, &group](http::Exchange& exchange) {
+      relay(exchange, group, options_, params_for(exchange.request()), std::move(tap_));
     });
   }
-  void call(MemoryExchange& ex) { call(ex, pool_); }
+  void call(MemoryExchange& ex) { call(ex, *group_); }
 
   // A 100 KiB POST that the client sends in 4 KiB pieces, answered `answer_text`.
   MemoryExchange& post_in_pieces(const std::string& body, const std::string& answer_text) {
@@ -365,7 +377,9 @@ class CallTest : public ::testing::Test {
   net::EventLoop loop_;
   TempDir temp_;
   ScriptedApp app_{&loop_};
-  net::ConnectionPool pool_{&loop_, net::ConnectionPoolOptions{.address = app_.address(), .name = "app"}};
+  std::unique_ptr<upstream::Group> group_ =
+      group_of(&loop_, net::ConnectionPoolOptions{.address = app_.address(), .name = "app"});
+  net::ConnectionPool& pool_ = group_->pool(0);
   CallOptions options_;
   std::unique_ptr<ResponseTap> tap_;
   std::vector<std::unique_ptr<MemoryExchange>> exchanges_;  // post_in_pieces()'s
@@ -697,12 +711,12 @@ TEST_F(CallTest, BadRecordIs502) {
 }
 
 TEST_F(CallTest, NoApplicationListeningIs502) {
-  net::ConnectionPool nowhere(
+  auto nowhere = group_of(
       &loop_, net::ConnectionPoolOptions{
                   .address = net::SocketAddress::unix_path(temp_.at("nobody.sock")).value(),
                   .name = "nowhere"});
   MemoryExchange ex(&loop_, std::string(kGet));
-  call(ex, nowhere);
+  call(ex, *nowhere);
   ASSERT_TRUE(ex.run());
   EXPECT_EQ(ex.response().status, 502);
   EXPECT_TRUE(ex.finished());
@@ -710,15 +724,16 @@ TEST_F(CallTest, NoApplicationListeningIs502) {
 
 TEST_F(CallTest, EveryConnectionBusyTooLongIs503) {
   app_.reply(silence());
-  net::ConnectionPool one(&loop_, net::ConnectionPoolOptions{.address = app_.address(),
-                                                             .name = "one",
-                                                             .max_connections = 1,
-                                                             .queue_timeout = 100ms});
+  auto group = group_of(&loop_, net::ConnectionPoolOptions{.address = app_.address(),
+                                                          .name = "one",
+                                                          .max_connections = 1,
+                                                          .queue_timeout = 100ms});
+  net::ConnectionPool& one = group->pool(0);
   MemoryExchange holder(&loop_, std::string(kGet));
   MemoryExchange waiter(&loop_, std::string(kGet));
-  call(holder, one);
+  call(holder, *group);
   ASSERT_TRUE(turn_until([&] { return app_.has_complete_request(); }));
-  call(waiter, one);
+  call(waiter, *group);
   EXPECT_EQ(one.waiting(), 1u);
   ASSERT_TRUE(waiter.run());
   EXPECT_EQ(waiter.response().status, 503);
@@ -817,7 +832,7 @@ TEST_F(CallTest, LargeBufferedResponseSpillsToAFileAndCompletes) {
 
 TEST_F(CallTest, AccelRedirectIsAnsweredByTheCallback) {
   std::string target, type;
-  options_.internal_redirect = [&](std::string_view uri, const CgiHeadParser& head,
+  options_.internal_redirect = [&](std::string_view uri, const upstream::ResponseHead& head,
                                    http::Exchange& exchange) {
     target = uri;
     type = head.header("Content-Type");

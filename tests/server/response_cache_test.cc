@@ -239,7 +239,7 @@ TEST(ResponseCache, EntriesOverAnEighthOfTheBudgetAreNotKept) {
   EXPECT_EQ(cache.bytes(), cache.max_entry_bytes());
 }
 
-// The tap a fastcgi::Call feeds as a response streams past.
+// The tap an upstream::Call feeds as a response streams past.
 class ResponseCacheFiller : public ::testing::Test {
  protected:
   ResponseCache cache_{64 * 1024, 0ms};

@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include "base/log.h"
-#include "fastcgi/call.h"
 #include "fastcgi/params.h"
 #include "http/error_page.h"
 #include "http/uri.h"
@@ -84,7 +83,7 @@ struct FastCgiRoutes::LoopState {
     int status = 0;         // 0, or the error to answer (404, 403)
   };
 
-  std::vector<std::unique_ptr<net::ConnectionPool>> pools;  // one per block
+  std::vector<std::unique_ptr<upstream::Group>> groups;  // one per block: its pool
   std::vector<std::unique_ptr<OpenFileCache>> scripts;      // one per block: what exists
   std::string path;   // scratch for the normalised path
   std::string probe;  // scratch for a candidate script
@@ -138,13 +137,16 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
   LoopState* state = &loops_.emplace(loop);
   for (const auto& block : blocks_) {
     net::ConnectionPoolOptions options;
-    options.address = block->config.address;
-    options.name = block->log_name;
     options.max_connections = block->config.pool;
     options.max_waiting = block->config.queue;
     options.connect_timeout = block->config.connect_timeout;
     options.queue_timeout = block->config.queue_timeout;
-    state->pools.push_back(std::make_unique<net::ConnectionPool>(loop, options));
+    upstream::GroupServer server;
+    server.address = block->config.address;
+    server.spec.address = server.address.to_string();
+    state->groups.push_back(std::make_unique<upstream::Group>(
+        loop, block->log_name, std::vector<upstream::GroupServer>{server},
+        upstream::Balancer::Method::kRoundRobin, options));
     OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
     scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
@@ -159,7 +161,7 @@ void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
     // Closed, not destroyed: a request still on its way finds a pool that
     // answers 502, and the pools go with this object, after the loops.
     auto close = [this, loop] {
-      for (auto& pool : loops_.get(loop)->pools) pool->close();
+      for (auto& group : loops_.get(loop)->groups) group->close();
     };
     if (loop->is_in_loop_thread()) return close();
     bool running = false;
@@ -176,7 +178,7 @@ void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
 
 void FastCgiRoutes::retire_loop(net::EventLoop* loop) {
   if (LoopState* state = loops_.get(loop)) {
-    for (auto& pool : state->pools) pool->retire();
+    for (auto& group : state->groups) group->retire();
   }
 }
 
@@ -248,7 +250,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     return exchange.finish();
   }
 
-  std::unique_ptr<fastcgi::ResponseTap> tap;
+  std::unique_ptr<upstream::ResponseTap> tap;
   if (block.cache && (request.method() == http::Method::kGet || request.method() == http::Method::kHead) &&
       !request.has_header("Authorization")) {
     std::string key = ResponseCache::key(request);
@@ -281,7 +283,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     if (request.method() == http::Method::kGet) tap = block.cache->filler(std::move(key));
   }
 
-  fastcgi::CallOptions options;
+  upstream::CallOptions options;
   options.read_timeout = block.config.read_timeout;
   options.log_name = block.log_name;
   options.request_buffering = block.config.request_buffering;
@@ -323,7 +325,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };
-  fastcgi::Call::start(exchange, *state.pools[block.index], options, std::move(head_writer),
+  fastcgi::relay(exchange, *state.groups[block.index], options, std::move(head_writer),
                        std::move(tap));
 }
 

@@ -21,7 +21,7 @@
 // exists (the chain refuses dotfiles before any handler runs).
 // A method the block does not list (TRACE by default) is 405.
 //
-// Each loop has its own connection pool per block (created by init_loop()
+// Each loop has its own connection pool per block (an upstream::Group of one) (created by init_loop()
 // on that loop's thread, closed by shutdown()); blocks with `cache` on
 // share one ResponseCache between loops.
 #pragma once
@@ -31,12 +31,13 @@
 #include <string>
 #include <vector>
 
-#include "fastcgi/call.h"
+#include "fastcgi/relay.h"
 #include "http/exchange.h"
 #include "http/request.h"
 #include "net/loop_local.h"
 #include "server/config.h"
 #include "server/response_cache.h"
+#include "upstream/group.h"
 
 namespace tern::net {
 class EventLoop;
@@ -72,7 +73,7 @@ class FastCgiRoutes {
   const http::ExchangeHandler* route(size_t block, std::string_view path);
   // Runs what route() found for `block` (right after it), with an answer
   // for the application's X-Accel-Redirect.
-  using InternalRedirect = decltype(fastcgi::CallOptions::internal_redirect);
+  using InternalRedirect = decltype(upstream::CallOptions::internal_redirect);
   void start(size_t block, http::Exchange& exchange, InternalRedirect redirect);
   size_t size() const { return blocks_.size(); }
 

@@ -10,6 +10,7 @@
 #include "server/config.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/sites.h"
+#include "upstream/call.h"
 
 namespace tern::server {
 
@@ -130,10 +131,10 @@ void FastCgiHandler::start(const Route& route, http::Exchange& exchange) {
   // An X-Accel-Redirect from the application: the file the URI names in
   // this site, as a GET, with the application's download fields (the chain
   // lives as long as the exchange: it keeps it).
-  auto redirect = [chain = chain_, site = route.site](std::string_view uri, const fastcgi::CgiHeadParser& head,
-                                                      http::Exchange& ex) {
+  auto redirect = [chain = chain_, site = route.site](std::string_view uri,
+                                                      const upstream::ResponseHead& head, http::Exchange& ex) {
     http::ExtraFields fields;
-    for (const http::Header& field : head.headers()) {
+    for (const http::Header& field : head.headers) {
       for (std::string_view kept : {"Content-Disposition", "Set-Cookie", "Cache-Control", "Expires"}) {
         if (http::iequals(field.name, kept)) {
           fields.always.append(field.name).append(": ").append(field.value).append("\r\n");

@@ -37,7 +37,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tern::proxy {
+namespace tern::upstream {
 
 struct ServerSpec {
   std::string address;
@@ -103,4 +103,4 @@ class Balancer {
 // nearby keys over the whole ring).
 uint64_t ring_hash(std::string_view data);
 
-}  // namespace tern::proxy
+}  // namespace tern::upstream

@@ -1,7 +1,7 @@
 // Balancer: shares by weight, the smooth order, least connections, the
 // consistent-hash ring and how little of it moves, passive health, backups
 // and retries.
-#include "proxy/balancer.h"
+#include "upstream/balancer.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace tern::proxy {
+namespace tern::upstream {
 namespace {
 
 using Clock = Balancer::Clock;
@@ -155,4 +155,4 @@ TEST(BalancerTest, ARetrySkipsTheServersTriedAndEndsWhenNoneIsLeft) {
 }
 
 }  // namespace
-}  // namespace tern::proxy
+}  // namespace tern::upstream

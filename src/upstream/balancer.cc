@@ -1,9 +1,9 @@
-#include "proxy/balancer.h"
+#include "upstream/balancer.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace tern::proxy {
+namespace tern::upstream {
 namespace {
 
 constexpr unsigned kPointsPerWeight = 160;
@@ -153,4 +153,4 @@ void Balancer::succeeded(size_t i) { servers_[i].fails = 0; }
 
 void Balancer::set_up(size_t i, bool up) { servers_[i].up = up; }
 
-}  // namespace tern::proxy
+}  // namespace tern::upstream

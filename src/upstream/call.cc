@@ -1,14 +1,14 @@
-#include "fastcgi/call.h"
+#include "upstream/call.h"
 
 #include "base/log.h"
 #include "http/error_page.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
+#include "upstream/group.h"
 
-namespace tern::fastcgi {
+namespace tern::upstream {
 namespace {
 
-constexpr uint16_t kRequestId = 1;
 // Queued bytes at which a side stops feeding the other: the client's body
 // into the upstream, the upstream's response into the client.
 constexpr size_t kHighWater = 256 * 1024;
@@ -16,9 +16,28 @@ constexpr size_t kHighWater = 256 * 1024;
 constexpr size_t kMaxPendingBody = 64 * 1024;
 // Read from a spool at a time.
 constexpr size_t kSpoolPiece = 64 * 1024;
-constexpr size_t kMaxStderrLine = 4096;
+
+bool idempotent(http::Method method) {
+  switch (method) {
+    case http::Method::kGet:
+    case http::Method::kHead:
+    case http::Method::kPut:
+    case http::Method::kDelete:
+    case http::Method::kOptions:
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace
+
+std::string_view ResponseHead::header(std::string_view name) const {
+  for (const http::Header& field : headers) {
+    if (http::iequals(field.name, name)) return field.value;
+  }
+  return {};
+}
 
 bool is_unrelayed_field(std::string_view name) {
   constexpr std::string_view kAccel = "X-Accel-";
@@ -29,20 +48,20 @@ bool is_unrelayed_field(std::string_view name) {
          (name.size() > kAccel.size() && http::iequals(name.substr(0, kAccel.size()), kAccel));
 }
 
-void Call::start(http::Exchange& exchange, net::ConnectionPool& pool, const CallOptions& options,
-                 RequestHeadWriter head_writer, std::unique_ptr<ResponseTap> tap) {
-  std::unique_ptr<Call> owned(new Call(exchange, pool, options, std::move(head_writer), std::move(tap)));
+void Call::start(http::Exchange& exchange, Group& group, const CallOptions& options,
+                 std::unique_ptr<Codec> codec, std::unique_ptr<ResponseTap> tap) {
+  std::unique_ptr<Call> owned(new Call(exchange, group, options, std::move(codec), std::move(tap)));
   Call* call = owned.get();
   exchange.adopt(std::move(owned));
   call->begin();
 }
 
-Call::Call(http::Exchange& exchange, net::ConnectionPool& pool, const CallOptions& options,
-           RequestHeadWriter head_writer, std::unique_ptr<ResponseTap> tap)
+Call::Call(http::Exchange& exchange, Group& group, const CallOptions& options, std::unique_ptr<Codec> codec,
+           std::unique_ptr<ResponseTap> tap)
     : exchange_(&exchange),
-      pool_(pool),
+      group_(group),
       options_(options),
-      head_writer_(std::move(head_writer)),
+      codec_(std::move(codec)),
       tap_(std::move(tap)),
       loop_(exchange.loop()) {}
 
@@ -50,6 +69,8 @@ void Call::begin() {
   const bool chunked = exchange_->request().body_framing() == http::BodyFraming::kChunked;
   buffer_body_ = !exchange_->body_complete() && (options_.request_buffering || chunked);
   replayable_ = buffer_body_ || exchange_->body_complete();
+  idempotent_ = idempotent(exchange_->request().method());
+  first_try_ = loop_->clock().now();
   exchange_->set_body_handler([this](std::string_view piece, bool last) { on_body(piece, last); });
   exchange_->set_drain_handler([this] { on_client_drained(); });
   exchange_->set_abort_handler([this] { on_client_gone(); });
@@ -58,13 +79,63 @@ void Call::begin() {
     body_.configure(options_.request_memory, options_.temp_dir);
     return;
   }
-  head_writer_(pending_, std::nullopt);
-  head_written_ = true;
-  if (exchange_->body_complete()) {
-    append_stream(pending_, RecordType::kStdin, kRequestId, {});
-    stdin_done_ = true;
+  write_request();
+  acquire();
+}
+
+// The request as far as it is known, into pending_: the head, and the end
+// of a body that is complete already.
+void Call::write_request() {
+  pending_.retrieve_all();
+  if (buffer_body_) {
+    codec_->write_head(pending_, body_.size());
+    body_sent_ = 0;
+    body_done_ = false;
+  } else {
+    codec_->write_head(pending_, std::nullopt);
+    body_done_ = exchange_ != nullptr && exchange_->body_complete();
+    if (body_done_) codec_->write_body(pending_, {}, true);
   }
-  pool_.acquire(this);
+  head_written_ = true;
+}
+
+void Call::acquire() {
+  std::optional<size_t> server = group_.pick(options_.hash_key, tried_);
+  if (!server) {
+    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: no server available", options_.log_name);
+    return fail(502, "no server available");
+  }
+  server_ = *server;
+  tried_ |= uint64_t{1} << server_;
+  ++tries_;
+  attempt_open_ = true;
+  group_.started(server_);
+  group_.pool(server_).acquire(this);
+}
+
+void Call::settle(bool failed) {
+  if (!attempt_open_) return;
+  attempt_open_ = false;
+  group_.finished(server_, failed);
+}
+
+// Another server for a failed attempt, if the options, the request and the
+// bounds allow it (the caller checked that the request may be sent again).
+bool Call::try_next_server(std::string_view why) {
+  if (!options_.next_server || exchange_ == nullptr || response_started_) return false;
+  if (options_.max_tries != 0 && tries_ >= options_.max_tries) return false;
+  if (options_.next_server_timeout.count() > 0 &&
+      loop_->clock().now() - first_try_ >= options_.next_server_timeout) {
+    return false;
+  }
+  if (tries_ >= group_.size() || !group_.pick(options_.hash_key, tried_)) return false;
+  TERN_LOG_WARN("{}: {}, trying the next server", group_.server_name(server_), why);
+  if (read_timer_.valid()) loop_->cancel(read_timer_);
+  read_timer_ = net::TimerId{};
+  answered_ = false;
+  write_request();
+  acquire();
+  return true;
 }
 
 void Call::on_body(std::string_view piece, bool last) {
@@ -74,38 +145,33 @@ void Call::on_body(std::string_view piece, bool last) {
       return fail(500, "cannot buffer the request body");
     }
     if (!last) return;
-    head_writer_(pending_, body_.size());
-    head_written_ = true;
-    return pool_.acquire(this);
+    write_request();
+    return acquire();
   }
   // Streaming a body of known length.
   net::Buffer& out = upstream_ != nullptr ? upstream_->output_tail_buffer() : pending_;
-  if (!piece.empty()) append_stream(out, RecordType::kStdin, kRequestId, piece);
-  if (last) {
-    append_stream(out, RecordType::kStdin, kRequestId, {});
-    stdin_done_ = true;
-  }
+  codec_->write_body(out, piece, last);
+  body_done_ = last;
   if (upstream_ == nullptr) {
     if (pending_.readable_bytes() > kMaxPendingBody) exchange_->pause_body();
     return;
   }
   upstream_->flush();
-  if (!stdin_done_ && upstream_->pending_output_bytes() > kHighWater) {
+  if (!body_done_ && upstream_->pending_output_bytes() > kHighWater) {
     exchange_->pause_body();
     upstream_->ask_write_complete();
   }
 }
 
 void Call::on_lease(net::TcpConnection& conn) {
-  if (done_) return pool_.release(this, false);
+  if (done_) return group_.pool(server_).release(this, false);
   upstream_ = &conn;
-  // A connection that served before may have been closed by the
-  // application meanwhile; a new one that closes unanswered may have run
-  // the request (a worker that died in it).
+  // A connection that served before may have been closed by the upstream
+  // meanwhile; a new one that closes unanswered may have run the request
+  // (a worker that died in it).
   stale_possible_ = conn.bytes_received() > 0;
   if (!conn.is_reading()) conn.start_reading();
-  records_.reset();
-  head_.reset();
+  codec_->reset();
   arm_read_timer();
   send_request();
 }
@@ -113,7 +179,7 @@ void Call::on_lease(net::TcpConnection& conn) {
 void Call::send_request() {
   if (!pending_.empty()) upstream_->send(pending_);
   if (buffer_body_) return pump_body();
-  if (stdin_done_ || exchange_ == nullptr) return;
+  if (body_done_ || exchange_ == nullptr) return;
   if (upstream_->pending_output_bytes() > kHighWater) {
     upstream_->ask_write_complete();
   } else {
@@ -121,35 +187,39 @@ void Call::send_request() {
   }
 }
 
-// STDIN records from the buffered body, as fast as the upstream takes them.
+// The buffered body, as fast as the upstream takes it.
 void Call::pump_body() {
-  while (!stdin_done_ && upstream_->pending_output_bytes() <= kHighWater) {
+  while (!body_done_ && upstream_->pending_output_bytes() <= kHighWater) {
     Result<std::string_view> piece = body_.read(body_sent_, kSpoolPiece, &scratch_);
     if (!piece) {
       TERN_LOG_ERROR("{}: reading a buffered request body: {}", options_.log_name,
                      piece.error().message());
       return fail(500, "cannot read the buffered request body");
     }
-    append_stream(upstream_->output_tail_buffer(), RecordType::kStdin, kRequestId, *piece);
     body_sent_ += piece->size();
-    stdin_done_ = piece->empty();  // the empty record ends the stream
+    body_done_ = piece->empty() || body_sent_ == body_.size();
+    codec_->write_body(upstream_->output_tail_buffer(), *piece, body_done_);
     upstream_->flush();
   }
-  if (!stdin_done_) upstream_->ask_write_complete();
+  if (!body_done_) upstream_->ask_write_complete();
 }
 
 void Call::on_lease_failed(net::ConnectionPool::Failure failure, std::string_view why) {
   upstream_ = nullptr;  // the pool is gone, if we had a connection from it
   if (failure == net::ConnectionPool::Failure::kOverloaded) {
-    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: {}", options_.log_name, why);
+    settle(false);
+    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: {}", group_.server_name(server_), why);
     return fail(503, why);
   }
-  TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: connect failed: {}", options_.log_name, why);
+  settle(true);
+  // Nothing reached the server: any request may go to the next.
+  if (replayable_ && try_next_server(std::string("connect failed: ") + std::string(why))) return;
+  TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: connect failed: {}", group_.server_name(server_), why);
   fail(502, why);
 }
 
 void Call::on_upstream_drained(net::TcpConnection& /*conn*/) {
-  if (upstream_ == nullptr || stdin_done_) return;
+  if (upstream_ == nullptr || body_done_) return;
   if (buffer_body_) return pump_body();
   if (exchange_ != nullptr) exchange_->resume_body();
 }
@@ -158,28 +228,23 @@ void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input)
   answered_ = true;
   if (read_timer_.valid()) loop_->refresh_timer(read_timer_, options_.read_timeout);
   for (;;) {
-    size_t used = 0;
-    Event event = records_.next(input.view(), &used);
-    // Retrieving keeps the bytes in place until the next read: the event's
-    // view stays valid.
-    input.retrieve(used);
+    Codec::Event event = codec_->next(input);
     switch (event.kind) {
-      case Event::kNeedMore:
+      case Codec::Event::kNeedMore:
         break;
-      case Event::kError:
-        TERN_LOG_ERROR("{}: bad FastCGI record: {}", options_.log_name, records_.error());
-        return fail(502, "bad FastCGI record");
-      case Event::kStdout:
-        if (!on_stdout(event.data)) return;
+      case Codec::Event::kError:
+        TERN_LOG_ERROR("{}: {}", group_.server_name(server_), codec_->error());
+        settle(codec_->error_status() != 503);
+        return fail(codec_->error_status(), codec_->error());
+      case Codec::Event::kHead:
+        if (exchange_ == nullptr) continue;
+        if (!write_response_head()) return;
         continue;
-      case Event::kStderr:
-        on_stderr(event.data, false);
+      case Codec::Event::kBody:
+        if (!on_body_data(event.data)) return;
         continue;
-      case Event::kStreamEnd:
-      case Event::kOther:
-        continue;
-      case Event::kEndRequest:
-        return on_end_request(event, input);
+      case Codec::Event::kEnd:
+        return on_response_end(input);
     }
     break;
   }
@@ -187,80 +252,73 @@ void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input)
   exchange_->flush();
   if (response_.empty() && exchange_->pending_output_bytes() <= kHighWater) return;
   exchange_->wait_for_drain();
-  // Relaying as it comes, or the temp file is full: the application waits
-  // for the client.
+  // Relaying as it comes, or the temp file is full: the upstream waits for
+  // the client.
   if (!buffer_response_ || response_.size() >= options_.max_temp_file) pause_upstream();
 }
 
-bool Call::on_stdout(std::string_view data) {
-  if (exchange_ == nullptr) return true;  // the client went away
-  if (!response_started_) {
-    size_t used = 0;
-    switch (head_.feed(data, &used)) {
-      case CgiHeadParser::kNeedMore:
-        return true;
-      case CgiHeadParser::kError:
-        TERN_LOG_ERROR("{}: bad response head: {}", options_.log_name, head_.error());
-        fail(502, "bad response head");
-        return false;
-      case CgiHeadParser::kComplete:
-        break;
-    }
-    if (!write_response_head()) return false;
-    data.remove_prefix(used);
-  }
-  if (data.empty()) return true;
+bool Call::on_body_data(std::string_view data) {
+  if (exchange_ == nullptr || data.empty()) return true;  // the client went away
   if (tap_) tap_->on_body(data);
   return relay(data);
 }
 
 bool Call::write_response_head() {
-  const int status = head_.status();
+  const ResponseHead& head = codec_->head();
+  const int status = head.status;
   if (status < 200) {
     // An interim response would leave the client waiting for the final
     // one, and a 101 would claim a protocol switch that never happens.
-    TERN_LOG_ERROR("{}: the application answered {}, which is not a final status",
-                   options_.log_name, status);
-    fail(502, "1xx status from the application");
+    TERN_LOG_ERROR("{}: the upstream answered {}, which is not a final status",
+                   group_.server_name(server_), status);
+    settle(false);
+    fail(502, "1xx status from the upstream");
     return false;
   }
   response_started_ = true;
   if (options_.internal_redirect) {
-    if (std::string_view target = head_.header("X-Accel-Redirect"); !target.empty()) {
+    if (std::string_view target = head.header("X-Accel-Redirect"); !target.empty()) {
+      settle(false);
       http::Exchange* exchange = exchange_;
       exchange_ = nullptr;  // answered elsewhere from now on
       done();
-      options_.internal_redirect(target, head_, *exchange);
+      options_.internal_redirect(target, head, *exchange);
       return false;
     }
   }
   http::ResponseWriter& writer = exchange_->writer();
-  // Compressed on the way (a location's compression) unless PHP coded it.
-  const bool coded = status == 200 && head_.header("Content-Encoding").empty() &&
-                     writer.compress_for(head_.header("Content-Type"), head_.content_length()) !=
+  // Compressed on the way (a location's compression) unless the upstream coded it.
+  const bool coded = status == 200 && head.header("Content-Encoding").empty() &&
+                     writer.compress_for(head.header("Content-Type"), head.content_length) !=
                          http::Coding::kIdentity;
-  writer.start(status, head_.reason());
+  writer.start(status, head.reason);
   relayed_.clear();
-  for (const http::Header& field : head_.headers()) {
-    if (is_unrelayed_field(field.name)) continue;
-    if (coded && http::iequals(field.name, "ETag") && !field.value.starts_with("W/")) {
-      // Another representation: its validator can only be weak.
-      writer.header(field.name, "W/" + std::string(field.value));
-    } else if (!(writer.varies() && http::iequals(field.name, "Vary") &&
-                 http::iequals(field.value, "Accept-Encoding"))) {
-      writer.header(field.name, field.value);
+  for (const http::Header& field : head.headers) {
+    if (is_unrelayed_field(field.name) || codec_->hop_field(field.name)) continue;
+    std::string_view value = field.value;
+    if (!options_.rewrite_from.empty() && value.starts_with(options_.rewrite_from) &&
+        (http::iequals(field.name, "Location") || http::iequals(field.name, "Refresh"))) {
+      rewritten_.assign(options_.rewrite_to).append(value.substr(options_.rewrite_from.size()));
+      value = rewritten_;
     }
-    if (tap_) relayed_.push_back(field);
+    if (coded && http::iequals(field.name, "ETag") && !value.starts_with("W/")) {
+      // Another representation: its validator can only be weak.
+      writer.header(field.name, "W/" + std::string(value));
+    } else if (!(writer.varies() && http::iequals(field.name, "Vary") &&
+                 http::iequals(value, "Accept-Encoding"))) {
+      writer.header(field.name, value);
+    }
+    if (tap_) relayed_.push_back({field.name, value});
   }
   if (!options_.extra_header_name.empty()) {
     writer.header(options_.extra_header_name, options_.extra_header_value);
   }
   if (tap_) tap_->on_head(status, relayed_);
   buffer_response_ =
-      options_.response_buffering && !http::iequals(head_.header("X-Accel-Buffering"), "no");
+      options_.response_buffering && !http::iequals(head.header("X-Accel-Buffering"), "no");
   if (buffer_response_) response_.configure(options_.response_memory, options_.temp_dir);
-  if (auto length = head_.content_length()) {
-    writer.begin_stream(*length);
+  if (head.content_length) {
+    writer.begin_stream(*head.content_length);
   } else {
     writer.begin_stream();
   }
@@ -318,7 +376,7 @@ void Call::on_client_drained() {
 void Call::pause_upstream() {
   if (upstream_ == nullptr) return;
   upstream_->stop_reading();
-  // The application waits for the client now, not the other way round.
+  // The upstream waits for the client now, not the other way round.
   if (read_timer_.valid()) loop_->cancel(read_timer_);
   read_timer_ = net::TimerId{};
 }
@@ -329,41 +387,20 @@ void Call::resume_upstream() {
   arm_read_timer();
 }
 
-void Call::on_stderr(std::string_view data, bool flush) {
-  // Line by line, each line bounded, so one log line is one message.
-  while (!data.empty()) {
-    size_t newline = data.find('\n');
-    std::string_view part = data.substr(0, newline);
-    if (stderr_line_.size() < kMaxStderrLine) {
-      stderr_line_.append(part.substr(0, kMaxStderrLine - stderr_line_.size()));
-    }
-    if (newline == std::string_view::npos) break;
-    data.remove_prefix(newline + 1);
-    if (!stderr_line_.empty() && stderr_line_.back() == '\r') stderr_line_.pop_back();
-    if (!stderr_line_.empty()) TERN_LOG_WARN("{} stderr: {}", options_.log_name, stderr_line_);
-    stderr_line_.clear();
-  }
-  if (flush && !stderr_line_.empty()) {
-    TERN_LOG_WARN("{} stderr: {}", options_.log_name, stderr_line_);
-    stderr_line_.clear();
-  }
-}
-
-void Call::on_end_request(const Event& event, const net::Buffer& input) {
-  on_stderr({}, true);
-  const bool clean = event.protocol_status == ProtocolStatus::kRequestComplete &&
-                     records_.at_record_boundary() && input.empty() && stdin_done_;
-  // The application is done: its connection goes back now, whatever the
+void Call::on_response_end(const net::Buffer& input) {
+  const bool clean = codec_->reusable() && input.empty() && body_done_;
+  // The upstream is done: its connection goes back now, whatever the
   // client still has to download.
-  pool_.release(this, clean);
+  if (upstream_ != nullptr) group_.pool(server_).release(this, clean);
   upstream_ = nullptr;
   if (read_timer_.valid()) loop_->cancel(read_timer_);
   read_timer_ = net::TimerId{};
   if (!response_started_) {
-    if (event.protocol_status == ProtocolStatus::kOverloaded) return fail(503, "application overloaded");
-    TERN_LOG_ERROR("{}: request ended without a complete response head", options_.log_name);
-    return fail(502, "no response head");
+    settle(codec_->error_status() != 503);
+    TERN_LOG_ERROR("{}: {}", group_.server_name(server_), codec_->error());
+    return fail(codec_->error_status(), codec_->error());
   }
+  settle(false);
   upstream_done_ = true;
   if (exchange_ == nullptr) return done();
   exchange_->flush();
@@ -379,7 +416,7 @@ void Call::end_response() {
   tap_.reset();
   if (!complete) {
     // What arrived goes out; the close says the rest never will.
-    TERN_LOG_ERROR("{}: response shorter than its Content-Length", options_.log_name);
+    TERN_LOG_ERROR("{}: response shorter than its Content-Length", group_.server_name(server_));
     exchange_->abort();
   } else {
     exchange_->finish();
@@ -391,27 +428,30 @@ void Call::end_response() {
 void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
   upstream_ = nullptr;  // the lease ended with the connection
   if (done_) return;
-  // A pooled connection the application had closed (a worker recycled):
-  // nothing was done with the request, so try once more, if what it sent
-  // can be sent again. Never on a connection opened for this request: the
-  // application may have acted on it (a POST must not run twice).
-  if (!answered_ && !retried_ && stale_possible_ && exchange_ != nullptr && replayable_) {
-    retried_ = true;
+  if (response_started_ && codec_->ends_at_close()) {
+    net::Buffer empty{0};
+    return on_response_end(empty);
+  }
+  // A pooled connection the upstream had closed while idle: nothing was
+  // done with the request, so try once more, if what it sent can be sent
+  // again. Never on a connection opened for this request: the upstream may
+  // have acted on it (a POST must not run twice).
+  if (!answered_ && !retried_stale_ && stale_possible_ && exchange_ != nullptr && replayable_) {
+    retried_stale_ = true;
+    settle(false);
     if (read_timer_.valid()) loop_->cancel(read_timer_);
     read_timer_ = net::TimerId{};
-    pending_.retrieve_all();
-    if (buffer_body_) {
-      head_writer_(pending_, body_.size());
-      body_sent_ = 0;
-      stdin_done_ = false;
-    } else {
-      head_writer_(pending_, std::nullopt);
-      append_stream(pending_, RecordType::kStdin, kRequestId, {});
-      stdin_done_ = true;
-    }
-    return pool_.acquire(this);
+    write_request();
+    tried_ &= ~(uint64_t{1} << server_);
+    --tries_;
+    return acquire();
   }
-  TERN_LOG_ERROR("{}: connection closed {}", options_.log_name,
+  settle(true);
+  if (!response_started_ && idempotent_ && replayable_ &&
+      try_next_server("connection closed before a response")) {
+    return;
+  }
+  TERN_LOG_ERROR("{}: connection closed {}", group_.server_name(server_),
                  response_started_ ? "in the middle of the response" : "before a response");
   fail(502, "upstream closed the connection");
 }
@@ -425,7 +465,16 @@ void Call::arm_read_timer() {
 }
 
 void Call::on_read_timeout() {
-  TERN_LOG_ERROR("{}: no response within {} ms", options_.log_name, options_.read_timeout.count());
+  // The connection is mid-exchange: it cannot be reused.
+  if (upstream_ != nullptr) group_.pool(server_).cancel(this);
+  upstream_ = nullptr;
+  settle(true);
+  if (!response_started_ && idempotent_ && replayable_ &&
+      try_next_server("no response in time")) {
+    return;
+  }
+  TERN_LOG_ERROR("{}: no response within {} ms", group_.server_name(server_),
+                 options_.read_timeout.count());
   fail(504, "read timeout");
 }
 
@@ -456,11 +505,12 @@ void Call::done() {
   if (read_timer_.valid()) loop_->cancel(read_timer_);
   read_timer_ = net::TimerId{};
   // A connection still held is mid-exchange: it cannot be reused.
-  pool_.cancel(this);
+  if (tries_ > 0) group_.pool(server_).cancel(this);
+  settle(false);
   upstream_ = nullptr;
   body_.clear();
   response_.clear();
   // The exchange ended (or is ending): it destroys this call after the round.
 }
 
-}  // namespace tern::fastcgi
+}  // namespace tern::upstream

@@ -1,0 +1,265 @@
+// Call: one HTTP request relayed to an upstream server over a pooled
+// connection, and its response relayed back: the part of FastCGI
+// (fastcgi/relay.h) and of the reverse proxy (proxy/http_codec.h) that does
+// not depend on the protocol spoken to the upstream, which a Codec does.
+//
+//   Call::start(exchange, upstream, options, std::move(codec), std::move(tap));
+//
+// The request: the codec's head, then the body. With request buffering
+// (the default, as nginx's *_request_buffering) the whole body is received
+// first, in memory up to request_memory and beyond it in an unlinked temp
+// file, and only then is a connection taken from the pool: a client that
+// uploads slowly holds a descriptor and some page cache, never one of the
+// application's workers. Without it a body of known length streams through
+// as it arrives, pausing the client when the upstream falls behind; a
+// chunked body is always gathered first (its length is sent up front).
+//
+// The response: the codec turns the upstream's bytes into a head, which
+// becomes the HTTP response head, and body pieces, which go to the client
+// with Content-Length when the upstream gave one, else chunked. With
+// response buffering (the default, as nginx's *_buffering) the upstream's
+// output is read as fast as it comes: what the client cannot take yet waits
+// in memory up to response_memory and then in a temp file (up to
+// max_temp_file, after which reading pauses), and the connection goes back
+// to the pool at the end of the response, while the client is still
+// downloading. A response with "X-Accel-Buffering: no" (a stream of events,
+// say) and calls with buffering off are relayed as they come instead,
+// reading from the upstream paused while the client is behind.
+//
+// X-Accel-Redirect (with CallOptions::internal_redirect): the server
+// answers with what the URI names instead, as nginx does for a download a
+// script has authorised.
+//
+// Fields that describe the hop or the upstream server (Connection,
+// Transfer-Encoding, Content-Length, Date, Server, those the codec names)
+// and internal directives (X-Accel-*, X-Sendfile) are not relayed. A 1xx
+// status is not a response a client can be given: it is a 502.
+//
+// Failures: no connection (refused, down, connect timeout) -> 502; every
+// pooled connection busy for too long -> 503; no response within
+// read_timeout -> 504; a bad response head -> 502; a temp file that cannot
+// be written -> 500. After the head was sent only closing the client's
+// connection can tell it the body is incomplete: what arrived is sent, then
+// the connection closes.
+//
+// Retries: a request whose pooled connection turns out closed before any
+// answer (the upstream closed it while idle) is tried once more on a new
+// connection to the same server, if it has no body or its body was
+// buffered. With CallOptions::next_server (the proxy), a failed attempt
+// moves to another server of the group: always when no connection could be
+// made (the request never left), and for an idempotent request also when
+// the connection closed or timed out before a response head; never for a
+// POST that reached its server. Attempts are bounded by max_tries and by
+// next_server_timeout from the first. Each server's outcome goes to its
+// group's passive health (upstream/group.h).
+//
+// The exchange owns its Call (http::ExchangeJob) and destroys it after the
+// round in which the exchange ends: when the response has been relayed, or
+// when the client goes away. Loop thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/spool.h"
+#include "http/exchange.h"
+#include "net/buffer.h"
+#include "net/connection_pool.h"
+#include "net/timer_wheel.h"
+
+namespace tern::upstream {
+
+class Group;
+
+// A response head as the codec read it. Views valid during the callback
+// that sees it.
+struct ResponseHead {
+  int status = 0;
+  std::string_view reason;
+  std::span<const http::Header> headers;
+  std::optional<uint64_t> content_length;
+  // The first field with this name (case-insensitive), or "".
+  std::string_view header(std::string_view name) const;
+};
+
+// The protocol spoken to the upstream: writes the request, reads the
+// response. One per call; it may be asked for several attempts (reset()).
+class Codec {
+ public:
+  struct Event {
+    enum Kind : uint8_t {
+      kNeedMore,  // all of the input is used or kept: wait for more
+      kHead,      // head() is ready
+      kBody,      // `data` is body
+      kEnd,       // the response is complete
+      kError,     // see error() and error_status()
+    };
+    Kind kind = kNeedMore;
+    std::string_view data;
+  };
+
+  virtual ~Codec() = default;
+  // The request head; `content_length` is set when the body was gathered
+  // first, once its length is known (else the request's own framing holds).
+  virtual void write_head(net::Buffer& out, std::optional<uint64_t> content_length) = 0;
+  // A piece of the body, and its end (`last`, with a piece or empty).
+  virtual void write_body(net::Buffer& out, std::string_view piece, bool last) = 0;
+  // Starts reading a response afresh (every attempt).
+  virtual void reset() = 0;
+  // Consumes what it can of `input`; a view in the event stays valid until
+  // the next read on the connection.
+  virtual Event next(net::Buffer& input) = 0;
+  // After kHead.
+  virtual const ResponseHead& head() const = 0;
+  // After kEnd: the connection may serve another request.
+  virtual bool reusable() const = 0;
+  // The upstream closed: whether that ends the response (a body that runs
+  // until the close) rather than cutting it short.
+  virtual bool ends_at_close() const { return false; }
+  // A field of the response head that stays on the upstream's hop, beside
+  // those every call drops (is_unrelayed_field).
+  virtual bool hop_field(std::string_view /*name*/) const { return false; }
+  // After kError: why, and the status to answer (502; 503 for an
+  // application that says it is overloaded).
+  virtual std::string_view error() const = 0;
+  virtual int error_status() const { return 502; }
+};
+
+struct CallOptions {
+  std::chrono::milliseconds read_timeout{30000};
+  // Added to every relayed response (the response cache's "X-Cache: MISS").
+  std::string_view extra_header_name;
+  std::string_view extra_header_value;
+  std::string_view log_name = "upstream";  // for log lines
+  bool request_buffering = true;
+  bool response_buffering = true;
+  size_t request_memory = 16 * 1024;   // of a buffered body, before a temp file
+  size_t response_memory = 64 * 1024;  // of a buffered response, before a temp file
+  uint64_t max_temp_file = uint64_t{1} << 30;  // of a buffered response
+  std::string_view temp_dir = "/tmp";
+  // The key a hashing group places the request by.
+  std::string_view hash_key;
+  // A failed attempt goes on to another server (see above).
+  bool next_server = false;
+  unsigned max_tries = 0;  // 0: each server once
+  std::chrono::milliseconds next_server_timeout{0};  // 0: no bound but tries
+  // A Location or Refresh of the response that starts with `from` gets
+  // `to` in its place (the proxy's redirect rewriting); empty: none.
+  std::string_view rewrite_from;
+  std::string_view rewrite_to;
+  // Set: a response head with "X-Accel-Redirect: /uri" is not relayed;
+  // this answers the exchange instead (and finishes it), given the URI and
+  // the upstream's head. The rest of the upstream's output is not read:
+  // its connection is closed.
+  std::function<void(std::string_view uri, const ResponseHead& head, http::Exchange& exchange)>
+      internal_redirect;
+};
+
+// Sees the response a Call relays (a cache filling an entry, say).
+class ResponseTap {
+ public:
+  virtual ~ResponseTap() = default;
+  // The status and the fields exactly as relayed to the client.
+  virtual void on_head(int status, std::span<const http::Header> headers) = 0;
+  virtual void on_body(std::string_view piece) = 0;
+  // complete: the whole response reached the client's connection.
+  virtual void on_end(bool complete) = 0;
+};
+
+// Whether a field of an upstream's response head stays between the
+// upstream and the server (see above).
+bool is_unrelayed_field(std::string_view name);
+
+class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
+ public:
+  // `group` outlives the call (it is its loop's).
+  static void start(http::Exchange& exchange, Group& group, const CallOptions& options,
+                    std::unique_ptr<Codec> codec, std::unique_ptr<ResponseTap> tap);
+
+ private:
+  Call(http::Exchange& exchange, Group& group, const CallOptions& options, std::unique_ptr<Codec> codec,
+       std::unique_ptr<ResponseTap> tap);
+
+ public:
+  // Lets go of the pool and timers if the call never ended (its exchange
+  // went with its loop).
+  ~Call() override { done(); }
+
+ private:
+  void begin();
+  // Client side.
+  void on_body(std::string_view piece, bool last);
+  void on_client_drained();
+  void on_client_gone();
+  // Upstream side (ConnectionPool::User).
+  void on_lease(net::TcpConnection& conn) override;
+  void on_lease_failed(net::ConnectionPool::Failure failure, std::string_view why) override;
+  void on_upstream_message(net::TcpConnection& conn, net::Buffer& input) override;
+  void on_upstream_drained(net::TcpConnection& conn) override;
+  void on_upstream_closed(net::TcpConnection& conn) override;
+
+  // Takes a connection to the chosen server, or to the next one.
+  void acquire();
+  bool try_next_server(std::string_view why);
+  void write_request();
+  void send_request();
+  void pump_body();
+  bool on_body_data(std::string_view data);
+  bool write_response_head();
+  bool relay(std::string_view data);
+  bool pump_response();
+  void pause_upstream();
+  void resume_upstream();
+  void on_response_end(const net::Buffer& input);
+  void end_response();
+  void arm_read_timer();
+  void on_read_timeout();
+  // The server's outcome, once per attempt.
+  void settle(bool failed);
+  // Answers `status` if nothing was sent yet, else cuts the client off.
+  void fail(int status, std::string_view why);
+  void done();
+
+  http::Exchange* exchange_;  // null once the client has gone
+  Group& group_;
+  const CallOptions options_;
+  std::unique_ptr<Codec> codec_;
+  std::unique_ptr<ResponseTap> tap_;
+  net::EventLoop* const loop_;
+  net::TcpConnection* upstream_ = nullptr;  // while leased
+  net::Buffer pending_{0};  // the request waiting for a connection
+  Spool body_;              // a buffered request body
+  uint64_t body_sent_ = 0;  // of body_
+  Spool response_;          // response bytes the client has not taken yet
+  uint64_t response_sent_ = 0;
+  std::string scratch_;     // for reading the spools
+  std::string rewritten_;   // a rewritten Location
+  std::vector<http::Header> relayed_;  // the head's relayed fields, for the tap
+  net::TimerId read_timer_;
+  std::chrono::steady_clock::time_point first_try_;
+  uint64_t tried_ = 0;      // servers tried, a bit each
+  size_t server_ = 0;       // of the group, for this attempt
+  unsigned tries_ = 0;
+  bool attempt_open_ = false;     // server_ has an outcome to report
+  bool buffer_body_ = false;      // the body is gathered before a connection is taken
+  bool buffer_response_ = false;  // this response is read ahead of the client
+  bool replayable_ = false;       // no body, or a buffered one: can be sent again
+  bool idempotent_ = false;
+  bool stale_possible_ = false;   // the connection had served other requests
+  bool head_written_ = false;     // the request head is in pending_ or sent
+  bool body_done_ = false;        // the end of the body is written
+  bool response_started_ = false;
+  bool upstream_done_ = false;    // the response is in; the connection went back
+  bool answered_ = false;         // upstream bytes arrived
+  bool retried_stale_ = false;
+  bool done_ = false;
+};
+
+}  // namespace tern::upstream

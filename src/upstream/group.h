@@ -1,0 +1,71 @@
+// Group: one loop's view of the servers a request may go to: a Balancer
+// (upstream/balancer.h) over them and a ConnectionPool to each, made on
+// that loop's thread. A FastCGI block is a group of one server; an
+// [[upstream]] group of the config is one per loop and group.
+//
+//   Group group(loop, "backend", servers, Balancer::Method::kRoundRobin, pool_options);
+//   auto i = group.pick(key, tried);          // nullopt: none available
+//   group.pool(*i).acquire(&user); group.started(*i);
+//   ... group.finished(*i, /*failed=*/false);
+//
+// Loop thread only.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/connection_pool.h"
+#include "net/socket_address.h"
+#include "upstream/balancer.h"
+
+namespace tern::net {
+class EventLoop;
+}
+
+namespace tern::upstream {
+
+struct GroupServer {
+  ServerSpec spec;
+  net::SocketAddress address = net::InetAddress();
+};
+
+class Group {
+ public:
+  // `pool` holds the options every server's pool shares (its address and
+  // name are the server's).
+  Group(net::EventLoop* loop, std::string name, const std::vector<GroupServer>& servers,
+        Balancer::Method method, const net::ConnectionPoolOptions& pool);
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  // The server for an attempt, skipping those whose bit is set in `tried`.
+  std::optional<size_t> pick(std::string_view key, uint64_t tried);
+  net::ConnectionPool& pool(size_t server) { return *pools_[server]; }
+  // An attempt went to `server` / is over: `failed` counts against its
+  // passive health, else clears it.
+  void started(size_t server) { balancer_.started(server); }
+  void finished(size_t server, bool failed);
+  // Active health checks.
+  void set_up(size_t server, bool up) { balancer_.set_up(server, up); }
+
+  // As ConnectionPool's, for every pool.
+  void close();
+  void retire();
+
+  size_t size() const { return pools_.size(); }
+  const std::string& name() const { return name_; }
+  // "backend 10.0.0.1:8080", for log lines.
+  const std::string& server_name(size_t server) const { return pools_[server]->options().name; }
+  const Balancer& balancer() const { return balancer_; }
+
+ private:
+  net::EventLoop* loop_;
+  std::string name_;
+  Balancer balancer_;
+  std::vector<std::unique_ptr<net::ConnectionPool>> pools_;
+};
+
+}  // namespace tern::upstream
