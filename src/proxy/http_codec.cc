@@ -25,7 +25,14 @@ HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options
     : request_(request),
       options_(options),
       head_request_(request.method() == http::Method::kHead),
-      chunked_(response_chunk_limits()) {}
+      chunked_(response_chunk_limits()),
+      target_(options.target) {
+  options_.target = target_;
+  if (options.client != nullptr) {
+    client_ = *options.client;
+    options_.client = &client_;
+  }
+}
 
 void HttpCodec::write_head(net::Buffer& out, std::optional<uint64_t> content_length) {
   ForwardOptions options = options_;

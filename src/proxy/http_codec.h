@@ -22,6 +22,7 @@
 
 #include "http/chunked_decoder.h"
 #include "http/response_parser.h"
+#include "net/inet_address.h"
 #include "proxy/forward_head.h"
 #include "upstream/call.h"
 
@@ -30,8 +31,10 @@ namespace tern::proxy {
 class HttpCodec final : public upstream::Codec {
  public:
   // `request` (the exchange's) outlives the codec, and so do the views in
-  // `options`.
+  // `options` but its target and client, which the codec copies.
   HttpCodec(const http::Request& request, const ForwardOptions& options);
+  HttpCodec(const HttpCodec&) = delete;
+  HttpCodec& operator=(const HttpCodec&) = delete;
 
   void write_head(net::Buffer& out, std::optional<uint64_t> content_length) override;
   void write_body(net::Buffer& out, std::string_view piece, bool last) override;
@@ -48,7 +51,9 @@ class HttpCodec final : public upstream::Codec {
   Event fail(std::string_view what, std::string_view why);
 
   const http::Request& request_;
-  const ForwardOptions options_;
+  ForwardOptions options_;
+  std::string target_;
+  net::InetAddress client_;
   const bool head_request_;
   http::ResponseParser parser_;
   http::ResponseHead head_;

@@ -6,6 +6,7 @@
 #include "net/event_loop.h"
 #include "net/inet_address.h"
 #include "server/handlers/fastcgi_handler.h"
+#include "server/handlers/proxy_handler.h"
 #include "server/handlers/location_handlers.h"
 #include "server/handlers/static_handler.h"
 
@@ -22,7 +23,7 @@ constexpr int kMaxRedirects = 10;
 }  // namespace
 
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
-             std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi,
+             std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
              const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops)
     : sites_(std::move(sites)),
       mime_(std::move(mime)),
@@ -55,6 +56,10 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
         continue;  // nothing after a return runs
       }
       if (lc.users && users != nullptr) add(chain, std::make_unique<UsersHandler>(users));
+      if (lc.proxy && proxy != nullptr) {
+        add(chain, std::make_unique<ProxyHandler>(proxy, location));
+        continue;  // it answers every request
+      }
       for (size_t block : location.fastcgi) add(chain, std::make_unique<FastCgiHandler>(fastcgi, block, this));
       if (lc.static_files) add(chain, std::make_unique<StaticHandler>(location, use_mmap));
     }

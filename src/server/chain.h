@@ -40,6 +40,7 @@ namespace tern::server {
 class Chain;
 class ChainLoop;
 class FastCgiRoutes;
+class ProxyRoutes;
 
 // A location's error_page on a response's writer: the status answered
 // with a file of the site (served by the loop's static files, keeping the
@@ -63,10 +64,11 @@ class ErrorPages final : public http::ErrorPageHook {
 class Chain : public std::enable_shared_from_this<Chain> {
  public:
   // `fastcgi` has the blocks of sites->fastcgi() (null when there are
-  // none); `users` is null without [auth]; `loops` is where the loops keep
+  // none), `proxy` the groups of the locations' proxies (null without); `users` is null without [auth]; `loops` is where the loops keep
   // their ChainLoop (for error pages).
   Chain(std::shared_ptr<const Sites> sites, const Config& config,
-        std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const auth::UsersApp* users,
+        std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
+        const auth::UsersApp* users,
         const net::LoopLocal<ChainLoop>* loops);
   ~Chain();
 

@@ -444,9 +444,11 @@ Config load_config(const std::string& path) {
     read_tls_sessions(s, c);
     s.finish();
   }
+  if (const toml::node* node = top.node("upstream")) config_detail::read_upstreams(top, *node, c);
   if (const toml::node* node = top.node("server")) config_detail::read_sites(top, *node, c);
   top.finish();
   config_detail::finish_sites(path, c);
+  config_detail::check_proxies(path, c);
   if (c.access_log == "off") c.access_log.clear();
   c.limits.temp_dir = c.temp_dir;
   return c;

@@ -85,6 +85,53 @@ struct FastCgiConfig {
   bool operator==(const FastCgiConfig&) const = default;
 };
 
+// One server of an [[upstream]] group.
+struct UpstreamServerConfig {
+  std::string address_text;  // as written: "127.0.0.1:3000", "unix:/run/app.sock"
+  net::SocketAddress address = net::InetAddress();
+  unsigned weight = 1;
+  bool backup = false;  // only while no other server is available
+  unsigned max_fails = 1;  // failures within fail_timeout that take it out; 0: never
+  std::chrono::milliseconds fail_timeout{10000};
+  bool operator==(const UpstreamServerConfig&) const = default;
+};
+
+// One [[upstream]]: a group of HTTP servers a location's proxy names.
+struct UpstreamConfig {
+  std::string name;
+  std::vector<UpstreamServerConfig> servers;
+  enum class Method { kRoundRobin, kLeastConnections, kHash } method = Method::kRoundRobin;
+  // kHash: "$remote_addr", "$request_uri", "$http_NAME" or "$cookie_NAME".
+  std::string hash = "$remote_addr";
+  size_t connections = 64;  // per worker and server, busy or idle (kept alive)
+  size_t queue = 256;       // requests waiting for one, per worker and server
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds queue_timeout{10000};
+  int line = 0;
+  bool operator==(const UpstreamConfig&) const = default;
+};
+
+// A location's `proxy`: its requests go to an upstream HTTP/1.1 server.
+struct ProxyConfig {
+  std::string pass;   // "http://GROUP_OR_ADDRESS[/path]", as written
+  std::string group;  // the [[upstream]] it names, or its address ("127.0.0.1:3000")
+  // With a path in `pass`, the location's prefix is replaced by it (nginx's
+  // proxy_pass with a URI); without, the request's target goes as sent.
+  std::optional<std::string> path;
+  std::string host;  // the Host sent; empty: the client's
+  std::chrono::milliseconds read_timeout{60000};
+  bool request_buffering = true;
+  bool response_buffering = true;
+  size_t response_buffer = 64 * 1024;
+  uint64_t max_temp_file = uint64_t{1} << 30;
+  bool next_upstream = true;  // a failed attempt goes on to another server
+  unsigned next_upstream_tries = 0;  // 0: every server once
+  std::chrono::milliseconds next_upstream_timeout{0};  // 0: no bound
+  bool redirect = true;  // Location "http://GROUP/path..." becomes "PREFIX..."
+  int line = 0;
+  bool operator==(const ProxyConfig&) const = default;
+};
+
 // A response a location gives without a handler (nginx's return).
 struct ReturnConfig {
   int status = 0;        // 0: none
@@ -123,6 +170,7 @@ struct LocationConfig {
   bool static_files = true;
   bool users = false;                  // the users app ([auth]) answers its paths
   std::vector<FastCgiConfig> fastcgi;  // tried in order before the static files
+  std::optional<ProxyConfig> proxy;    // every request of the location goes there
   int line = 0;
   bool operator==(const LocationConfig&) const = default;
 };
@@ -244,6 +292,7 @@ struct Config {
   // [[server]] blocks; without any, one implicit site: location "/" with
   // the users app ([auth]), the [[fastcgi]] blocks and the static files.
   std::vector<SiteConfig> sites;
+  std::vector<UpstreamConfig> upstreams;  // [[upstream]] groups
   AuthConfig auth;
   size_t task_threads = 4;  // for blocking work (the users database, password hashing)
   LogConfig log;

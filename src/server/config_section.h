@@ -150,6 +150,16 @@ class Section {
 // required) or in a location (where it defaults to `default_match`).
 FastCgiConfig read_fastcgi(Section s, int line, const char* default_match);
 
+// The [[upstream]] groups (the node under "upstream" in the top table).
+void read_upstreams(Section& top, const toml::node& node, Config& c);
+
+// A location's proxy table; `prefix_location`: the location matches a
+// prefix (a path in `pass` replaces it).
+ProxyConfig read_proxy(Section s, int line, bool prefix_location);
+
+// After the whole file: every proxy names a group or an address.
+void check_proxies(const std::string& file, const Config& c);
+
 // A [tls] or [server.tls] table, over what *t holds (the defaults, or the
 // [tls] values a site inherits).
 void read_tls(Section& s, int line, TlsConfig* t);

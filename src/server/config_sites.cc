@@ -256,6 +256,11 @@ LocationConfig read_location(Section s, int line) {
                                      static_cast<int>(node->source().begin.line), "\\.php$"));
     l.fastcgi.back().root = l.fastcgi.back().root.empty() ? l.root : l.fastcgi.back().root;
   }
+  if (const toml::node* node = s.node("proxy")) {
+    if (!node->is_table()) s.fail(*node, "proxy", "expected a table { pass = \"http://127.0.0.1:3000\" }");
+    l.proxy = read_proxy(s.sub(*node->as_table(), "proxy"), static_cast<int>(node->source().begin.line),
+                         l.match == LocationConfig::Match::kPrefix);
+  }
   s.finish();
   return l;
 }

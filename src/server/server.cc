@@ -21,6 +21,8 @@
 #include "net/tcp_connection.h"
 #include "server/chain.h"
 #include "server/handlers/fastcgi_handler.h"
+#include "server/handlers/proxy_handler.h"
+#include "server/upstreams.h"
 #include "server/sites.h"
 
 namespace tern::server {
@@ -121,8 +123,8 @@ Server::~Server() {
   if (tls_stats_timer_.valid()) loop_->cancel(tls_stats_timer_);
   // The pools belong to the I/O loops' threads: closed there while they run.
   if (!http_) return;
-  if (fastcgi_) fastcgi_->shutdown(http_->tcp_server().io_loops());
-  for (RetiredBlocks& retired : retired_fastcgi_) retired.routes->shutdown(http_->tcp_server().io_loops());
+  if (upstreams_) upstreams_->shutdown(http_->tcp_server().io_loops());
+  for (RetiredBlocks& retired : retired_upstreams_) retired.routes->shutdown(http_->tcp_server().io_loops());
 }
 
 const std::vector<net::InetAddress>& Server::listen_addresses() const {
@@ -140,13 +142,11 @@ void Server::start() {
   access_log_.open(config.access_log);
 
   http_ = std::make_unique<http::HttpServer>(loop_, server::listen_addresses(config), http_options(config));
-  if (std::vector<FastCgiConfig> blocks = fastcgi_blocks(config); !blocks.empty()) {
-    fastcgi_ = std::make_unique<FastCgiRoutes>(config, blocks, std::string("tern/") + TERN_VERSION);
-  }
+  upstreams_ = std::make_unique<Upstreams>(config);
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
-  chain_ = build_chain(config, fastcgi_.get());
-  fastcgi_chains_.push_back(chain_);
+  chain_ = build_chain(config, upstreams_.get());
+  upstream_chains_.push_back(chain_);
   if (config.tls_sessions.tickets) {
     ticket_keys_ = std::make_shared<tls::TicketKeys>(config.tls_sessions.ticket_key_rotation);
   }
@@ -155,7 +155,7 @@ void Server::start() {
   // HttpServer's chain (its Router has no routes here).
   http_->add_handler(std::make_unique<SitesHandler>(&chains_));
   http_->set_thread_init_callback([this](net::EventLoop* loop) {
-    if (fastcgi_) fastcgi_->init_loop(loop);
+    upstreams_->init_loop(loop);
     chains_.emplace(loop, chain_);
   });
   // Installed even when the log is off: SIGHUP may turn it on.
@@ -236,21 +236,12 @@ void Server::start_users_app(const Config& config) {
                 config.task_threads);
 }
 
-std::shared_ptr<const Chain> Server::build_chain(const Config& config, FastCgiRoutes* fastcgi) const {
+std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams* upstreams) const {
   auto sites = std::make_shared<const Sites>(config);
-  return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), fastcgi,
-                                       users_.get(), &chains_);
+  return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), upstreams->fastcgi.get(),
+                                       upstreams->proxy.get(), users_.get(), &chains_);
 }
 
-namespace {
-bool same_blocks(const std::vector<FastCgiConfig>& a, const std::vector<FastCgiConfig>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (without_line(a[i]) != without_line(b[i])) return false;
-  }
-  return true;
-}
-}  // namespace
 
 void Server::on_signal(int signo) {
   switch (signo) {
@@ -304,18 +295,15 @@ void Server::reload() {
   rebuild_implicit_site(fresh);
   // What could fail is checked before anything changes; the listening
   // addresses last, since changing them is the first change.
-  // New FastCGI blocks get new pools; the old ones wind down behind the
-  // requests that began under them.
-  const std::vector<FastCgiConfig> blocks = fastcgi_blocks(fresh);
-  const bool new_blocks = !same_blocks(blocks, fastcgi_blocks(old));
-  std::unique_ptr<FastCgiRoutes> fastcgi;
+  // New FastCGI blocks or proxy groups get new pools; the old ones wind
+  // down behind the requests that began under them.
+  const bool new_blocks = !Upstreams::same(fresh, old);
+  std::unique_ptr<Upstreams> upstreams;
   std::shared_ptr<const Chain> chain;
   std::vector<TlsAddress> tls;
   try {
-    if (new_blocks && !blocks.empty()) {
-      fastcgi = std::make_unique<FastCgiRoutes>(fresh, blocks, std::string("tern/") + TERN_VERSION);
-    }
-    chain = build_chain(fresh, new_blocks ? fastcgi.get() : fastcgi_.get());
+    if (new_blocks) upstreams = std::make_unique<Upstreams>(fresh);
+    chain = build_chain(fresh, new_blocks ? upstreams.get() : upstreams_.get());
     tls = tls_for(fresh, *chain);
   } catch (const ConfigError& e) {
     TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}", e.what());
@@ -361,8 +349,8 @@ void Server::reload() {
   }
   http_->set_limits(fresh.limits);
   chain_ = chain;
-  FastCgiRoutes* fresh_blocks = new_blocks ? fastcgi.get() : nullptr;
-  FastCgiRoutes* old_blocks = new_blocks ? fastcgi_.get() : nullptr;
+  Upstreams* fresh_blocks = new_blocks ? upstreams.get() : nullptr;
+  Upstreams* old_blocks = new_blocks ? upstreams_.get() : nullptr;
   for (net::EventLoop* loop : http_->tcp_server().io_loops()) {
     // One step per loop: its pools exist before its chain names them.
     loop->run_in_loop([this, loop, chain, fresh_blocks, old_blocks] {
@@ -377,12 +365,12 @@ void Server::reload() {
   }
   if (new_blocks) {
     // Kept while requests that began under them still use them.
-    if (fastcgi_) retired_fastcgi_.push_back({std::move(fastcgi_), std::move(fastcgi_chains_)});
-    fastcgi_ = std::move(fastcgi);
-    fastcgi_chains_.clear();
+    retired_upstreams_.push_back({std::move(upstreams_), std::move(upstream_chains_)});
+    upstreams_ = std::move(upstreams);
+    upstream_chains_.clear();
   }
-  std::erase_if(fastcgi_chains_, [](const std::weak_ptr<const Chain>& c) { return c.expired(); });
-  fastcgi_chains_.push_back(chain);
+  std::erase_if(upstream_chains_, [](const std::weak_ptr<const Chain>& c) { return c.expired(); });
+  upstream_chains_.push_back(chain);
   prune_retired_blocks();
   config_ = std::make_shared<const Config>(std::move(fresh));
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
@@ -396,16 +384,16 @@ void Server::reload() {
 void Server::prune_retired_blocks() {
   if (prune_timer_.valid()) loop_->cancel(prune_timer_);
   prune_timer_ = net::TimerId{};
-  std::erase_if(retired_fastcgi_, [this](RetiredBlocks& retired) {
+  std::erase_if(retired_upstreams_, [this](RetiredBlocks& retired) {
     const bool in_use = std::any_of(retired.chains.begin(), retired.chains.end(),
                                     [](const std::weak_ptr<const Chain>& c) { return !c.expired(); });
     if (in_use) return false;
     retired.routes->shutdown(http_->tcp_server().io_loops());
-    TERN_LOG_INFO("fastcgi: the pools of replaced blocks are closed (no request uses them)");
+    TERN_LOG_INFO("fastcgi, proxy: the pools of replaced blocks are closed (no request uses them)");
     return true;
   });
   // Requests in flight end on their own time: look again later.
-  if (!retired_fastcgi_.empty()) {
+  if (!retired_upstreams_.empty()) {
     prune_timer_ = loop_->run_after(std::chrono::seconds(5), [this] {
       prune_timer_ = net::TimerId{};
       prune_retired_blocks();

@@ -43,7 +43,7 @@ namespace tern::server {
 
 class Chain;
 class ChainLoop;
-class FastCgiRoutes;
+struct Upstreams;
 
 class Server {
  public:
@@ -74,7 +74,7 @@ class Server {
   void start_users_app(const Config& config);
   // The chain for `config` (sites compiled, roots opened); throws
   // std::runtime_error.
-  std::shared_ptr<const Chain> build_chain(const Config& config, FastCgiRoutes* fastcgi) const;
+  std::shared_ptr<const Chain> build_chain(const Config& config, Upstreams* upstreams) const;
   // The TLS settings of `config`'s addresses marked "tls"; throws ConfigError.
   std::vector<TlsAddress> tls_for(const Config& config, const Chain& chain) const;
   // Installs them: contexts for new addresses, updates for known ones.
@@ -88,16 +88,16 @@ class Server {
   // Read on accepting threads, replaced on SIGHUP.
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
-  std::unique_ptr<FastCgiRoutes> fastcgi_;  // null without FastCGI blocks
-  // Blocks a reload replaced, winding down (FastCgiRoutes::retire_loop),
+  std::unique_ptr<Upstreams> upstreams_;  // FastCGI blocks and proxy groups
+  // Upstreams a reload replaced, winding down (Upstreams::retire_loop),
   // with the chains that named them: closed and freed once none of those
   // is left, that is once no request that began under them is in flight.
   struct RetiredBlocks {
-    std::unique_ptr<FastCgiRoutes> routes;
+    std::unique_ptr<Upstreams> routes;
     std::vector<std::weak_ptr<const Chain>> chains;
   };
-  std::vector<RetiredBlocks> retired_fastcgi_;
-  std::vector<std::weak_ptr<const Chain>> fastcgi_chains_;  // the chains on fastcgi_
+  std::vector<RetiredBlocks> retired_upstreams_;
+  std::vector<std::weak_ptr<const Chain>> upstream_chains_;  // the chains on upstreams_
   net::TimerId prune_timer_;
   std::unique_ptr<auth::UsersApp> users_;   // null without [auth]
   std::shared_ptr<const Chain> chain_;      // replaced on SIGHUP

@@ -145,7 +145,7 @@ struct CallOptions {
   uint64_t max_temp_file = uint64_t{1} << 30;  // of a buffered response
   std::string_view temp_dir = "/tmp";
   // The key a hashing group places the request by.
-  std::string_view hash_key;
+  std::string hash_key;
   // A failed attempt goes on to another server (see above).
   bool next_server = false;
   unsigned max_tries = 0;  // 0: each server once

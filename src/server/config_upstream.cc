@@ -1,0 +1,142 @@
+// The [[upstream]] groups and a location's `proxy` in the config file.
+#include <algorithm>
+
+#include "server/config_section.h"
+
+namespace tern::server::config_detail {
+namespace {
+
+bool valid_group_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+           ch == '-' || ch == '.';
+  });
+}
+
+UpstreamServerConfig read_upstream_server(Section s, const toml::node& where) {
+  UpstreamServerConfig server;
+  s.get_string("address", &server.address_text);
+  const toml::node* address = s.node("address");
+  if (address == nullptr) s.fail(where, "address", "required (\"127.0.0.1:3000\" or \"unix:/run/app.sock\")");
+  auto parsed = net::SocketAddress::parse(server.address_text);
+  if (!parsed) s.fail(*address, "address", "expected \"127.0.0.1:3000\", \"[::1]:3000\" or \"unix:/run/app.sock\"");
+  server.address = *parsed;
+  s.get_int("weight", &server.weight, 1, 1000);
+  s.get_bool("backup", &server.backup);
+  s.get_int("max_fails", &server.max_fails, 0, 1000);
+  s.get_duration("fail_timeout", &server.fail_timeout);
+  s.finish();
+  return server;
+}
+
+// "$remote_addr", "$request_uri", "$http_NAME", "$cookie_NAME".
+bool valid_hash_key(std::string_view key) {
+  if (key == "$remote_addr" || key == "$request_uri") return true;
+  for (std::string_view prefix : {"$http_", "$cookie_"}) {
+    if (key.starts_with(prefix) && valid_group_name(key.substr(prefix.size()))) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void read_upstreams(Section& top, const toml::node& node, Config& c) {
+  if (!node.is_array_of_tables()) top.fail(node, "upstream", "expected [[upstream]] blocks");
+  size_t i = 0;
+  for (const toml::node& block : *node.as_array()) {
+    const std::string prefix = "upstream[" + std::to_string(i++) + "].";
+    Section s(top.file(), *block.as_table(), prefix);
+    UpstreamConfig u;
+    u.line = static_cast<int>(block.source().begin.line);
+    s.get_string("name", &u.name);
+    if (const toml::node* name = s.node("name")) {
+      if (!valid_group_name(u.name)) s.fail(*name, "name", "expected letters, digits, '_', '-' or '.'");
+      for (const UpstreamConfig& other : c.upstreams) {
+        if (other.name == u.name) s.fail(*name, "name", "already the name of the group at line " + std::to_string(other.line));
+      }
+    } else {
+      s.fail(block, "name", "required (the name a proxy's pass uses: \"http://NAME\")");
+    }
+    s.get_choice("method", &u.method,
+                 {{"round_robin", UpstreamConfig::Method::kRoundRobin},
+                  {"least_conn", UpstreamConfig::Method::kLeastConnections},
+                  {"hash", UpstreamConfig::Method::kHash}});
+    s.get_string("hash", &u.hash);
+    if (const toml::node* hash = s.node("hash"); hash != nullptr && !valid_hash_key(u.hash)) {
+      s.fail(*hash, "hash", "expected \"$remote_addr\", \"$request_uri\", \"$http_NAME\" or \"$cookie_NAME\"");
+    }
+    s.get_int("connections", &u.connections, 1, 100000);
+    s.get_int("queue", &u.queue, 0, 1'000'000);
+    s.get_duration("connect_timeout", &u.connect_timeout);
+    s.get_duration("queue_timeout", &u.queue_timeout);
+    const toml::node* servers = s.node("servers");
+    if (servers == nullptr) s.fail(block, "servers", "required: servers = [{ address = \"127.0.0.1:3000\" }]");
+    if (!servers->is_array() || servers->as_array()->empty()) {
+      s.fail(*servers, "servers", "expected a non-empty array of tables { address = \"127.0.0.1:3000\" }");
+    }
+    size_t j = 0;
+    for (const toml::node& server : *servers->as_array()) {
+      const std::string key = "servers[" + std::to_string(j++) + "]";
+      if (!server.is_table()) s.fail(server, key, "expected a table { address = \"127.0.0.1:3000\" }");
+      u.servers.push_back(read_upstream_server(s.sub(*server.as_table(), key.c_str()), server));
+    }
+    if (u.servers.size() > 64) s.fail(*servers, "servers", "at most 64 servers in a group");
+    s.finish();
+    c.upstreams.push_back(std::move(u));
+  }
+}
+
+ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
+  ProxyConfig p;
+  p.line = line;
+  s.get_string("pass", &p.pass);
+  const toml::node* pass = s.node("pass");
+  if (pass == nullptr) {
+    throw ConfigError(s.file(), line, s.prefix() + "pass", "required (\"http://GROUP\" or \"http://127.0.0.1:3000\")");
+  }
+  std::string_view rest = p.pass;
+  if (rest.starts_with("https://")) s.fail(*pass, "pass", "HTTPS upstreams are not supported yet: use http://");
+  if (!rest.starts_with("http://")) s.fail(*pass, "pass", "expected \"http://GROUP_OR_ADDRESS[/path]\"");
+  rest.remove_prefix(7);
+  // "unix:/run/app.sock:/path": the socket's path ends at the next colon.
+  size_t end = rest.starts_with("unix:") ? rest.find(':', 5) : rest.find('/');
+  p.group = std::string(rest.substr(0, end));
+  if (end != std::string_view::npos) {
+    std::string_view path = rest.substr(end + (rest.starts_with("unix:") ? 1 : 0));
+    if (!path.starts_with('/')) s.fail(*pass, "pass", "the path after the address must start with '/'");
+    p.path = std::string(path);
+  }
+  if (p.group.empty()) s.fail(*pass, "pass", "expected a group or an address after http://");
+  if (p.path && !prefix_location) {
+    s.fail(*pass, "pass", "a path in pass replaces a location's prefix: only in a prefix location");
+  }
+  s.get_string("host", &p.host);
+  if (p.host.find_first_of("\r\n\0 ", 0, 4) != std::string::npos) s.fail(*s.node("host"), "host", "expected a host name");
+  s.get_duration("read_timeout", &p.read_timeout);
+  s.get_bool("request_buffering", &p.request_buffering);
+  s.get_bool("response_buffering", &p.response_buffering);
+  s.get_size("response_buffer", &p.response_buffer, 0);
+  s.get_size("max_temp_file", &p.max_temp_file, 0);
+  s.get_bool("next_upstream", &p.next_upstream);
+  s.get_int("next_upstream_tries", &p.next_upstream_tries, 0, 64);
+  s.get_duration("next_upstream_timeout", &p.next_upstream_timeout);
+  s.get_bool("redirect", &p.redirect);
+  s.finish();
+  return p;
+}
+
+void check_proxies(const std::string& file, const Config& c) {
+  for (const SiteConfig& site : c.sites) {
+    for (const LocationConfig& l : site.locations) {
+      if (!l.proxy) continue;
+      const bool named = std::any_of(c.upstreams.begin(), c.upstreams.end(),
+                                     [&](const UpstreamConfig& u) { return u.name == l.proxy->group; });
+      if (!named && !net::SocketAddress::parse(l.proxy->group)) {
+        throw ConfigError(file, l.proxy->line, "server.location.proxy.pass",
+                          "\"" + l.proxy->group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:3000");
+      }
+    }
+  }
+}
+
+}  // namespace tern::server::config_detail

@@ -1,0 +1,234 @@
+#include "server/handlers/proxy_handler.h"
+
+#include <latch>
+
+#include "base/log.h"
+#include "http/chars.h"
+#include "http/error_page.h"
+#include "http/field_values.h"
+#include "http/uri.h"
+#include "net/event_loop.h"
+#include "proxy/http_codec.h"
+#include "server/sites.h"
+#include "upstream/call.h"
+
+namespace tern::server {
+namespace {
+
+upstream::Balancer::Method method_of(UpstreamConfig::Method method) {
+  switch (method) {
+    case UpstreamConfig::Method::kRoundRobin: return upstream::Balancer::Method::kRoundRobin;
+    case UpstreamConfig::Method::kLeastConnections: return upstream::Balancer::Method::kLeastConnections;
+    case UpstreamConfig::Method::kHash: return upstream::Balancer::Method::kHash;
+  }
+  return upstream::Balancer::Method::kRoundRobin;
+}
+
+// "$http_x_user" names the field X-User.
+bool field_name_matches(std::string_view variable, std::string_view name) {
+  if (variable.size() != name.size()) return false;
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char want = variable[i] == '_' ? '-' : variable[i];
+    if (lower(want) != lower(name[i])) return false;
+  }
+  return true;
+}
+
+std::string_view cookie_value(const http::Request& request, std::string_view name) {
+  for (const http::Header& field : request.headers()) {
+    if (!http::iequals(field.name, "Cookie")) continue;
+    std::string_view list = field.value;
+    while (!list.empty()) {
+      const size_t semicolon = list.find(';');
+      std::string_view pair = http::chars::trim_ows(list.substr(0, semicolon));
+      if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+        return pair.substr(name.size() + 1);
+      }
+      if (semicolon == std::string_view::npos) break;
+      list.remove_prefix(semicolon + 1);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<UpstreamConfig> proxy_groups(const Config& config) {
+  std::vector<UpstreamConfig> groups = config.upstreams;
+  for (const SiteConfig& site : config.sites) {
+    for (const LocationConfig& l : site.locations) {
+      if (!l.proxy) continue;
+      const std::string& name = l.proxy->group;
+      const bool known = std::any_of(groups.begin(), groups.end(),
+                                     [&](const UpstreamConfig& g) { return g.name == name; });
+      if (known) continue;
+      auto address = net::SocketAddress::parse(name);
+      if (!address) continue;  // the config refused it already
+      UpstreamConfig group;
+      group.name = name;
+      group.line = l.proxy->line;
+      UpstreamServerConfig server;
+      server.address_text = name;
+      server.address = *address;
+      server.max_fails = 0;  // a single server is never taken out
+      group.servers.push_back(server);
+      groups.push_back(std::move(group));
+    }
+  }
+  return groups;
+}
+
+ProxyRoutes::ProxyRoutes(const Config& config) : groups_(proxy_groups(config)), temp_dir_(config.temp_dir) {
+  for (const UpstreamConfig& group : groups_) {
+    std::string servers;
+    for (const UpstreamServerConfig& server : group.servers) {
+      servers += servers.empty() ? "" : ", ";
+      servers += server.address_text;
+      if (server.weight != 1) servers += " weight " + std::to_string(server.weight);
+      if (server.backup) servers += " (backup)";
+    }
+    TERN_LOG_INFO("proxy: upstream {}: {}; up to {} connection(s) per worker and server", group.name,
+                  servers, group.connections);
+  }
+}
+
+void ProxyRoutes::init_loop(net::EventLoop* loop) {
+  LoopState* state = &loops_.emplace(loop);
+  for (const UpstreamConfig& config : groups_) {
+    net::ConnectionPoolOptions options;
+    options.max_connections = config.connections;
+    options.max_waiting = config.queue;
+    options.connect_timeout = config.connect_timeout;
+    options.queue_timeout = config.queue_timeout;
+    std::vector<upstream::GroupServer> servers;
+    for (const UpstreamServerConfig& s : config.servers) {
+      upstream::GroupServer server;
+      server.address = s.address;
+      server.spec.address = s.address_text;
+      server.spec.weight = s.weight;
+      server.spec.backup = s.backup;
+      server.spec.max_fails = s.max_fails;
+      server.spec.fail_timeout = s.fail_timeout;
+      servers.push_back(std::move(server));
+    }
+    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, servers,
+                                                              method_of(config.method), options));
+  }
+}
+
+void ProxyRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
+  loops_.for_each([this, &loops](net::EventLoop* loop, LoopState&) {
+    // Closed, not destroyed: a request still on its way finds pools that
+    // answer 502, and the groups go with this object, after the loops.
+    auto close = [this, loop] {
+      for (auto& group : loops_.get(loop)->groups) group->close();
+    };
+    if (loop->is_in_loop_thread()) return close();
+    bool running = false;
+    for (net::EventLoop* l : loops) running = running || l == loop;
+    if (!running) return;
+    std::latch done(1);
+    loop->run_in_loop([&] {
+      close();
+      done.count_down();
+    });
+    done.wait();
+  });
+}
+
+void ProxyRoutes::retire_loop(net::EventLoop* loop) {
+  if (LoopState* state = loops_.get(loop)) {
+    for (auto& group : state->groups) group->retire();
+  }
+}
+
+int ProxyRoutes::find(const ProxyConfig& proxy) const {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (groups_[i].name == proxy.group) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+upstream::Group* ProxyRoutes::group(size_t index) const {
+  LoopState* state = loops_.current();
+  if (state == nullptr || index >= state->groups.size()) return nullptr;
+  return state->groups[index].get();
+}
+
+ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location)
+    : routes_(routes),
+      config_(*location.config.proxy),
+      group_(routes->find(*location.config.proxy)),
+      log_name_("proxy " + location.config.proxy->group) {
+  if (config_.path) {
+    prefix_ = location.config.pattern;
+    if (config_.redirect) rewrite_from_ = "http://" + config_.group + *config_.path;
+  }
+  if (group_ >= 0) {
+    const UpstreamConfig& group = routes->config(static_cast<size_t>(group_));
+    if (group.method == UpstreamConfig::Method::kHash) hash_ = group.hash;
+  }
+}
+
+std::string ProxyHandler::hash_key(const Route& route) const {
+  if (hash_.empty()) return {};
+  const http::Request& request = *route.request;
+  if (hash_ == "$remote_addr") return route.peer->to_ip();
+  if (hash_ == "$request_uri") return std::string(request.target());
+  if (hash_.starts_with("$cookie_")) return std::string(cookie_value(request, std::string_view(hash_).substr(8)));
+  const std::string_view variable = std::string_view(hash_).substr(6);  // "$http_"
+  for (const http::Header& field : request.headers()) {
+    if (field_name_matches(variable, field.name)) return std::string(field.value);
+  }
+  return {};
+}
+
+void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
+  upstream::Group* group = group_ >= 0 ? routes_->group(static_cast<size_t>(group_)) : nullptr;
+  if (group == nullptr) {
+    TERN_LOG_ERROR("{}: no such group on this worker", log_name_);
+    http::write_error_page(exchange.writer(), 502);
+    return exchange.finish();
+  }
+  const http::Request& request = exchange.request();
+  std::string target;
+  if (config_.path) {
+    // The location's prefix becomes the path of `pass`; the rest of the
+    // (normalised) path follows, encoded again, then the query.
+    target = *config_.path;
+    std::string_view rest = route.path;
+    if (rest.starts_with(prefix_)) rest.remove_prefix(prefix_.size());
+    if (!target.empty() && target.back() == '/' && rest.starts_with('/')) rest.remove_prefix(1);
+    http::append_percent_encoded_path(rest, &target);
+    if (!request.query().empty()) target.append("?").append(request.query());
+  } else {
+    target = std::string(request.target());
+  }
+  proxy::ForwardOptions forward;
+  forward.target = target;
+  forward.host = config_.host;
+  forward.client = &exchange.peer_address();
+  forward.secure = exchange.secure() != nullptr;
+
+  upstream::CallOptions options;
+  options.read_timeout = config_.read_timeout;
+  options.log_name = log_name_;
+  options.request_buffering = config_.request_buffering;
+  options.response_buffering = config_.response_buffering;
+  options.response_memory = config_.response_buffer;
+  options.max_temp_file = config_.max_temp_file;
+  options.temp_dir = routes_->temp_dir();
+  options.hash_key = hash_key(route);
+  options.next_server = config_.next_upstream;
+  options.max_tries = config_.next_upstream_tries;
+  options.next_server_timeout = config_.next_upstream_timeout;
+  if (!rewrite_from_.empty()) {
+    options.rewrite_from = rewrite_from_;
+    options.rewrite_to = prefix_;
+  }
+  upstream::Call::start(exchange, *group, options, std::make_unique<proxy::HttpCodec>(request, forward),
+                        nullptr);
+}
+
+}  // namespace tern::server

@@ -1,0 +1,92 @@
+// The reverse proxy on the chain: a location with `proxy` hands every
+// request to an upstream HTTP/1.1 server through an upstream::Call with a
+// proxy::HttpCodec.
+//
+// ProxyRoutes holds the groups: each [[upstream]] of the config, and one
+// group of one server per address a proxy names directly ("http://
+// 127.0.0.1:3000"). Each loop has its own upstream::Group per group (a
+// balancer and a pool per server: counts and connections are the loop's,
+// no locks), created by init_loop() on that loop's thread and closed by
+// shutdown(); a reload that changes them builds new ones and retires the
+// old behind the requests that began under them, as for FastCGI blocks.
+//
+// ProxyHandler is one location's proxy: the request target (the client's
+// as sent, or with the location's prefix replaced by the path of `pass`),
+// the key a hashing group places the request by, the Host, and the
+// options of the Call.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "net/loop_local.h"
+#include "server/config.h"
+#include "server/handler.h"
+#include "upstream/group.h"
+
+namespace tern::net {
+class EventLoop;
+}
+
+namespace tern::server {
+
+struct Location;
+
+// Every group the config's proxies use, [[upstream]] ones first, then one
+// per address named directly (in the order first named). Two configs with
+// equal lists can share their groups.
+std::vector<UpstreamConfig> proxy_groups(const Config& config);
+
+class ProxyRoutes {
+ public:
+  explicit ProxyRoutes(const Config& config);
+  ProxyRoutes(const ProxyRoutes&) = delete;
+  ProxyRoutes& operator=(const ProxyRoutes&) = delete;
+
+  bool empty() const { return groups_.empty(); }
+  // On each I/O loop's thread, before it serves.
+  void init_loop(net::EventLoop* loop);
+  // Closes the pools, each on its loop's thread (waits). Main thread, while
+  // the I/O loops still run.
+  void shutdown(const std::vector<net::EventLoop*>& loops);
+  // A reload replaced these groups: this loop's pools wind down. On the
+  // loop's thread.
+  void retire_loop(net::EventLoop* loop);
+
+  // The group a proxy names (its index); -1 if none (the config checks).
+  int find(const ProxyConfig& proxy) const;
+  // This loop's instance of group `index`; null on a loop without one.
+  upstream::Group* group(size_t index) const;
+  const UpstreamConfig& config(size_t index) const { return groups_[index]; }
+  const std::string& temp_dir() const { return temp_dir_; }
+
+ private:
+  struct LoopState {
+    std::vector<std::unique_ptr<upstream::Group>> groups;
+  };
+
+  std::vector<UpstreamConfig> groups_;
+  std::string temp_dir_;
+  net::LoopLocal<LoopState> loops_;
+};
+
+class ProxyHandler final : public Handler {
+ public:
+  ProxyHandler(const ProxyRoutes* routes, const Location& location);
+  Claim claim(Route&) override { return Claim::kExchange; }
+  void start(const Route& route, http::Exchange& exchange) override;
+
+ private:
+  std::string hash_key(const Route& route) const;
+
+  const ProxyRoutes* routes_;
+  const ProxyConfig config_;
+  const int group_;
+  std::string prefix_;  // the location's, replaced by config_.path
+  std::string hash_;    // the group's hash key, for a hashing group
+  std::string log_name_;
+  std::string rewrite_from_;
+};
+
+}  // namespace tern::server

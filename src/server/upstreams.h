@@ -1,0 +1,42 @@
+// Upstreams: what the chain's application handlers relay to, the FastCGI
+// blocks (handlers/fastcgi_handler.h) and the proxy groups
+// (handlers/proxy_handler.h), each with a pool per loop and server. Built
+// for a config on the main thread; a reload that changes either builds new
+// ones and retires these behind the requests that began under them.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "server/config.h"
+
+namespace tern::net {
+class EventLoop;
+}
+
+namespace tern::server {
+
+class FastCgiRoutes;
+class ProxyRoutes;
+
+struct Upstreams {
+  std::unique_ptr<FastCgiRoutes> fastcgi;  // null without FastCGI blocks
+  std::unique_ptr<ProxyRoutes> proxy;      // null without proxies
+
+  // Throws std::runtime_error when a FastCGI block's root cannot be opened.
+  explicit Upstreams(const Config& config);
+  ~Upstreams();
+  Upstreams(const Upstreams&) = delete;
+  Upstreams& operator=(const Upstreams&) = delete;
+
+  // As FastCgiRoutes' and ProxyRoutes'.
+  void init_loop(net::EventLoop* loop);
+  void shutdown(const std::vector<net::EventLoop*>& loops);
+  void retire_loop(net::EventLoop* loop);
+
+  // Whether two configs name the same blocks and groups (lines aside): a
+  // reload keeps the running Upstreams then.
+  static bool same(const Config& a, const Config& b);
+};
+
+}  // namespace tern::server
