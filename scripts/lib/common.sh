@@ -40,17 +40,18 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 libu
 # What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own;
 # nginx-light, h2o and lighttpd (with its TLS module): the peers of
-# bench/compare; testssl.sh scans tern's HTTPS).
+# bench/compare; testssl.sh scans tern's HTTPS; python3-aiohttp: the
+# application the reverse proxy tests put behind tern).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-  curl apache2-utils python3-pip python3-brotli chromium fonts-liberation wrk nginx-light php8.2-fpm
+  curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh)
 
-# ensure_pytest: pytest and brotli (to decode responses) for the python3 on
-# PATH, from PyPI if it lacks them (Debian's python3 has them from
-# TEST_PACKAGES).
+# ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
+# proxied application) for the python3 on PATH, from PyPI if it lacks them
+# (Debian's python3 has them from TEST_PACKAGES).
 ensure_pytest() {
   local module
-  for module in pytest brotli; do
+  for module in pytest brotli aiohttp; do
     python3 -c "import $module" >/dev/null 2>&1 && continue
     log "installing $module for $(command -v python3)"
     python3 -m pip install --quiet "$module" 2>/dev/null ||

@@ -71,7 +71,10 @@ size_t ConnectionPool::connecting() const {
 void ConnectionPool::acquire(User* user) {
   loop_->assert_in_loop_thread();
   if (destroying_) return fail_later(user, Failure::kConnectFailed, "connection pool closed");
-  if (waiting_.size() >= options_.max_waiting) {
+  // The queue holds the users no connection is on its way to: those beside
+  // an idle connection, or one that is being or can be opened, are served.
+  const size_t queued = waiting_.size() > connecting() ? waiting_.size() - connecting() : 0;
+  if (queued >= options_.max_waiting && slots_.size() >= options_.max_connections && idle() == 0) {
     return fail_later(user, Failure::kOverloaded, "too many requests waiting for a connection");
   }
   Waiter waiter{user, {}};

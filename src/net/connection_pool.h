@@ -47,7 +47,7 @@ struct ConnectionPoolOptions {
   SocketAddress address = InetAddress();
   std::string name = "upstream";  // for log lines
   size_t max_connections = 8;
-  size_t max_waiting = 256;
+  size_t max_waiting = 256;  // users waiting while every connection is busy
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds queue_timeout{10000};
 };

@@ -364,6 +364,28 @@ TEST_F(ConnectionPoolTest, FullQueueIsOverloadedAfterAcquireReturns) {
   EXPECT_EQ(log(), (std::vector<std::string>{"a lease", "c overloaded", "b lease"}));
 }
 
+// A user a connection is being opened for is not queued: with no queue at
+// all, the first request still gets its connection and only the one that
+// finds every connection busy is refused.
+TEST_F(ConnectionPoolTest, WithoutAQueueOnlyAUserFindingEveryConnectionBusyIsOverloaded) {
+  start_upstream();
+  auto options = options_for(upstream_->port());
+  options.max_connections = 1;
+  options.max_waiting = 0;
+  make_pool(options);
+  TestUser& a = user("a");
+  TestUser& b = user("b");
+  acquire(a);
+  ASSERT_TRUE(eventually([&] { return a.leases == 1; }));
+  acquire(b);
+  ASSERT_TRUE(eventually([&] { return b.failures == 1; }));
+  EXPECT_EQ(on_pool([&] { return b.failure; }), Failure::kOverloaded);
+  release(a, true);
+  acquire(b);
+  ASSERT_TRUE(eventually([&] { return b.leases == 1; }));
+  EXPECT_EQ(log(), (std::vector<std::string>{"a lease", "b overloaded", "b lease"}));
+}
+
 TEST_F(ConnectionPoolTest, WaitingPastTheQueueTimeoutIsOverloaded) {
   start_upstream();
   auto options = options_for(upstream_->port());

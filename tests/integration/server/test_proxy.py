@@ -1,0 +1,482 @@
+"""The reverse proxy over real sockets: tern in front of real aiohttp
+applications (upstream_app.py, each in its own process) and of tern
+itself: balancing, header rewriting, bodies both ways, failures, retries,
+passive health, consistent hashing, and upstreams that misbehave."""
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from http_client import ConnectionClosed, HttpConn
+from tern_server import scaled, sha256
+
+HERE = Path(__file__).resolve().parent
+PATTERN = bytes(range(256)) * 256
+
+
+def pattern_bytes(n):
+    whole, rest = divmod(n, len(PATTERN))
+    return PATTERN * whole + PATTERN[:rest]
+
+
+class App:
+    """One upstream_app.py process."""
+
+    def __init__(self, name, port, log):
+        self.name = name
+        self.port = port
+        self.address = f"127.0.0.1:{port}"
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "upstream_app.py"), name, str(port)],
+                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                assert self.proc.poll() is None, f"upstream {name} exited"
+                time.sleep(0.05)
+        raise AssertionError(f"upstream {name} did not start")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def post(self, path):
+        with HttpConn.open(self.port) as conn:
+            return conn.request(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+
+    def get(self, path):
+        with HttpConn.open(self.port) as conn:
+            return conn.get(path)
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.fixture
+def apps(tmp_path):
+    """start(*names) -> the Apps, listening; all killed at the end."""
+    started = []
+    log = open(tmp_path / "upstreams.log", "ab")
+
+    def start(*names):
+        made = [App(name, port, log) for name, port in zip(names, free_ports(len(names)))]
+        started.extend(made)
+        return made
+
+    yield start
+    for app in started:
+        app.kill()
+    log.close()
+
+
+def site(location, upstreams=(), **extra):
+    """A config with one site whose locations are `location` (a dict or a list)."""
+    locations = location if isinstance(location, list) else [location]
+    config = {"server": [{"location": locations}], **extra}
+    if upstreams:
+        config["upstream"] = list(upstreams)
+    return config
+
+
+def group(name, apps, **options):
+    servers = []
+    for app in apps:
+        if isinstance(app, tuple):
+            servers.append({"address": app[0].address, **app[1]})
+        else:
+            servers.append({"address": app.address})
+    return {"name": name, "servers": servers, **options}
+
+
+def names_of(conn, n, path="/name", headers=()):
+    return Counter(conn.get(path, headers).body.decode() for _ in range(n))
+
+
+# ---- Balancing ----
+
+def test_requests_spread_by_weight(tern_factory, apps):
+    a, b, c = apps("a", "b", "c")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
+                            [group("app", [(a, {"weight": 5}), (b, {"weight": 3}), (c, {"weight": 2})])]))
+    n = scaled(10000, 2000)
+    with srv.connect() as conn:
+        counts = names_of(conn, n)
+    for app, weight in ((a, 5), (b, 3), (c, 2)):
+        share = counts[app.name] / n
+        assert abs(share - weight / 10) <= 0.05, counts
+
+
+def test_least_connections_prefers_the_idle_server(tern_factory, apps):
+    a, b = apps("a", "b")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
+                            [group("app", [a, b], method="least_conn")]))
+    # A slow request holds a; while it runs every other request goes to b.
+    slow = srv.connect()
+    slow.send(b"GET /slow?delay=2 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)
+    with srv.connect() as conn:
+        counts = names_of(conn, 20)
+    first = slow.read_response()
+    slow.close()
+    assert first.status == 200
+    busy = first.body.decode().split()[0]
+    assert counts == Counter({({"a", "b"} - {busy}).pop(): 20}), counts
+
+
+def test_consistent_hashing_keeps_each_key_on_its_server(tern_factory, apps):
+    a, b, c = apps("a", "b", "c")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
+                            [group("app", [a, b, c], method="hash", hash="$http_x_key")]))
+    keys = [f"user-{i}" for i in range(300)]
+    with srv.connect() as conn:
+        before = {k: conn.get("/name", [("X-Key", k)]).body.decode() for k in keys}
+        again = {k: conn.get("/name", [("X-Key", k)]).body.decode() for k in keys}
+    assert before == again
+    assert set(before.values()) == {"a", "b", "c"}
+    # One server leaves: only its keys move.
+    c.kill()
+    with srv.connect() as conn:
+        after = {k: conn.get("/name", [("X-Key", k)]) for k in keys}
+    assert all(r.status == 200 for r in after.values())
+    moved = [k for k in keys if after[k].body.decode() != before[k]]
+    assert moved and all(before[k] == "c" for k in moved), moved
+    assert len(moved) == sum(1 for v in before.values() if v == "c")
+
+
+# ---- What goes to the upstream and what comes back ----
+
+def test_headers_are_rewritten_both_ways(tern_factory, apps):
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{a.address}"}}))
+    resp = srv.get("/echo/x?y=1", [
+        ("Host", "shop.test"), ("X-Forwarded-For", "203.0.113.9"), ("X-Real-IP", "10.9.9.9"),
+        ("X-Forwarded-Proto", "https"), ("Forwarded", "for=203.0.113.9"), ("Via", "1.1 cdn"),
+        ("Connection", "keep-alive, X-Secret"), ("X-Secret", "1"), ("TE", "trailers"),
+        ("Keep-Alive", "timeout=5"), ("Proxy-Connection", "keep-alive"), ("Cookie", "a=b"),
+        ("Accept", "text/plain"),
+    ])
+    assert resp.status == 200
+    seen = json.loads(resp.body)
+    headers = {}
+    for name, value in seen["headers"]:
+        headers.setdefault(name.lower(), []).append(value)
+    expected = {
+        "host": ["shop.test"],
+        "x-forwarded-for": ["203.0.113.9, 127.0.0.1"],
+        "x-real-ip": ["127.0.0.1"],
+        "x-forwarded-proto": ["http"],
+        "x-forwarded-host": ["shop.test"],
+        "forwarded": ['for=203.0.113.9, for=127.0.0.1;proto=http;host="shop.test"'],
+        "via": ["1.1 cdn, 1.1 tern"],
+        "cookie": ["a=b"],
+        "accept": ["text/plain"],
+    }
+    for name, values in expected.items():
+        assert headers.get(name) == values, (name, headers)
+    for gone in ("x-secret", "te", "keep-alive", "proxy-connection", "connection", "upgrade"):
+        assert gone not in headers, (gone, headers)
+    assert seen["path"] == "/echo/x?y=1"
+    # Back: tern's Server and Date, once each; aiohttp's are not relayed.
+    assert resp.header_all("Server") == ["tern"]
+    assert len(resp.header_all("Date")) == 1
+    assert resp.header("Content-Type").startswith("application/json")
+
+
+def test_a_path_in_pass_replaces_the_prefix_and_redirects_come_back(tern_factory, apps):
+    (a,) = apps("a")
+    srv = tern_factory(site([{"prefix": "/api/", "proxy": {"pass": "http://app/"}},
+                             {"prefix": "/raw/", "proxy": {"pass": "http://app"}}],
+                            [group("app", [a])]))
+    seen = json.loads(srv.get("/api/echo/a%20b/c?q=1").body)
+    assert seen["raw_path"] == "/echo/a%20b/c?q=1"
+    # Without a path the target goes as the client sent it.
+    resp = srv.get("/raw/x?q=1")
+    assert resp.status == 404  # aiohttp has no /raw/x: it got the whole target
+    # A redirect to the group's URL comes back under the location.
+    resp = srv.get("/api/redirect")
+    assert resp.status == 302
+    assert resp.header("Location") == "/api/v1/there"
+
+
+@pytest.mark.parametrize("buffering", [True, False], ids=["buffered", "streamed"])
+def test_bodies_keep_their_bytes_both_ways(tern_factory, apps, buffering):
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "body_bytes": "64MiB",
+                             "proxy": {"pass": f"http://{a.address}", "request_buffering": buffering,
+                                       "response_buffering": buffering}}))
+    with srv.connect() as conn:
+        for size in (1, 65537, 8 << 20):
+            body = pattern_bytes(size)
+            resp = conn.request(b"POST /sha256 HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size + body)
+            assert resp.status == 200, resp
+            assert json.loads(resp.body) == {"sha256": sha256(body), "length": size, "name": "a"}
+        # A chunked upload is gathered, then sent with its length.
+        body = pattern_bytes(300000)
+        chunks = b"".join(b"%x\r\n" % len(body[i:i + 70000]) + body[i:i + 70000] + b"\r\n"
+                          for i in range(0, len(body), 70000))
+        resp = conn.request(b"POST /sha256 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                            chunks + b"0\r\n\r\n")
+        assert json.loads(resp.body)["sha256"] == sha256(body)
+        for size in (0, 1, 1 << 20):
+            resp = conn.get(f"/bytes?n={size}")
+            assert resp.status == 200 and resp.body == pattern_bytes(size)
+        resp = conn.get("/stream?n=5&size=1000")
+        assert resp.header("Transfer-Encoding") == "chunked"
+        assert resp.body == b"".join(str(i).encode() * 1000 for i in range(5))
+    out = subprocess.run(["curl", "-s", srv.url("/bytes?n=67108864")], capture_output=True, timeout=120)
+    assert len(out.stdout) == 64 << 20 and out.stdout == pattern_bytes(64 << 20)
+
+
+def test_a_streamed_response_arrives_as_it_is_made(tern_factory, apps):
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{a.address}"}}))
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    started = time.monotonic()
+    sock.sendall(b"GET /stream?n=3&size=5&delay=0.7 HTTP/1.1\r\nHost: x\r\n\r\n")
+    got = b""
+    while b"00000" not in got:
+        piece = sock.recv(1000)
+        assert piece, got
+        got += piece
+    first_at = time.monotonic() - started
+    assert b"11111" not in got
+    while not got.endswith(b"0\r\n\r\n"):
+        got += sock.recv(1000)
+    sock.close()
+    assert time.monotonic() - started >= 1.4
+    assert first_at < 0.6, first_at  # the whole response takes 2.1 s
+
+
+def test_a_slow_client_does_not_make_tern_hold_the_response(tern_factory, apps):
+    (a,) = apps("a")
+    srv = tern_factory(site([{"prefix": "/buffered/", "proxy": {"pass": "http://app/"}},
+                             {"prefix": "/streamed/", "proxy": {"pass": "http://app/", "response_buffering": False}}],
+                            [group("app", [a])]))
+    for path in ("/streamed/bytes?n=134217728", "/buffered/bytes?n=134217728"):
+        before = srv.rss_kib()
+        sock = socket.create_connection(("127.0.0.1", srv.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        time.sleep(3)  # reads nothing: 128 MiB wait upstream, in a temp file, or in no buffer at all
+        grown = srv.rss_kib() - before
+        # Then reads it all, intact.
+        sock.settimeout(60)
+        got = 0
+        digest = hashlib.sha256()
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(65536)
+        head, rest = head.split(b"\r\n\r\n", 1)
+        digest.update(rest)
+        got += len(rest)
+        while got < 128 << 20:
+            piece = sock.recv(1 << 20)
+            assert piece, f"closed after {got} bytes"
+            digest.update(piece)
+            got += len(piece)
+        sock.close()
+        assert digest.hexdigest() == sha256(pattern_bytes(128 << 20))
+        assert grown < 24 * 1024, f"{path}: RSS grew {grown} KiB while the client read nothing"
+
+
+# ---- Failures, retries, passive health ----
+
+def test_failures_are_502_503_and_504_and_tern_keeps_serving(tern_factory, apps):
+    (a,) = apps("a")
+    (dead,) = free_ports(1)
+    srv = tern_factory(site([
+        {"prefix": "/down/", "proxy": {"pass": f"http://127.0.0.1:{dead}"}},
+        {"prefix": "/slow/", "proxy": {"pass": "http://app/", "read_timeout": "1s"}},
+        {"prefix": "/one/", "proxy": {"pass": "http://one/"}},
+    ], [group("app", [a]), group("one", [a], connections=1, queue=0)]))
+    assert srv.get("/down/x").status == 502
+    started = time.monotonic()
+    assert srv.get("/slow/slow?delay=3").status == 504
+    assert time.monotonic() - started < 2.5
+    # The only connection is busy and nobody may wait: 503.
+    busy = srv.connect()
+    busy.send(b"GET /one/slow?delay=1.5 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)
+    assert srv.get("/one/name").status == 503
+    assert busy.read_response().status == 200
+    busy.close()
+    assert srv.get("/slow/name").body == b"a"
+    assert srv.wait_for_log("connect failed")
+    assert srv.wait_for_log("no response within 1000 ms")
+
+
+def test_a_dead_server_costs_no_idempotent_request(tern_factory, apps):
+    a, b = apps("a", "b")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
+                            [group("app", [(a, {"fail_timeout": "30s"}), (b, {"fail_timeout": "30s"})])]))
+    with srv.connect() as conn:
+        assert names_of(conn, 10) == Counter({"a": 5, "b": 5})
+        b.kill()
+        counts = names_of(conn, 200)
+    assert counts == Counter({"a": 200})
+    # Passive health: one attempt found b down, then it was left alone.
+    assert srv.stderr().count("trying the next server") == 1, srv.stderr()
+
+
+def test_a_post_that_reached_the_upstream_is_never_repeated(tern_factory, apps):
+    a, b = apps("a", "b")
+    # Neither is taken out by its failures: the GET below tries both.
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
+                            [group("app", [(a, {"max_fails": 0}), (b, {"max_fails": 0})])]))
+    resp, conn = srv.request(b"POST /hangup HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+    conn.close()
+    assert resp.status == 502
+    counts = [int(app.get("/count").body) for app in (a, b)]
+    assert sorted(counts) == [0, 1], counts
+    # A GET whose server hangs up goes on to the next one, which hangs up too.
+    assert srv.get("/hangup").status == 502
+    assert srv.wait_for_log("connection closed before a response, trying the next server")
+
+
+def test_an_idle_connection_the_upstream_closed_is_not_an_error(tern_factory, apps):
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{a.address}"}}))
+    with srv.connect() as conn:
+        assert conn.get("/name").body == b"a"
+        # The application restarts: the pooled connection is stale.
+        a.kill()
+        (a2,) = [App("a2", a.port, open(os.devnull, "wb"))]
+        try:
+            assert conn.get("/name").body == b"a2"
+        finally:
+            a2.kill()
+
+
+# ---- Upstreams that misbehave ----
+
+BAD_RESPONSES = {
+    "bad-status-line": b"HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\nok",
+    "not-http": b"SSH-2.0-OpenSSH_9.2\r\n",
+    "two-lengths": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\nok",
+    "length-and-chunked": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "header-injection": b"HTTP/1.1 200 OK\r\nX-A: a\rSet-Cookie: evil=1\r\nContent-Length: 2\r\n\r\nok",
+    "bare-lf": b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
+    "folded": b"HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok",
+    "endless-head": b"HTTP/1.1 200 OK\r\n" + b"X-Pad: " + b"p" * 100000,
+    "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nnothex\r\n",
+    "unasked-101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+    "closes-silently": b"",
+}
+
+
+class BadUpstream:
+    """Answers every request with the same bytes, then closes; appends
+    `smuggled` after a valid response when asked to."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    piece = conn.recv(65536)
+                    if not piece:
+                        break
+                    data += piece
+                try:
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.listener.close()
+
+
+# Found wrong only after the head went to the client: the response is cut
+# (the connection closes), which a client cannot take for a whole one.
+AFTER_HEAD = {"bad-chunk"}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RESPONSES))
+def test_a_malicious_upstream_is_502_and_the_client_stays_in_step(tern_factory, case):
+    bad = BadUpstream(BAD_RESPONSES[case])
+    try:
+        srv = tern_factory(site([{"prefix": "/bad/", "proxy": {"pass": f"http://127.0.0.1:{bad.port}",
+                                                                "read_timeout": "2s"}},
+                                 {"prefix": "/"}]))
+        srv.write_file("good.txt", b"good\n")
+        with srv.connect() as conn:
+            if case in AFTER_HEAD:
+                with pytest.raises(ConnectionClosed):
+                    conn.get("/bad/x")
+                return
+            resp = conn.get("/bad/x")
+            assert resp.status == 502, (case, resp)
+            assert b"evil" not in resp.raw_head
+            # The next request on the same connection gets its own answer.
+            resp = conn.get("/good.txt")
+            assert resp.status == 200 and resp.body == b"good\n"
+    finally:
+        bad.close()
+
+
+def test_a_second_response_smuggled_after_the_first_never_reaches_a_client(tern_factory):
+    bad = BadUpstream(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                      b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled")
+    try:
+        srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://127.0.0.1:{bad.port}"}}))
+        with srv.connect() as conn:
+            for _ in range(5):
+                resp = conn.get("/x")
+                assert resp.status == 200 and resp.body == b"ok"
+    finally:
+        bad.close()
+
+
+# ---- tern behind tern ----
+
+def test_tern_proxies_to_tern(tern_factory):
+    backend = tern_factory(name="backend")
+    data = os.urandom(3 << 20)
+    backend.write_file("file.bin", data)
+    front = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://127.0.0.1:{backend.port}"}}),
+                         name="front")
+    with front.connect() as conn:
+        for _ in range(3):
+            resp = conn.get("/file.bin")
+            assert resp.status == 200 and sha256(resp.body) == sha256(data)
+        resp = conn.get("/file.bin", [("Range", "bytes=10-19")])
+        assert resp.status == 206 and resp.body == data[10:20]
+        etag = resp.header("ETag")
+        resp = conn.get("/file.bin", [("If-None-Match", etag)])
+        assert resp.status == 304 and resp.body == b""
+        resp = conn.get("/file.bin", method="HEAD")
+        assert resp.status == 200 and resp.header("Content-Length") == str(len(data))
+        assert conn.get("/missing").status == 404

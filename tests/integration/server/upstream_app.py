@@ -1,0 +1,136 @@
+"""An HTTP application for tern's reverse proxy to stand in front of: a
+real aiohttp server in its own process (python3 upstream_app.py NAME PORT).
+
+  GET  /name              its NAME (which server answered)
+  GET  /echo...           the request as it arrived: method, path, headers (JSON)
+  POST /sha256            the sha256 and length of the body, read as it streams
+  GET  /bytes?n=N         N bytes of a fixed pattern, with a Content-Length
+  GET  /stream?n=&size=&delay=   n pieces, chunked, `delay` seconds apart
+  GET  /slow?delay=S      answers after S seconds
+  GET  /redirect          302 to http://app/v1/there (for Location rewriting)
+  POST /count             counts the requests that reached it; GET /count reads
+  POST /hangup            reads the body, then closes without answering
+  GET  /hangup            closes without answering
+  GET  /health            200, or 503 after POST /health/down (until /health/up)
+  GET  /ws                WebSocket echo (text and binary)
+"""
+
+import asyncio
+import hashlib
+import json
+import sys
+
+from aiohttp import WSMsgType, web
+
+PATTERN = bytes(range(256)) * 256  # 64 KiB
+
+
+def make_app(name):
+    state = {"count": 0, "healthy": True}
+    app = web.Application(client_max_size=1 << 30)
+
+    async def name_handler(request):
+        return web.Response(text=name)
+
+    async def echo(request):
+        body = await request.read()
+        return web.json_response({
+            "name": name,
+            "method": request.method,
+            "path": request.path_qs,
+            "raw_path": request.raw_path,
+            "headers": [[k, v] for k, v in request.headers.items()],
+            "body_length": len(body),
+        })
+
+    async def sha256(request):
+        digest = hashlib.sha256()
+        length = 0
+        async for piece in request.content.iter_any():
+            digest.update(piece)
+            length += len(piece)
+        return web.json_response({"sha256": digest.hexdigest(), "length": length, "name": name})
+
+    async def some_bytes(request):
+        n = int(request.query.get("n", "0"))
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = n
+        await response.prepare(request)
+        sent = 0
+        while sent < n:
+            piece = PATTERN[: min(len(PATTERN), n - sent)]
+            await response.write(piece)
+            sent += len(piece)
+        await response.write_eof()
+        return response
+
+    async def stream(request):
+        n = int(request.query.get("n", "3"))
+        size = int(request.query.get("size", "10"))
+        delay = float(request.query.get("delay", "0"))
+        response = web.StreamResponse(headers={"Content-Type": "text/plain", "X-Accel-Buffering": "no"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for i in range(n):
+            await response.write(str(i % 10).encode() * size)
+            if delay:
+                await asyncio.sleep(delay)
+        await response.write_eof()
+        return response
+
+    async def slow(request):
+        await asyncio.sleep(float(request.query.get("delay", "1")))
+        return web.Response(text=f"{name} slow")
+
+    async def redirect(request):
+        raise web.HTTPFound("http://app/v1/there")
+
+    async def count(request):
+        if request.method == "POST":
+            await request.read()
+            state["count"] += 1
+        return web.Response(text=str(state["count"]))
+
+    async def hangup(request):
+        if request.method == "POST":
+            await request.read()
+            state["count"] += 1
+        request.transport.close()
+        await asyncio.sleep(0.1)
+        return web.Response(text="never sent")
+
+    async def health(request):
+        return web.Response(status=200 if state["healthy"] else 503, text="ok" if state["healthy"] else "down")
+
+    async def health_set(request):
+        state["healthy"] = request.match_info["state"] == "up"
+        return web.Response(text="set")
+
+    async def websocket(request):
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                await ws.send_str(message.data)
+            elif message.type == WSMsgType.BINARY:
+                await ws.send_bytes(message.data)
+        return ws
+
+    app.router.add_get("/name", name_handler)
+    app.router.add_route("*", "/echo{tail:.*}", echo)
+    app.router.add_post("/sha256", sha256)
+    app.router.add_get("/bytes", some_bytes)
+    app.router.add_get("/stream", stream)
+    app.router.add_get("/slow", slow)
+    app.router.add_get("/redirect", redirect)
+    app.router.add_route("*", "/count", count)
+    app.router.add_route("*", "/hangup", hangup)
+    app.router.add_get("/health", health)
+    app.router.add_post("/health/{state}", health_set)
+    app.router.add_get("/ws", websocket)
+    return app
+
+
+if __name__ == "__main__":
+    web.run_app(make_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), print=None,
+                access_log=None, handle_signals=True)
