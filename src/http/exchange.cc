@@ -145,6 +145,16 @@ void Exchange::finish() {
   transport_->finish_exchange();
 }
 
+bool Exchange::switch_protocols() {
+  TERN_CHECK_MSG(active(), "Exchange::switch_protocols without an exchange in progress");
+  if (!transport_->switch_protocols()) return false;
+  body_complete_ = false;  // the client's bytes come as an endless body
+  body_paused_ = false;
+  return true;
+}
+
+void Exchange::write_raw(std::string_view bytes) { transport_->write_raw(bytes); }
+
 void Exchange::abort() {
   TERN_CHECK_MSG(active(), "Exchange::abort without an exchange in progress");
   transport_->abort_exchange();

@@ -111,6 +111,10 @@ class ExchangeTransport {
   virtual void wait_for_drain() = 0;
   virtual void finish_exchange() = 0;
   virtual void abort_exchange() = 0;
+  // The 101 head is written: from now on raw bytes both ways (see
+  // Exchange::switch_protocols). False where the carrier cannot (HTTP/2).
+  virtual bool switch_protocols() { return false; }
+  virtual void write_raw(std::string_view /*bytes*/) {}
 
  protected:
   ~ExchangeTransport() = default;
@@ -166,6 +170,16 @@ class Exchange {
   // sent): what was written goes out, then the connection closes, so the
   // client sees a truncated body. The abort handler does not run.
   void abort();
+
+  // A protocol switch (a WebSocket behind the proxy): once a 101 head is
+  // written (writer().start(101)...end(), on a connection that stays open),
+  // the connection carries raw bytes both ways until finish() or abort(),
+  // which close it. What the client sends comes through the body handler
+  // (never with `last`), paced by pause_body() and resume_body();
+  // write_raw() queues bytes as they are; the drain and abort handlers work
+  // as before. False (nothing changes) where the carrier cannot switch.
+  bool switch_protocols();
+  void write_raw(std::string_view bytes);
 
   // The transport's side.
   // A new exchange for `request`, carried by `transport`.

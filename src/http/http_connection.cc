@@ -91,6 +91,13 @@ void HttpConnection::on_message(net::Buffer& input) {
       case State::kDiscard:
         more = discard_body(input);
         break;
+      case State::kTunnel:
+        if (!input.empty() && !exchange().body_paused()) {
+          exchange().deliver(input.view(), false);
+          input.retrieve_all();
+        }
+        more = false;
+        break;
       case State::kAwait:
       case State::kClosing:
         more = false;
@@ -273,6 +280,7 @@ void HttpConnection::begin_exchange(net::Buffer& input) {
 }
 
 void HttpConnection::finish_exchange() {
+  if (state_ == State::kTunnel) return abort_exchange();  // a tunnel ends with its connection
   ResponseWriter& writer = exchange().response();
   if (!writer.finished()) {
     TERN_LOG_ERROR("conn {}: exchange for {} {} finished without a complete response",
@@ -317,9 +325,26 @@ void HttpConnection::resume_later() {
   });
 }
 
+bool HttpConnection::switch_protocols() {
+  if (state_ != State::kAwait || !exchange().response().finished() || !exchange().response().keep_alive()) {
+    return false;
+  }
+  state_ = State::kTunnel;
+  conn_->flush();
+  // Bytes the client sent right behind its request are the new protocol's.
+  if (!conn_->is_reading() && conn_->connected()) conn_->start_reading();
+  if (!conn_->input().empty() && !in_message_) resume_later();
+  arm_timer(shared_->limits->send_timeout);
+  return true;
+}
+
+void HttpConnection::write_raw(std::string_view bytes) {
+  if (!bytes.empty()) conn_->output_tail_buffer().append(bytes);
+}
+
 void HttpConnection::abort_exchange() {
   if (shared_->on_response) shared_->on_response(req_->request, *conn_, exchange().response());
-  const bool body_left = state_ == State::kStreamBody;
+  const bool body_left = state_ == State::kStreamBody || state_ == State::kTunnel;
   exchange().end();
   // What the response got so far goes out, then the close tells the client
   // it is incomplete.
@@ -446,7 +471,10 @@ void HttpConnection::on_timer() {
   }
   // Waiting for the handler, which keeps its own time (an upstream's
   // read timeout, say), or for the output to drain.
-  if (state_ == State::kAwait || output_paused_) return arm_timer(limits.send_timeout);
+  // In a tunnel the exchange keeps the idle time.
+  if (state_ == State::kAwait || state_ == State::kTunnel || output_paused_) {
+    return arm_timer(limits.send_timeout);
+  }
   if (request_started_) return fail(408, "header timeout");
   conn_->force_close();  // keep-alive idle
 }

@@ -109,11 +109,14 @@ class HttpConnection final : public ExchangeTransport {
   void wait_for_drain() override;
   void finish_exchange() override;
   void abort_exchange() override;
+  bool switch_protocols() override;
+  void write_raw(std::string_view bytes) override;
 
   // kBody: reading a body for a Router handler; kStreamBody: passing a body
   // to an Exchange; kAwait: the Exchange has the whole request; kDiscard:
-  // dropping the rest of a body whose response went out already.
-  enum class State : uint8_t { kHead, kBody, kStreamBody, kAwait, kDiscard, kClosing };
+  // dropping the rest of a body whose response went out already; kTunnel:
+  // raw bytes both ways after a 101 (Exchange::switch_protocols).
+  enum class State : uint8_t { kHead, kBody, kStreamBody, kAwait, kDiscard, kTunnel, kClosing };
 
   // Queued output above which no further pipelined request is parsed.
   static constexpr size_t kOutputHighWater = 64 * 1024;

@@ -19,6 +19,16 @@ http::ChunkedDecoder::Limits response_chunk_limits() {
   return limits;
 }
 
+// Connection: upgrade with an Upgrade field, in HTTP/1.1 (RFC 9110 7.8).
+bool asks_to_upgrade(const http::Request& request) {
+  if (request.version() != http::Version::kHttp11 || request.header("Upgrade").empty()) return false;
+  http::fields::ConnectionOptions connection;
+  for (const http::Header& field : request.headers()) {
+    if (http::iequals(field.name, "Connection")) connection.note(field.value);
+  }
+  return connection.upgrade;
+}
+
 }  // namespace
 
 HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options)
@@ -28,6 +38,7 @@ HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options
       chunked_(response_chunk_limits()),
       target_(options.target) {
   options_.target = target_;
+  options_.upgrade = asks_to_upgrade(request);
   if (options.client != nullptr) {
     client_ = *options.client;
     options_.client = &client_;
@@ -82,7 +93,9 @@ upstream::Codec::Event HttpCodec::read_head(net::Buffer& input) {
     parser_.reset();  // 100 Continue, 103 Early Hints: the final head follows
     head_ = {};
   }
-  if (head_.status == 101) return fail("bad response", "101 Switching Protocols to a request that asked for none");
+  if (head_.status == 101 && !options_.upgrade) {
+    return fail("bad response", "101 Switching Protocols to a request that asked for none");
+  }
   head_done_ = true;
   view_.status = head_.status;
   view_.reason = head_.reason;

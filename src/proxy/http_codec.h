@@ -15,6 +15,10 @@
 // back to the pool when the response ended where its framing said, the
 // upstream did not say "Connection: close", and nothing followed it.
 //
+// A request to switch protocols (Connection: upgrade with an Upgrade, as a
+// WebSocket handshake) goes with its Upgrade; a 101 answer to it is the
+// head of a tunnel (upgraded()). A 101 nobody asked for is a 502.
+//
 // One per Call; loop thread only.
 #pragma once
 
@@ -44,6 +48,7 @@ class HttpCodec final : public upstream::Codec {
   bool reusable() const override;
   bool ends_at_close() const override;
   bool hop_field(std::string_view name) const override;
+  bool upgraded() const override { return head_done_ && head_.status == 101; }
   std::string_view error() const override { return error_; }
 
  private:

@@ -139,6 +139,7 @@ bool Call::try_next_server(std::string_view why) {
 }
 
 void Call::on_body(std::string_view piece, bool last) {
+  if (tunnel_) return tunnel_from_client(piece);
   if (buffer_body_) {
     if (auto stored = body_.append(piece); !stored) {
       TERN_LOG_ERROR("{}: buffering a request body: {}", options_.log_name, stored.error().message());
@@ -219,12 +220,17 @@ void Call::on_lease_failed(net::ConnectionPool::Failure failure, std::string_vie
 }
 
 void Call::on_upstream_drained(net::TcpConnection& /*conn*/) {
+  if (tunnel_) {
+    if (exchange_ != nullptr) exchange_->resume_body();
+    return;
+  }
   if (upstream_ == nullptr || body_done_) return;
   if (buffer_body_) return pump_body();
   if (exchange_ != nullptr) exchange_->resume_body();
 }
 
 void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input) {
+  if (tunnel_) return tunnel_from_upstream(input);
   answered_ = true;
   if (read_timer_.valid()) loop_->refresh_timer(read_timer_, options_.read_timeout);
   for (;;) {
@@ -238,6 +244,7 @@ void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input)
         return fail(codec_->error_status(), codec_->error());
       case Codec::Event::kHead:
         if (exchange_ == nullptr) continue;
+        if (codec_->upgraded()) return start_tunnel(input);
         if (!write_response_head()) return;
         continue;
       case Codec::Event::kBody:
@@ -367,6 +374,10 @@ bool Call::pump_response() {
 }
 
 void Call::on_client_drained() {
+  if (tunnel_) {
+    if (upstream_ != nullptr && !upstream_->is_reading()) upstream_->start_reading();
+    return;
+  }
   if (exchange_ == nullptr || !pump_response()) return;
   if (!response_.empty()) return;  // more when the client has taken this
   if (upstream_done_) return end_response();
@@ -428,6 +439,7 @@ void Call::end_response() {
 void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
   upstream_ = nullptr;  // the lease ended with the connection
   if (done_) return;
+  if (tunnel_) return end_tunnel("closed by the upstream");
   if (response_started_ && codec_->ends_at_close()) {
     net::Buffer empty{0};
     return on_response_end(empty);
@@ -465,6 +477,7 @@ void Call::arm_read_timer() {
 }
 
 void Call::on_read_timeout() {
+  if (tunnel_) return end_tunnel("idle");
   // The connection is mid-exchange: it cannot be reused.
   if (upstream_ != nullptr) group_.pool(server_).cancel(this);
   upstream_ = nullptr;
@@ -476,6 +489,59 @@ void Call::on_read_timeout() {
   TERN_LOG_ERROR("{}: no response within {} ms", group_.server_name(server_),
                  options_.read_timeout.count());
   fail(504, "read timeout");
+}
+
+// The 101 to the client, then the tunnel: what the upstream sent behind
+// its head is the new protocol's first bytes.
+void Call::start_tunnel(net::Buffer& input) {
+  const ResponseHead& head = codec_->head();
+  http::ResponseWriter& writer = exchange_->writer();
+  settle(false);
+  if (!writer.keep_alive()) return fail(503, "the connection is closing");
+  response_started_ = true;
+  writer.start(101, head.reason);
+  for (const http::Header& field : head.headers) {
+    if (is_unrelayed_field(field.name) || codec_->hop_field(field.name)) continue;
+    writer.header(field.name, field.value);
+  }
+  writer.header("Connection", "upgrade");
+  writer.header("Upgrade", head.header("Upgrade"));
+  writer.end();
+  if (!exchange_->switch_protocols()) return fail(502, "the connection cannot switch protocols");
+  tunnel_ = true;
+  TERN_LOG_DEBUG("{}: switched to {}", group_.server_name(server_), head.header("Upgrade"));
+  tunnel_from_upstream(input);
+}
+
+void Call::tunnel_from_client(std::string_view piece) {
+  if (upstream_ == nullptr || piece.empty()) return;
+  upstream_->send(piece);
+  arm_read_timer();
+  if (upstream_->pending_output_bytes() > kHighWater) {
+    exchange_->pause_body();
+    upstream_->ask_write_complete();
+  }
+}
+
+void Call::tunnel_from_upstream(net::Buffer& input) {
+  if (exchange_ == nullptr || input.empty()) return;
+  exchange_->write_raw(input.view());
+  input.retrieve_all();
+  exchange_->flush();
+  arm_read_timer();
+  if (exchange_->pending_output_bytes() > kHighWater) {
+    exchange_->wait_for_drain();
+    if (upstream_ != nullptr) upstream_->stop_reading();
+  }
+}
+
+void Call::end_tunnel(std::string_view why) {
+  TERN_LOG_DEBUG("{}: tunnel ends: {}", group_.server_name(server_), why);
+  if (exchange_ != nullptr) {
+    exchange_->finish();  // closes the client's connection once its output is out
+    exchange_ = nullptr;
+  }
+  done();
 }
 
 void Call::on_client_gone() {

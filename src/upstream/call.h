@@ -26,6 +26,11 @@
 // say) and calls with buffering off are relayed as they come instead,
 // reading from the upstream paused while the client is behind.
 //
+// A protocol switch (a WebSocket): when the codec reads a 101 the request
+// asked for, the 101 goes to the client and both connections carry raw
+// bytes from then on, each side paused while the other is behind, until
+// either closes or nothing moves either way for read_timeout.
+//
 // X-Accel-Redirect (with CallOptions::internal_redirect): the server
 // answers with what the URI names instead, as nginx does for a download a
 // script has authorised.
@@ -123,6 +128,9 @@ class Codec {
   // The upstream closed: whether that ends the response (a body that runs
   // until the close) rather than cutting it short.
   virtual bool ends_at_close() const { return false; }
+  // After kHead: the head is a 101 the request asked for (a WebSocket):
+  // the connection becomes a tunnel.
+  virtual bool upgraded() const { return false; }
   // A field of the response head that stays on the upstream's hop, beside
   // those every call drops (is_unrelayed_field).
   virtual bool hop_field(std::string_view /*name*/) const { return false; }
@@ -212,6 +220,10 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   void send_request();
   void pump_body();
   bool on_body_data(std::string_view data);
+  void start_tunnel(net::Buffer& input);
+  void tunnel_from_client(std::string_view piece);
+  void tunnel_from_upstream(net::Buffer& input);
+  void end_tunnel(std::string_view why);
   bool write_response_head();
   bool relay(std::string_view data);
   bool pump_response();
@@ -259,6 +271,7 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   bool upstream_done_ = false;    // the response is in; the connection went back
   bool answered_ = false;         // upstream bytes arrived
   bool retried_stale_ = false;
+  bool tunnel_ = false;           // after a 101: raw bytes both ways
   bool done_ = false;
 };
 

@@ -480,3 +480,97 @@ def test_tern_proxies_to_tern(tern_factory):
         resp = conn.get("/file.bin", method="HEAD")
         assert resp.status == 200 and resp.header("Content-Length") == str(len(data))
         assert conn.get("/missing").status == 404
+
+
+# ---- WebSocket ----
+
+def run_async(coro):
+    import asyncio
+    return asyncio.run(coro)
+
+
+def test_websocket_sessions_are_relayed_both_ways(tern_factory, apps):
+    import aiohttp
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{a.address}"}}))
+
+    async def session():
+        async with aiohttp.ClientSession() as client:
+            async with client.ws_connect(srv.url("/ws"), max_msg_size=0) as ws:
+                await ws.send_str("hello")
+                assert (await ws.receive_str()) == "hello"
+                big = os.urandom(1 << 20)
+                await ws.send_bytes(big)
+                assert (await ws.receive_bytes()) == big
+                for i in range(100):
+                    await ws.send_str(f"m{i}")
+                for i in range(100):
+                    assert (await ws.receive_str()) == f"m{i}"
+    run_async(session())
+    # A plain request to the same place still works after the tunnel.
+    assert srv.get("/name").body == b"a"
+
+
+def test_a_thousand_websocket_sessions_at_once(tern_factory, apps):
+    import asyncio
+
+    import aiohttp
+    from test_load import raise_fd_limit
+    sessions = scaled(1000, 200)
+    raise_fd_limit(4 * sessions + 200)
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
+                            [group("app", [a], connections=sessions + 10)]),
+                       preexec_fn=lambda: raise_fd_limit(4 * sessions + 200))
+
+    async def all_sessions():
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as client:
+            async def one(i):
+                async with client.ws_connect(srv.url("/ws")) as ws:
+                    for j in range(3):
+                        await ws.send_str(f"{i}-{j}")
+                        assert (await ws.receive_str()) == f"{i}-{j}"
+                return True
+            results = await asyncio.gather(*(one(i) for i in range(sessions)), return_exceptions=True)
+        return results
+    results = run_async(all_sessions())
+    failures = [r for r in results if r is not True]
+    assert not failures, failures[:3]
+
+
+def test_an_idle_tunnel_closes_and_a_closing_upstream_ends_it(tern_factory, apps):
+    import aiohttp
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{a.address}", "read_timeout": "1s"}}))
+
+    async def idle():
+        async with aiohttp.ClientSession() as client:
+            async with client.ws_connect(srv.url("/ws"), autoping=False, heartbeat=None) as ws:
+                await ws.send_str("x")
+                assert (await ws.receive_str()) == "x"
+                started = asyncio.get_event_loop().time()
+                message = await ws.receive(timeout=5)
+                return message.type, asyncio.get_event_loop().time() - started
+    import asyncio
+    kind, waited = run_async(idle())
+    assert kind in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.ERROR), kind
+    assert 0.5 < waited < 3, waited
+
+
+def test_a_101_without_an_upgrade_asked_is_502(tern_factory):
+    bad = BadUpstream(BAD_RESPONSES["unasked-101"])
+    try:
+        srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://127.0.0.1:{bad.port}"}}))
+        assert srv.get("/x").status == 502
+        # Asked for, the same answer is a tunnel (to a server that then closes).
+        with srv.connect() as conn:
+            conn.send(b"GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                      b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+            resp = conn.read_response(skip_interim=False)
+            assert conn.is_closed()  # the upstream closed its end of the tunnel
+        assert resp.status == 101
+        assert resp.header("Upgrade") == "websocket"
+        assert resp.header("Connection").lower() == "upgrade"
+    finally:
+        bad.close()
