@@ -25,6 +25,7 @@
 #include "net/socket_address.h"
 #include "net/tcp_server.h"
 #include "server/ip_filter.h"
+#include "upstream/health_options.h"
 
 namespace tern::server {
 
@@ -107,6 +108,7 @@ struct UpstreamConfig {
   size_t queue = 256;       // requests waiting for one, per worker and server
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds queue_timeout{10000};
+  std::optional<upstream::HealthOptions> health;  // active health checks
   int line = 0;
   bool operator==(const UpstreamConfig&) const = default;
 };

@@ -38,6 +38,54 @@ bool valid_hash_key(std::string_view key) {
   return false;
 }
 
+// "200", "2xx" or "200-399".
+bool parse_status_range(std::string_view text, int* min, int* max) {
+  auto number = [](std::string_view digits, int* out) {
+    if (digits.size() != 3) return false;
+    *out = 0;
+    for (char ch : digits) {
+      if (ch < '0' || ch > '9') return false;
+      *out = *out * 10 + (ch - '0');
+    }
+    return *out >= 100 && *out <= 599;
+  };
+  if (text.size() == 3 && text.ends_with("xx") && text[0] >= '1' && text[0] <= '5') {
+    *min = (text[0] - '0') * 100;
+    *max = *min + 99;
+    return true;
+  }
+  const size_t dash = text.find('-');
+  if (dash == std::string_view::npos) return number(text, min) && number(text, max);
+  return number(text.substr(0, dash), min) && number(text.substr(dash + 1), max) && *min <= *max;
+}
+
+upstream::HealthOptions read_health(Section s) {
+  upstream::HealthOptions h;
+  s.get_string("path", &h.path);
+  if (const toml::node* path = s.node("path");
+      path != nullptr && (!h.path.starts_with('/') || h.path.find_first_of(" \r\n") != std::string::npos)) {
+    s.fail(*path, "path", "expected a path such as \"/health\"");
+  }
+  s.get_string("host", &h.host);
+  if (const toml::node* host = s.node("host"); host != nullptr && h.host.find_first_of(" \r\n") != std::string::npos) {
+    s.fail(*host, "host", "expected a host name");
+  }
+  s.get_duration("interval", &h.interval);
+  s.get_duration("timeout", &h.timeout);
+  if (const toml::node* interval = s.node("interval"); interval != nullptr && h.interval.count() < 100) {
+    s.fail(*interval, "interval", "expected at least 100ms");
+  }
+  std::string status;
+  s.get_string("status", &status);
+  if (const toml::node* node = s.node("status"); node != nullptr && !parse_status_range(status, &h.status_min, &h.status_max)) {
+    s.fail(*node, "status", "expected \"200\", \"2xx\" or \"200-399\"");
+  }
+  s.get_int("rise", &h.rise, 1, 100);
+  s.get_int("fall", &h.fall, 1, 100);
+  s.finish();
+  return h;
+}
+
 }  // namespace
 
 void read_upstreams(Section& top, const toml::node& node, Config& c) {
@@ -69,6 +117,10 @@ void read_upstreams(Section& top, const toml::node& node, Config& c) {
     s.get_int("queue", &u.queue, 0, 1'000'000);
     s.get_duration("connect_timeout", &u.connect_timeout);
     s.get_duration("queue_timeout", &u.queue_timeout);
+    if (const toml::node* health = s.node("health")) {
+      if (!health->is_table()) s.fail(*health, "health", "expected a table { path = \"/health\", interval = \"5s\" }");
+      u.health = read_health(s.sub(*health->as_table(), "health"));
+    }
     const toml::node* servers = s.node("servers");
     if (servers == nullptr) s.fail(block, "servers", "required: servers = [{ address = \"127.0.0.1:3000\" }]");
     if (!servers->is_array() || servers->as_array()->empty()) {

@@ -123,7 +123,10 @@ Server::~Server() {
   if (tls_stats_timer_.valid()) loop_->cancel(tls_stats_timer_);
   // The pools belong to the I/O loops' threads: closed there while they run.
   if (!http_) return;
-  if (upstreams_) upstreams_->shutdown(http_->tcp_server().io_loops());
+  if (upstreams_) {
+    upstreams_->stop_health_checks();
+    upstreams_->shutdown(http_->tcp_server().io_loops());
+  }
   for (RetiredBlocks& retired : retired_upstreams_) retired.routes->shutdown(http_->tcp_server().io_loops());
 }
 
@@ -143,6 +146,7 @@ void Server::start() {
 
   http_ = std::make_unique<http::HttpServer>(loop_, server::listen_addresses(config), http_options(config));
   upstreams_ = std::make_unique<Upstreams>(config);
+  upstreams_->start_health_checks(loop_);
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
   chain_ = build_chain(config, upstreams_.get());
@@ -351,6 +355,11 @@ void Server::reload() {
   chain_ = chain;
   Upstreams* fresh_blocks = new_blocks ? upstreams.get() : nullptr;
   Upstreams* old_blocks = new_blocks ? upstreams_.get() : nullptr;
+  if (new_blocks) {
+    // The new groups' checks begin before the loops' groups that read them.
+    upstreams_->stop_health_checks();
+    upstreams->start_health_checks(loop_);
+  }
   for (net::EventLoop* loop : http_->tcp_server().io_loops()) {
     // One step per loop: its pools exist before its chain names them.
     loop->run_in_loop([this, loop, chain, fresh_blocks, old_blocks] {

@@ -32,6 +32,14 @@ void Upstreams::init_loop(net::EventLoop* loop) {
   if (proxy) proxy->init_loop(loop);
 }
 
+void Upstreams::start_health_checks(net::EventLoop* loop) {
+  if (proxy) proxy->start_health_checks(loop);
+}
+
+void Upstreams::stop_health_checks() {
+  if (proxy) proxy->stop_health_checks();
+}
+
 void Upstreams::shutdown(const std::vector<net::EventLoop*>& loops) {
   if (fastcgi) fastcgi->shutdown(loops);
   if (proxy) proxy->shutdown(loops);

@@ -33,6 +33,10 @@ struct Upstreams {
   void init_loop(net::EventLoop* loop);
   void shutdown(const std::vector<net::EventLoop*>& loops);
   void retire_loop(net::EventLoop* loop);
+  // The proxy groups' active health checks, on `loop` (the main one): begun
+  // before the first init_loop(), ended when these are replaced or closed.
+  void start_health_checks(net::EventLoop* loop);
+  void stop_health_checks();
 
   // Whether two configs name the same blocks and groups (lines aside): a
   // reload keeps the running Upstreams then.

@@ -26,10 +26,13 @@ Group::Group(net::EventLoop* loop, std::string name, const std::vector<GroupServ
 }
 
 std::optional<size_t> Group::pick(std::string_view key, uint64_t tried) {
+  if (up_ != nullptr) {
+    for (size_t i = 0; i < pools_.size(); ++i) balancer_.set_up(i, up_[i].load(std::memory_order_relaxed));
+  }
   if (pools_.size() == 1) {
     // One server (a FastCGI block): no choice to make, and no passive
     // health either, so that its failures are reported as they happen.
-    if ((tried & 1) != 0) return std::nullopt;
+    if ((tried & 1) != 0 || (up_ != nullptr && !up_[0].load(std::memory_order_relaxed))) return std::nullopt;
     return 0;
   }
   return balancer_.pick(key, tried, loop_->clock().now());

@@ -11,6 +11,7 @@
 // Loop thread only.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,8 +49,9 @@ class Group {
   // passive health, else clears it.
   void started(size_t server) { balancer_.started(server); }
   void finished(size_t server, bool failed);
-  // Active health checks.
-  void set_up(size_t server, bool up) { balancer_.set_up(server, up); }
+  // Active health checks: the verdicts of a HealthCheck (one per server,
+  // outliving the group), read at each pick.
+  void watch(const std::atomic<bool>* up) { up_ = up; }
 
   // As ConnectionPool's, for every pool.
   void close();
@@ -66,6 +68,7 @@ class Group {
   std::string name_;
   Balancer balancer_;
   std::vector<std::unique_ptr<net::ConnectionPool>> pools_;
+  const std::atomic<bool>* up_ = nullptr;
 };
 
 }  // namespace tern::upstream

@@ -93,27 +93,58 @@ ProxyRoutes::ProxyRoutes(const Config& config) : groups_(proxy_groups(config)), 
   }
 }
 
+namespace {
+
+std::vector<upstream::GroupServer> servers_of(const UpstreamConfig& config) {
+  std::vector<upstream::GroupServer> servers;
+  for (const UpstreamServerConfig& s : config.servers) {
+    upstream::GroupServer server;
+    server.address = s.address;
+    server.spec.address = s.address_text;
+    server.spec.weight = s.weight;
+    server.spec.backup = s.backup;
+    server.spec.max_fails = s.max_fails;
+    server.spec.fail_timeout = s.fail_timeout;
+    servers.push_back(std::move(server));
+  }
+  return servers;
+}
+
+}  // namespace
+
+void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
+  health_.clear();
+  for (const UpstreamConfig& config : groups_) {
+    if (!config.health) {
+      health_.push_back(nullptr);
+      continue;
+    }
+    health_.push_back(std::make_unique<upstream::HealthCheck>(loop, "proxy " + config.name, servers_of(config),
+                                                              *config.health));
+    health_.back()->start();
+    TERN_LOG_INFO("proxy: upstream {}: health check GET {} every {} ms", config.name, config.health->path,
+                  config.health->interval.count());
+  }
+}
+
+void ProxyRoutes::stop_health_checks() {
+  for (auto& check : health_) {
+    if (check) check->stop();
+  }
+}
+
 void ProxyRoutes::init_loop(net::EventLoop* loop) {
   LoopState* state = &loops_.emplace(loop);
-  for (const UpstreamConfig& config : groups_) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const UpstreamConfig& config = groups_[i];
     net::ConnectionPoolOptions options;
     options.max_connections = config.connections;
     options.max_waiting = config.queue;
     options.connect_timeout = config.connect_timeout;
     options.queue_timeout = config.queue_timeout;
-    std::vector<upstream::GroupServer> servers;
-    for (const UpstreamServerConfig& s : config.servers) {
-      upstream::GroupServer server;
-      server.address = s.address;
-      server.spec.address = s.address_text;
-      server.spec.weight = s.weight;
-      server.spec.backup = s.backup;
-      server.spec.max_fails = s.max_fails;
-      server.spec.fail_timeout = s.fail_timeout;
-      servers.push_back(std::move(server));
-    }
-    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, servers,
+    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, servers_of(config),
                                                               method_of(config.method), options));
+    if (i < health_.size() && health_[i]) state->groups.back()->watch(health_[i]->up());
   }
 }
 

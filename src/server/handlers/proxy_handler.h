@@ -9,6 +9,7 @@
 // no locks), created by init_loop() on that loop's thread and closed by
 // shutdown(); a reload that changes them builds new ones and retires the
 // old behind the requests that began under them, as for FastCGI blocks.
+// A group's active health check runs once per process, on the main loop.
 //
 // ProxyHandler is one location's proxy: the request target (the client's
 // as sent, or with the location's prefix replaced by the path of `pass`),
@@ -24,6 +25,7 @@
 #include "server/config.h"
 #include "server/handler.h"
 #include "upstream/group.h"
+#include "upstream/health_check.h"
 
 namespace tern::net {
 class EventLoop;
@@ -53,6 +55,10 @@ class ProxyRoutes {
   // A reload replaced these groups: this loop's pools wind down. On the
   // loop's thread.
   void retire_loop(net::EventLoop* loop);
+  // The active health checks of the groups that have them, on `loop` (the
+  // main one), before any init_loop(); stopped on that loop's thread.
+  void start_health_checks(net::EventLoop* loop);
+  void stop_health_checks();
 
   // The group a proxy names (its index); -1 if none (the config checks).
   int find(const ProxyConfig& proxy) const;
@@ -68,6 +74,9 @@ class ProxyRoutes {
 
   std::vector<UpstreamConfig> groups_;
   std::string temp_dir_;
+  // One per group (null without checks); the loops' groups read their
+  // verdicts, so they outlive loops_.
+  std::vector<std::unique_ptr<upstream::HealthCheck>> health_;
   net::LoopLocal<LoopState> loops_;
 };
 

@@ -338,6 +338,33 @@ def test_a_dead_server_costs_no_idempotent_request(tern_factory, apps):
     assert srv.stderr().count("trying the next server") == 1, srv.stderr()
 
 
+def test_active_health_checks_take_a_server_out_and_back(tern_factory, apps, tmp_path):
+    a, b = apps("a", "b")
+    health = {"path": "/health", "interval": "200ms", "timeout": "500ms", "rise": 2, "fall": 2}
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
+                            [group("app", [a, b], health=health)]))
+    with srv.connect() as conn:
+        assert names_of(conn, 10) == Counter({"a": 5, "b": 5})
+        # b says it is unhealthy (it still answers requests): out it goes.
+        b.post("/health/down")
+        assert srv.wait_for_log(f"proxy app {b.address}: health check failed 2 time(s) in a row (status 503): marked down")
+        assert names_of(conn, 10) == Counter({"a": 10})
+        b.post("/health/up")
+        assert srv.wait_for_log(f"proxy app {b.address}: health check passed 2 time(s) in a row (status 200): marked up")
+        assert names_of(conn, 10) == Counter({"a": 5, "b": 5})
+        # Killed, b is marked down without any request failing; back on its
+        # port, it is marked up again.
+        b.kill()
+        assert srv.wait_for_log("marked down", count=2)
+        assert names_of(conn, 20) == Counter({"a": 20})
+        b2 = App("b", b.port, open(tmp_path / "b2.log", "wb"))
+        try:
+            assert srv.wait_for_log("marked up", count=2)
+            assert names_of(conn, 10) == Counter({"a": 5, "b": 5})
+        finally:
+            b2.kill()
+
+
 def test_a_post_that_reached_the_upstream_is_never_repeated(tern_factory, apps):
     a, b = apps("a", "b")
     # Neither is taken out by its failures: the GET below tries both.
