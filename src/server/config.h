@@ -121,7 +121,8 @@ struct ProxyConfig {
   // proxy_pass with a URI); without, the request's target goes as sent.
   std::optional<std::string> path;
   std::string host;  // the Host sent; empty: the client's
-  std::chrono::milliseconds read_timeout{60000};
+  std::chrono::milliseconds read_timeout{60000};  // for the first byte, and between two
+  std::chrono::milliseconds send_timeout{60000};  // between two steps of writing the request
   bool request_buffering = true;
   bool response_buffering = true;
   size_t response_buffer = 64 * 1024;

@@ -165,6 +165,7 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   s.get_string("host", &p.host);
   if (p.host.find_first_of("\r\n\0 ", 0, 4) != std::string::npos) s.fail(*s.node("host"), "host", "expected a host name");
   s.get_duration("read_timeout", &p.read_timeout);
+  s.get_duration("send_timeout", &p.send_timeout);
   s.get_bool("request_buffering", &p.request_buffering);
   s.get_bool("response_buffering", &p.response_buffering);
   s.get_size("response_buffer", &p.response_buffer, 0);

@@ -158,8 +158,9 @@ void Call::on_body(std::string_view piece, bool last) {
     return;
   }
   upstream_->flush();
-  if (!body_done_ && upstream_->pending_output_bytes() > kHighWater) {
-    exchange_->pause_body();
+  arm_read_timer();
+  if (upstream_->pending_output_bytes() > kHighWater) {
+    if (!body_done_) exchange_->pause_body();
     upstream_->ask_write_complete();
   }
 }
@@ -180,7 +181,10 @@ void Call::on_lease(net::TcpConnection& conn) {
 void Call::send_request() {
   if (!pending_.empty()) upstream_->send(pending_);
   if (buffer_body_) return pump_body();
-  if (body_done_ || exchange_ == nullptr) return;
+  if (body_done_ || exchange_ == nullptr) {
+    if (upstream_->pending_output_bytes() > 0) upstream_->ask_write_complete();
+    return;
+  }
   if (upstream_->pending_output_bytes() > kHighWater) {
     upstream_->ask_write_complete();
   } else {
@@ -202,7 +206,8 @@ void Call::pump_body() {
     codec_->write_body(upstream_->output_tail_buffer(), *piece, body_done_);
     upstream_->flush();
   }
-  if (!body_done_) upstream_->ask_write_complete();
+  arm_read_timer();
+  if (upstream_->pending_output_bytes() > 0) upstream_->ask_write_complete();
 }
 
 void Call::on_lease_failed(net::ConnectionPool::Failure failure, std::string_view why) {
@@ -224,7 +229,10 @@ void Call::on_upstream_drained(net::TcpConnection& /*conn*/) {
     if (exchange_ != nullptr) exchange_->resume_body();
     return;
   }
-  if (upstream_ == nullptr || body_done_) return;
+  if (upstream_ == nullptr) return;
+  // Progress: the upstream took what was written.
+  arm_read_timer();
+  if (body_done_) return;
   if (buffer_body_) return pump_body();
   if (exchange_ != nullptr) exchange_->resume_body();
 }
@@ -468,9 +476,15 @@ void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
   fail(502, "upstream closed the connection");
 }
 
+bool Call::sending() const {
+  return !tunnel_ && !answered_ && upstream_ != nullptr &&
+         (!body_done_ || upstream_->pending_output_bytes() > 0);
+}
+
 void Call::arm_read_timer() {
   if (read_timer_.valid()) loop_->cancel(read_timer_);
-  read_timer_ = loop_->run_after(options_.read_timeout, [this] {
+  const auto delay = sending() && options_.send_timeout.count() > 0 ? options_.send_timeout : options_.read_timeout;
+  read_timer_ = loop_->run_after(delay, [this] {
     read_timer_ = net::TimerId{};
     on_read_timeout();
   });
@@ -478,6 +492,14 @@ void Call::arm_read_timer() {
 
 void Call::on_read_timeout() {
   if (tunnel_) return end_tunnel("idle");
+  if (sending() && options_.send_timeout.count() > 0) {
+    if (upstream_ != nullptr) group_.pool(server_).cancel(this);
+    upstream_ = nullptr;
+    settle(true);
+    TERN_LOG_ERROR("{}: the request was not taken within {} ms", group_.server_name(server_),
+                   options_.send_timeout.count());
+    return fail(504, "send timeout");
+  }
   // The connection is mid-exchange: it cannot be reused.
   if (upstream_ != nullptr) group_.pool(server_).cancel(this);
   upstream_ = nullptr;

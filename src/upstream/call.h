@@ -41,8 +41,8 @@
 // status is not a response a client can be given: it is a 502.
 //
 // Failures: no connection (refused, down, connect timeout) -> 502; every
-// pooled connection busy for too long -> 503; no response within
-// read_timeout -> 504; a bad response head -> 502; a temp file that cannot
+// pooled connection busy for too long -> 503; a request the upstream does
+// not take within send_timeout, or no response within read_timeout -> 504; a bad response head -> 502; a temp file that cannot
 // be written -> 500. After the head was sent only closing the client's
 // connection can tell it the body is incomplete: what arrived is sent, then
 // the connection closes.
@@ -141,7 +141,12 @@ class Codec {
 };
 
 struct CallOptions {
+  // From the request's last byte written, for the response's first byte,
+  // and then between two reads.
   std::chrono::milliseconds read_timeout{30000};
+  // While the request is being written, between two steps of progress;
+  // 0: read_timeout.
+  std::chrono::milliseconds send_timeout{0};
   // Added to every relayed response (the response cache's "X-Cache: MISS").
   std::string_view extra_header_name;
   std::string_view extra_header_value;
@@ -231,7 +236,10 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   void resume_upstream();
   void on_response_end(const net::Buffer& input);
   void end_response();
+  // The timer of the current step: sending the request (send_timeout) or
+  // waiting for the response (read_timeout).
   void arm_read_timer();
+  bool sending() const;
   void on_read_timeout();
   // The server's outcome, once per attempt.
   void settle(bool failed);

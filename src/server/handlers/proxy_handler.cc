@@ -244,6 +244,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
 
   upstream::CallOptions options;
   options.read_timeout = config_.read_timeout;
+  options.send_timeout = config_.send_timeout;
   options.log_name = log_name_;
   options.request_buffering = config_.request_buffering;
   options.response_buffering = config_.response_buffering;

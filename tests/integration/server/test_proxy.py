@@ -325,6 +325,35 @@ def test_failures_are_502_503_and_504_and_tern_keeps_serving(tern_factory, apps)
     assert srv.wait_for_log("no response within 1000 ms")
 
 
+def test_an_upstream_that_takes_no_request_bytes_is_504(tern_factory):
+    # Accepts and never reads: the request cannot be written.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    held = []
+    thread = threading.Thread(target=lambda: held.append(listener.accept()), daemon=True)
+    thread.start()
+    try:
+        srv = tern_factory(site({"prefix": "/", "body_bytes": "64MiB",
+                                 "proxy": {"pass": f"http://127.0.0.1:{listener.getsockname()[1]}",
+                                           "request_buffering": False, "send_timeout": "1s",
+                                           "read_timeout": "30s"}}))
+        body = b"x" * (32 << 20)
+        started = time.monotonic()
+        with srv.connect() as conn:
+            conn.send(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+            try:
+                conn.sock.sendall(body)
+            except OSError:
+                pass  # tern answered and closed before taking it all
+            resp = conn.read_response()
+        assert resp.status == 504
+        assert time.monotonic() - started < 10
+        assert srv.wait_for_log("the request was not taken within 1000 ms")
+    finally:
+        listener.close()
+
+
 def test_a_dead_server_costs_no_idempotent_request(tern_factory, apps):
     a, b = apps("a", "b")
     srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}},
