@@ -36,6 +36,9 @@ TARGETS = [
     # tls-ticket-reused has no target: see its note.
     ("tls-file-64m", "per_cpu", "peer", ">=", 1.0),
     ("tls-idle-memory", "value", "nginx", "<=", 1.0),
+    # The reverse proxy against nginx's, per server CPU-s.
+    ("proxy-100", "per_cpu", "nginx", ">=", 1.2),
+    ("proxy-1000", "per_cpu", "nginx", ">=", 1.2),
     ("keepalive-1000", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
     ("conn-per-request", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
 ]

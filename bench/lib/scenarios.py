@@ -61,6 +61,7 @@ TARGETS = {
     "php": {"tern": "tern-php", "tern" + _U: "tern-php" + _U, "nginx": "nginx-php"},
     "php-cache": {"tern": "tern-php-cache", "tern" + _U: "tern-php-cache" + _U,
                   "nginx": "nginx-php-cache"},
+    "proxy": {"tern": "tern-proxy", "tern" + _U: "tern-proxy" + _U, "nginx": "nginx-proxy"},
     # HTTPS: every server with the same self-signed ECDSA P-256 certificate.
     "tls": {"tern": "tern" + servers.TLS, "tern" + _U: "tern" + servers.TLS + _U,
             "nginx": "nginx" + servers.TLS, "h2o": "h2o" + servers.TLS,
@@ -72,6 +73,14 @@ TLS_NOTE = ("HTTPS with one self-signed ECDSA P-256 certificate for every server
 PHP_NOTE = (f"through a php-fpm of its own per server ({servers.PHP_POOL} static children, "
             "unix socket, OPcache, pinned to CPU 0 with the server); per CPU-s counts the "
             "server's CPU only (php-fpm's is in each run's detail); floor n/a (no PHP)")
+
+
+PROXY_NOTE = ("a reverse proxy in front of a floor server of its own (1 KiB, pinned to CPU 0 with "
+              f"the proxy), HTTP/1.1 and keep-alive to it (tern: an [[upstream]] with connections = "
+              f"{servers.PROXY_CONNECTIONS}; nginx: upstream keepalive {servers.PROXY_CONNECTIONS}, "
+              "proxy_http_version 1.1), both adding Host, X-Real-IP, X-Forwarded-For, -Proto, "
+              "-Host, Forwarded and Via; per CPU-s counts the proxy's CPU only (the upstream's is "
+              "in each run's detail); h2o, lighttpd and floor n/a")
 
 
 SCENARIOS = [
@@ -147,6 +156,10 @@ SCENARIOS = [
                   f"cache: at most {servers.PHP_POOL} x 50 req/s; same connections as "
                   "php-cached; servers as in php-hello"),
     # wrk as in keepalive-100, so that cached / static compares like with like.
+    Scenario("proxy-100", "wrk", "req/s", conns=100, target="proxy", servers=(*TERNS, "nginx"),
+             note=PROXY_NOTE),
+    Scenario("proxy-1000", "wrk", "req/s", conns=1000, target="proxy", servers=(*TERNS, "nginx"),
+             note="proxy-100 with 1,000 client connections: " + PROXY_NOTE),
     Scenario("php-cached", "wrk", "req/s", path="/slow_hello.php", target="php-cache",
              servers=(*TERNS, "nginx"), expect_cache_hit=True,
              compare_to=(("keepalive-100", "cached / static 1 KiB"),
@@ -174,7 +187,7 @@ class Sample:
     # to its reader looks cheap per server CPU-s and is not.
     per_machine_cpu: float = None
     machine_cpu_s: float = None
-    backend_cpu_s: float = None  # php-fpm's CPU seconds in the measured run (PHP rows)
+    backend_cpu_s: float = None  # php-fpm's or the upstream's CPU seconds in the measured run
     errors: list = field(default_factory=list)
     command: str = ""
     detail: str = ""
@@ -256,7 +269,7 @@ def _run_load(sc, server, rnd, opts):
     sample.cpu_s = server.cpu_seconds() - cpu0
     if backend is not None:
         sample.backend_cpu_s = backend.cpu_seconds() - backend_cpu0
-        sample.detail = f"php-fpm CPU {sample.backend_cpu_s:.2f} s"
+        sample.detail = f"{'php-fpm' if sc.php else 'upstream'} CPU {sample.backend_cpu_s:.2f} s"
     if sc.kind == "handshakes":
         parsed = loadgen.parse_handshakes(out, sc.handshake, servers.SMALL_SIZE)
     elif sc.kind == "s_time":

@@ -5,6 +5,8 @@ typed at the harness does not reach it before the harness has read what it
 needs, and so that stop() can end the whole group (nginx master and worker).
 A PHP server (tern-php, nginx-php and their -cache forms) has a php-fpm of
 its own, also on CPU 0: the server side of the PHP rows is server + php-fpm.
+A proxy (tern-proxy, nginx-proxy) has a floor server of its own as its
+upstream, on CPU 0 too.
 """
 import os
 import random
@@ -257,6 +259,65 @@ level = "warn"
     return path
 
 
+# Upstream connections a proxy may keep per worker: tern's connections,
+# nginx's upstream keepalive (nginx opens more while all are busy; tern
+# queues), both above the 1,000 client connections of proxy-1000.
+PROXY_CONNECTIONS = 1024
+# The fields both proxies add (nginx as production configs set it up; tern
+# by default).
+NGINX_PROXY_FIELDS = '''proxy_set_header Host $host;
+            proxy_set_header X-Real-IP $remote_addr;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;
+            proxy_set_header Forwarded "for=$remote_addr;proto=$scheme;host=\\"$host\\"";
+            proxy_set_header Via "1.1 nginx";'''
+
+
+def tern_proxy_config(ws, port, upstream_port, io="epoll"):
+    """tern as a reverse proxy in front of a floor server."""
+    path = ws.path(f"tern-proxy-{io}-{port}.toml")
+    with open(path, "w") as f:
+        f.write(f'''listen = ["{HOST}:{port}"]
+workers = 1
+io = "{io}"
+max_connections = 20000
+access_log = "off"
+shutdown_timeout = "1s"
+
+[static]
+root = "{ws.docroot}"
+
+[[upstream]]
+name = "floor"
+connections = {PROXY_CONNECTIONS}
+servers = [{{ address = "{HOST}:{upstream_port}" }}]
+
+[[server]]
+[[server.location]]
+prefix = "/"
+proxy = {{ pass = "http://floor" }}
+
+[log]
+level = "warn"
+''')
+    return path
+
+
+def nginx_proxy_config(ws, port, upstream_port):
+    """nginx as a reverse proxy in front of a floor server: HTTP/1.1 and
+    keep-alive to it, the forwarding fields tern sends."""
+    http_extra = f'''
+    upstream floor {{ server {HOST}:{upstream_port}; keepalive {PROXY_CONNECTIONS}; }}'''
+    server_block = f'''location / {{
+            proxy_pass http://floor;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            {NGINX_PROXY_FIELDS}
+        }}'''
+    return nginx_config(ws, port, server_block, http_extra)
+
+
 def php_fpm_config(ws, name):
     """(config path, socket path) of a php-fpm with PHP_POOL static children."""
     home = ws.path(f"php-fpm-{name}")
@@ -462,19 +523,29 @@ TLS = "-tls"
 PEERS = ("nginx", "h2o", "lighttpd")
 
 
+# The proxies: kind -> server.
+PROXY_KINDS = {"tern-proxy": "tern", "nginx-proxy": "nginx"}
+
 # The PHP servers: kind -> (server, response cache on).
 PHP_KINDS = {"tern-php": ("tern", False), "tern-php-cache": ("tern", True),
              "nginx-php": ("nginx", False), "nginx-php-cache": ("nginx", True)}
 
 
-def _command(kind, ws, bins, port, fpm):
-    """(argv, config path) of a server of `kind` listening on `port`."""
+def _command(kind, ws, bins, port, backend):
+    """(argv, config path) of a server of `kind` listening on `port`;
+    `backend`: its php-fpm or its upstream."""
     io = "epoll"
     if kind.endswith(URING):
         kind, io = kind[:-len(URING)], "io_uring"
     tls = kind.endswith(TLS)
     kind = kind.removesuffix(TLS)
-    if kind in PHP_KINDS:
+    fpm = backend
+    if kind in PROXY_KINDS:
+        if PROXY_KINDS[kind] == "tern":
+            conf = tern_proxy_config(ws, port, backend.port, io)
+            return [bins["tern"], "-c", conf], conf
+        conf, errlog = nginx_proxy_config(ws, port, backend.port)
+    elif kind in PHP_KINDS:
         server, cache = PHP_KINDS[kind]
         if server == "tern":
             conf = tern_php_config(ws, port, fpm, cache, io)
@@ -502,6 +573,19 @@ def _command(kind, ws, bins, port, fpm):
     return ["nginx", "-c", conf, "-e", errlog, "-p", ws.dir, "-g", "daemon off;"], conf
 
 
+def start_floor_upstream(ws, name, binary):
+    """The floor server (1 KiB body) as the upstream of the proxy `name`."""
+    port = free_port()
+    upstream = Server(f"floor (upstream of {name})", [binary, str(port), str(SMALL_SIZE)], port,
+                      ws.path(f"floor-{name}.out"))
+    try:
+        upstream.wait_ready()
+    except Exception:
+        upstream.stop()
+        raise
+    return upstream
+
+
 def start(kind, ws, bins):
     """Start one server of `kind` on a fresh port and wait until it listens.
 
@@ -513,7 +597,12 @@ def start(kind, ws, bins):
     port = free_port()
     log = ws.path(f"{kind}-{port}.log")
     php = kind.removesuffix(URING) in PHP_KINDS
-    fpm = start_php_fpm(ws, f"{kind}-{port}", bins["php-fpm"]) if php else None
+    proxy = kind.removesuffix(URING) in PROXY_KINDS
+    fpm = None
+    if php:
+        fpm = start_php_fpm(ws, f"{kind}-{port}", bins["php-fpm"])
+    elif proxy:
+        fpm = start_floor_upstream(ws, f"{kind}-{port}", bins["floor"])
     try:
         argv, conf = _command(kind, ws, bins, port, fpm)
         server = Server(kind, argv, port, log, conf)

@@ -80,7 +80,8 @@ class MariaDB:
     """One mariadbd with its own data folder, a unix socket and a TCP port on
     127.0.0.1; a database and a password user ready for the application."""
 
-    def __init__(self, workdir=None, database="tern", user="tern", password=None, port=None):
+    def __init__(self, workdir=None, database="tern", user="tern", password=None, port=None,
+                 bind_address="127.0.0.1"):
         self.binary = find_mariadbd()
         if os.environ.get("TERN_MARIADBD"):
             assert self.binary, f"TERN_MARIADBD={os.environ['TERN_MARIADBD']} is not an executable"
@@ -114,6 +115,9 @@ class MariaDB:
         # Letters and digits only: the password goes into a URL unescaped.
         self.password = password or "pw" + secrets.token_hex(12)
         self.port = port
+        # Where TCP clients reach it (the cluster test: a bridge's address,
+        # with the user allowed from that network too).
+        self.bind_address = bind_address
         self.proc = None
         self._set_up = False
 
@@ -124,7 +128,7 @@ class MariaDB:
         over the unix socket ("localhost" with ?socket=)."""
         database = database or self.database
         if tcp:
-            return f"mysql://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
+            return f"mysql://{self.user}:{self.password}@{self.bind_address}:{self.port}/{database}"
         return f"mysql://{self.user}:{self.password}@localhost/{database}?socket={self.socket_path}"
 
     @property
@@ -162,7 +166,7 @@ class MariaDB:
                f"--datadir={self.datadir}",
                f"--socket={self.socket_path}",
                f"--port={self.port}",
-               "--bind-address=127.0.0.1",
+               f"--bind-address={self.bind_address}",
                f"--pid-file={self.pid_path}",
                f"--log-error={self.log_path}",
                "--skip-name-resolve",
@@ -237,7 +241,10 @@ class MariaDB:
     def _setup_user(self):
         db, user, pw = sql_name(self.database), sql_string(self.user), sql_string(self.password)
         statements = [f"CREATE DATABASE IF NOT EXISTS {db}"]
-        for host in ("localhost", "127.0.0.1"):
+        hosts = ["localhost", "127.0.0.1"]
+        if self.bind_address != "127.0.0.1":
+            hosts.append(self.bind_address.rsplit(".", 1)[0] + ".%")  # its /24
+        for host in hosts:
             statements += [f"CREATE USER IF NOT EXISTS {user}@{sql_string(host)} IDENTIFIED BY {pw}",
                            f"GRANT ALL PRIVILEGES ON {db}.* TO {user}@{sql_string(host)}"]
         self.sql(";\n".join(statements) + ";")
