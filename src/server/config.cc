@@ -299,8 +299,16 @@ FastCgiConfig read_fastcgi(Section s, int line, const char* default_match) {
   s.get_string("pass", &f.pass);
   if (const toml::node* node = s.node("pass")) {
     auto address = net::SocketAddress::parse(f.pass);
-    if (!address) s.fail(*node, "pass", "expected \"unix:/path/to.sock\" or \"127.0.0.1:9000\"");
-    f.address = *address;
+    const bool name = !address && !f.pass.empty() && f.pass.find_first_of(":/") == std::string::npos;
+    if (!address && !name) {
+      s.fail(*node, "pass", "expected \"unix:/path/to.sock\", \"127.0.0.1:9000\" or an [[upstream]]'s name");
+    }
+    if (address) {
+      f.address = *address;
+    } else {
+      f.group = f.pass;  // checked against the [[upstream]] names once they are all read
+    }
+    f.pass_line = static_cast<int>(node->source().begin.line);
   } else {
     throw ConfigError(s.file(), line, s.prefix() + "pass", "required (\"unix:/run/php/php-fpm.sock\" or \"127.0.0.1:9000\")");
   }

@@ -59,8 +59,9 @@ struct StaticConfig {
 // FastCGI application (php-fpm).
 struct FastCgiConfig {
   std::string match;  // PCRE2 regular expression, searched in the decoded path
-  std::string pass;   // "unix:/run/php/php-fpm.sock" or "127.0.0.1:9000"
+  std::string pass;   // "unix:/run/php/php-fpm.sock", "127.0.0.1:9000", or an [[upstream]]'s name
   net::SocketAddress address = net::InetAddress();
+  std::string group;  // the [[upstream]] pass names (its servers: several php-fpm pools)
   std::string root;   // empty: the location's (the static root)
   std::string index = "index.php";  // run for a request naming a directory, if present
   std::chrono::milliseconds connect_timeout{2000};
@@ -83,6 +84,7 @@ struct FastCgiConfig {
   // them unless listed).
   std::vector<std::string> methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
   int line = 0;  // where the block starts, for messages
+  int pass_line = 0;  // where its pass is
   bool operator==(const FastCgiConfig&) const = default;
 };
 

@@ -179,6 +179,23 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
 }
 
 void check_proxies(const std::string& file, const Config& c) {
+  auto named = [&c](const std::string& name) {
+    return std::any_of(c.upstreams.begin(), c.upstreams.end(), [&](const UpstreamConfig& u) { return u.name == name; });
+  };
+  auto check_fastcgi = [&](const FastCgiConfig& f, const std::string& where) {
+    if (!f.group.empty() && !named(f.group)) {
+      throw ConfigError(file, f.pass_line, where + ".pass",
+                        "\"" + f.group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:9000");
+    }
+  };
+  for (size_t i = 0; i < c.fastcgi.size(); ++i) check_fastcgi(c.fastcgi[i], "fastcgi[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < c.sites.size(); ++i) {
+    for (size_t j = 0; j < c.sites[i].locations.size(); ++j) {
+      for (const FastCgiConfig& f : c.sites[i].locations[j].fastcgi) {
+        check_fastcgi(f, "server[" + std::to_string(i) + "].location[" + std::to_string(j) + "].fastcgi");
+      }
+    }
+  }
   for (size_t i = 0; i < c.sites.size(); ++i) {
     for (size_t j = 0; j < c.sites[i].locations.size(); ++j) {
       const LocationConfig& l = c.sites[i].locations[j];

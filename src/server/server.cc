@@ -59,7 +59,7 @@ std::shared_ptr<const MimeTypes> mime_types(const Config& config) {
 }  // namespace
 
 namespace {
-// A FastCgiConfig or AuthConfig as written, wherever in the file it sits.
+// An AuthConfig as written, wherever in the file it sits.
 template <typename T>
 T without_line(T value) {
   value.line = 0;

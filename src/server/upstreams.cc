@@ -11,12 +11,40 @@ namespace {
 
 template <typename T>
 bool same_lists(std::vector<T> a, std::vector<T> b) {
-  for (T& item : a) item.line = 0;
-  for (T& item : b) item.line = 0;
+  for (std::vector<T>* list : {&a, &b}) {
+    for (T& item : *list) {
+      item.line = 0;
+      if constexpr (requires { item.pass_line; }) item.pass_line = 0;
+    }
+  }
   return a == b;
 }
 
 }  // namespace
+
+std::vector<upstream::GroupServer> group_servers(const UpstreamConfig& config) {
+  std::vector<upstream::GroupServer> servers;
+  for (const UpstreamServerConfig& s : config.servers) {
+    upstream::GroupServer server;
+    server.address = s.address;
+    server.spec.address = s.address_text;
+    server.spec.weight = s.weight;
+    server.spec.backup = s.backup;
+    server.spec.max_fails = s.max_fails;
+    server.spec.fail_timeout = s.fail_timeout;
+    servers.push_back(std::move(server));
+  }
+  return servers;
+}
+
+upstream::Balancer::Method group_method(UpstreamConfig::Method method) {
+  switch (method) {
+    case UpstreamConfig::Method::kRoundRobin: return upstream::Balancer::Method::kRoundRobin;
+    case UpstreamConfig::Method::kLeastConnections: return upstream::Balancer::Method::kLeastConnections;
+    case UpstreamConfig::Method::kHash: return upstream::Balancer::Method::kHash;
+  }
+  return upstream::Balancer::Method::kRoundRobin;
+}
 
 Upstreams::Upstreams(const Config& config) {
   if (std::vector<FastCgiConfig> blocks = fastcgi_blocks(config); !blocks.empty()) {

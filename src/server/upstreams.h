@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/config.h"
+#include "upstream/group.h"
 
 namespace tern::net {
 class EventLoop;
@@ -18,6 +19,10 @@ namespace tern::server {
 
 class FastCgiRoutes;
 class ProxyRoutes;
+
+// An [[upstream]]'s servers and method, as its Groups take them.
+std::vector<upstream::GroupServer> group_servers(const UpstreamConfig& config);
+upstream::Balancer::Method group_method(UpstreamConfig::Method method);
 
 struct Upstreams {
   std::unique_ptr<FastCgiRoutes> fastcgi;  // null without FastCGI blocks

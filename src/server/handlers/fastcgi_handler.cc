@@ -15,6 +15,7 @@
 #include "net/tcp_connection.h"
 #include "server/handlers/static_files.h"
 #include "server/regex.h"
+#include "server/upstreams.h"
 #include "server/open_file_cache.h"
 
 namespace tern::server {
@@ -53,6 +54,9 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 
 struct FastCgiRoutes::Block {
   FastCgiConfig config;
+  // Its php-fpm servers: the address of `pass`, or the [[upstream]] it names.
+  std::vector<upstream::GroupServer> servers;
+  upstream::Balancer::Method method = upstream::Balancer::Method::kRoundRobin;
   std::string root;  // without a trailing '/'
   std::optional<std::string> suffix;
   std::optional<Regex> pattern;
@@ -112,7 +116,24 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
     ::close(fd);
     block->suffix = literal_suffix(block_config.match);
     if (!block->suffix) block->pattern.emplace(block_config.match);
-    block->log_name = "fastcgi " + block_config.address.to_string();
+    if (block_config.group.empty()) {
+      upstream::GroupServer server;
+      server.address = block_config.address;
+      server.spec.address = server.address.to_string();
+      block->servers.push_back(std::move(server));
+    } else {
+      for (const UpstreamConfig& group : config.upstreams) {
+        if (group.name != block_config.group) continue;
+        block->servers = group_servers(group);
+        block->method = group_method(group.method);
+      }
+      if (block->servers.empty()) {
+        throw std::runtime_error("fastcgi block at line " + std::to_string(block_config.line) +
+                                 ": no [[upstream]] named " + block_config.group);
+      }
+    }
+    block->log_name = "fastcgi " + (block_config.group.empty() ? block_config.address.to_string()
+                                                               : block_config.group);
     block->allow = join(block_config.methods, ", ");
     if (block_config.cache) {
       block->cache = std::make_unique<ResponseCache>(block_config.cache_size, block_config.cache_ttl);
@@ -121,7 +142,7 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
     TERN_LOG_INFO("fastcgi: {} -> {}, up to {} connection(s) per worker (php-fpm needs "
                   "pm.max_children >= that x workers), request buffering {}, response "
                   "buffering {}{}",
-                  block_config.match, block_config.address.to_string(), block_config.pool,
+                  block_config.match, block_config.pass, block_config.pool,
                   block_config.request_buffering ? "on" : "off",
                   block_config.response_buffering ? "on" : "off",
                   block_config.cache ? ", response cache on" : "");
@@ -141,12 +162,8 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
     options.max_waiting = block->config.queue;
     options.connect_timeout = block->config.connect_timeout;
     options.queue_timeout = block->config.queue_timeout;
-    upstream::GroupServer server;
-    server.address = block->config.address;
-    server.spec.address = server.address.to_string();
-    state->groups.push_back(std::make_unique<upstream::Group>(
-        loop, block->log_name, std::vector<upstream::GroupServer>{server},
-        upstream::Balancer::Method::kRoundRobin, options));
+    state->groups.push_back(
+        std::make_unique<upstream::Group>(loop, block->log_name, block->servers, block->method, options));
     OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
     scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
@@ -285,6 +302,9 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
 
   upstream::CallOptions options;
   options.read_timeout = block.config.read_timeout;
+  // Several php-fpm pools: a failed attempt may go to another.
+  options.next_server = block.servers.size() > 1;
+  if (block.method == upstream::Balancer::Method::kHash) options.hash_key = exchange.peer_address().to_ip();
   options.log_name = block.log_name;
   options.request_buffering = block.config.request_buffering;
   options.response_buffering = block.config.response_buffering;

@@ -10,19 +10,11 @@
 #include "net/event_loop.h"
 #include "proxy/http_codec.h"
 #include "server/sites.h"
+#include "server/upstreams.h"
 #include "upstream/call.h"
 
 namespace tern::server {
 namespace {
-
-upstream::Balancer::Method method_of(UpstreamConfig::Method method) {
-  switch (method) {
-    case UpstreamConfig::Method::kRoundRobin: return upstream::Balancer::Method::kRoundRobin;
-    case UpstreamConfig::Method::kLeastConnections: return upstream::Balancer::Method::kLeastConnections;
-    case UpstreamConfig::Method::kHash: return upstream::Balancer::Method::kHash;
-  }
-  return upstream::Balancer::Method::kRoundRobin;
-}
 
 // "$http_x_user" names the field X-User.
 bool field_name_matches(std::string_view variable, std::string_view name) {
@@ -93,25 +85,6 @@ ProxyRoutes::ProxyRoutes(const Config& config) : groups_(proxy_groups(config)), 
   }
 }
 
-namespace {
-
-std::vector<upstream::GroupServer> servers_of(const UpstreamConfig& config) {
-  std::vector<upstream::GroupServer> servers;
-  for (const UpstreamServerConfig& s : config.servers) {
-    upstream::GroupServer server;
-    server.address = s.address;
-    server.spec.address = s.address_text;
-    server.spec.weight = s.weight;
-    server.spec.backup = s.backup;
-    server.spec.max_fails = s.max_fails;
-    server.spec.fail_timeout = s.fail_timeout;
-    servers.push_back(std::move(server));
-  }
-  return servers;
-}
-
-}  // namespace
-
 void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
   health_.clear();
   for (const UpstreamConfig& config : groups_) {
@@ -119,7 +92,7 @@ void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
       health_.push_back(nullptr);
       continue;
     }
-    health_.push_back(std::make_unique<upstream::HealthCheck>(loop, "proxy " + config.name, servers_of(config),
+    health_.push_back(std::make_unique<upstream::HealthCheck>(loop, "proxy " + config.name, group_servers(config),
                                                               *config.health));
     health_.back()->start();
     TERN_LOG_INFO("proxy: upstream {}: health check GET {} every {} ms", config.name, config.health->path,
@@ -142,8 +115,8 @@ void ProxyRoutes::init_loop(net::EventLoop* loop) {
     options.max_waiting = config.queue;
     options.connect_timeout = config.connect_timeout;
     options.queue_timeout = config.queue_timeout;
-    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, servers_of(config),
-                                                              method_of(config.method), options));
+    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, group_servers(config),
+                                                              group_method(config.method), options));
     if (i < health_.size() && health_[i]) state->groups.back()->watch(health_[i]->up());
   }
 }

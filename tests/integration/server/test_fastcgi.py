@@ -707,3 +707,30 @@ def test_curl_upload_with_expect_100_continue(php, tmp_path):
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     data = json.loads(proc.stdout)
     assert data["length"] == len(body) and data["sha256"] == sha256(body)
+
+
+def test_a_fastcgi_block_may_pass_to_a_group_of_php_fpm_pools(fpm, tern_factory, tmp_path):
+    """pass names an [[upstream]]: requests spread over both pools, and
+    when one pool dies the next request goes to the other."""
+    from php_fpm import PhpFpm
+    from php_site import fastcgi_block, start_fastcgi_server
+    second = PhpFpm(tmp_path / "fpm2", children=4).start()
+    try:
+        group = {"name": "php", "servers": [{"address": fpm.pass_address}, {"address": second.pass_address}]}
+        srv = start_fastcgi_server(tern_factory, [fastcgi_block("php")], config={"upstream": [group]})
+        pools = {fpm.pid: set(PhpFpm._group_members(fpm.pid)), second.pid: set(PhpFpm._group_members(second.pid))}
+        served = set()
+        with srv.connect() as conn:
+            for _ in range(20):
+                resp = conn.get("/pid.php")
+                assert resp.status == 200
+                pid = int(resp.body)
+                served |= {master for master, members in pools.items() if pid in members}
+        assert served == set(pools), (served, pools)
+        second.kill()
+        with srv.connect() as conn:
+            for _ in range(10):
+                resp = conn.get("/pid.php")
+                assert resp.status == 200 and int(resp.body) in pools[fpm.pid]
+    finally:
+        second.cleanup()

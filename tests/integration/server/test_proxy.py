@@ -516,6 +516,54 @@ def test_a_second_response_smuggled_after_the_first_never_reaches_a_client(tern_
         bad.close()
 
 
+def test_an_endless_body_is_bounded_and_let_go_with_its_client(tern_factory):
+    """An upstream that never stops sending: tern holds at most
+    max_temp_file of it for a client that does not read, and closes the
+    upstream connection once the client is gone."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    sent = {"bytes": 0, "ended": None}
+
+    def serve():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n")
+        piece = b"e" * 65536
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < 60:
+                conn.sendall(piece)
+                sent["bytes"] += len(piece)
+        except OSError:
+            sent["ended"] = time.monotonic()
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://127.0.0.1:{listener.getsockname()[1]}",
+                                                          "max_temp_file": "8MiB"}}))
+        before = srv.rss_kib()
+        sock = socket.create_connection(("127.0.0.1", srv.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.sendall(b"GET /endless HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(2)
+        # The upstream is held back: what it could send is bounded by the
+        # temp file and the socket buffers, not by its will.
+        held = sent["bytes"]
+        assert held < 64 << 20, held
+        assert srv.rss_kib() - before < 24 * 1024
+        got = 0
+        while got < 4 << 20:
+            got += len(sock.recv(1 << 20))
+        sock.close()
+        thread.join(timeout=15)
+        assert sent["ended"] is not None, "tern kept reading the endless body after its client left"
+    finally:
+        listener.close()
+
+
 # ---- tern behind tern ----
 
 def test_tern_proxies_to_tern(tern_factory):
