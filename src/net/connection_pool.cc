@@ -14,6 +14,7 @@ struct ConnectionPool::Slot {
   std::unique_ptr<TcpClient> client;
   State state = State::kConnecting;
   User* user = nullptr;   // while kBusy
+  size_t index = 0;       // in slots_
   bool dropped = false;   // out of the pool; its callbacks do nothing
 };
 
@@ -36,8 +37,13 @@ void ConnectionPool::close() {
   for (Failing& f : failing_) users.push_back(f.user);
   for (auto& slot : slots_) {
     slot->dropped = true;
-    if (slot->state == Slot::State::kBusy) users.push_back(slot->user);
+    if (slot->state == Slot::State::kBusy) {
+      slot->user->slot_ = nullptr;
+      users.push_back(slot->user);
+    }
   }
+  idle_.clear();
+  connecting_ = 0;
   waiting_.clear();
   failing_.clear();
   if (fail_timer_.valid()) loop_->cancel(fail_timer_);
@@ -49,28 +55,19 @@ void ConnectionPool::close() {
 void ConnectionPool::retire() {
   loop_->assert_in_loop_thread();
   retired_ = true;
-  std::vector<Slot*> idle;
-  for (auto& slot : slots_) {
-    if (slot->state == Slot::State::kIdle) idle.push_back(slot.get());
-  }
+  const std::vector<Slot*> idle = idle_;
   for (Slot* slot : idle) drop_slot(slot);
-}
-
-size_t ConnectionPool::idle() const {
-  return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) {
-    return s->state == Slot::State::kIdle;
-  }));
-}
-
-size_t ConnectionPool::connecting() const {
-  return static_cast<size_t>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) {
-    return s->state == Slot::State::kConnecting;
-  }));
 }
 
 void ConnectionPool::acquire(User* user) {
   loop_->assert_in_loop_thread();
   if (destroying_) return fail_later(user, Failure::kConnectFailed, "connection pool closed");
+  if (waiting_.empty() && !idle_.empty()) {
+    // The common case: a connection at hand, nobody ahead.
+    Slot* slot = idle_.back();
+    idle_.pop_back();
+    return lend(slot, user);
+  }
   // The queue holds the users no connection is on its way to: those beside
   // an idle connection, or one that is being or can be opened, are served.
   const size_t queued = waiting_.size() > connecting() ? waiting_.size() - connecting() : 0;
@@ -92,14 +89,15 @@ void ConnectionPool::acquire(User* user) {
 void ConnectionPool::serve_waiters() {
   if (destroying_) return;
   // Idle connections first, to the longest-waiting users.
-  for (auto& slot : slots_) {
-    if (waiting_.empty()) return;
-    if (slot->state != Slot::State::kIdle) continue;
+  while (!waiting_.empty() && !idle_.empty()) {
+    Slot* slot = idle_.back();
+    idle_.pop_back();
     Waiter waiter = waiting_.front();
     waiting_.pop_front();
     loop_->cancel(waiter.timer);
-    lend(slot.get(), waiter.user);
+    lend(slot, waiter.user);
   }
+  if (waiting_.empty()) return;
   // Then open connections for those still waiting, as many as allowed. A
   // connect can fail at once, which removes a waiter and calls back here.
   while (waiting_.size() > connecting() && slots_.size() < options_.max_connections) {
@@ -115,6 +113,8 @@ void ConnectionPool::open_slot() {
   client_options.reconnect = false;
   slots_.push_back(std::make_unique<Slot>());
   Slot* slot = slots_.back().get();
+  slot->index = slots_.size() - 1;
+  ++connecting_;
   slot->client = std::make_unique<TcpClient>(loop_, options_.address, client_options);
   TcpClient& client = *slot->client;
   client.set_connection_callback([this, slot](TcpConnection& conn) {
@@ -141,7 +141,9 @@ void ConnectionPool::open_slot() {
 }
 
 void ConnectionPool::on_connected(Slot* slot, TcpConnection& /*conn*/) {
+  --connecting_;
   slot->state = Slot::State::kIdle;
+  idle_.push_back(slot);
   serve_waiters();
 }
 
@@ -167,25 +169,21 @@ void ConnectionPool::on_closed(Slot* slot, TcpConnection& conn) {
 void ConnectionPool::lend(Slot* slot, User* user) {
   slot->state = Slot::State::kBusy;
   slot->user = user;
+  user->slot_ = slot;
   user->on_lease(*slot->client->connection());
-}
-
-ConnectionPool::Slot* ConnectionPool::find_slot(const User* user) {
-  for (auto& slot : slots_) {
-    if (slot->user == user && slot->state == Slot::State::kBusy) return slot.get();
-  }
-  return nullptr;
 }
 
 void ConnectionPool::release(User* user, bool reusable) {
   loop_->assert_in_loop_thread();
-  Slot* slot = find_slot(user);
-  if (slot == nullptr) return;
+  Slot* slot = user->slot_;
+  if (slot == nullptr || slot->user != user || slot->state != Slot::State::kBusy) return;
+  user->slot_ = nullptr;
   slot->user = nullptr;
   TcpConnection* conn = slot->client->connection();
   if (reusable && conn != nullptr && conn->connected() && conn->input().empty() &&
       !(retired_ && waiting_.empty())) {
     slot->state = Slot::State::kIdle;
+    idle_.push_back(slot);
   } else {
     drop_slot(slot);
   }
@@ -211,15 +209,29 @@ void ConnectionPool::cancel(User* user) {
 }
 
 void ConnectionPool::drop_slot(Slot* slot) {
-  auto it = std::find_if(slots_.begin(), slots_.end(),
-                         [slot](const auto& s) { return s.get() == slot; });
-  if (it == slots_.end()) return;
+  if (slot->dropped || slot->index >= slots_.size() || slots_[slot->index].get() != slot) return;
+  switch (slot->state) {
+    case Slot::State::kConnecting:
+      --connecting_;
+      break;
+    case Slot::State::kIdle:
+      idle_.erase(std::find(idle_.begin(), idle_.end(), slot));
+      break;
+    case Slot::State::kBusy:
+      if (slot->user != nullptr && slot->user->slot_ == slot) slot->user->slot_ = nullptr;
+      break;
+  }
   slot->dropped = true;
   slot->user = nullptr;
   if (TcpConnection* conn = slot->client->connection()) conn->force_close();
-  // We may be inside this client's callback: destroy it after the round.
-  Slot* raw = it->release();
-  slots_.erase(it);
+  // Out of slots_ by moving the last one into its place; we may be inside
+  // this client's callback: destroy it after the round.
+  Slot* raw = slots_[slot->index].release();
+  if (slot->index + 1 != slots_.size()) {
+    slots_[slot->index] = std::move(slots_.back());
+    slots_[slot->index]->index = slot->index;
+  }
+  slots_.pop_back();
   loop_->defer([raw] { delete raw; });
 }
 

@@ -53,6 +53,8 @@ struct ConnectionPoolOptions {
 };
 
 class ConnectionPool {
+  struct Slot;
+
  public:
   enum class Failure { kConnectFailed, kOverloaded };
 
@@ -69,6 +71,10 @@ class ConnectionPool {
     virtual void on_upstream_message(TcpConnection& conn, Buffer& input) = 0;
     virtual void on_upstream_drained(TcpConnection& conn) = 0;
     virtual void on_upstream_closed(TcpConnection& conn) = 0;
+
+   private:
+    friend class ConnectionPool;
+    Slot* slot_ = nullptr;  // the connection it holds, if any (the pool's)
   };
 
   ConnectionPool(EventLoop* loop, ConnectionPoolOptions options);
@@ -93,11 +99,10 @@ class ConnectionPool {
 
   const ConnectionPoolOptions& options() const { return options_; }
   size_t connections() const { return slots_.size(); }
-  size_t idle() const;
+  size_t idle() const { return idle_.size(); }
   size_t waiting() const { return waiting_.size(); }
 
  private:
-  struct Slot;
   struct Waiter {
     User* user;
     TimerId timer;  // queue timeout
@@ -108,7 +113,6 @@ class ConnectionPool {
     std::string why;
   };
 
-  Slot* find_slot(const User* user);
   void open_slot();
   void on_connected(Slot* slot, TcpConnection& conn);
   void on_connect_failed(Slot* slot, std::string_view why);
@@ -117,11 +121,16 @@ class ConnectionPool {
   void serve_waiters();
   void drop_slot(Slot* slot);
   void fail_later(User* user, Failure failure, std::string why);
-  size_t connecting() const;
+  size_t connecting() const { return connecting_; }
 
   EventLoop* const loop_;
   const ConnectionPoolOptions options_;
+  // Every slot, each knowing its index here; the idle ones also in idle_
+  // (the last given back on top), and how many are connecting: each
+  // step of a request is O(1) whatever the number of connections.
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Slot*> idle_;
+  size_t connecting_ = 0;
   std::deque<Waiter> waiting_;
   std::deque<Failing> failing_;
   bool destroying_ = false;

@@ -97,10 +97,20 @@ std::string InetAddress::to_ip() const {
   char text[INET6_ADDRSTRLEN] = "";
   if (is_ipv6()) {
     inet_ntop(AF_INET6, &addr6_.sin6_addr, text, sizeof text);
-  } else {
-    inet_ntop(AF_INET, &addr4_.sin_addr, text, sizeof text);
+    return text;
   }
-  return text;
+  // Dotted decimal by hand: inet_ntop formats through printf, and the proxy
+  // writes a client's address into every request it forwards.
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&addr4_.sin_addr.s_addr);
+  char* out = text;
+  for (int i = 0; i < 4; ++i) {
+    unsigned v = bytes[i];
+    if (v >= 100) *out++ = static_cast<char>('0' + v / 100);
+    if (v >= 10) *out++ = static_cast<char>('0' + v / 10 % 10);
+    *out++ = static_cast<char>('0' + v % 10);
+    if (i < 3) *out++ = '.';
+  }
+  return std::string(text, static_cast<size_t>(out - text));
 }
 
 std::string InetAddress::to_ip_port() const {

@@ -209,3 +209,22 @@ TEST(InetAddress, SockaddrPointerMatchesTheStoredAddress) {
 
 }  // namespace
 }  // namespace tern::net
+
+namespace tern::net {
+namespace {
+
+// to_ip writes IPv4 by hand: every byte width, as inet_ntop would.
+TEST(InetAddressText, Ipv4DigitsOfEveryWidth) {
+  for (const char* ip : {"0.0.0.0", "1.2.3.4", "10.99.100.255", "192.168.1.10", "255.255.255.255", "9.90.199.200"}) {
+    auto address = InetAddress::from_ip_port(ip, 80);
+    ASSERT_TRUE(address) << ip;
+    EXPECT_EQ(address->to_ip(), ip);
+    char expected[INET_ADDRSTRLEN];
+    const sockaddr_in* raw = reinterpret_cast<const sockaddr_in*>(address->sockaddr_ptr());
+    inet_ntop(AF_INET, &raw->sin_addr, expected, sizeof expected);
+    EXPECT_EQ(address->to_ip(), expected);
+  }
+}
+
+}  // namespace
+}  // namespace tern::net
