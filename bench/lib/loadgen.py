@@ -51,10 +51,37 @@ HANDSHAKES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file
                           "tls_handshakes.py")
 
 
+WS_ECHO = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ws_echo.py")
+
+
 def handshakes_cmd(port, path, seconds, mode):
     """bench/tls_handshakes.py: a new HTTPS connection per request, one after
     another, full handshakes or resumed ones (mode "full" or "resumed")."""
     return [sys.executable, HANDSHAKES, str(port), path, str(seconds), mode]
+
+
+def ws_cmd(port, path, seconds, conns, size=64):
+    """bench/ws_echo.py: `conns` WebSocket connections, each sending a frame
+    of `size` bytes and waiting for its echo before the next."""
+    return [sys.executable, WS_ECHO, str(port), path, str(seconds), str(conns), str(size)]
+
+
+def parse_ws(text):
+    """The figures of one ws_echo.py run (messages as requests)."""
+    r = {"errors": [], "p99_ms": None, "lat_avg_ms": None, "bytes_per_s": None,
+         "requests": None, "rps": None}
+    m = re.search(r"^messages (\d+) connections (\d+) errors (\d+) seconds ([\d.]+)$", text, re.M)
+    if not m:
+        r["errors"].append("no figures in ws_echo.py's output")
+        return r
+    count, errors, seconds = int(m[1]), int(m[3]), float(m[4])
+    r["requests"], r["rps"] = count, count / seconds if seconds > 0 else None
+    if errors:
+        first = re.search(r"^error: (.*)$", text, re.M)
+        r["errors"].append(f"{errors} connections failed" + (f" ({first[1]})" if first else ""))
+    if count == 0:
+        r["errors"].append("no message came back")
+    return r
 
 
 def s_time_cmd(port, path, seconds):

@@ -26,7 +26,7 @@ SPARSE_IDLE = 9_900
 @dataclass
 class Scenario:
     name: str
-    kind: str                 # wrk | ab | handshakes | s_time | idle
+    kind: str                 # wrk | ab | handshakes | s_time | ws | idle
     unit: str                 # of the main figure
     path: str = "/" + servers.SMALL_FILE
     conns: int = 100
@@ -62,6 +62,7 @@ TARGETS = {
     "php-cache": {"tern": "tern-php-cache", "tern" + _U: "tern-php-cache" + _U,
                   "nginx": "nginx-php-cache"},
     "proxy": {"tern": "tern-proxy", "tern" + _U: "tern-proxy" + _U, "nginx": "nginx-proxy"},
+    "ws": {"tern": "tern-ws", "tern" + _U: "tern-ws" + _U, "nginx": "nginx-ws"},
     # HTTPS: every server with the same self-signed ECDSA P-256 certificate.
     "tls": {"tern": "tern" + servers.TLS, "tern" + _U: "tern" + servers.TLS + _U,
             "nginx": "nginx" + servers.TLS, "h2o": "h2o" + servers.TLS,
@@ -160,6 +161,13 @@ SCENARIOS = [
              note=PROXY_NOTE),
     Scenario("proxy-1000", "wrk", "req/s", conns=1000, target="proxy", servers=(*TERNS, "nginx"),
              note="proxy-100 with 1,000 client connections: " + PROXY_NOTE),
+    Scenario("websocket-echo", "ws", "msg/s", path="/ws", target="ws", servers=(*TERNS, "nginx"),
+             note="WebSocket through the proxy: 100 connections (bench/ws_echo.py, one asyncio "
+                  "thread), each sending a 64-byte frame and waiting for its echo; the upstream "
+                  "(bench/upgrade_echo_server.c, pinned to CPU 0 with the proxy) answers the "
+                  "handshake with a canned 101 and echoes bytes. tern: location proxy; nginx: "
+                  "proxy_http_version 1.1 with Upgrade and Connection relayed; per CPU-s "
+                  "counts the proxy's CPU only"),
     Scenario("php-cached", "wrk", "req/s", path="/slow_hello.php", target="php-cache",
              servers=(*TERNS, "nginx"), expect_cache_hit=True,
              compare_to=(("keepalive-100", "cached / static 1 KiB"),
@@ -203,6 +211,8 @@ def _load_command(sc, server, seconds, ab_requests):
         return loadgen.handshakes_cmd(server.port, sc.path, seconds, sc.handshake)
     if sc.kind == "s_time":
         return loadgen.s_time_cmd(server.port, sc.path, seconds)
+    if sc.kind == "ws":
+        return loadgen.ws_cmd(server.port, sc.path, seconds, sc.conns)
     if sc.kind == "ab":
         return loadgen.ab_cmd(url, ab_requests, sc.conns)
     if sc.pipeline:
@@ -276,6 +286,8 @@ def _run_load(sc, server, rnd, opts):
         parsed = loadgen.parse_s_time(out, wall_s, servers.SMALL_SIZE)
     elif sc.kind == "ab":
         parsed = loadgen.parse_ab(out)
+    elif sc.kind == "ws":
+        parsed = loadgen.parse_ws(out)
     else:
         parsed = loadgen.parse_wrk(out)
     sample.errors += parsed["errors"]  # after the cache check's, if any

@@ -275,7 +275,8 @@ NGINX_PROXY_FIELDS = '''proxy_set_header Host $host;
 
 
 def tern_proxy_config(ws, port, upstream_port, io="epoll"):
-    """tern as a reverse proxy in front of a floor server."""
+    """tern as a reverse proxy in front of a floor server (or, for the
+    websocket row, of the upgrade echo server)."""
     path = ws.path(f"tern-proxy-{io}-{port}.toml")
     with open(path, "w") as f:
         f.write(f'''listen = ["{HOST}:{port}"]
@@ -304,15 +305,18 @@ level = "warn"
     return path
 
 
-def nginx_proxy_config(ws, port, upstream_port):
+def nginx_proxy_config(ws, port, upstream_port, websocket=False):
     """nginx as a reverse proxy in front of a floor server: HTTP/1.1 and
-    keep-alive to it, the forwarding fields tern sends."""
+    keep-alive to it, the forwarding fields tern sends; for the websocket
+    row, Upgrade relayed as nginx's documentation shows."""
     http_extra = f'''
     upstream floor {{ server {HOST}:{upstream_port}; keepalive {PROXY_CONNECTIONS}; }}'''
+    connection = ('proxy_set_header Upgrade $http_upgrade;\n            '
+                  'proxy_set_header Connection "upgrade";' if websocket else 'proxy_set_header Connection "";')
     server_block = f'''location / {{
             proxy_pass http://floor;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            {connection}
             {NGINX_PROXY_FIELDS}
         }}'''
     return nginx_config(ws, port, server_block, http_extra)
@@ -523,8 +527,8 @@ TLS = "-tls"
 PEERS = ("nginx", "h2o", "lighttpd")
 
 
-# The proxies: kind -> server.
-PROXY_KINDS = {"tern-proxy": "tern", "nginx-proxy": "nginx"}
+# The proxies: kind -> server; the -ws ones in front of the upgrade echo server.
+PROXY_KINDS = {"tern-proxy": "tern", "nginx-proxy": "nginx", "tern-ws": "tern", "nginx-ws": "nginx"}
 
 # The PHP servers: kind -> (server, response cache on).
 PHP_KINDS = {"tern-php": ("tern", False), "tern-php-cache": ("tern", True),
@@ -544,7 +548,7 @@ def _command(kind, ws, bins, port, backend):
         if PROXY_KINDS[kind] == "tern":
             conf = tern_proxy_config(ws, port, backend.port, io)
             return [bins["tern"], "-c", conf], conf
-        conf, errlog = nginx_proxy_config(ws, port, backend.port)
+        conf, errlog = nginx_proxy_config(ws, port, backend.port, websocket=kind.endswith("-ws"))
     elif kind in PHP_KINDS:
         server, cache = PHP_KINDS[kind]
         if server == "tern":
@@ -586,6 +590,19 @@ def start_floor_upstream(ws, name, binary):
     return upstream
 
 
+def start_echo_upstream(ws, name, binary):
+    """The upgrade echo server as the upstream of the proxy `name`."""
+    port = free_port()
+    upstream = Server(f"upgrade echo (upstream of {name})", [binary, str(port)], port,
+                      ws.path(f"echo-{name}.out"))
+    try:
+        upstream.wait_ready()
+    except Exception:
+        upstream.stop()
+        raise
+    return upstream
+
+
 def start(kind, ws, bins):
     """Start one server of `kind` on a fresh port and wait until it listens.
 
@@ -601,6 +618,8 @@ def start(kind, ws, bins):
     fpm = None
     if php:
         fpm = start_php_fpm(ws, f"{kind}-{port}", bins["php-fpm"])
+    elif proxy and kind.removesuffix(URING).endswith("-ws"):
+        fpm = start_echo_upstream(ws, f"{kind}-{port}", bins["echo"])
     elif proxy:
         fpm = start_floor_upstream(ws, f"{kind}-{port}", bins["floor"])
     try:

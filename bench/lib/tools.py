@@ -60,13 +60,15 @@ def build(repo, floor_src):
                  "-DTERN_BUILD_EXAMPLES=ON"], 3600, repo)
     os.makedirs(os.path.join(repo, "build", "bench"), exist_ok=True)
     _run(["gcc", "-O2", "-o", "build/bench/floor_server", floor_src], 300, repo)
+    _run(["gcc", "-O2", "-o", "build/bench/upgrade_echo_server", "bench/upgrade_echo_server.c"], 300, repo)
 
 
 def binaries(repo, needed=("tern", "hello", "floor")):
     """Paths of the built binaries; those `needed` must be there."""
     bins = {"tern": os.path.join(repo, "build/release/tern"),
             "hello": os.path.join(repo, "build/release/examples/hello_http"),
-            "floor": os.path.join(repo, "build/bench/floor_server")}
+            "floor": os.path.join(repo, "build/bench/floor_server"),
+            "echo": os.path.join(repo, "build/bench/upgrade_echo_server")}
     for name in needed:
         if not os.access(bins[name], os.X_OK):
             raise SystemExit(f"bench: {bins[name]} is missing; run without --no-build")

@@ -482,8 +482,9 @@ bool Call::sending() const {
 }
 
 void Call::arm_read_timer() {
-  if (read_timer_.valid()) loop_->cancel(read_timer_);
   const auto delay = sending() && options_.send_timeout.count() > 0 ? options_.send_timeout : options_.read_timeout;
+  // Pushed back in place (a tunnel does it for every message), else made.
+  if (read_timer_.valid() && loop_->refresh_timer(read_timer_, delay)) return;
   read_timer_ = loop_->run_after(delay, [this] {
     read_timer_ = net::TimerId{};
     on_read_timeout();
