@@ -209,8 +209,9 @@ class Server:
 URING = "-uring"
 
 
-def tern_config(ws, port, io="epoll", tls=False):
-    path = ws.path(f"tern-{io}-{port}.toml")
+def tern_config(ws, port, io="epoll", tls=False, extra="", name="tern"):
+    """tern serving the document root; `extra` adds tables (a proxy's)."""
+    path = ws.path(f"{name}-{io}-{port}.toml")
     tls_block = ""
     if tls:
         cert, key = ws.tls_files()
@@ -227,7 +228,7 @@ shutdown_timeout = "1s"
 [static]
 root = "{ws.docroot}"
 
-{tls_block}
+{tls_block}{extra}
 [log]
 level = "warn"
 ''')
@@ -277,18 +278,7 @@ NGINX_PROXY_FIELDS = '''proxy_set_header Host $host;
 def tern_proxy_config(ws, port, upstream_port, io="epoll"):
     """tern as a reverse proxy in front of a floor server (or, for the
     websocket row, of the upgrade echo server)."""
-    path = ws.path(f"tern-proxy-{io}-{port}.toml")
-    with open(path, "w") as f:
-        f.write(f'''listen = ["{HOST}:{port}"]
-workers = 1
-io = "{io}"
-max_connections = 20000
-access_log = "off"
-shutdown_timeout = "1s"
-
-[static]
-root = "{ws.docroot}"
-
+    return tern_config(ws, port, io, name="tern-proxy", extra=f'''
 [[upstream]]
 name = "floor"
 connections = {PROXY_CONNECTIONS}
@@ -298,11 +288,7 @@ servers = [{{ address = "{HOST}:{upstream_port}" }}]
 [[server.location]]
 prefix = "/"
 proxy = {{ pass = "http://floor" }}
-
-[log]
-level = "warn"
 ''')
-    return path
 
 
 def nginx_proxy_config(ws, port, upstream_port, websocket=False):
@@ -577,24 +563,12 @@ def _command(kind, ws, bins, port, backend):
     return ["nginx", "-c", conf, "-e", errlog, "-p", ws.dir, "-g", "daemon off;"], conf
 
 
-def start_floor_upstream(ws, name, binary):
-    """The floor server (1 KiB body) as the upstream of the proxy `name`."""
+def start_upstream(ws, name, argv_for_port, what):
+    """An upstream of the proxy `name`: `what` ("floor", "upgrade echo"),
+    started with argv_for_port(port) on a fresh port, ready when it listens."""
     port = free_port()
-    upstream = Server(f"floor (upstream of {name})", [binary, str(port), str(SMALL_SIZE)], port,
-                      ws.path(f"floor-{name}.out"))
-    try:
-        upstream.wait_ready()
-    except Exception:
-        upstream.stop()
-        raise
-    return upstream
-
-
-def start_echo_upstream(ws, name, binary):
-    """The upgrade echo server as the upstream of the proxy `name`."""
-    port = free_port()
-    upstream = Server(f"upgrade echo (upstream of {name})", [binary, str(port)], port,
-                      ws.path(f"echo-{name}.out"))
+    upstream = Server(f"{what} (upstream of {name})", argv_for_port(port), port,
+                      ws.path(f"{what.replace(' ', '-')}-{name}.out"))
     try:
         upstream.wait_ready()
     except Exception:
@@ -619,9 +593,9 @@ def start(kind, ws, bins):
     if php:
         fpm = start_php_fpm(ws, f"{kind}-{port}", bins["php-fpm"])
     elif proxy and kind.removesuffix(URING).endswith("-ws"):
-        fpm = start_echo_upstream(ws, f"{kind}-{port}", bins["echo"])
+        fpm = start_upstream(ws, f"{kind}-{port}", lambda p: [bins["echo"], str(p)], "upgrade echo")
     elif proxy:
-        fpm = start_floor_upstream(ws, f"{kind}-{port}", bins["floor"])
+        fpm = start_upstream(ws, f"{kind}-{port}", lambda p: [bins["floor"], str(p), str(SMALL_SIZE)], "floor")
     try:
         argv, conf = _command(kind, ws, bins, port, fpm)
         server = Server(kind, argv, port, log, conf)

@@ -1,7 +1,10 @@
 #include "server/upstreams.h"
 
+#include <algorithm>
+#include <latch>
 #include <string>
 
+#include "net/event_loop.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/proxy_handler.h"
 #include "server/sites.h"
@@ -21,6 +24,18 @@ bool same_lists(std::vector<T> a, std::vector<T> b) {
 }
 
 }  // namespace
+
+void run_on_loop_and_wait(net::EventLoop* loop, const std::vector<net::EventLoop*>& running,
+                          const std::function<void()>& f) {
+  if (loop->is_in_loop_thread()) return f();
+  if (std::find(running.begin(), running.end(), loop) == running.end()) return;
+  std::latch done(1);
+  loop->run_in_loop([&] {
+    f();
+    done.count_down();
+  });
+  done.wait();
+}
 
 std::vector<upstream::GroupServer> group_servers(const UpstreamConfig& config) {
   std::vector<upstream::GroupServer> servers;

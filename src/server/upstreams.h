@@ -5,6 +5,7 @@
 // ones and retires these behind the requests that began under them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -19,6 +20,12 @@ namespace tern::server {
 
 class FastCgiRoutes;
 class ProxyRoutes;
+
+// Runs f on `loop`'s thread and waits for it (main thread, shutting the
+// pools down); nothing if `loop` is not among `running` any more, at once
+// if this is its thread.
+void run_on_loop_and_wait(net::EventLoop* loop, const std::vector<net::EventLoop*>& running,
+                          const std::function<void()>& f);
 
 // An [[upstream]]'s servers and method, as its Groups take them.
 std::vector<upstream::GroupServer> group_servers(const UpstreamConfig& config);

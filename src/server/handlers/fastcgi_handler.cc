@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <latch>
 #include <stdexcept>
 
 #include "base/log.h"
@@ -174,22 +173,12 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
 }
 
 void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
+  // Closed, not destroyed: a request still on its way finds a pool that
+  // answers 502, and the pools go with this object, after the loops.
   loops_.for_each([this, &loops](net::EventLoop* loop, LoopState&) {
-    // Closed, not destroyed: a request still on its way finds a pool that
-    // answers 502, and the pools go with this object, after the loops.
-    auto close = [this, loop] {
+    run_on_loop_and_wait(loop, loops, [this, loop] {
       for (auto& group : loops_.get(loop)->groups) group->close();
-    };
-    if (loop->is_in_loop_thread()) return close();
-    bool running = false;
-    for (net::EventLoop* l : loops) running = running || l == loop;
-    if (!running) return;
-    std::latch done(1);
-    loop->run_in_loop([&] {
-      close();
-      done.count_down();
     });
-    done.wait();
   });
 }
 

@@ -1,7 +1,5 @@
 #include "server/handlers/proxy_handler.h"
 
-#include <latch>
-
 #include "base/log.h"
 #include "http/chars.h"
 #include "http/error_page.h"
@@ -122,22 +120,12 @@ void ProxyRoutes::init_loop(net::EventLoop* loop) {
 }
 
 void ProxyRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
+  // Closed, not destroyed: a request still on its way finds pools that
+  // answer 502, and the groups go with this object, after the loops.
   loops_.for_each([this, &loops](net::EventLoop* loop, LoopState&) {
-    // Closed, not destroyed: a request still on its way finds pools that
-    // answer 502, and the groups go with this object, after the loops.
-    auto close = [this, loop] {
+    run_on_loop_and_wait(loop, loops, [this, loop] {
       for (auto& group : loops_.get(loop)->groups) group->close();
-    };
-    if (loop->is_in_loop_thread()) return close();
-    bool running = false;
-    for (net::EventLoop* l : loops) running = running || l == loop;
-    if (!running) return;
-    std::latch done(1);
-    loop->run_in_loop([&] {
-      close();
-      done.count_down();
     });
-    done.wait();
   });
 }
 
