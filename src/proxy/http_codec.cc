@@ -34,9 +34,9 @@ bool asks_to_upgrade(const http::Request& request) {
 HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options)
     : request_(request),
       options_(options),
+      target_(options.target),
       head_request_(request.method() == http::Method::kHead),
-      chunked_(response_chunk_limits()),
-      target_(options.target) {
+      chunked_(response_chunk_limits()) {
   options_.target = target_;
   options_.upgrade = asks_to_upgrade(request);
   if (options.client != nullptr) {

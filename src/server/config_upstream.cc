@@ -200,9 +200,7 @@ void check_proxies(const std::string& file, const Config& c) {
     for (size_t j = 0; j < c.sites[i].locations.size(); ++j) {
       const LocationConfig& l = c.sites[i].locations[j];
       if (!l.proxy) continue;
-      const bool named = std::any_of(c.upstreams.begin(), c.upstreams.end(),
-                                     [&](const UpstreamConfig& u) { return u.name == l.proxy->group; });
-      if (!named && !net::SocketAddress::parse(l.proxy->group)) {
+      if (!named(l.proxy->group) && !net::SocketAddress::parse(l.proxy->group)) {
         throw ConfigError(file, l.proxy->line,
                           "server[" + std::to_string(i) + "].location[" + std::to_string(j) + "].proxy.pass",
                           "\"" + l.proxy->group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:3000");

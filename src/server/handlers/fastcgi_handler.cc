@@ -55,7 +55,7 @@ struct FastCgiRoutes::Block {
   FastCgiConfig config;
   // Its php-fpm servers: the address of `pass`, or the [[upstream]] it names.
   std::vector<upstream::GroupServer> servers;
-  upstream::Balancer::Method method = upstream::Balancer::Method::kRoundRobin;
+  upstream::Balancer::Method balance = upstream::Balancer::Method::kRoundRobin;
   std::string root;  // without a trailing '/'
   std::optional<std::string> suffix;
   std::optional<Regex> pattern;
@@ -124,7 +124,7 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
       for (const UpstreamConfig& group : config.upstreams) {
         if (group.name != block_config.group) continue;
         block->servers = group_servers(group);
-        block->method = group_method(group.method);
+        block->balance = group_method(group.method);
       }
       if (block->servers.empty()) {
         throw std::runtime_error("fastcgi block at line " + std::to_string(block_config.line) +
@@ -162,7 +162,7 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
     options.connect_timeout = block->config.connect_timeout;
     options.queue_timeout = block->config.queue_timeout;
     state->groups.push_back(
-        std::make_unique<upstream::Group>(loop, block->log_name, block->servers, block->method, options));
+        std::make_unique<upstream::Group>(loop, block->log_name, block->servers, block->balance, options));
     OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
     scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
@@ -293,7 +293,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   options.read_timeout = block.config.read_timeout;
   // Several php-fpm pools: a failed attempt may go to another.
   options.next_server = block.servers.size() > 1;
-  if (block.method == upstream::Balancer::Method::kHash) options.hash_key = exchange.peer_address().to_ip();
+  if (block.balance == upstream::Balancer::Method::kHash) options.hash_key = exchange.peer_address().to_ip();
   options.log_name = block.log_name;
   options.request_buffering = block.config.request_buffering;
   options.response_buffering = block.config.response_buffering;
