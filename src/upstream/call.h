@@ -206,6 +206,12 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   ~Call() override { done(); }
 
  private:
+  // Queued bytes at which a side stops feeding the other: the client's
+  // body into the upstream, the upstream's response into the client.
+  static constexpr size_t kHighWater = 256 * 1024;
+  // Read from a spool at a time.
+  static constexpr size_t kSpoolPiece = 64 * 1024;
+
   void begin();
   // Client side.
   void on_body(std::string_view piece, bool last);

@@ -1,0 +1,254 @@
+// upstream::Call, the way back: the response head and body relayed to the
+// client (spooled when it is behind), and the tunnel after a 101. See
+// call.h.
+#include "upstream/call.h"
+
+#include "base/log.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+#include "upstream/group.h"
+
+namespace tern::upstream {
+
+std::string_view ResponseHead::header(std::string_view name) const {
+  for (const http::Header& field : headers) {
+    if (http::iequals(field.name, name)) return field.value;
+  }
+  return {};
+}
+
+bool is_unrelayed_field(std::string_view name) {
+  constexpr std::string_view kAccel = "X-Accel-";
+  return http::iequals(name, "Connection") || http::iequals(name, "Keep-Alive") ||
+         http::iequals(name, "Transfer-Encoding") || http::iequals(name, "Content-Length") ||
+         http::iequals(name, "Date") || http::iequals(name, "Server") ||
+         http::iequals(name, "X-Sendfile") || http::iequals(name, "X-Lighttpd-Send-File") ||
+         (name.size() > kAccel.size() && http::iequals(name.substr(0, kAccel.size()), kAccel));
+}
+
+bool Call::on_body_data(std::string_view data) {
+  if (exchange_ == nullptr || data.empty()) return true;  // the client went away
+  if (tap_) tap_->on_body(data);
+  return relay(data);
+}
+
+bool Call::write_response_head() {
+  const ResponseHead& head = codec_->head();
+  const int status = head.status;
+  if (status < 200) {
+    // An interim response would leave the client waiting for the final
+    // one, and a 101 would claim a protocol switch that never happens.
+    TERN_LOG_ERROR("{}: the upstream answered {}, which is not a final status",
+                   group_.server_name(server_), status);
+    settle(false);
+    fail(502, "1xx status from the upstream");
+    return false;
+  }
+  response_started_ = true;
+  if (options_.internal_redirect) {
+    if (std::string_view target = head.header("X-Accel-Redirect"); !target.empty()) {
+      settle(false);
+      http::Exchange* exchange = exchange_;
+      exchange_ = nullptr;  // answered elsewhere from now on
+      done();
+      options_.internal_redirect(target, head, *exchange);
+      return false;
+    }
+  }
+  http::ResponseWriter& writer = exchange_->writer();
+  // Compressed on the way (a location's compression) unless the upstream coded it.
+  const bool coded = status == 200 && head.header("Content-Encoding").empty() &&
+                     writer.compress_for(head.header("Content-Type"), head.content_length) !=
+                         http::Coding::kIdentity;
+  writer.start(status, head.reason);
+  relayed_.clear();
+  for (const http::Header& field : head.headers) {
+    if (is_unrelayed_field(field.name) || codec_->hop_field(field.name)) continue;
+    std::string_view value = field.value;
+    if (!options_.rewrite_from.empty() && value.starts_with(options_.rewrite_from) &&
+        (http::iequals(field.name, "Location") || http::iequals(field.name, "Refresh"))) {
+      rewritten_.assign(options_.rewrite_to).append(value.substr(options_.rewrite_from.size()));
+      value = rewritten_;
+    }
+    if (coded && http::iequals(field.name, "ETag") && !value.starts_with("W/")) {
+      // Another representation: its validator can only be weak.
+      writer.header(field.name, "W/" + std::string(value));
+    } else if (!(writer.varies() && http::iequals(field.name, "Vary") &&
+                 http::iequals(value, "Accept-Encoding"))) {
+      writer.header(field.name, value);
+    }
+    if (tap_) relayed_.push_back({field.name, value});
+  }
+  if (!options_.extra_header_name.empty()) {
+    writer.header(options_.extra_header_name, options_.extra_header_value);
+  }
+  if (tap_) tap_->on_head(status, relayed_);
+  buffer_response_ =
+      options_.response_buffering && !http::iequals(head.header("X-Accel-Buffering"), "no");
+  if (buffer_response_) response_.configure(options_.response_memory, options_.temp_dir);
+  if (head.content_length) {
+    writer.begin_stream(*head.content_length);
+  } else {
+    writer.begin_stream();
+  }
+  return true;
+}
+
+// To the client if it keeps up, else into the spool behind what waits
+// there already (buffering), or to the client anyway (relaying as it comes:
+// the caller then pauses the upstream).
+bool Call::relay(std::string_view data) {
+  if (!buffer_response_ ||
+      (response_.empty() && exchange_->pending_output_bytes() <= kHighWater)) {
+    exchange_->writer().write(data);
+    return true;
+  }
+  if (auto stored = response_.append(data); !stored) {
+    TERN_LOG_ERROR("{}: buffering a response: {}", options_.log_name, stored.error().message());
+    fail(500, "cannot buffer the response");
+    return false;
+  }
+  return true;
+}
+
+// Moves spooled response bytes to the client while it keeps up. False if
+// the call failed.
+bool Call::pump_response() {
+  while (response_sent_ < response_.size()) {
+    if (exchange_->pending_output_bytes() > kHighWater) {
+      exchange_->wait_for_drain();
+      return true;
+    }
+    Result<std::string_view> piece = response_.read(response_sent_, kSpoolPiece, &scratch_);
+    if (!piece) {
+      TERN_LOG_ERROR("{}: reading a buffered response: {}", options_.log_name,
+                     piece.error().message());
+      fail(500, "cannot read the buffered response");
+      return false;
+    }
+    exchange_->writer().write(*piece);
+    response_sent_ += piece->size();
+    exchange_->flush();
+  }
+  response_.clear();
+  response_sent_ = 0;
+  return true;
+}
+
+void Call::on_client_drained() {
+  if (tunnel_) {
+    if (upstream_ != nullptr && !upstream_->is_reading()) upstream_->start_reading();
+    return;
+  }
+  if (exchange_ == nullptr || !pump_response()) return;
+  if (!response_.empty()) return;  // more when the client has taken this
+  if (upstream_done_) return end_response();
+  resume_upstream();
+}
+
+void Call::pause_upstream() {
+  if (upstream_ == nullptr) return;
+  upstream_->stop_reading();
+  // The upstream waits for the client now, not the other way round.
+  if (read_timer_.valid()) loop_->cancel(read_timer_);
+  read_timer_ = net::TimerId{};
+}
+
+void Call::resume_upstream() {
+  if (upstream_ == nullptr || upstream_->is_reading()) return;
+  upstream_->start_reading();
+  arm_read_timer();
+}
+
+void Call::on_response_end(const net::Buffer& input) {
+  const bool clean = codec_->reusable() && input.empty() && body_done_;
+  // The upstream is done: its connection goes back now, whatever the
+  // client still has to download.
+  if (upstream_ != nullptr) group_.pool(server_).release(this, clean);
+  upstream_ = nullptr;
+  if (read_timer_.valid()) loop_->cancel(read_timer_);
+  read_timer_ = net::TimerId{};
+  if (!response_started_) {
+    settle(codec_->error_status() != 503);
+    TERN_LOG_ERROR("{}: {}", group_.server_name(server_), codec_->error());
+    return fail(codec_->error_status(), codec_->error());
+  }
+  settle(false);
+  upstream_done_ = true;
+  if (exchange_ == nullptr) return done();
+  exchange_->flush();
+  if (!response_.empty()) return exchange_->wait_for_drain();  // then end_response()
+  end_response();
+}
+
+void Call::end_response() {
+  http::ResponseWriter& writer = exchange_->writer();
+  writer.end_stream();
+  const bool complete = !writer.stream_short();
+  if (tap_) tap_->on_end(complete);
+  tap_.reset();
+  if (!complete) {
+    // What arrived goes out; the close says the rest never will.
+    TERN_LOG_ERROR("{}: response shorter than its Content-Length", group_.server_name(server_));
+    exchange_->abort();
+  } else {
+    exchange_->finish();
+  }
+  exchange_ = nullptr;
+  done();
+}
+
+// The 101 to the client, then the tunnel: what the upstream sent behind
+// its head is the new protocol's first bytes.
+void Call::start_tunnel(net::Buffer& input) {
+  const ResponseHead& head = codec_->head();
+  http::ResponseWriter& writer = exchange_->writer();
+  settle(false);
+  if (!writer.keep_alive()) return fail(503, "the connection is closing");
+  response_started_ = true;
+  writer.start(101, head.reason);
+  for (const http::Header& field : head.headers) {
+    if (is_unrelayed_field(field.name) || codec_->hop_field(field.name)) continue;
+    writer.header(field.name, field.value);
+  }
+  writer.header("Connection", "upgrade");
+  writer.header("Upgrade", head.header("Upgrade"));
+  writer.end();
+  if (!exchange_->switch_protocols()) return fail(502, "the connection cannot switch protocols");
+  tunnel_ = true;
+  TERN_LOG_DEBUG("{}: switched to {}", group_.server_name(server_), head.header("Upgrade"));
+  tunnel_from_upstream(input);
+}
+
+void Call::tunnel_from_client(std::string_view piece) {
+  if (upstream_ == nullptr || piece.empty()) return;
+  upstream_->send(piece);
+  arm_read_timer();
+  if (upstream_->pending_output_bytes() > kHighWater) {
+    exchange_->pause_body();
+    upstream_->ask_write_complete();
+  }
+}
+
+void Call::tunnel_from_upstream(net::Buffer& input) {
+  if (exchange_ == nullptr || input.empty()) return;
+  exchange_->write_raw(input.view());
+  input.retrieve_all();
+  exchange_->flush();
+  arm_read_timer();
+  if (exchange_->pending_output_bytes() > kHighWater) {
+    exchange_->wait_for_drain();
+    if (upstream_ != nullptr) upstream_->stop_reading();
+  }
+}
+
+void Call::end_tunnel(std::string_view why) {
+  TERN_LOG_DEBUG("{}: tunnel ends: {}", group_.server_name(server_), why);
+  if (exchange_ != nullptr) {
+    exchange_->finish();  // closes the client's connection once its output is out
+    exchange_ = nullptr;
+  }
+  done();
+}
+
+}  // namespace tern::upstream
