@@ -1,6 +1,7 @@
 #include "net/connection_pool.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/log.h"
 #include "net/event_loop.h"
@@ -111,6 +112,7 @@ void ConnectionPool::open_slot() {
   client_options.connector.connect_timeout = options_.connect_timeout;
   client_options.connector.retry = false;
   client_options.reconnect = false;
+  client_options.secure = options_.secure;
   slots_.push_back(std::make_unique<Slot>());
   Slot* slot = slots_.back().get();
   slot->index = slots_.size() - 1;
@@ -135,7 +137,9 @@ void ConnectionPool::open_slot() {
       },
       /*only_when_asked=*/true);
   client.set_connect_failed_callback([this, slot](const Error& error, bool) {
-    if (!slot->dropped) on_connect_failed(slot, error.message());
+    if (slot->dropped) return;
+    const bool handshake = std::strcmp(error.what, "TLS handshake") == 0;
+    on_connect_failed(slot, handshake ? slot->client->handshake_failure() : error.message());
   });
   client.connect();
 }

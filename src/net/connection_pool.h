@@ -40,6 +40,7 @@ namespace tern::net {
 
 class Buffer;
 class EventLoop;
+class SecureContext;
 class TcpClient;
 class TcpConnection;
 
@@ -50,6 +51,9 @@ struct ConnectionPoolOptions {
   size_t max_waiting = 256;  // users waiting while every connection is busy
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds queue_timeout{10000};
+  // TLS to the server (a tls::ClientContext): a connection is lent once its
+  // handshake is over; one that fails counts as a failed connect.
+  std::shared_ptr<SecureContext> secure;
 };
 
 class ConnectionPool {

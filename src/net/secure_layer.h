@@ -9,9 +9,12 @@
 // whether its bytes are encrypted, beyond asking secure().
 //
 // The library holds no cryptography of its own: a SecureContext, made by the
-// application (tls::ServerContext for TLS on OpenSSL) and given to a
-// TcpServer for a listening address, makes a layer for each connection
-// accepted there.
+// application, makes a layer for each connection: tls::ServerContext (TLS
+// on OpenSSL), given to a TcpServer for a listening address, for each
+// connection accepted there; tls::ClientContext, given to a TcpClient
+// (TcpClientOptions::secure), for each connection it opens. A client's
+// connection is announced (on_connection) once its handshake is over; one
+// whose handshake fails is reported as a failed connect.
 //
 // A layer is used on its connection's loop thread only; a context may be
 // asked for layers by several loops at once.
@@ -36,6 +39,9 @@ class SecureLayer {
 
   virtual ~SecureLayer() = default;
 
+  // The client side speaks first: its opening records (a ClientHello) are
+  // appended to `to_send`. A server's layer has nothing to say.
+  virtual Status start(Buffer& /*to_send*/) { return Status::kOk; }
   // Ciphertext from the peer, consumed as far as it goes: plaintext is
   // appended to `plain`, records to send back (the handshake's) to `to_send`.
   virtual Status receive(Buffer& from_peer, Buffer& plain, Buffer& to_send) = 0;
@@ -56,15 +62,19 @@ class SecureLayer {
   virtual std::string_view server_name() const = 0;
   virtual std::string_view application_protocol() const = 0;
   virtual bool resumed() const = 0;
+  // Why the layer failed ("certificate verify failed: ..."), for logs;
+  // empty while it has not.
+  virtual std::string_view error() const { return {}; }
 };
 
 class SecureContext {
  public:
   virtual ~SecureContext() = default;
-  // A layer for a new connection (server side). Thread-safe.
+  // A layer for a new connection: the server side for a server's context,
+  // the client side for a client's. Thread-safe.
   virtual std::unique_ptr<SecureLayer> new_layer() = 0;
   // A connection still without an established layer this long after it was
-  // accepted is closed.
+  // accepted (or connected) is closed.
   virtual std::chrono::milliseconds handshake_timeout() const = 0;
 };
 

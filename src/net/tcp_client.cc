@@ -1,5 +1,7 @@
 #include "net/tcp_client.h"
 
+#include <cerrno>
+
 #include "base/log.h"
 #include "net/connection_table.h"
 #include "net/event_loop.h"
@@ -11,6 +13,9 @@ namespace tern::net {
 TcpClient::TcpClient(EventLoop* loop, const SocketAddress& server, TcpClientOptions options)
     : loop_(loop), options_(std::move(options)), connector_(loop, server, options_.connector) {
   connector_.set_connected_callback([this](Socket socket) { on_connected(std::move(socket)); });
+  connector_.set_failed_callback([this](const Error& error, bool will_retry) {
+    if (failed_cb_) failed_cb_(error, will_retry);
+  });
   callbacks_.on_close = [this](TcpConnection& conn) { on_closed(conn); };
 }
 
@@ -51,15 +56,31 @@ void TcpClient::on_connected(Socket socket) {
   if (options_.tcp_nodelay && !unix_socket) (void)sockets::set_tcp_nodelay(socket.fd(), true);
   InetAddress peer = unix_socket ? InetAddress() : sockets::peer_address(socket.fd());
   ConnectionTable& table = loop_->connections();
+  std::unique_ptr<SecureLayer> layer;
+  if (options_.secure && !(layer = options_.secure->new_layer())) {
+    handshake_failure_ = "TLS handshake: no TLS session could be made";
+    if (failed_cb_) failed_cb_(Error{ENOMEM, "TLS handshake"}, false);
+    return;  // the Socket closes
+  }
   TcpConnection* conn = table.open(std::move(socket), peer, &callbacks_, this, options_.trigger,
                                    /*accepted=*/false);
   connection_ = conn->id();
   ++connect_count_;
+  if (layer) conn->use_secure_layer(std::move(layer), options_.secure->handshake_timeout(), /*client=*/true);
   table.establish(conn);
 }
 
 void TcpClient::on_closed(TcpConnection& conn) {
   if (conn.id() == connection_) connection_ = ConnectionId{};
+  if (conn.secure_ && !conn.secure_->announced) {
+    // Connected, but the handshake never ended: for the user, a connect
+    // that failed.
+    handshake_failure_ = conn.secure_handshake_failure();
+    TERN_LOG_DEBUG("{}: {} to {}", options_.name, handshake_failure_, connector_.server().to_string());
+    if (failed_cb_) {
+      failed_cb_(Error{conn.secure_->timed_out ? ETIMEDOUT : EPROTO, "TLS handshake"}, wanted_ && options_.reconnect);
+    }
+  }
   if (wanted_ && options_.reconnect) {
     TERN_LOG_DEBUG("{}: connection to {} closed, reconnecting", options_.name,
                    connector_.server().to_string());

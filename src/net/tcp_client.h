@@ -7,6 +7,12 @@
 //   client.set_message_callback([](TcpConnection& c, Buffer& in) { ... });
 //   client.connect();
 //
+// Over TLS: options.secure (a tls::ClientContext) makes a layer for each
+// connection; the connection callback runs once the handshake is over, and
+// a handshake that fails (a certificate not verified, a timeout) is
+// reported to the connect-failed callback, with handshake_failure() saying
+// why, like a connect that failed.
+//
 // Ownership: owned by the user; the connection lives in the loop's
 // ConnectionTable (tagged with this client). Destroying the client closes the
 // connection, running its close callbacks first. Loop thread only.
@@ -14,10 +20,12 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "net/callbacks.h"
 #include "net/connector.h"
+#include "net/secure_layer.h"
 #include "net/socket_address.h"
 
 namespace tern::net {
@@ -31,6 +39,8 @@ struct TcpClientOptions {
   bool reconnect = false;
   TriggerMode trigger = TriggerMode::kLevel;
   bool tcp_nodelay = true;
+  // TLS (or another SecureLayer) over the connection; null: plain.
+  std::shared_ptr<SecureContext> secure;
 };
 
 class TcpClient {
@@ -52,9 +62,9 @@ class TcpClient {
     callbacks_.on_write_complete = std::move(cb);
     callbacks_.write_complete_when_asked = only_when_asked;
   }
-  void set_connect_failed_callback(Connector::FailedCallback cb) {
-    connector_.set_failed_callback(std::move(cb));
-  }
+  // A connect that failed, or a TLS handshake (then Error::what is "TLS
+  // handshake" and handshake_failure() says more).
+  void set_connect_failed_callback(Connector::FailedCallback cb) { failed_cb_ = std::move(cb); }
 
   // Starts connecting (and retrying, as the options say).
   void connect();
@@ -67,6 +77,9 @@ class TcpClient {
   TcpConnection* connection();
   const SocketAddress& server() const { return connector_.server(); }
   int connect_count() const { return connect_count_; }
+  // Why the last TLS handshake that failed did ("TLS handshake: certificate
+  // verify failed: ..."); empty if none has.
+  const std::string& handshake_failure() const { return handshake_failure_; }
 
  private:
   void on_connected(Socket socket);
@@ -77,6 +90,8 @@ class TcpClient {
   ConnectionCallbacks callbacks_;
   Connector connector_;
   ConnectionId connection_;
+  Connector::FailedCallback failed_cb_;
+  std::string handshake_failure_;
   bool wanted_ = false;  // connect() called, disconnect() not
   int connect_count_ = 0;
 };

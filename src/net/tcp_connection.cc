@@ -77,6 +77,11 @@ void TcpConnection::establish(bool input_waiting) {
   loop()->assert_in_loop_thread();
   TERN_CHECK(state_ == State::kConnected);
   reading_ = true;
+  if (secure_ && secure_->client) {
+    // A TLS client speaks first; on_connection waits for the handshake.
+    register_channel();
+    return secure_start();
+  }
   if (!input_waiting) {
     register_channel();
     if (callbacks_->on_connection) callbacks_->on_connection(*this);
@@ -341,7 +346,8 @@ void TcpConnection::handle_close() {
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();
   if (secure_) secure_->handshake_timer.cancel();
-  if (callbacks_->on_connection) callbacks_->on_connection(*this);
+  const bool announced = !secure_ || secure_->announced;
+  if (callbacks_->on_connection && announced) callbacks_->on_connection(*this);
   if (callbacks_->on_close) callbacks_->on_close(*this);
   socket_.reset();
   loop()->connections().release(this);

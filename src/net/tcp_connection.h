@@ -25,6 +25,9 @@
 // steps of at most 64 KiB as the socket takes it, so a slow reader holds
 // that much ciphertext and no more. Until the handshake is over output
 // waits; a handshake not over in the context's time closes the connection.
+// A client's connection (TcpClientOptions::secure) begins the handshake and
+// is announced to on_connection once it is over; if it never is, the
+// connection closes unannounced and TcpClient reports a failed connect.
 //
 // Loop thread only, every method.
 #pragma once
@@ -32,6 +35,7 @@
 #include <any>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -124,6 +128,7 @@ class TcpConnection final : public OutputStream {
 
  private:
   friend class ConnectionTable;
+  friend class TcpClient;
   friend class TcpServer;
 
   struct PendingFile {
@@ -139,6 +144,9 @@ class TcpConnection final : public OutputStream {
     Buffer out{0};  // ciphertext to send, ahead of output_
     Timeout handshake_timer;
     bool close_sent = false;  // the closing alert is queued
+    bool client = false;      // we began the handshake
+    bool announced = true;    // on_connection has run (a client's waits for the handshake)
+    bool timed_out = false;   // the handshake did not end in time
   };
 
   // ConnectionTable's side.
@@ -170,10 +178,15 @@ class TcpConnection final : public OutputStream {
   void close_at_round_end();
   void fail(int err, const char* what);
 
-  // TcpServer's side: before establish(), the connection speaks through
-  // `layer`, which must be established within `handshake_timeout`.
-  void use_secure_layer(std::unique_ptr<SecureLayer> layer, std::chrono::milliseconds handshake_timeout);
+  // TcpServer's and TcpClient's side: before establish(), the connection
+  // speaks through `layer`, which must be established within
+  // `handshake_timeout`; a `client` layer speaks first.
+  void use_secure_layer(std::unique_ptr<SecureLayer> layer, std::chrono::milliseconds handshake_timeout,
+                        bool client = false);
+  // Why a client's handshake never ended (TcpClient's report); empty if it did.
+  std::string secure_handshake_failure() const;
   // tcp_connection_secure.cc
+  void secure_start();
   void secure_read();
   void secure_received(const char* data, size_t n);
   void secure_input();

@@ -48,11 +48,30 @@ const char* status_name(SecureLayer::Status status) {
 }  // namespace
 
 void TcpConnection::use_secure_layer(std::unique_ptr<SecureLayer> layer,
-                                     std::chrono::milliseconds handshake_timeout) {
+                                     std::chrono::milliseconds handshake_timeout, bool client) {
   TERN_DCHECK(state_ == State::kConnected && !secure_ && layer);
   secure_ = std::make_unique<SecureState>(this);
   secure_->layer = std::move(layer);
+  secure_->client = client;
+  secure_->announced = !client;
   secure_->handshake_timer.arm(handshake_timeout);
+}
+
+void TcpConnection::secure_start() {
+  SecureState& s = *secure_;
+  loop()->buffers().fill(s.out);
+  if (s.layer->start(s.out) != SecureLayer::Status::kOk) {
+    TERN_LOG_DEBUG("conn {} {}: TLS handshake could not begin: {}", slot_, peer_.to_ip_port(), s.layer->error());
+    return close_at_round_end();
+  }
+  secure_flush();
+}
+
+std::string TcpConnection::secure_handshake_failure() const {
+  if (!secure_ || secure_->layer->established()) return {};
+  if (secure_->timed_out) return "TLS handshake: not over in time";
+  const std::string_view error = secure_->layer->error();
+  return error.empty() ? "TLS handshake: the connection closed" : "TLS handshake: " + std::string(error);
 }
 
 void TcpConnection::handshake_timed_out(void* self) {
@@ -60,6 +79,7 @@ void TcpConnection::handshake_timed_out(void* self) {
   if (conn->disconnected() || !conn->secure_ || conn->secure_->layer->established()) return;
   TERN_LOG_DEBUG("conn {} {}: TLS handshake not over in time, closing", conn->slot_,
                  conn->peer_.to_ip_port());
+  conn->secure_->timed_out = true;
   conn->force_close();
 }
 
@@ -134,6 +154,12 @@ void TcpConnection::secure_input() {
                    s.layer->cipher(), s.layer->resumed() ? " (resumed)" : "",
                    s.layer->server_name().empty() ? std::string()
                                                   : " for " + std::string(s.layer->server_name()));
+    if (!s.announced) {
+      // A client's connection is the user's from here.
+      s.announced = true;
+      if (callbacks_->on_connection) callbacks_->on_connection(*this);
+      if (disconnected() || close_scheduled_) return;
+    }
   }
   // Handshake records, and output that waited for the handshake.
   if (has_pending_output()) secure_flush();

@@ -99,6 +99,18 @@ struct UpstreamServerConfig {
   bool operator==(const UpstreamServerConfig&) const = default;
 };
 
+// TLS to an upstream (a proxy's "https://" pass, and its `tls` table).
+struct UpstreamTlsConfig {
+  // The name sent as SNI and looked for in the certificate; empty: the
+  // group's name, or the address's IP (matched, not sent).
+  std::string name;
+  bool verify = true;
+  std::string ca;    // PEM file of trusted CAs; empty: the system's
+  std::string cert;  // a client certificate and its key; empty: none
+  std::string key;
+  bool operator==(const UpstreamTlsConfig&) const = default;
+};
+
 // One [[upstream]]: a group of HTTP servers a location's proxy names.
 struct UpstreamConfig {
   std::string name;
@@ -111,13 +123,16 @@ struct UpstreamConfig {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds queue_timeout{10000};
   std::optional<upstream::HealthOptions> health;  // active health checks
+  // Set on the proxy's copy of a group for the locations that pass to it
+  // over "https://" (ProxyRoutes): its servers speak TLS.
+  std::optional<UpstreamTlsConfig> tls;
   int line = 0;
   bool operator==(const UpstreamConfig&) const = default;
 };
 
 // A location's `proxy`: its requests go to an upstream HTTP/1.1 server.
 struct ProxyConfig {
-  std::string pass;   // "http://GROUP_OR_ADDRESS[/path]", as written
+  std::string pass;   // "http[s]://GROUP_OR_ADDRESS[/path]", as written
   std::string group;  // the [[upstream]] it names, or its address ("127.0.0.1:3000")
   // With a path in `pass`, the location's prefix is replaced by it (nginx's
   // proxy_pass with a URI); without, the request's target goes as sent.
@@ -133,6 +148,7 @@ struct ProxyConfig {
   unsigned next_upstream_tries = 0;  // 0: every server once
   std::chrono::milliseconds next_upstream_timeout{0};  // 0: no bound
   bool redirect = true;  // Location "http://GROUP/path..." becomes "PREFIX..."
+  std::optional<UpstreamTlsConfig> tls;  // "https://": set, from the `tls` table
   int line = 0;
   bool operator==(const ProxyConfig&) const = default;
 };

@@ -1,5 +1,9 @@
 // The [[upstream]] groups and a location's `proxy` in the config file.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "server/config_section.h"
 
@@ -86,6 +90,34 @@ upstream::HealthOptions read_health(Section s) {
   return h;
 }
 
+UpstreamTlsConfig read_upstream_tls(Section s) {
+  UpstreamTlsConfig t;
+  s.get_string("name", &t.name);
+  if (const toml::node* name = s.node("name")) {
+    const bool valid = !t.name.empty() && t.name.size() <= 253 &&
+                       t.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") ==
+                           std::string::npos;
+    if (!valid) s.fail(*name, "name", "expected a host name or an IP address");
+  }
+  s.get_bool("verify", &t.verify);
+  auto readable = [&s](const char* key, std::string* path) {
+    s.get_string(key, path);
+    const toml::node* node = s.node(key);
+    if (node != nullptr && ::access(path->c_str(), R_OK) != 0) {
+      s.fail(*node, key, *path + ": " + std::strerror(errno));
+    }
+  };
+  readable("ca", &t.ca);
+  readable("cert", &t.cert);
+  readable("key", &t.key);
+  if (t.cert.empty() != t.key.empty()) {
+    s.fail(*s.node(t.cert.empty() ? "key" : "cert"), t.cert.empty() ? "cert" : "key",
+           "a client certificate needs both cert and key");
+  }
+  s.finish();
+  return t;
+}
+
 }  // namespace
 
 void read_upstreams(Section& top, const toml::node& node, Config& c) {
@@ -147,9 +179,14 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
     throw ConfigError(s.file(), line, s.prefix() + "pass", "required (\"http://GROUP\" or \"http://127.0.0.1:3000\")");
   }
   std::string_view rest = p.pass;
-  if (rest.starts_with("https://")) s.fail(*pass, "pass", "HTTPS upstreams are not supported yet: use http://");
-  if (!rest.starts_with("http://")) s.fail(*pass, "pass", "expected \"http://GROUP_OR_ADDRESS[/path]\"");
-  rest.remove_prefix(7);
+  if (rest.starts_with("https://")) {
+    p.tls = UpstreamTlsConfig{};
+    rest.remove_prefix(8);
+  } else if (rest.starts_with("http://")) {
+    rest.remove_prefix(7);
+  } else {
+    s.fail(*pass, "pass", "expected \"http://GROUP_OR_ADDRESS[/path]\" or \"https://...\"");
+  }
   // "unix:/run/app.sock:/path": the socket's path ends at the next colon.
   size_t end = rest.starts_with("unix:") ? rest.find(':', 5) : rest.find('/');
   p.group = std::string(rest.substr(0, end));
@@ -174,6 +211,16 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   s.get_int("next_upstream_tries", &p.next_upstream_tries, 0, 64);
   s.get_duration("next_upstream_timeout", &p.next_upstream_timeout);
   s.get_bool("redirect", &p.redirect);
+  if (const toml::node* tls = s.node("tls")) {
+    if (!tls->is_table()) s.fail(*tls, "tls", "expected a table { ca = \"/etc/ssl/upstream-ca.pem\" }");
+    if (!p.tls) s.fail(*tls, "tls", "TLS settings need an https:// pass");
+    p.tls = read_upstream_tls(s.sub(*tls->as_table(), "tls"));
+    if (p.tls->name.empty() && p.tls->verify && p.group.starts_with("unix:")) {
+      s.fail(*tls, "tls", "name: required to verify the certificate of a server on a Unix socket");
+    }
+  } else if (p.tls && p.group.starts_with("unix:")) {
+    s.fail(*pass, "pass", "a server on a Unix socket over TLS needs tls = { name = \"...\" } (or verify = false)");
+  }
   s.finish();
   return p;
 }

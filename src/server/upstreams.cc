@@ -94,7 +94,11 @@ void Upstreams::retire_loop(net::EventLoop* loop) {
 }
 
 bool Upstreams::same(const Config& a, const Config& b) {
-  return same_lists(fastcgi_blocks(a), fastcgi_blocks(b)) && same_lists(proxy_groups(a), proxy_groups(b));
+  // Groups over TLS are made again: their CA and certificate files may have
+  // been renewed under the same names.
+  const std::vector<UpstreamConfig> groups = proxy_groups(b);
+  const bool tls = std::any_of(groups.begin(), groups.end(), [](const UpstreamConfig& g) { return g.tls.has_value(); });
+  return !tls && same_lists(fastcgi_blocks(a), fastcgi_blocks(b)) && same_lists(proxy_groups(a), groups);
 }
 
 }  // namespace tern::server

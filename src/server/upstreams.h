@@ -50,8 +50,8 @@ struct Upstreams {
   void start_health_checks(net::EventLoop* loop);
   void stop_health_checks();
 
-  // Whether two configs name the same blocks and groups (lines aside): a
-  // reload keeps the running Upstreams then.
+  // Whether two configs name the same blocks and groups (lines aside) and
+  // no group speaks TLS: a reload keeps the running Upstreams then.
   static bool same(const Config& a, const Config& b);
 };
 

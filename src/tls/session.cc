@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 #include <climits>
@@ -84,13 +85,22 @@ long Session::bio_ctrl(BIO* /*bio*/, int command, long /*number*/, void* /*point
 }
 
 Session::Session(SSL* ssl, std::shared_ptr<const void> keep, std::atomic<uint64_t>* handshakes,
-                 std::atomic<uint64_t>* resumed, std::atomic<uint64_t>* failed)
-    : ssl_(ssl), keep_(std::move(keep)), handshakes_(handshakes), resumed_(resumed), failed_(failed) {
+                 std::atomic<uint64_t>* resumed, std::atomic<uint64_t>* failed, Role role)
+    : ssl_(ssl),
+      keep_(std::move(keep)),
+      handshakes_(handshakes),
+      resumed_(resumed),
+      failed_(failed),
+      first_bytes_checked_(role == Role::kClient) {
   BIO* bio = BIO_new(bio_method());
   BIO_set_data(bio, this);
   BIO_set_init(bio, 1);
   SSL_set_bio(ssl_, bio, bio);  // one reference, for both directions
-  SSL_set_accept_state(ssl_);
+  if (role == Role::kClient) {
+    SSL_set_connect_state(ssl_);
+  } else {
+    SSL_set_accept_state(ssl_);
+  }
 }
 
 Session::~Session() {
@@ -115,16 +125,8 @@ net::SecureLayer::Status Session::receive(net::Buffer& from_peer, net::Buffer& p
     }
   }
   if (!established_) {
-    ERR_clear_error();
-    const int done = SSL_do_handshake(ssl_);
-    if (done != 1) {
-      const int error = SSL_get_error(ssl_, done);
-      if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return Status::kOk;
-      return failed("handshake", to_send);
-    }
-    established_ = true;
-    handshakes_->fetch_add(1, std::memory_order_relaxed);
-    if (SSL_session_reused(ssl_) == 1) resumed_->fetch_add(1, std::memory_order_relaxed);
+    const Status status = handshake(to_send);
+    if (status != Status::kOk || !established_) return status;
   }
   for (;;) {
     plain.ensure_writable(kRecordSize);
@@ -139,6 +141,26 @@ net::SecureLayer::Status Session::receive(net::Buffer& from_peer, net::Buffer& p
     if (error == SSL_ERROR_ZERO_RETURN) return Status::kPeerClosed;
     return failed("read", to_send);
   }
+}
+
+net::SecureLayer::Status Session::start(net::Buffer& to_send) {
+  if (established_ || SSL_is_server(ssl_) == 1) return Status::kOk;
+  Lend lend(&in_, nullptr, &out_, &to_send);
+  return handshake(to_send);
+}
+
+net::SecureLayer::Status Session::handshake(net::Buffer& to_send) {
+  ERR_clear_error();
+  const int done = SSL_do_handshake(ssl_);
+  if (done != 1) {
+    const int error = SSL_get_error(ssl_, done);
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return Status::kOk;
+    return failed("handshake", to_send);
+  }
+  established_ = true;
+  handshakes_->fetch_add(1, std::memory_order_relaxed);
+  if (SSL_session_reused(ssl_) == 1) resumed_->fetch_add(1, std::memory_order_relaxed);
+  return Status::kOk;
 }
 
 net::SecureLayer::Status Session::send(const char* data, size_t n, net::Buffer& to_send) {
@@ -168,7 +190,14 @@ net::SecureLayer::Status Session::refuse_plain_http(net::Buffer& to_send) {
 net::SecureLayer::Status Session::failed(const char* what, net::Buffer& to_send) {
   const unsigned long code = ERR_peek_error();
   const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
-  TERN_LOG_DEBUG("TLS {} failed: {}", what, reason != nullptr ? reason : "connection error");
+  error_ = reason != nullptr ? reason : "connection error";
+  // A client that refused the server's certificate says why.
+  const long verified = SSL_is_server(ssl_) == 1 ? X509_V_OK : SSL_get_verify_result(ssl_);
+  if (!established_ && verified != X509_V_OK) {
+    error_ += ": ";
+    error_ += X509_verify_cert_error_string(verified);
+  }
+  TERN_LOG_DEBUG("TLS {} failed: {}", what, error_);
   ERR_clear_error();
   broken_ = true;
   if (!established_) failed_->fetch_add(1, std::memory_order_relaxed);

@@ -1,10 +1,12 @@
-// Session: one connection's TLS, server side (a net::SecureLayer made by
-// ServerContext::new_layer). OpenSSL reads and writes through a BIO of ours
-// over the connection's ciphertext buffers, so no socket is OpenSSL's and
-// both I/O backends (epoll and io_uring) carry TLS alike.
+// Session: one connection's TLS (a net::SecureLayer made by
+// ServerContext::new_layer, or ClientContext::new_layer for the client
+// side). OpenSSL reads and writes through a BIO of ours over the
+// connection's ciphertext buffers, so no socket is OpenSSL's and both I/O
+// backends (epoll and io_uring) carry TLS alike.
 //
-// Bytes that do not start a TLS record (plain HTTP sent to an HTTPS address)
-// get a 400 page in plain text, which says so, and the connection closes.
+// Server side: bytes that do not start a TLS record (plain HTTP sent to an
+// HTTPS address) get a 400 page in plain text, which says so, and the
+// connection closes.
 //
 // Loop thread of its connection.
 #pragma once
@@ -23,14 +25,16 @@ namespace tern::tls {
 
 class Session final : public net::SecureLayer {
  public:
+  enum class Role : uint8_t { kServer, kClient };
   // Owns `ssl`; `keep` holds what its context's callbacks use; the counters
   // (of the context) are bumped once the handshake ends.
   Session(SSL* ssl, std::shared_ptr<const void> keep, std::atomic<uint64_t>* handshakes,
-          std::atomic<uint64_t>* resumed, std::atomic<uint64_t>* failed);
+          std::atomic<uint64_t>* resumed, std::atomic<uint64_t>* failed, Role role = Role::kServer);
   ~Session() override;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
+  Status start(net::Buffer& to_send) override;
   Status receive(net::Buffer& from_peer, net::Buffer& plain, net::Buffer& to_send) override;
   Status send(const char* data, size_t n, net::Buffer& to_send) override;
   void close(net::Buffer& to_send) override;
@@ -41,6 +45,7 @@ class Session final : public net::SecureLayer {
   std::string_view server_name() const override;
   std::string_view application_protocol() const override;
   bool resumed() const override;
+  std::string_view error() const override { return error_; }
 
  private:
   static int bio_write(BIO* bio, const char* data, int length);
@@ -48,6 +53,7 @@ class Session final : public net::SecureLayer {
   static long bio_ctrl(BIO* bio, int command, long number, void* pointer);
   static BIO_METHOD* bio_method();
   Status refuse_plain_http(net::Buffer& to_send);
+  Status handshake(net::Buffer& to_send);
   Status failed(const char* what, net::Buffer& to_send);
 
   SSL* ssl_;
@@ -57,8 +63,9 @@ class Session final : public net::SecureLayer {
   std::atomic<uint64_t>* failed_;
   net::Buffer* in_ = nullptr;   // ciphertext to read, during a call
   net::Buffer* out_ = nullptr;  // ciphertext written, during a call
+  std::string error_;
   bool established_ = false;
-  bool first_bytes_checked_ = false;
+  bool first_bytes_checked_ = false;  // a client sends first: nothing to check
   bool broken_ = false;  // failed: its session is not to be resumed
 };
 

@@ -20,6 +20,7 @@ Group::Group(net::EventLoop* loop, std::string name, const std::vector<GroupServ
   for (const GroupServer& server : servers) {
     net::ConnectionPoolOptions options = pool;
     options.address = server.address;
+    options.secure = server.secure;
     options.name = servers.size() == 1 ? name_ : name_ + " " + server.address.to_string();
     pools_.push_back(std::make_unique<net::ConnectionPool>(loop_, options));
   }

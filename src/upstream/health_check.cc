@@ -15,6 +15,7 @@ class HealthCheck::Probe final : private net::ConnectionPool::User {
       : owner_(owner), index_(index), label_(owner->name_ + " " + server.address.to_string()) {
     net::ConnectionPoolOptions options;
     options.address = server.address;
+    options.secure = server.secure;
     options.name = label_ + " health check";
     options.max_connections = 1;
     options.max_waiting = 1;

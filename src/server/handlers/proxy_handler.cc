@@ -9,6 +9,7 @@
 #include "proxy/http_codec.h"
 #include "server/sites.h"
 #include "server/upstreams.h"
+#include "tls/client_context.h"
 #include "upstream/call.h"
 
 namespace tern::server {
@@ -44,33 +45,80 @@ std::string_view cookie_value(const http::Request& request, std::string_view nam
 
 }  // namespace
 
+// A proxy's TLS settings with the name filled in: nginx's $proxy_host, the
+// group's name or the address's IP (a Unix socket needs a name: the config
+// says so). `declared`: whether its group is an [[upstream]].
+std::optional<UpstreamTlsConfig> proxy_tls(const ProxyConfig& proxy, bool declared) {
+  if (!proxy.tls) return std::nullopt;
+  UpstreamTlsConfig tls = *proxy.tls;
+  if (tls.name.empty()) {
+    auto address = net::SocketAddress::parse(proxy.group);
+    if (declared) {
+      tls.name = proxy.group;
+    } else if (address && !address->is_unix()) {
+      tls.name = address->inet().to_ip();
+    }
+  }
+  return tls;
+}
+
 std::vector<UpstreamConfig> proxy_groups(const Config& config) {
-  std::vector<UpstreamConfig> groups = config.upstreams;
-  for (const SiteConfig& site : config.sites) {
-    for (const LocationConfig& l : site.locations) {
-      if (!l.proxy) continue;
-      const std::string& name = l.proxy->group;
-      const bool known = std::any_of(groups.begin(), groups.end(),
+  // A group per upstream and scheme: the [[upstream]]s a proxy passes to
+  // over http:// (or none does), then one per [[upstream]] or address and
+  // TLS settings passed to over https://, then one per address named
+  // directly over http://, in the order first named.
+  auto passes = [&config](const std::string& name, bool tls) {
+    for (const SiteConfig& site : config.sites) {
+      for (const LocationConfig& l : site.locations) {
+        if (l.proxy && l.proxy->group == name && l.proxy->tls.has_value() == tls) return true;
+      }
+    }
+    return false;
+  };
+  std::vector<UpstreamConfig> groups;
+  for (const UpstreamConfig& group : config.upstreams) {
+    if (passes(group.name, false) || !passes(group.name, true)) groups.push_back(group);
+  }
+  auto find = [&groups](const std::string& name, const std::optional<UpstreamTlsConfig>& tls) {
+    return std::any_of(groups.begin(), groups.end(),
+                       [&](const UpstreamConfig& g) { return g.name == name && g.tls == tls; });
+  };
+  for (const bool tls_pass : {true, false}) {
+    for (const SiteConfig& site : config.sites) {
+      for (const LocationConfig& l : site.locations) {
+        if (!l.proxy || l.proxy->tls.has_value() != tls_pass) continue;
+        const std::string& name = l.proxy->group;
+        auto declared = std::find_if(config.upstreams.begin(), config.upstreams.end(),
                                      [&](const UpstreamConfig& g) { return g.name == name; });
-      if (known) continue;
-      auto address = net::SocketAddress::parse(name);
-      if (!address) continue;  // the config refused it already
-      UpstreamConfig group;
-      group.name = name;
-      group.line = l.proxy->line;
-      UpstreamServerConfig server;
-      server.address_text = name;
-      server.address = *address;
-      server.max_fails = 0;  // a single server is never taken out
-      group.servers.push_back(server);
-      groups.push_back(std::move(group));
+        const std::optional<UpstreamTlsConfig> tls = proxy_tls(*l.proxy, declared != config.upstreams.end());
+        if (find(name, tls)) continue;
+        UpstreamConfig group;
+        if (declared != config.upstreams.end()) {
+          group = *declared;
+        } else {
+          auto address = net::SocketAddress::parse(name);
+          if (!address) continue;  // the config refused it already
+          group.name = name;
+          group.line = l.proxy->line;
+          UpstreamServerConfig server;
+          server.address_text = name;
+          server.address = *address;
+          server.max_fails = 0;  // a single server is never taken out
+          group.servers.push_back(server);
+        }
+        group.tls = tls;
+        groups.push_back(std::move(group));
+      }
     }
   }
   return groups;
 }
 
-ProxyRoutes::ProxyRoutes(const Config& config) : groups_(proxy_groups(config)), temp_dir_(config.temp_dir) {
-  for (const UpstreamConfig& group : groups_) {
+ProxyRoutes::ProxyRoutes(const Config& config)
+    : groups_(proxy_groups(config)), secure_(groups_.size()), temp_dir_(config.temp_dir) {
+  for (const UpstreamConfig& group : config.upstreams) declared_.push_back(group.name);
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const UpstreamConfig& group = groups_[i];
     std::string servers;
     for (const UpstreamServerConfig& server : group.servers) {
       servers += servers.empty() ? "" : ", ";
@@ -78,9 +126,37 @@ ProxyRoutes::ProxyRoutes(const Config& config) : groups_(proxy_groups(config)), 
       if (server.weight != 1) servers += " weight " + std::to_string(server.weight);
       if (server.backup) servers += " (backup)";
     }
-    TERN_LOG_INFO("proxy: upstream {}: {}; up to {} connection(s) per worker and server", group.name,
+    std::string tls;
+    if (group.tls) {
+      // A context per server: each resumes the sessions its server gave.
+      tls::ClientSettings settings;
+      settings.name = group.tls->name;
+      settings.verify = group.tls->verify;
+      settings.ca = group.tls->ca;
+      settings.client = {group.tls->cert, group.tls->key};
+      settings.handshake_timeout = group.connect_timeout;
+      for (size_t j = 0; j < group.servers.size(); ++j) {
+        try {
+          secure_[i].push_back(std::make_shared<tls::ClientContext>(settings));
+        } catch (const std::exception& e) {
+          throw std::runtime_error("proxy to " + group.name + " over TLS: " + e.what());
+        }
+      }
+      tls = " over TLS (" + (settings.name.empty() ? std::string("no name") : settings.name) +
+            (!settings.verify          ? ", not verified"
+             : settings.ca.empty() ? ", verified against the system's CAs"
+                                   : ", verified against " + settings.ca) +
+            ")";
+    }
+    TERN_LOG_INFO("proxy: upstream {}{}: {}; up to {} connection(s) per worker and server", group.name, tls,
                   servers, group.connections);
   }
+}
+
+std::vector<upstream::GroupServer> ProxyRoutes::servers(size_t index) const {
+  std::vector<upstream::GroupServer> servers = group_servers(groups_[index]);
+  for (size_t j = 0; j < servers.size() && j < secure_[index].size(); ++j) servers[j].secure = secure_[index][j];
+  return servers;
 }
 
 void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
@@ -90,8 +166,8 @@ void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
       health_.push_back(nullptr);
       continue;
     }
-    health_.push_back(std::make_unique<upstream::HealthCheck>(loop, "proxy " + config.name, group_servers(config),
-                                                              *config.health));
+    health_.push_back(std::make_unique<upstream::HealthCheck>(loop, "proxy " + config.name,
+                                                              servers(health_.size()), *config.health));
     health_.back()->start();
     TERN_LOG_INFO("proxy: upstream {}: health check GET {} every {} ms", config.name, config.health->path,
                   config.health->interval.count());
@@ -113,7 +189,7 @@ void ProxyRoutes::init_loop(net::EventLoop* loop) {
     options.max_waiting = config.queue;
     options.connect_timeout = config.connect_timeout;
     options.queue_timeout = config.queue_timeout;
-    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, group_servers(config),
+    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, servers(i),
                                                               group_method(config.method), options));
     if (i < health_.size() && health_[i]) state->groups.back()->watch(health_[i]->up());
   }
@@ -136,8 +212,10 @@ void ProxyRoutes::retire_loop(net::EventLoop* loop) {
 }
 
 int ProxyRoutes::find(const ProxyConfig& proxy) const {
+  const bool declared = std::find(declared_.begin(), declared_.end(), proxy.group) != declared_.end();
+  const std::optional<UpstreamTlsConfig> tls = proxy_tls(proxy, declared);
   for (size_t i = 0; i < groups_.size(); ++i) {
-    if (groups_[i].name == proxy.group) return static_cast<int>(i);
+    if (groups_[i].name == proxy.group && groups_[i].tls == tls) return static_cast<int>(i);
   }
   return -1;
 }
@@ -155,7 +233,7 @@ ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location)
       log_name_("proxy " + location.config.proxy->group) {
   if (config_.path) {
     prefix_ = location.config.pattern;
-    if (config_.redirect) rewrite_from_ = "http://" + config_.group + *config_.path;
+    if (config_.redirect) rewrite_from_ = (config_.tls ? "https://" : "http://") + config_.group + *config_.path;
   }
   if (group_ >= 0) {
     const UpstreamConfig& group = routes->config(static_cast<size_t>(group_));

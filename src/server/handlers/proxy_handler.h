@@ -4,7 +4,8 @@
 //
 // ProxyRoutes holds the groups: each [[upstream]] of the config, and one
 // group of one server per address a proxy names directly ("http://
-// 127.0.0.1:3000"). Each loop has its own upstream::Group per group (a
+// 127.0.0.1:3000"); a group passed to over "https://" is one more, with a
+// tls::ClientContext per server (verification, SNI, sessions resumed). Each loop has its own upstream::Group per group (a
 // balancer and a pool per server: counts and connections are the loop's,
 // no locks), created by init_loop() on that loop's thread and closed by
 // shutdown(); a reload that changes them builds new ones and retires the
@@ -29,15 +30,16 @@
 
 namespace tern::net {
 class EventLoop;
+class SecureContext;
 }
 
 namespace tern::server {
 
 struct Location;
 
-// Every group the config's proxies use, [[upstream]] ones first, then one
-// per address named directly (in the order first named). Two configs with
-// equal lists can share their groups.
+// Every group the config's proxies use, [[upstream]] ones first, then those
+// passed to over TLS, then one per address named directly (in the order
+// first named). Two configs with equal lists can share their groups.
 std::vector<UpstreamConfig> proxy_groups(const Config& config);
 
 class ProxyRoutes {
@@ -72,7 +74,14 @@ class ProxyRoutes {
     std::vector<std::unique_ptr<upstream::Group>> groups;
   };
 
+  // Group `index`'s servers, each with its TLS context if it has one.
+  std::vector<upstream::GroupServer> servers(size_t index) const;
+
   std::vector<UpstreamConfig> groups_;
+  std::vector<std::string> declared_;  // the [[upstream]] names
+  // Per group, a TLS context per server (none for a plain group), shared by
+  // every loop's pools and the health check.
+  std::vector<std::vector<std::shared_ptr<net::SecureContext>>> secure_;
   std::string temp_dir_;
   // One per group (null without checks); the loops' groups read their
   // verdicts, so they outlive loops_.

@@ -72,8 +72,13 @@ BAD_CONFIGS = [
      "upstream[0].health.interval", 6),
     ("proxy-unknown-group", '[[server]]\n[[server.location]]\nprefix = "/"\nproxy = { pass = "http://nowhere" }\n',
      "server[0].location[0].proxy.pass", 6),
-    ("proxy-https-pass", '[[server]]\n[[server.location]]\nprefix = "/"\nproxy = { pass = "https://127.0.0.1:1" }\n',
-     "server[0].location[0].proxy.pass", 6),
+    ("proxy-tls-without-https", '[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "http://127.0.0.1:1", tls = { verify = false } }\n', "server[0].location[0].proxy.tls", 6),
+    ("proxy-tls-ca-missing", '[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "https://127.0.0.1:1", tls = { ca = "/nonexistent/ca.pem" } }\n',
+     "server[0].location[0].proxy.tls.ca", 6),
+    ("proxy-tls-unix-without-name", '[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "https://unix:/run/app.sock" }\n', "server[0].location[0].proxy.pass", 6),
     ("proxy-path-in-regex-location", '[[server]]\n[[server.location]]\nregex = "^/a"\nproxy = { pass = "http://127.0.0.1:1/b" }\n',
      "server[0].location[0].proxy.pass", 6),
     ("proxy-unknown-key", '[[server]]\n[[server.location]]\nprefix = "/"\nproxy = { pass = "http://127.0.0.1:1", retries = 2 }\n',

@@ -33,11 +33,11 @@ def pattern_bytes(n):
 class App:
     """One upstream_app.py process."""
 
-    def __init__(self, name, port, log):
+    def __init__(self, name, port, log, tls=()):
         self.name = name
         self.port = port
         self.address = f"127.0.0.1:{port}"
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "upstream_app.py"), name, str(port)],
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "upstream_app.py"), name, str(port), *tls],
                                      stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -75,12 +75,13 @@ def free_ports(n):
 
 @pytest.fixture
 def apps(tmp_path):
-    """start(*names) -> the Apps, listening; all killed at the end."""
+    """start(*names, tls=(cert, key)) -> the Apps, listening (over HTTPS
+    with a certificate); all killed at the end."""
     started = []
     log = open(tmp_path / "upstreams.log", "ab")
 
-    def start(*names):
-        made = [App(name, port, log) for name, port in zip(names, free_ports(len(names)))]
+    def start(*names, tls=()):
+        made = [App(name, port, log, tls) for name, port in zip(names, free_ports(len(names)))]
         started.extend(made)
         return made
 

@@ -1,5 +1,6 @@
 """An HTTP application for tern's reverse proxy to stand in front of: a
-real aiohttp server in its own process (python3 upstream_app.py NAME PORT).
+real aiohttp server in its own process (python3 upstream_app.py NAME PORT
+[CERT KEY]: with a certificate and its key it speaks HTTPS).
 
   GET  /name              its NAME (which server answered)
   GET  /echo...           the request as it arrived: method, path, headers (JSON)
@@ -13,6 +14,9 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT).
   GET  /hangup            closes without answering
   GET  /health            200, or 503 after POST /health/down (until /health/up)
   GET  /ws                WebSocket echo (text and binary)
+  GET  /tls[?close=1]     over HTTPS: the name the client sent (SNI), the
+                          protocol, whether the session was resumed (JSON);
+                          close=1 ends the connection after the answer
 """
 
 import asyncio
@@ -128,9 +132,35 @@ def make_app(name):
     app.router.add_get("/health", health)
     app.router.add_post("/health/{state}", health_set)
     app.router.add_get("/ws", websocket)
+    app.router.add_get("/tls", tls_state)
     return app
 
 
+SERVER_NAMES = {}  # id(SSLObject) -> the name its client sent
+
+
+async def tls_state(request):
+    ssl_object = request.transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return web.Response(status=400, text="not over TLS")
+    body = {"sni": SERVER_NAMES.get(id(ssl_object)), "version": ssl_object.version(),
+            "resumed": ssl_object.session_reused}
+    headers = {"Connection": "close"} if request.query.get("close") else {}
+    return web.json_response(body, headers=headers)
+
+
+def server_context(cert, key):
+    import ssl
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    def remember_name(ssl_object, name, _context):
+        SERVER_NAMES[id(ssl_object)] = name
+    context.sni_callback = remember_name
+    return context
+
+
 if __name__ == "__main__":
+    tls = server_context(sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else None
     web.run_app(make_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), print=None,
-                access_log=None, handle_signals=True)
+                access_log=None, handle_signals=True, ssl_context=tls)
