@@ -238,8 +238,7 @@ std::string_view method_name(Method method) {
 
 // Only ASCII letters fold: field names and tokens are ASCII, and folding by
 // locale (std::tolower) would be both slower and wrong for bytes >= 0x80.
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
+bool iequals_same_size(std::string_view a, std::string_view b) {
   for (size_t i = 0; i < a.size(); ++i) {
     auto x = static_cast<unsigned char>(a[i]);
     auto y = static_cast<unsigned char>(b[i]);

@@ -42,8 +42,14 @@ struct Header {
   std::string_view value;  // without leading and trailing SP / HTAB
 };
 
-// ASCII case-insensitive comparison, for field names and tokens.
-bool iequals(std::string_view a, std::string_view b);
+// ASCII case-insensitive comparison of two strings of the same length.
+bool iequals_same_size(std::string_view a, std::string_view b);
+// ASCII case-insensitive comparison, for field names and tokens. Inline:
+// most comparisons (a field name against each of a list) end on the
+// lengths.
+inline bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && iequals_same_size(a, b);
+}
 
 class Request {
  public:

@@ -63,6 +63,8 @@ ParseStatus ResponseParser::parse(std::string_view data, bool head_request, Resp
   const std::string_view text = data.substr(0, head_size - 2);
   const size_t status_end = text.find("\r\n");
   head->headers.clear();
+  // One allocation for the fields of a usual response, not one per doubling.
+  if (head->headers.capacity() == 0) head->headers.reserve(16);
   if (!read_status_line(text.substr(0, status_end), head)) return ParseStatus::kError;
   if (!read_fields(text.substr(status_end + 2), head)) return ParseStatus::kError;
   if (!judge_framing(head_request, head)) return ParseStatus::kError;

@@ -53,7 +53,7 @@ struct ConnectionPoolOptions {
   std::chrono::milliseconds queue_timeout{10000};
   // TLS to the server (a tls::ClientContext): a connection is lent once its
   // handshake is over; one that fails counts as a failed connect.
-  std::shared_ptr<SecureContext> secure;
+  std::shared_ptr<SecureContext> secure{};
 };
 
 class ConnectionPool {

@@ -40,7 +40,7 @@ struct TcpClientOptions {
   TriggerMode trigger = TriggerMode::kLevel;
   bool tcp_nodelay = true;
   // TLS (or another SecureLayer) over the connection; null: plain.
-  std::shared_ptr<SecureContext> secure;
+  std::shared_ptr<SecureContext> secure{};
 };
 
 class TcpClient {

@@ -1,6 +1,7 @@
 #include "proxy/forward_head.h"
 
 #include <array>
+#include <charconv>
 #include <string>
 
 #include "http/field_values.h"
@@ -29,7 +30,9 @@ bool named_in_connection(std::string_view name, const http::Request& request) {
   return false;
 }
 
-bool forwarded_as_is(const http::Header& h, const http::Request& request) {
+// `connection`: the request has a Connection field, whose options name
+// fields that stay behind too (most requests have none: no second scan).
+bool forwarded_as_is(const http::Header& h, const http::Request& request, bool connection) {
   for (std::string_view name : kNotForwarded) {
     if (iequals(h.name, name)) return false;
   }
@@ -37,7 +40,7 @@ bool forwarded_as_is(const http::Header& h, const http::Request& request) {
   if (iequals(h.name, "X-Forwarded-For") || iequals(h.name, "Forwarded") || iequals(h.name, "Via")) {
     return false;
   }
-  return !named_in_connection(h.name, request);
+  return !connection || !named_in_connection(h.name, request);
 }
 
 void field(net::Buffer& out, std::string_view name, std::string_view value) {
@@ -47,9 +50,9 @@ void field(net::Buffer& out, std::string_view name, std::string_view value) {
   out.append("\r\n");
 }
 
-// The client's fields of this name joined into one list, then `hop`.
-void append_to_list(net::Buffer& out, const http::Request& request, std::string_view name,
-                    std::string_view hop) {
+// The client's fields of this name joined into one list, each value
+// followed by ", ": the caller appends this hop and the line's end.
+void begin_list(net::Buffer& out, const http::Request& request, std::string_view name) {
   out.append(name);
   out.append(": ");
   for (const http::Header& h : request.headers()) {
@@ -58,13 +61,6 @@ void append_to_list(net::Buffer& out, const http::Request& request, std::string_
       out.append(", ");
     }
   }
-  out.append(hop);
-  out.append("\r\n");
-}
-
-// RFC 7239 node: an IPv6 address is quoted and bracketed.
-std::string forwarded_node(const net::InetAddress& address) {
-  return address.is_ipv6() ? "\"[" + address.to_ip() + "]\"" : address.to_ip();
 }
 
 }  // namespace
@@ -76,29 +72,45 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   out.append(" HTTP/1.1\r\n");
   const std::string_view host = options.host.empty() ? request.host() : options.host;
   field(out, "Host", host);
+  bool connection = false;
+  for (const http::Header& h : request.headers()) connection = connection || iequals(h.name, "Connection");
   for (const http::Header& h : request.headers()) {
-    if (forwarded_as_is(h, request)) field(out, h.name, h.value);
+    if (forwarded_as_is(h, request, connection)) field(out, h.name, h.value);
   }
   const std::string_view proto = options.secure ? "https" : "http";
   if (options.client != nullptr) {
     const std::string ip = options.client->to_ip();
     field(out, "X-Real-IP", ip);
-    append_to_list(out, request, "X-Forwarded-For", ip);
-    std::string forwarded = "for=" + forwarded_node(*options.client) + ";proto=" + std::string(proto);
-    if (!request.host().empty()) forwarded += ";host=\"" + std::string(request.host()) + "\"";
-    append_to_list(out, request, "Forwarded", forwarded);
+    begin_list(out, request, "X-Forwarded-For");
+    out.append(ip);
+    out.append("\r\n");
+    // RFC 7239: an IPv6 node is quoted and bracketed.
+    begin_list(out, request, "Forwarded");
+    out.append(options.client->is_ipv6() ? "for=\"[" : "for=");
+    out.append(ip);
+    out.append(options.client->is_ipv6() ? "]\";proto=" : ";proto=");
+    out.append(proto);
+    if (!request.host().empty()) {
+      out.append(";host=\"");
+      out.append(request.host());
+      out.append("\"");
+    }
+    out.append("\r\n");
   }
   field(out, "X-Forwarded-Proto", proto);
   if (!request.host().empty()) field(out, "X-Forwarded-Host", request.host());
-  const std::string via = std::string(request.version() == http::Version::kHttp10 ? "1.0 " : "1.1 ") +
-                          std::string(options.via);
-  append_to_list(out, request, "Via", via);
+  begin_list(out, request, "Via");
+  out.append(request.version() == http::Version::kHttp10 ? "1.0 " : "1.1 ");
+  out.append(options.via);
+  out.append("\r\n");
   if (options.upgrade) {
     field(out, "Connection", "upgrade");
     field(out, "Upgrade", request.header("Upgrade"));
   }
   if (options.content_length) {
-    field(out, "Content-Length", std::to_string(*options.content_length));
+    char digits[24];
+    const std::to_chars_result written = std::to_chars(digits, digits + sizeof digits, *options.content_length);
+    field(out, "Content-Length", std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
   } else if (options.chunked) {
     field(out, "Transfer-Encoding", "chunked");
   }

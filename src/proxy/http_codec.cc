@@ -46,14 +46,15 @@ HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options
 }
 
 void HttpCodec::write_head(net::Buffer& out, std::optional<uint64_t> content_length) {
-  ForwardOptions options = options_;
-  options.chunked = false;
+  options_.chunked = false;
   if (content_length) {
-    options.content_length = content_length;
+    options_.content_length = content_length;
   } else if (request_.body_framing() == http::BodyFraming::kContentLength) {
-    options.content_length = request_.content_length();
+    options_.content_length = request_.content_length();
+  } else {
+    options_.content_length.reset();
   }
-  write_forward_head(request_, options, out);
+  write_forward_head(request_, options_, out);
 }
 
 void HttpCodec::write_body(net::Buffer& out, std::string_view piece, bool /*last*/) {
@@ -68,6 +69,7 @@ void HttpCodec::reset() {
   left_ = 0;
   error_.clear();
   head_done_ = false;
+  connection_field_ = false;
   ended_ = false;
 }
 
@@ -97,6 +99,8 @@ upstream::Codec::Event HttpCodec::read_head(net::Buffer& input) {
     return fail("bad response", "101 Switching Protocols to a request that asked for none");
   }
   head_done_ = true;
+  connection_field_ = std::any_of(head_.headers.begin(), head_.headers.end(),
+                                  [](const http::Header& field) { return http::iequals(field.name, "Connection"); });
   view_.status = head_.status;
   view_.reason = head_.reason;
   view_.headers = head_.headers;
@@ -174,6 +178,7 @@ bool HttpCodec::hop_field(std::string_view name) const {
     return true;
   }
   // And every field the upstream's Connection names (RFC 9110 7.6.1).
+  if (!connection_field_) return false;
   bool named = false;
   for (const http::Header& field : head_.headers) {
     if (!http::iequals(field.name, "Connection")) continue;

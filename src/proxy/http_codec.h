@@ -67,6 +67,7 @@ class HttpCodec final : public upstream::Codec {
   uint64_t left_ = 0;  // of a body with a length
   std::string error_;
   bool head_done_ = false;
+  bool connection_field_ = false;  // the head has a Connection field (hop_field looks)
   bool ended_ = false;
 };
 

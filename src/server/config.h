@@ -125,7 +125,7 @@ struct UpstreamConfig {
   std::optional<upstream::HealthOptions> health;  // active health checks
   // Set on the proxy's copy of a group for the locations that pass to it
   // over "https://" (ProxyRoutes): its servers speak TLS.
-  std::optional<UpstreamTlsConfig> tls;
+  std::optional<UpstreamTlsConfig> tls{};
   int line = 0;
   bool operator==(const UpstreamConfig&) const = default;
 };
@@ -148,7 +148,7 @@ struct ProxyConfig {
   unsigned next_upstream_tries = 0;  // 0: every server once
   std::chrono::milliseconds next_upstream_timeout{0};  // 0: no bound
   bool redirect = true;  // Location "http://GROUP/path..." becomes "PREFIX..."
-  std::optional<UpstreamTlsConfig> tls;  // "https://": set, from the `tls` table
+  std::optional<UpstreamTlsConfig> tls{};  // "https://": set, from the `tls` table
   int line = 0;
   bool operator==(const ProxyConfig&) const = default;
 };

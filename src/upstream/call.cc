@@ -66,6 +66,10 @@ void Call::begin() {
 // of a body that is complete already.
 void Call::write_request() {
   pending_.retrieve_all();
+  // Storage from the loop's pool, given back once sent: a head is written
+  // field by field, and growing an empty buffer to its size would take
+  // several allocations per request.
+  loop_->buffers().fill(pending_);
   if (buffer_body_) {
     codec_->write_head(pending_, body_.size());
     body_sent_ = 0;
@@ -159,6 +163,7 @@ void Call::on_lease(net::TcpConnection& conn) {
 
 void Call::send_request() {
   if (!pending_.empty()) upstream_->send(pending_);
+  loop_->buffers().drain(pending_);
   if (buffer_body_) return pump_body();
   if (body_done_ || exchange_ == nullptr) {
     if (upstream_->pending_output_bytes() > 0) upstream_->ask_write_complete();

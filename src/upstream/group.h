@@ -32,7 +32,7 @@ namespace tern::upstream {
 struct GroupServer {
   ServerSpec spec;
   net::SocketAddress address = net::InetAddress();
-  std::shared_ptr<net::SecureContext> secure;  // TLS to it (tls::ClientContext); null: plain
+  std::shared_ptr<net::SecureContext> secure{};  // TLS to it (tls::ClientContext); null: plain
 };
 
 class Group {
