@@ -269,6 +269,11 @@ int OpenFileCache::http_status(const Error& error) {
     case ELOOP:
     case EXDEV:
       return 403;
+    case EMFILE:
+    case ENFILE:
+      // Out of descriptors for now (this loop's cache had none to give):
+      // another loop's cache gives way at the next accept that finds none.
+      return 503;
     default:
       return 500;
   }

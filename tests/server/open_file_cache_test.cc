@@ -104,7 +104,8 @@ TEST_F(OpenFileCacheTest, MapsErrorsToStatuses) {
   EXPECT_EQ(OpenFileCache::http_status({EPERM, "open"}), 403);
   EXPECT_EQ(OpenFileCache::http_status({ELOOP, "open"}), 403);
   EXPECT_EQ(OpenFileCache::http_status({EXDEV, "open"}), 403);
-  EXPECT_EQ(OpenFileCache::http_status({EMFILE, "open"}), 500);
+  EXPECT_EQ(OpenFileCache::http_status({EMFILE, "open"}), 503);
+  EXPECT_EQ(OpenFileCache::http_status({ENFILE, "open"}), 503);
   EXPECT_EQ(OpenFileCache::http_status({EIO, "open"}), 500);
 }
 

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from auth_api import auth_config, error_of, register
-from http_client import HttpConn
+from http_client import ConnectionClosed, HttpConn
 from tern_server import SCALE, TERN_BIN, free_port, scaled, to_toml
 from php_site import MIB, RssSampler
 
@@ -603,8 +603,11 @@ def test_the_descriptor_limit_is_raised_and_a_short_one_is_said(tern_factory):
 def test_cached_files_give_their_descriptors_to_new_connections(tern_factory, shape):
     # 128 descriptors; the open-file cache may hold 1,000. With 80 files
     # cached, 60 more connections do not fit: at accept the accepting
-    # worker's cache lets go of its least recently used files, and every
-    # connection is served.
+    # worker's cache lets go of its least recently used files (and the
+    # other workers' soon after), and every connection is served. With two
+    # workers, one whose own cache has nothing left to give may find no
+    # descriptor to open a file with: it answers 503 (not 500: a retry is
+    # served once the other worker's cache gave way).
     def limit_128():
         resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
 
@@ -619,10 +622,23 @@ def test_cached_files_give_their_descriptors_to_new_connections(tern_factory, sh
     try:
         for i, conn in enumerate(conns):
             resp = conn.get(f"/f{i}.txt")
-            assert resp.status == 200 and resp.body == f"file {i}\n".encode(), (i, resp.status)
+            retries = 0
+            while resp.status == 503 and shape["workers"] > 1 and retries < 20:
+                retries += 1
+                time.sleep(0.15)
+                try:
+                    with srv.connect() as again:
+                        resp = again.get(f"/f{i}.txt")
+                except (ConnectionClosed, OSError):
+                    continue  # no descriptor for it yet either: closed at once
+            assert resp.status == 200 and resp.body == f"file {i}\n".encode(), (i, resp.status, retries)
         assert len(srv.open_files()) <= 128
         assert held + len(conns) > 128
-        assert srv.wait_for_log("cached descriptors let go of for connections")
+        if shape["workers"] == 1:
+            # One loop accepts and opens: its accepts run out first. (With
+            # two, a worker may run out opening a file instead, and its
+            # cache gives way there, without this line.)
+            assert srv.wait_for_log("cached descriptors let go of for connections")
         # Files not in the cache any more are opened again.
         assert srv.get("/f0.txt").body == b"file 0\n"
     finally:
