@@ -110,8 +110,8 @@ void Codec::on_stderr(std::string_view data, bool flush) {
 
 void relay(http::Exchange& exchange, upstream::Group& group, const upstream::CallOptions& options,
            RequestHeadWriter head_writer, std::unique_ptr<upstream::ResponseTap> tap) {
-  upstream::Call::start(exchange, group, options,
-                        std::make_unique<Codec>(std::move(head_writer), options.log_name), std::move(tap));
+  upstream::Call::start<Codec>(exchange, group, options, std::move(tap), std::move(head_writer),
+                               options.log_name);
 }
 
 }  // namespace tern::fastcgi

@@ -34,6 +34,9 @@ class ExchangeTable {
     entry.exchange = nullptr;
     free_.push_back(id.slot);
   }
+  // Exchange handlers running on this loop now (one may end its exchange).
+  int handlers_running = 0;
+
   Exchange* find(const ExchangeId& id) const {
     if (id.slot >= slots_.size()) return nullptr;
     const Entry& entry = slots_[id.slot];
@@ -74,14 +77,24 @@ void Exchange::begin(ExchangeTransport* transport, const Request* request,
 
 void Exchange::end() {
   if (!active()) return;
-  table_of(id_.loop).remove(id_);
+  net::EventLoop* loop = id_.loop;
+  ExchangeTable& table = table_of(loop);
+  table.remove(id_);
   id_ = {};
-  if (!body_handler_ && !drain_handler_ && !abort_handler_ && !job_ && !kept_) return;
-  // What is running now may be one of these (finish() from inside the body
-  // handler, or from a method of the job): they go after the round.
-  transport_->loop()->defer([body = std::move(body_handler_), drain = std::move(drain_handler_),
-                             abort = std::move(abort_handler_), job = std::shared_ptr<ExchangeJob>(std::move(job_)),
-                             kept = std::move(kept_)] {});
+  // What is running now may be the job (finish() from one of its methods):
+  // it goes after the round, and the configuration it may use with it.
+  if (job_) loop->release_after_round(std::move(job_));
+  if (kept_) loop->release_after_round(std::move(kept_));
+  if (!body_handler_ && !drain_handler_ && !abort_handler_) return;
+  if (table.handlers_running == 0) {
+    body_handler_ = nullptr;
+    drain_handler_ = nullptr;
+    abort_handler_ = nullptr;
+    return;
+  }
+  // finish() from inside a handler: that handler must outlive its call.
+  loop->defer([body = std::move(body_handler_), drain = std::move(drain_handler_),
+               abort = std::move(abort_handler_)] {});
   body_handler_ = nullptr;
   drain_handler_ = nullptr;
   abort_handler_ = nullptr;
@@ -105,7 +118,13 @@ Exchange* Exchange::find(const ExchangeId& id) {
 
 void Exchange::deliver(std::string_view piece, bool last) {
   if (last) body_complete_ = true;
-  if (body_handler_) body_handler_(piece, last);
+  if (!body_handler_) return;
+  // Counted on the loop, not here: the handler may end this exchange, and
+  // its state may be reused before the call returns.
+  ExchangeTable& table = table_of(transport_->loop());
+  ++table.handlers_running;
+  body_handler_(piece, last);
+  --table.handlers_running;
 }
 
 void Exchange::drained() {

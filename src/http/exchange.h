@@ -133,8 +133,10 @@ class Exchange {
   static Exchange* find(const ExchangeId& id);
   ExchangeId id() const;
 
-  // Owns `job` until the end of the round in which the exchange ends.
-  void adopt(std::unique_ptr<ExchangeJob> job) { job_ = std::move(job); }
+  // Owns `job` until the end of the round in which the exchange ends. (A
+  // job made by std::make_shared comes with its owner count: one
+  // allocation, where a unique_ptr's job gets its count here.)
+  void adopt(std::shared_ptr<ExchangeJob> job) { job_ = std::move(job); }
   // Keeps `value` (the configuration the request began under) alive as
   // long as the exchange.
   void keep(std::shared_ptr<const void> value) { kept_ = std::move(value); }
@@ -206,7 +208,7 @@ class Exchange {
   BodyHandler body_handler_;
   std::function<void()> drain_handler_;
   std::function<void()> abort_handler_;
-  std::unique_ptr<ExchangeJob> job_;
+  std::shared_ptr<ExchangeJob> job_;
   std::shared_ptr<const void> kept_;
   ExchangeId id_;  // valid while active
   bool body_complete_ = true;

@@ -64,7 +64,7 @@ void HttpConnection::begin_request() {
 
 void HttpConnection::end_request() {
   if (req_ == nullptr) return;
-  shared_->states->release(std::move(req_));
+  shared_->states->release(std::move(req_), conn_->loop()->clock().now());
 }
 
 void HttpConnection::on_message(net::Buffer& input) {

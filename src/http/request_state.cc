@@ -1,17 +1,29 @@
 #include "http/request_state.h"
 
+#include <algorithm>
+
 namespace tern::http {
 
 std::unique_ptr<RequestState> RequestStatePool::acquire() {
-  if (free_.empty()) return std::make_unique<RequestState>();
+  if (free_.empty()) {
+    fewest_idle_ = 0;
+    return std::make_unique<RequestState>();
+  }
   std::unique_ptr<RequestState> state = std::move(free_.back());
   free_.pop_back();
+  fewest_idle_ = std::min(fewest_idle_, free_.size());
   return state;
 }
 
-void RequestStatePool::release(std::unique_ptr<RequestState> state) {
+void RequestStatePool::release(std::unique_ptr<RequestState> state, Time now) {
   state->body.clear();
-  if (free_.size() < kMaxSpare) free_.push_back(std::move(state));
+  free_.push_back(std::move(state));
+  if (now - period_start_ < kPeriod) return;
+  // Spares that were never taken during the period were not needed.
+  size_t unneeded = std::min(fewest_idle_, free_.size() > kMinSpare ? free_.size() - kMinSpare : 0);
+  free_.resize(free_.size() - unneeded);
+  fewest_idle_ = free_.size();
+  period_start_ = now;
 }
 
 }  // namespace tern::http

@@ -277,12 +277,22 @@ void EventLoop::defer(Functor f) {
   deferred_.push_back(std::move(f));
 }
 
+void EventLoop::release_after_round(std::shared_ptr<const void> object) {
+  assert_in_loop_thread();
+  releasing_.push_back(std::move(object));
+}
+
 void EventLoop::run_deferred() {
-  // Deferred work may defer more (a close that closes another); run until quiet.
-  while (!deferred_.empty()) {
-    deferred_running_.swap(deferred_);
-    for (Functor& f : deferred_running_) f();
-    deferred_running_.clear();
+  // Deferred work may defer more (a close that closes another), and what is
+  // let go may too; run until quiet.
+  while (!deferred_.empty() || !releasing_.empty()) {
+    while (!deferred_.empty()) {
+      deferred_running_.swap(deferred_);
+      for (Functor& f : deferred_running_) f();
+      deferred_running_.clear();
+    }
+    releasing_now_.swap(releasing_);
+    releasing_now_.clear();
   }
   connections_->reap();
 }

@@ -87,6 +87,11 @@ class EventLoop {
   // handled (and before posted functors); work still deferred when the loop
   // is destroyed runs then, before its connections close.
   void defer(Functor f);
+  // Loop thread only. Keeps `object` until this round's handlers and
+  // deferred work are over (it may be what is running now: a job that ended
+  // its own exchange), then lets it go; by then or by the loop's end. The
+  // way to give up ownership from inside: no functor is allocated for it.
+  void release_after_round(std::shared_ptr<const void> object);
 
   // Loop thread only. Hooks run each time the loop is woken through its
   // eventfd; a producer that has its own lock-free queue (TcpServer's accept
@@ -162,6 +167,8 @@ class EventLoop {
   std::vector<ReadyEvent> ready_;
   std::vector<Functor> deferred_;
   std::vector<Functor> deferred_running_;
+  std::vector<std::shared_ptr<const void>> releasing_;
+  std::vector<std::shared_ptr<const void>> releasing_now_;
   std::vector<std::pair<uint64_t, Functor>> wake_hooks_;
   uint64_t next_hook_id_ = 1;
 

@@ -177,7 +177,7 @@ void TcpConnection::start_reading() {
   channel_.enable_reading();
   // Bytes received for us while paused (io_uring) are handed over after
   // this round, not from inside the caller.
-  if (received_while_paused_) defer_callback(&TcpConnection::deliver_waiting_input);
+  if (received_while_paused_) defer_callback(Deferred::kDeliverWaitingInput);
 }
 
 void TcpConnection::stop_reading() {
@@ -301,10 +301,18 @@ void TcpConnection::handle_peer_eof() {
   stop_reading();
 }
 
-void TcpConnection::defer_callback(void (TcpConnection::*method)()) {
+void TcpConnection::defer_callback(Deferred what) {
   const uint32_t generation = generation_;
-  loop()->defer([this, generation, method] {
-    if (generation == generation_) (this->*method)();
+  loop()->defer([this, generation, what] {
+    if (generation != generation_) return;
+    switch (what) {
+      case Deferred::kWriteComplete:
+        return call_write_complete();
+      case Deferred::kDeliverWaitingInput:
+        return deliver_waiting_input();
+      case Deferred::kClose:
+        return handle_close();
+    }
   });
 }
 
@@ -333,7 +341,7 @@ void TcpConnection::close_at_round_end() {
   // No epoll_ctl: handle_close() at the end of this round closes the fd,
   // which unregisters it, and until then its events are ignored.
   channel_.mute();
-  defer_callback(&TcpConnection::handle_close);
+  defer_callback(Deferred::kClose);
 }
 
 void TcpConnection::handle_close() {

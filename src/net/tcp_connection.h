@@ -206,7 +206,11 @@ class TcpConnection final : public OutputStream {
   void output_drained();
   void note_activity(size_t bytes);
   static void idle_timed_out(void* self);
-  void defer_callback(void (TcpConnection::*method)());
+  // What defer_callback() runs at the end of the round (an enum, not a
+  // member pointer: with it the closure fits std::function's inline
+  // storage, and deferring allocates nothing).
+  enum class Deferred : uint8_t { kWriteComplete, kDeliverWaitingInput, kClose };
+  void defer_callback(Deferred what);
   bool wants_write_complete() const;
   void call_write_complete();
 

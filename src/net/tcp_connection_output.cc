@@ -44,7 +44,7 @@ void TcpConnection::send(std::string_view data) {
       bytes_sent_ += written;
       note_activity(written);
       if (written == data.size()) {
-        if (wants_write_complete()) defer_callback(&TcpConnection::call_write_complete);
+        if (wants_write_complete()) defer_callback(Deferred::kWriteComplete);
         return;
       }
     }
@@ -200,8 +200,8 @@ void TcpConnection::schedule_send() {
   // batch's responses, a body after its head) leaves in one send.
   if (send_scheduled_) return;
   send_scheduled_ = true;
-  // Captures no member pointer (as defer_callback does): this and the
-  // generation fit std::function's inline storage, so no allocation.
+  // This and the generation fit std::function's inline storage: no
+  // allocation.
   const uint32_t generation = generation_;
   loop()->defer([this, generation] {
     if (generation == generation_) submit_send();
@@ -252,7 +252,7 @@ void TcpConnection::abandon_send() {
 void TcpConnection::output_drained() {
   loop()->buffers().drain(output_);
   if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
-  if (wants_write_complete()) defer_callback(&TcpConnection::call_write_complete);
+  if (wants_write_complete()) defer_callback(Deferred::kWriteComplete);
   if (peer_closed_ || close_after_write_) return close_at_round_end();
   if (state_ == State::kDisconnecting) (void)sockets::shutdown_write(socket_.fd());
 }
@@ -266,7 +266,7 @@ void TcpConnection::ask_write_complete() {
   loop()->assert_in_loop_thread();
   if (write_complete_asked_) return;
   write_complete_asked_ = true;
-  if (!has_pending_output()) defer_callback(&TcpConnection::call_write_complete);
+  if (!has_pending_output()) defer_callback(Deferred::kWriteComplete);
 }
 
 void TcpConnection::call_write_complete() {

@@ -27,20 +27,12 @@ bool idempotent(http::Method method) {
 
 }  // namespace
 
-void Call::start(http::Exchange& exchange, Group& group, const CallOptions& options,
-                 std::unique_ptr<Codec> codec, std::unique_ptr<ResponseTap> tap) {
-  std::unique_ptr<Call> owned(new Call(exchange, group, options, std::move(codec), std::move(tap)));
-  Call* call = owned.get();
-  exchange.adopt(std::move(owned));
-  call->begin();
-}
-
-Call::Call(http::Exchange& exchange, Group& group, const CallOptions& options, std::unique_ptr<Codec> codec,
+Call::Call(http::Exchange& exchange, Group& group, const CallOptions& options, Codec& codec,
            std::unique_ptr<ResponseTap> tap)
     : exchange_(&exchange),
       group_(group),
       options_(options),
-      codec_(std::move(codec)),
+      codec_(&codec),
       tap_(std::move(tap)),
       loop_(exchange.loop()) {}
 

@@ -3,7 +3,7 @@
 // (fastcgi/relay.h) and of the reverse proxy (proxy/http_codec.h) that does
 // not depend on the protocol spoken to the upstream, which a Codec does.
 //
-//   Call::start(exchange, upstream, options, std::move(codec), std::move(tap));
+//   Call::start<MyCodec>(exchange, upstream, options, std::move(tap), codec_args...);
 //
 // The request: the codec's head, then the body. With request buffering
 // (the default, as nginx's *_request_buffering) the whole body is received
@@ -193,11 +193,14 @@ bool is_unrelayed_field(std::string_view name);
 class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
  public:
   // `group` outlives the call (it is its loop's).
+  // The call's codec is a C made of `codec_args`, in one allocation with
+  // the call.
+  template <typename C, typename... Args>
   static void start(http::Exchange& exchange, Group& group, const CallOptions& options,
-                    std::unique_ptr<Codec> codec, std::unique_ptr<ResponseTap> tap);
+                    std::unique_ptr<ResponseTap> tap, Args&&... codec_args);
 
  private:
-  Call(http::Exchange& exchange, Group& group, const CallOptions& options, std::unique_ptr<Codec> codec,
+  Call(http::Exchange& exchange, Group& group, const CallOptions& options, Codec& codec,
        std::unique_ptr<ResponseTap> tap);
 
  public:
@@ -256,7 +259,7 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   http::Exchange* exchange_;  // null once the client has gone
   Group& group_;
   const CallOptions options_;
-  std::unique_ptr<Codec> codec_;
+  Codec* const codec_;  // beside the call (start())
   std::unique_ptr<ResponseTap> tap_;
   net::EventLoop* const loop_;
   net::TcpConnection* upstream_ = nullptr;  // while leased
@@ -288,5 +291,23 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   bool tunnel_ = false;           // after a 101: raw bytes both ways
   bool done_ = false;
 };
+
+template <typename C, typename... Args>
+void Call::start(http::Exchange& exchange, Group& group, const CallOptions& options,
+                 std::unique_ptr<ResponseTap> tap, Args&&... codec_args) {
+  // The codec first: it goes after the call, which may still use it as it
+  // ends.
+  struct WithCodec {
+    C codec;
+    Call call;
+    WithCodec(http::Exchange& e, Group& g, const CallOptions& o, std::unique_ptr<ResponseTap> t, Args&&... a)
+        : codec(std::forward<Args>(a)...), call(e, g, o, codec, std::move(t)) {}
+  };
+  auto both = std::make_shared<WithCodec>(exchange, group, options, std::move(tap),
+                                          std::forward<Args>(codec_args)...);
+  Call& call = both->call;
+  exchange.adopt(std::shared_ptr<http::ExchangeJob>(std::move(both), &call));
+  call.begin();
+}
 
 }  // namespace tern::upstream

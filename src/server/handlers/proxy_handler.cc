@@ -298,8 +298,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
     options.rewrite_from = rewrite_from_;
     options.rewrite_to = prefix_;
   }
-  upstream::Call::start(exchange, *group, options, std::make_unique<proxy::HttpCodec>(request, forward),
-                        nullptr);
+  upstream::Call::start<proxy::HttpCodec>(exchange, *group, options, nullptr, request, forward);
 }
 
 }  // namespace tern::server
