@@ -13,13 +13,6 @@
 namespace tern::tls {
 namespace {
 
-std::string openssl_reason() {
-  const unsigned long code = ERR_get_error();
-  const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
-  ERR_clear_error();
-  return reason != nullptr ? reason : "unknown error";
-}
-
 bool is_ip_literal(const std::string& name) {
   unsigned char address[16];
   return ::inet_pton(AF_INET, name.c_str(), address) == 1 || ::inet_pton(AF_INET6, name.c_str(), address) == 1;

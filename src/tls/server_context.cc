@@ -18,15 +18,6 @@
 namespace tern::tls {
 namespace {
 
-// The reason of OpenSSL's oldest queued error, and the queue cleared.
-std::string openssl_reason() {
-  unsigned long code = ERR_get_error();
-  std::string reason = code != 0 && ERR_reason_error_string(code) != nullptr ? ERR_reason_error_string(code)
-                                                                           : "unknown error";
-  ERR_clear_error();
-  return reason;
-}
-
 int protocol_version(const std::string& name) {
   if (name == "TLSv1.2") return TLS1_2_VERSION;
   if (name == "TLSv1.3") return TLS1_3_VERSION;

@@ -226,4 +226,11 @@ std::string_view Session::application_protocol() const {
 
 bool Session::resumed() const { return SSL_session_reused(ssl_) == 1; }
 
+std::string openssl_reason() {
+  const unsigned long code = ERR_get_error();
+  const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
+  ERR_clear_error();
+  return reason != nullptr ? reason : "unknown error";
+}
+
 }  // namespace tern::tls

@@ -69,4 +69,9 @@ class Session final : public net::SecureLayer {
   bool broken_ = false;  // failed: its session is not to be resumed
 };
 
+// The reason of OpenSSL's oldest queued error ("unknown error" if none),
+// and the queue cleared: for the one line that says why a context could
+// not be set up.
+std::string openssl_reason();
+
 }  // namespace tern::tls
