@@ -32,11 +32,12 @@ ensure_packages() {
 
 # What building libtern and the tern executable needs (liburing: the io_uring
 # backend; libssl-dev: HTTPS, and openssl to make the demo's self-signed
-# certificate; the users app: SQLite, MariaDB Connector/C, libsodium,
+# certificate; libnghttp2-dev: HTTP/2's frames; the users app: SQLite, MariaDB Connector/C, libsodium,
 # nlohmann-json; wrk for the training run of the profile-guided release build).
 BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 liburing-dev
-  libssl-dev openssl libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
-  libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev wrk)
+  libssl-dev openssl libnghttp2-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
+  libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev
+  libbrotli-dev wrk)
 # What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own;
 # nginx-light, h2o and lighttpd (with its TLS module): the peers of

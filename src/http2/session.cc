@@ -1,0 +1,394 @@
+#include "http2/session.h"
+
+#include <nghttp2/nghttp2.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <vector>
+
+#include "base/assert.h"
+
+namespace tern::http2 {
+namespace {
+
+std::string_view view(const uint8_t* data, size_t length) {
+  return {reinterpret_cast<const char*>(data), length};
+}
+
+// HTTP/1 fields that describe a connection, which HTTP/2 forbids (RFC 9113
+// 8.2.2); the names as lowered.
+bool is_connection_field(std::string_view name) {
+  return name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
+         name == "transfer-encoding" || name == "upgrade";
+}
+
+nghttp2_nv field(std::string_view name, std::string_view value) {
+  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+          NGHTTP2_NV_FLAG_NONE};
+}
+
+bool is_request_headers(const nghttp2_frame* frame) {
+  return frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST;
+}
+
+}  // namespace
+
+// ---- nghttp2's callbacks ----
+
+struct Session::Glue {
+  static Session& of(void* user_data) { return *static_cast<Session*>(user_data); }
+
+  static int on_begin_headers(nghttp2_session* /*s*/, const nghttp2_frame* frame, void* user_data) {
+    if (!is_request_headers(frame)) return 0;
+    Session& session = of(user_data);
+    const int32_t id = frame->hd.stream_id;
+    session.streams_.emplace(id, std::unique_ptr<Stream>(new Stream(&session, id)));
+    return 0;
+  }
+
+  static int on_header(nghttp2_session* /*s*/, const nghttp2_frame* frame, const uint8_t* name_data,
+                       size_t name_length, const uint8_t* value_data, size_t value_length, uint8_t /*flags*/,
+                       void* user_data) {
+    // Trailers (a second HEADERS) are not passed on.
+    if (!is_request_headers(frame)) return 0;
+    Session& session = of(user_data);
+    Stream* stream = session.find(frame->hd.stream_id);
+    if (stream == nullptr) return 0;
+    const std::string_view name = view(name_data, name_length);
+    const std::string_view value = view(value_data, value_length);
+    // What a head may decode to is bounded (an HPACK bomb: a few bytes a
+    // field, each naming a large entry of the dynamic table), counted as
+    // RFC 9113 sizes a field list; past it nothing more is kept, and the
+    // request is answered 431.
+    stream->field_bytes_ += name.size() + value.size() + 32;
+    if (stream->field_bytes_ > session.limits_.parser.max_head_bytes) {
+      stream->too_large_ = true;
+      return 0;
+    }
+    // nghttp2 has checked the names and values (no CR, LF or NUL, lower
+    // case) and put the pseudo-fields first.
+    if (name.starts_with(':')) {
+      if (name == ":method") stream->method_ = value;
+      if (name == ":path") stream->path_ = value;
+      if (name == ":authority") stream->authority_ = value;
+      if (name == ":scheme") stream->scheme_ = value;
+      return 0;
+    }
+    std::string& text = stream->head_text_;
+    if (name == "cookie") {
+      // Split into several fields to compress better (RFC 9113 8.2.3); one
+      // for HTTP/1 handlers.
+      if (!stream->cookies_.empty()) stream->cookies_ += "; ";
+      stream->cookies_ += value;
+      return 0;
+    }
+    if (name == "host" && !stream->authority_.empty()) return 0;  // :authority wins
+    if (name == "content-length") stream->has_length_field_ = true;
+    text.append(name).append(": ").append(value).append("\r\n");
+    return 0;
+  }
+
+  static int on_frame_recv(nghttp2_session* /*s*/, const nghttp2_frame* frame, void* user_data) {
+    Session& session = of(user_data);
+    Stream* stream = session.find(frame->hd.stream_id);
+    if (stream == nullptr) return 0;
+    const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (is_request_headers(frame)) {
+      session.start(*stream, end_stream);
+    } else if (end_stream && (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
+      stream->body_complete_ = true;
+      if (stream->paused_) return 0;  // resume_body() ends it
+      session.callbacks_.on_body(*stream, {}, true);
+    }
+    return 0;
+  }
+
+  static int on_data_chunk(nghttp2_session* s, uint8_t /*flags*/, int32_t stream_id, const uint8_t* data,
+                           size_t length, void* user_data) {
+    Session& session = of(user_data);
+    Stream* stream = session.find(stream_id);
+    if (stream == nullptr || !stream->started_) {
+      nghttp2_session_consume_connection(s, length);
+      return 0;
+    }
+    if (stream->paused_) {
+      // Held, not credited: the client runs out of window.
+      stream->held_.append(reinterpret_cast<const char*>(data), length);
+      return 0;
+    }
+    nghttp2_session_consume(s, stream_id, length);
+    session.callbacks_.on_body(*stream, view(data, length), false);
+    return 0;
+  }
+
+  static int on_stream_close(nghttp2_session* /*s*/, int32_t stream_id, uint32_t /*error_code*/,
+                             void* user_data) {
+    Session& session = of(user_data);
+    auto it = session.streams_.find(stream_id);
+    if (it == session.streams_.end()) return 0;
+    std::unique_ptr<Stream> stream = std::move(it->second);
+    session.streams_.erase(it);
+    if (stream->started_ && session.callbacks_.on_close) session.callbacks_.on_close(*stream);
+    return 0;
+  }
+
+  static ssize_t read_body(nghttp2_session* /*s*/, int32_t /*stream_id*/, uint8_t* out, size_t length,
+                           uint32_t* data_flags, nghttp2_data_source* source, void* /*user_data*/) {
+    Stream& stream = *static_cast<Stream*>(source->ptr);
+    const long copied = stream.fill(out, length);
+    if (copied < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
+    if (stream.queued_ == 0 && stream.ended_) {
+      *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    } else if (copied == 0) {
+      stream.deferred_ = true;
+      return NGHTTP2_ERR_DEFERRED;
+    }
+    return copied;
+  }
+};
+
+// ---- Session ----
+
+Session::Session(const SessionLimits& limits, Callbacks callbacks)
+    : limits_(limits), callbacks_(std::move(callbacks)), parser_(limits.parser) {
+  nghttp2_session_callbacks* glue = nullptr;
+  TERN_CHECK(nghttp2_session_callbacks_new(&glue) == 0);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(glue, &Glue::on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(glue, &Glue::on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(glue, &Glue::on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(glue, &Glue::on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(glue, &Glue::on_stream_close);
+  nghttp2_option* options = nullptr;
+  TERN_CHECK(nghttp2_option_new(&options) == 0);
+  // Request bodies are credited as handlers take them (pause_body).
+  nghttp2_option_set_no_auto_window_update(options, 1);
+  const int made = nghttp2_session_server_new2(&session_, glue, this, options);
+  nghttp2_option_del(options);
+  nghttp2_session_callbacks_del(glue);
+  TERN_CHECK_MSG(made == 0, "nghttp2_session_server_new2 failed");
+
+  const nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits_.stream_window},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(limits_.parser.max_head_bytes)},
+      // Urgency and incremental come from the priority field (RFC 9218).
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+  };
+  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
+                                        static_cast<int32_t>(limits_.connection_window));
+}
+
+Session::~Session() {
+  // The streams still open end with the session.
+  auto streams = std::move(streams_);
+  for (auto& [id, stream] : streams) {
+    if (stream->started_ && callbacks_.on_close) callbacks_.on_close(*stream);
+  }
+  nghttp2_session_del(session_);
+}
+
+bool Session::receive(std::string_view bytes) {
+  const ssize_t taken =
+      nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (taken < 0) {
+    error_ = nghttp2_strerror(static_cast<int>(taken));
+    return false;
+  }
+  return true;
+}
+
+void Session::send(net::Buffer& out) {
+  for (;;) {
+    const uint8_t* data = nullptr;
+    const ssize_t length = nghttp2_session_mem_send(session_, &data);
+    if (length <= 0) {
+      if (length < 0) error_ = nghttp2_strerror(static_cast<int>(length));
+      break;
+    }
+    out.append(data, static_cast<size_t>(length));
+  }
+  // Producers waiting for their streams to drain (collected first: a
+  // callback may write, or reset a stream).
+  std::vector<int32_t> drained;
+  for (auto& [id, stream] : streams_) {
+    if (stream->waiting_drain_ && stream->queued_ < limits_.stream_high_water) drained.push_back(id);
+  }
+  for (int32_t id : drained) {
+    Stream* stream = find(id);
+    if (stream == nullptr) continue;
+    stream->waiting_drain_ = false;
+    if (callbacks_.on_drained) callbacks_.on_drained(*stream);
+  }
+}
+
+bool Session::done() const {
+  return nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0;
+}
+
+void Session::shutdown() {
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
+                        NGHTTP2_NO_ERROR, nullptr, 0);
+}
+
+Stream* Session::find(int32_t id) {
+  auto it = streams_.find(id);
+  return it != streams_.end() ? it->second.get() : nullptr;
+}
+
+// The request head, complete: read back as HTTP/1.1 and parsed.
+void Session::start(Stream& stream, bool end_stream) {
+  stream.started_ = true;
+  stream.body_complete_ = end_stream;
+  std::string text;
+  text.reserve(stream.head_text_.size() + stream.cookies_.size() + stream.path_.size() + 96);
+  text.append(stream.method_).append(" ").append(stream.path_).append(" HTTP/1.1\r\n");
+  if (!stream.authority_.empty()) text.append("Host: ").append(stream.authority_).append("\r\n");
+  text.append(stream.head_text_);
+  if (!stream.cookies_.empty()) text.append("Cookie: ").append(stream.cookies_).append("\r\n");
+  // A body of unknown length, as HTTP/1 would say it.
+  if (!end_stream && !stream.has_length_field_) text.append("Transfer-Encoding: chunked\r\n");
+  text.append("\r\n");
+  stream.head_text_ = std::move(text);
+  stream.cookies_.clear();
+
+  parser_.reset();
+  const http::ParseStatus status =
+      stream.too_large_ ? http::ParseStatus::kNeedMore : parser_.parse(stream.head_text_, &stream.request_);
+  if (status != http::ParseStatus::kComplete) {
+    // A head that HTTP/1 would refuse: the parser's status, and no more.
+    const int code = status == http::ParseStatus::kError ? parser_.error_status() : 431;
+    char digits[3] = {static_cast<char>('0' + code / 100), static_cast<char>('0' + code / 10 % 10),
+                      static_cast<char>('0' + code % 10)};
+    const nghttp2_nv fields[] = {field(":status", std::string_view(digits, 3)), field("content-length", "0")};
+    nghttp2_submit_response(session_, stream.id_, fields, std::size(fields), nullptr);
+    stream.started_ = false;  // the handlers never see it
+    return;
+  }
+  callbacks_.on_request(stream);
+}
+
+void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) {
+  // "HTTP/1.1 200 OK\r\n", then "Name: value\r\n" per field (ResponseWriter's form).
+  const std::string_view text = stream.head_.view();
+  const size_t status_end = text.find("\r\n");
+  TERN_CHECK_MSG(status_end != std::string_view::npos && status_end >= 12, "malformed response head");
+  const std::string_view status = text.substr(9, 3);
+  // The lowered names, and the fields pointing into it and into the head.
+  std::string names(text.size(), '\0');
+  std::vector<nghttp2_nv> fields;
+  fields.reserve(16);
+  fields.push_back(field(":status", status));
+  size_t at = status_end + 2;
+  while (at < text.size()) {
+    size_t end = text.find("\r\n", at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(at, end - at);
+    const size_t colon = line.find(':');
+    if (colon != std::string_view::npos) {
+      char* lowered = names.data() + at;
+      for (size_t i = 0; i < colon; ++i) lowered[i] = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] + 32) : line[i];
+      const std::string_view name(lowered, colon);
+      std::string_view value = line.substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      if (!is_connection_field(name) && name != "content-length") fields.push_back(field(name, value));
+    }
+    at = end + 2;
+  }
+  char length_digits[24];
+  if (framing.kind == http::ResponseFraming::Kind::kLength) {
+    auto [end, ec] = std::to_chars(length_digits, length_digits + sizeof length_digits, framing.length);
+    fields.push_back(field("content-length", std::string_view(length_digits, end)));
+  }
+  const bool interim = status.front() == '1';
+  const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
+  if (interim) {
+    nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream.id_, nullptr, fields.data(), fields.size(), nullptr);
+  } else {
+    nghttp2_data_provider body{};
+    body.source.ptr = &stream;
+    body.read_callback = &Glue::read_body;
+    nghttp2_submit_response(session_, stream.id_, fields.data(), fields.size(), has_body ? &body : nullptr);
+  }
+  stream.head_.retrieve_all();
+}
+
+void Session::resume(Stream& stream) {
+  if (!stream.deferred_) return;
+  stream.deferred_ = false;
+  nghttp2_session_resume_data(session_, stream.id_);
+}
+
+// ---- Stream ----
+
+bool Stream::end_head(const http::ResponseFraming& framing) {
+  session_->submit_head(*this, framing);
+  return true;  // HTTP/2 ends a body without ending the connection
+}
+
+void Stream::data(std::string_view bytes) {
+  if (bytes.empty()) return;
+  if (pieces_.empty() || pieces_.back().region.length != 0) pieces_.emplace_back();
+  pieces_.back().bytes.append(bytes);
+  queued_ += bytes.size();
+  if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
+  session_->resume(*this);
+}
+
+void Stream::file(net::FileRegion region) {
+  if (region.length == 0) return;
+  queued_ += region.length;
+  pieces_.push_back(Piece{{}, std::move(region), 0});
+  if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
+  session_->resume(*this);
+}
+
+void Stream::end() {
+  ended_ = true;
+  session_->resume(*this);
+}
+
+void Stream::reset(uint32_t error_code) {
+  nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, error_code);
+}
+
+void Stream::pause_body() { paused_ = true; }
+
+void Stream::resume_body() {
+  if (!paused_) return;
+  paused_ = false;
+  std::string held = std::move(held_);
+  held_.clear();
+  if (!held.empty()) {
+    nghttp2_session_consume(session_->session_, id_, held.size());
+    session_->callbacks_.on_body(*this, held, false);
+  }
+  if (body_complete_ && !paused_) session_->callbacks_.on_body(*this, {}, true);
+}
+
+long Stream::fill(uint8_t* out, size_t length) {
+  size_t done = 0;
+  while (done < length && !pieces_.empty()) {
+    Piece& piece = pieces_.front();
+    size_t n = std::min(length - done, piece.size() - piece.taken);
+    if (piece.region.length == 0) {
+      std::memcpy(out + done, piece.bytes.data() + piece.taken, n);
+    } else if (piece.region.memory != nullptr) {
+      std::memcpy(out + done, piece.region.memory + piece.region.offset + piece.taken, n);
+    } else {
+      const ssize_t got = ::pread(piece.region.fd, out + done, n, piece.region.offset + static_cast<off_t>(piece.taken));
+      if (got <= 0) return -1;  // the file was cut short, or cannot be read
+      n = static_cast<size_t>(got);
+    }
+    piece.taken += n;
+    done += n;
+    queued_ -= n;
+    if (piece.taken == piece.size()) pieces_.pop_front();
+  }
+  return static_cast<long>(done);
+}
+
+}  // namespace tern::http2

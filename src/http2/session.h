@@ -1,0 +1,179 @@
+// http2::Session: the server's side of one HTTP/2 connection, as bytes in
+// and bytes out. nghttp2 does the framing, HPACK, flow control and the
+// protocol's checks (RFC 9113 8.2: field names in lower case, no
+// connection-specific fields, pseudo-fields in place); the session turns
+// its streams into what tern's handlers know:
+//
+//   - a request head is read back into HTTP/1.1 text ("GET /a HTTP/1.1",
+//     Host from :authority, cookies joined into one field) and parsed by
+//     the same RequestParser and limits as HTTP/1, so a handler sees the
+//     same http::Request whichever protocol carried it; a body without a
+//     content-length is announced as chunked (its length is not known);
+//   - a response comes through http::ResponseStream, as from any handler:
+//     the head's HTTP/1 text becomes a HEADERS frame (names lowered, the
+//     HTTP/1 framing and connection fields left out, Content-Length kept),
+//     body bytes and file regions become DATA frames as the client's
+//     windows allow. What a stream has queued is its producer's to bound:
+//     pending_output_bytes() says how much, and the on_drained callback
+//     runs when it fell below stream_high_water.
+//
+// Request bodies are flow-controlled by what the handler takes: a stream
+// whose body is paused stops being credited, so a client can send at most
+// its window (stream_window) ahead of a handler that does not read.
+//
+//   http2::Session session(limits, callbacks);
+//   session.receive(bytes);      // from the socket; false: close after send()
+//   session.send(output);        // frames to write
+//
+// Bytes leave only through send(); call it after receive() and after a
+// handler wrote. One session per connection; loop thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "http/request.h"
+#include "http/request_parser.h"
+#include "http/response_stream.h"
+#include "net/buffer.h"
+#include "net/file_region.h"
+
+struct nghttp2_session;
+
+namespace tern::http2 {
+
+struct SessionLimits {
+  uint32_t max_concurrent_streams = 128;
+  // Request body bytes a client may send ahead of what the handlers took:
+  // per stream, and for the whole connection.
+  uint32_t stream_window = 256 * 1024;
+  uint32_t connection_window = 1024 * 1024;
+  // The request head as HTTP/1 text is held to these (431 past them).
+  http::RequestParser::Limits parser;
+  // Queued response bytes of a stream above which its producer should wait
+  // for on_drained.
+  size_t stream_high_water = 64 * 1024;
+};
+
+class Stream;
+
+class Session {
+ public:
+  struct Callbacks {
+    // A request head arrived, parsed; answer through the stream.
+    std::function<void(Stream&)> on_request;
+    // A piece of its body; `last` once the client ended the stream.
+    std::function<void(Stream&, std::string_view piece, bool last)> on_body;
+    // What the stream had queued fell below stream_high_water.
+    std::function<void(Stream&)> on_drained;
+    // The stream is gone (answered, reset by either side, or the
+    // connection ended): no call on it after this one.
+    std::function<void(Stream&)> on_close;
+  };
+
+  Session(const SessionLimits& limits, Callbacks callbacks);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Bytes from the client. False when the connection cannot go on (a
+  // protocol error: the GOAWAY that says so comes out of send()).
+  bool receive(std::string_view bytes);
+  // Appends the frames that are ready to `out`.
+  void send(net::Buffer& out);
+  // Neither side has more to say: close once the output has gone.
+  bool done() const;
+  // A graceful end: GOAWAY with the last stream taken; the streams in
+  // progress finish.
+  void shutdown();
+  // The reason of the last failure, for the log.
+  std::string_view error() const { return error_; }
+  size_t open_streams() const { return streams_.size(); }
+
+ private:
+  friend class Stream;
+  struct Glue;  // nghttp2's callbacks
+
+  Stream* find(int32_t id);
+  void start(Stream& stream, bool end_stream);
+  void submit_head(Stream& stream, const http::ResponseFraming& framing);
+  void resume(Stream& stream);
+
+  const SessionLimits limits_;
+  Callbacks callbacks_;
+  nghttp2_session* session_ = nullptr;
+  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  http::RequestParser parser_;
+  std::string error_;
+};
+
+// One request and its response.
+class Stream final : public http::ResponseStream {
+ public:
+  int32_t id() const { return id_; }
+  const http::Request& request() const { return request_; }
+  // The client ended its side (the whole body, if any, was delivered).
+  bool body_complete() const { return body_complete_; }
+  // Body pieces stop being credited (the client stops once its window is
+  // spent) and are held here; resume hands them over and credits them.
+  void pause_body();
+  void resume_body();
+  size_t held_bytes() const { return held_.size(); }
+
+  // ResponseStream.
+  net::Buffer& head_buffer() override { return head_; }
+  bool end_head(const http::ResponseFraming& framing) override;
+  void data(std::string_view bytes) override;
+  void file(net::FileRegion region) override;
+  void end() override;
+
+  // Response bytes queued and not yet framed.
+  size_t pending_output_bytes() const { return queued_; }
+  // Ends the stream with RST_STREAM and `error_code` (an RFC 9113 code).
+  void reset(uint32_t error_code);
+
+ private:
+  friend class Session;
+  friend struct Session::Glue;
+  // A piece of the body, bytes or a file region, in order.
+  struct Piece {
+    std::string bytes;
+    net::FileRegion region;
+    size_t taken = 0;  // of bytes, or of the region
+    size_t size() const { return region.length != 0 ? region.length : bytes.size(); }
+  };
+
+  Stream(Session* session, int32_t id) : session_(session), id_(id) {}
+  // Up to `length` body bytes into `out`; what was copied, or -1 if a file
+  // could not be read.
+  long fill(uint8_t* out, size_t length);
+
+  Session* session_;
+  const int32_t id_;
+  // The request: its head as HTTP/1 text, what was parsed from it.
+  std::string head_text_;
+  std::string authority_, method_, path_, scheme_, cookies_;
+  size_t field_bytes_ = 0;  // of the head as decoded (RFC 9113's measure)
+  bool too_large_ = false;
+  bool has_length_field_ = false;
+  http::Request request_;
+  bool started_ = false;  // handed to on_request
+  bool body_complete_ = false;
+  bool paused_ = false;
+  std::string held_;  // body bytes that arrived while paused
+  size_t uncredited_ = 0;
+  // The response.
+  net::Buffer head_{256};
+  std::deque<Piece> pieces_;
+  size_t queued_ = 0;
+  bool ended_ = false;     // end() came
+  bool deferred_ = false;  // nghttp2 waits for more body
+  bool waiting_drain_ = false;
+};
+
+}  // namespace tern::http2

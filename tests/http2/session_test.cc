@@ -1,0 +1,415 @@
+// http2::Session against nghttp2's own client session, bytes passed in
+// memory: requests reach the handler as the HTTP/1 requests they are,
+// responses written through a ResponseWriter arrive as HEADERS and DATA,
+// bodies flow both ways under flow control, and what HTTP/2 forbids or a
+// bad head is refused.
+#include "http2/session.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <nghttp2/nghttp2.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "http/response_writer.h"
+#include "support/temp_dir.h"
+
+namespace tern::http2 {
+namespace {
+
+// A response as the client saw it.
+struct Seen {
+  std::map<std::string, std::string> fields;  // ":status" among them
+  std::string body;
+  bool closed = false;
+  uint32_t error_code = 0;
+};
+
+// nghttp2's client, speaking to a Session through memory.
+class Client {
+ public:
+  Client() {
+    nghttp2_session_callbacks* callbacks = nullptr;
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_on_header_callback(
+        callbacks, [](nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t name_length,
+                      const uint8_t* value, size_t value_length, uint8_t, void* self) {
+          auto& response = static_cast<Client*>(self)->seen[frame->hd.stream_id];
+          response.fields[std::string(reinterpret_cast<const char*>(name), name_length)] =
+              std::string(reinterpret_cast<const char*>(value), value_length);
+          return 0;
+        });
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
+        callbacks, [](nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t length, void* self) {
+          static_cast<Client*>(self)->seen[id].body.append(reinterpret_cast<const char*>(data), length);
+          return 0;
+        });
+    nghttp2_session_callbacks_set_on_stream_close_callback(
+        callbacks, [](nghttp2_session*, int32_t id, uint32_t error_code, void* self) {
+          auto& response = static_cast<Client*>(self)->seen[id];
+          response.closed = true;
+          response.error_code = error_code;
+          return 0;
+        });
+    nghttp2_session_client_new(&session_, callbacks, this);
+    nghttp2_session_callbacks_del(callbacks);
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+  }
+  ~Client() { nghttp2_session_del(session_); }
+
+  // A request with `fields` (pseudo-fields first) and, if not null, `body`.
+  int32_t request(const std::vector<std::pair<std::string, std::string>>& fields,
+                  const std::string* body = nullptr) {
+    std::vector<nghttp2_nv> nv;
+    for (const auto& [name, value] : fields) {
+      nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+                    NGHTTP2_NV_FLAG_NONE});
+    }
+    nghttp2_data_provider provider{};
+    if (body != nullptr) {
+      bodies_.push_back({*body, 0});
+      provider.source.ptr = &bodies_.back();
+      provider.read_callback = [](nghttp2_session*, int32_t, uint8_t* out, size_t length, uint32_t* flags,
+                                  nghttp2_data_source* source, void*) -> ssize_t {
+        auto* b = static_cast<PendingBody*>(source->ptr);
+        const size_t n = std::min(length, b->bytes.size() - b->sent);
+        std::memcpy(out, b->bytes.data() + b->sent, n);
+        b->sent += n;
+        if (b->sent == b->bytes.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
+        return static_cast<ssize_t>(n);
+      };
+    }
+    return nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), body ? &provider : nullptr, nullptr);
+  }
+  int32_t get(const std::string& path) {
+    return request({{":method", "GET"}, {":scheme", "https"}, {":authority", "example.test"}, {":path", path}});
+  }
+
+  std::string output() {
+    std::string out;
+    const uint8_t* data = nullptr;
+    for (ssize_t n; (n = nghttp2_session_mem_send(session_, &data)) > 0;) {
+      out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    }
+    return out;
+  }
+  void input(std::string_view bytes) {
+    ASSERT_EQ(nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  nghttp2_session* session() { return session_; }
+
+  std::map<int32_t, Seen> seen;
+
+ private:
+  struct PendingBody {
+    std::string bytes;
+    size_t sent;
+  };
+  nghttp2_session* session_ = nullptr;
+  std::deque<PendingBody> bodies_;
+};
+
+class SessionTest : public ::testing::Test {
+ protected:
+  SessionTest() {
+    Session::Callbacks callbacks;
+    callbacks.on_request = [this](Stream& stream) {
+      requests.push_back(std::string(stream.request().method_text()));
+      if (on_request) on_request(stream);
+    };
+    callbacks.on_body = [this](Stream& stream, std::string_view piece, bool last) {
+      bodies[stream.id()] += piece;
+      if (last) body_ended[stream.id()] = true;
+      if (on_body) on_body(stream, piece, last);
+    };
+    callbacks.on_close = [this](Stream& stream) { closed.push_back(stream.id()); };
+    callbacks.on_drained = [this](Stream& stream) {
+      if (on_drained) on_drained(stream);
+    };
+    session_ = std::make_unique<Session>(limits, std::move(callbacks));
+  }
+
+  // Passes bytes both ways until neither side has more; false if the
+  // server refused what it got.
+  bool exchange() {
+    for (int turns = 0; turns < 10000; ++turns) {
+      const std::string to_server = client.output();
+      if (!to_server.empty() && !session_->receive(to_server)) return false;
+      net::Buffer out;
+      session_->send(out);
+      if (out.readable_bytes() > 0) client.input(out.view());
+      if (to_server.empty() && out.readable_bytes() == 0) return true;
+    }
+    return false;
+  }
+
+  // A response written as handlers write them.
+  static void respond(Stream& stream, int status, std::string_view body, bool head_only = false) {
+    http::ResponseWriter::Context context;
+    context.stream = &stream;
+    context.head_only = head_only;
+    context.date = "Thu, 26 Nov 2026 18:00:00 GMT";
+    context.server = "tern";
+    http::ResponseWriter writer(context);
+    writer.start(status).header("Content-Type", "text/plain").header("X-Custom", "yes").body(body);
+  }
+
+  SessionLimits limits;
+  Client client;
+  std::unique_ptr<Session> session_;
+  std::vector<std::string> requests;
+  std::map<int32_t, std::string> bodies;
+  std::map<int32_t, bool> body_ended;
+  std::vector<int32_t> closed;
+  std::function<void(Stream&)> on_request;
+  std::function<void(Stream&, std::string_view, bool)> on_body;
+  std::function<void(Stream&)> on_drained;
+};
+
+TEST_F(SessionTest, ARequestReachesTheHandlerAsHttp1AndItsResponseComesBackAsFrames) {
+  std::string seen_head;
+  on_request = [&](Stream& stream) {
+    const http::Request& r = stream.request();
+    EXPECT_EQ(r.method(), http::Method::kGet);
+    EXPECT_EQ(r.target(), "/a/b?c=1");
+    EXPECT_EQ(r.path(), "/a/b");
+    EXPECT_EQ(r.host(), "example.test");
+    EXPECT_EQ(r.header("accept"), "text/html");
+    EXPECT_EQ(r.header("cookie"), "a=1; b=2");  // two cookie fields, one for HTTP/1
+    EXPECT_EQ(r.body_framing(), http::BodyFraming::kNone);
+    EXPECT_TRUE(stream.body_complete());
+    respond(stream, 200, "hello");
+  };
+  const int32_t id = client.request({{":method", "GET"},
+                                     {":scheme", "https"},
+                                     {":authority", "example.test"},
+                                     {":path", "/a/b?c=1"},
+                                     {"accept", "text/html"},
+                                     {"cookie", "a=1"},
+                                     {"cookie", "b=2"}});
+  ASSERT_TRUE(exchange());
+  ASSERT_EQ(requests.size(), 1u);
+  const Seen& seen = client.seen[id];
+  EXPECT_TRUE(seen.closed);
+  EXPECT_EQ(seen.error_code, 0u);
+  EXPECT_EQ(seen.fields.at(":status"), "200");
+  EXPECT_EQ(seen.fields.at("content-type"), "text/plain");  // names in lower case
+  EXPECT_EQ(seen.fields.at("x-custom"), "yes");
+  EXPECT_EQ(seen.fields.at("content-length"), "5");
+  EXPECT_EQ(seen.fields.at("server"), "tern");
+  EXPECT_EQ(seen.fields.count("connection"), 0u);  // HTTP/2 has none
+  EXPECT_EQ(seen.body, "hello");
+  EXPECT_EQ(closed, std::vector<int32_t>{id});
+}
+
+TEST_F(SessionTest, HeadAndBodilessStatusesEndWithTheirHeaders) {
+  on_request = [&](Stream& stream) {
+    if (stream.request().method() == http::Method::kHead) {
+      respond(stream, 200, "twelve bytes", /*head_only=*/true);
+    } else {
+      respond(stream, 204, "");
+    }
+  };
+  const int32_t head = client.request(
+      {{":method", "HEAD"}, {":scheme", "https"}, {":authority", "example.test"}, {":path", "/"}});
+  const int32_t no_content = client.get("/empty");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[head].fields.at(":status"), "200");
+  EXPECT_EQ(client.seen[head].fields.at("content-length"), "12");  // announced, not sent
+  EXPECT_EQ(client.seen[head].body, "");
+  EXPECT_TRUE(client.seen[head].closed);
+  EXPECT_EQ(client.seen[no_content].fields.at(":status"), "204");
+  EXPECT_EQ(client.seen[no_content].fields.count("content-length"), 0u);
+  EXPECT_TRUE(client.seen[no_content].closed);
+}
+
+TEST_F(SessionTest, ARequestBodyArrivesWholeAndInOrder) {
+  std::string body(300 * 1024, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>(i * 7 % 251);
+  on_request = [&](Stream& stream) {
+    // No content-length: announced as chunked, as HTTP/1 would frame it.
+    EXPECT_EQ(stream.request().body_framing(), http::BodyFraming::kChunked);
+    EXPECT_FALSE(stream.body_complete());
+  };
+  on_body = [&](Stream& stream, std::string_view, bool last) {
+    if (last) respond(stream, 200, "got it");
+  };
+  const int32_t id =
+      client.request({{":method", "POST"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/up"}}, &body);
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(body_ended[id]);
+  EXPECT_TRUE(bodies[id] == body) << "the body differs (" << bodies[id].size() << " bytes)";
+  EXPECT_EQ(client.seen[id].body, "got it");
+}
+
+TEST_F(SessionTest, APausedBodyStopsTheClientAtItsWindow) {
+  std::string body(1024 * 1024, 'b');
+  Stream* paused = nullptr;
+  on_request = [&](Stream& stream) {
+    stream.pause_body();
+    paused = &stream;
+  };
+  const int32_t id = client.request(
+      {{":method", "PUT"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/"}, {"content-length", "1048576"}},
+      &body);
+  ASSERT_TRUE(exchange());
+  ASSERT_NE(paused, nullptr);
+  // Nothing delivered, and the client stopped after the stream's window.
+  EXPECT_EQ(bodies[id].size(), 0u);
+  EXPECT_LE(paused->held_bytes(), limits.stream_window);
+  EXPECT_GT(paused->held_bytes(), 0u);
+  on_body = [&](Stream& stream, std::string_view, bool last) {
+    if (last) respond(stream, 200, "done");
+  };
+  paused->resume_body();
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(bodies[id].size(), body.size());
+  EXPECT_TRUE(body_ended[id]);
+  EXPECT_EQ(client.seen[id].body, "done");
+}
+
+TEST_F(SessionTest, ALargeResponseGoesAsTheClientsWindowsAllow) {
+  // 4 MiB: well past the 64 KiB windows the client starts with; its
+  // WINDOW_UPDATEs let the rest through.
+  std::string big(4 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 253);
+  on_request = [&](Stream& stream) { respond(stream, 200, big); };
+  const int32_t id = client.get("/big");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[id].fields.at("content-length"), std::to_string(big.size()));
+  EXPECT_TRUE(client.seen[id].body == big) << client.seen[id].body.size() << " bytes arrived";
+}
+
+TEST_F(SessionTest, AFileRegionIsReadIntoDataFrames) {
+  tern::testing::TempDir dir;
+  std::string content(200 * 1024, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % 241);
+  ASSERT_TRUE(dir.write("f.bin", content));
+  const int fd = ::open((dir.path() + "/f.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  on_request = [&](Stream& stream) {
+    http::ResponseWriter::Context context;
+    context.stream = &stream;
+    http::ResponseWriter writer(context);
+    // The middle of the file, as a range would send it.
+    net::FileRegion region;
+    region.fd = fd;
+    region.offset = 1000;
+    region.length = 150000;
+    writer.start(206).file(std::move(region));
+  };
+  const int32_t id = client.get("/f.bin");
+  ASSERT_TRUE(exchange());
+  ::close(fd);
+  EXPECT_EQ(client.seen[id].fields.at(":status"), "206");
+  EXPECT_TRUE(client.seen[id].body == content.substr(1000, 150000));
+}
+
+TEST_F(SessionTest, AStreamedBodyWaitsForItsProducerAndTellsItWhenDrained) {
+  int drained = 0;
+  Stream* open = nullptr;
+  on_request = [&](Stream& stream) {
+    open = &stream;
+    stream.head_buffer().append("HTTP/1.1 200 OK\r\n");
+    stream.end_head({.kind = http::ResponseFraming::Kind::kStream});
+    stream.data(std::string(100 * 1024, 's'));  // above the high water
+    EXPECT_GE(stream.pending_output_bytes(), limits.stream_high_water);
+  };
+  on_drained = [&](Stream&) { ++drained; };
+  const int32_t id = client.get("/stream");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(drained, 1);
+  EXPECT_FALSE(client.seen[id].closed);  // no end yet: the stream waits
+  EXPECT_EQ(client.seen[id].body.size(), 100u * 1024);
+  open->data("tail");
+  open->end();
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(client.seen[id].closed);
+  EXPECT_EQ(client.seen[id].body.size(), 100u * 1024 + 4);
+}
+
+TEST_F(SessionTest, ManyStreamsAtOnceAreEachAnswered) {
+  on_request = [&](Stream& stream) { respond(stream, 200, std::string(stream.request().path())); };
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 100; ++i) ids.push_back(client.get("/s" + std::to_string(i)));
+  ASSERT_TRUE(exchange());
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(client.seen[ids[i]].body, "/s" + std::to_string(i));
+    EXPECT_TRUE(client.seen[ids[i]].closed);
+  }
+  EXPECT_EQ(closed.size(), 100u);
+  EXPECT_EQ(session_->open_streams(), 0u);
+}
+
+TEST_F(SessionTest, AHeadTheParserRefusesIsAnsweredWithItsStatusAndNeverSeen) {
+  // A target longer than HTTP/1 allows: 414.
+  const int32_t bad = client.request(
+      {{":method", "GET"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/" + std::string(9000, 'p')}});
+  // Fields past the head limit: 431.
+  const int32_t huge = client.request({{":method", "GET"},
+                                       {":scheme", "https"},
+                                       {":authority", "x"},
+                                       {":path", "/"},
+                                       {"x-big", std::string(limits.parser.max_head_bytes, 'h')}});
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(requests.empty());
+  EXPECT_EQ(client.seen[bad].fields.at(":status"), "414");
+  EXPECT_EQ(client.seen[huge].fields.at(":status"), "431");
+  EXPECT_TRUE(closed.empty());  // the handlers never had them
+}
+
+TEST_F(SessionTest, AHeadThatDecodesPastTheLimitIsRefusedHoweverSmallOnTheWire) {
+  // An HPACK bomb: one 1,000-byte field, then the same field 40 times more,
+  // each a one-byte reference to the dynamic table.
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {":method", "GET"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/"}};
+  for (int i = 0; i < 41; ++i) fields.emplace_back("x-same", std::string(1000, 'v'));
+  const int32_t id = client.request(fields);
+  const std::string wire = client.output();
+  EXPECT_LT(wire.size(), 2000u) << "the client did not compress the copies";
+  ASSERT_TRUE(session_->receive(wire));
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(requests.empty());
+  EXPECT_EQ(client.seen[id].fields.at(":status"), "431");
+}
+
+TEST_F(SessionTest, AFieldHttp2ForbidsResetsTheStream) {
+  const int32_t id = client.request(
+      {{":method", "GET"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/"}, {"connection", "close"}});
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(requests.empty());
+  EXPECT_TRUE(client.seen[id].closed);
+  EXPECT_EQ(client.seen[id].error_code, static_cast<uint32_t>(NGHTTP2_PROTOCOL_ERROR));
+}
+
+TEST_F(SessionTest, BytesThatAreNotHttp2EndTheConnection) {
+  EXPECT_FALSE(session_->receive("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_FALSE(session_->error().empty());
+}
+
+TEST_F(SessionTest, ShutdownLetsTheStreamsInProgressFinish) {
+  Stream* open = nullptr;
+  on_request = [&](Stream& stream) { open = &stream; };
+  const int32_t id = client.get("/slow");
+  ASSERT_TRUE(exchange());
+  ASSERT_NE(open, nullptr);
+  session_->shutdown();
+  ASSERT_TRUE(exchange());
+  EXPECT_FALSE(session_->done());  // the stream is still answering
+  respond(*open, 200, "late");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[id].body, "late");
+  EXPECT_TRUE(session_->done());
+}
+
+}  // namespace
+}  // namespace tern::http2
