@@ -40,3 +40,24 @@ def test_workers_flag_sizes_php_fpm_and_a_config_of_ones_own_is_noticed():
     assert parse("--workers", "3")["workers"] == 3
     assert parse("--workers=5")["workers"] == 5
     assert parse("-c", "x.toml")["own"] == "1"
+
+
+def packages(array):
+    """The Debian packages of an array in scripts/lib/common.sh."""
+    out = subprocess.run(["bash", "-c", f'source scripts/lib/common.sh; printf "%s\\n" "${{{array}[@]}}"'],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=True).stdout
+    return set(out.split())
+
+
+def test_readme_building_by_hand_names_what_the_scripts_install_to_build():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme.split("## Building by hand", 1)[1].split("\n## ", 1)[0]
+    command = section.split("```sh", 1)[1].split("```", 1)[0]
+    install = command.split("cmake --preset", 1)[0].replace("\\\n", " ")
+    named = set(install.split()) - {"sudo", "apt-get", "install"}
+    # What scripts/run needs beyond building: python3 and openssl (the
+    # demo's certificate), wrk (the profile-guided build's training run).
+    needed = packages("BUILD_PACKAGES") - {"python3", "openssl", "wrk"}
+    assert needed - named == set(), "README's Building by hand lacks these"
+    # And nothing there that neither script installs.
+    assert named - packages("BUILD_PACKAGES") - packages("TEST_PACKAGES") == set()
