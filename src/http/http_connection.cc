@@ -19,12 +19,19 @@ void HttpConnection::attach(net::TcpConnection* conn) {
   state_ = State::kHead;
   request_started_ = continue_sent_ = head_timer_armed_ = false;
   body_spooled_ = output_paused_ = false;
+  first_request_ = true;
   body_consumed_ = 0;
   arm_timer(shared_->limits->keepalive_timeout);
 }
 
 void HttpConnection::on_close() {
   timeout_.cancel();
+  if (other_ != nullptr) {
+    other_->on_close();
+    other_.reset();
+    conn_ = nullptr;
+    return;
+  }
   // The client went away first: tell the handler, which lets go of it.
   if (exchange_active()) exchange().cancel();
   end_request();
@@ -32,6 +39,7 @@ void HttpConnection::on_close() {
 }
 
 void HttpConnection::on_write_complete() {
+  if (other_ != nullptr) return other_->on_write_complete();
   if (exchange_active()) return exchange().drained();
   if (!output_paused_) return;
   // The responses queued before a pipelined request are out: go on.
@@ -67,7 +75,30 @@ void HttpConnection::end_request() {
   shared_->states->release(std::move(req_), conn_->loop()->clock().now());
 }
 
+int HttpConnection::speaks_http2(const net::Buffer& input) const {
+  if (const net::SecureLayer* tls = conn_->secure_layer(); tls != nullptr) {
+    return tls->application_protocol() == "h2" ? 1 : 0;
+  }
+  if (!shared_->http2_cleartext) return 0;
+  static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  const std::string_view start = input.view().substr(0, kPreface.size());
+  if (!kPreface.starts_with(start)) return 0;
+  return start.size() == kPreface.size() ? 1 : -1;
+}
+
 void HttpConnection::on_message(net::Buffer& input) {
+  if (other_ != nullptr) return other_->on_message(input);
+  if (first_request_ && shared_->http2 && !input.empty()) {
+    const int http2 = speaks_http2(input);
+    if (http2 < 0) return;  // the preface so far: wait for the rest
+    first_request_ = false;
+    if (http2 > 0) {
+      other_ = shared_->http2(shared_, conn_);
+      arm_timer(shared_->limits->keepalive_timeout);
+      return other_->on_message(input);
+    }
+  }
+  first_request_ = false;
   in_message_ = true;
   for (bool more = true; more;) {
     switch (state_) {
@@ -393,6 +424,7 @@ void HttpConnection::start_closing(bool more_input_expected) {
 }
 
 void HttpConnection::close_if_idle() {
+  if (other_ != nullptr) return other_->close_if_idle();
   if (state_ == State::kHead && !request_started_ && conn_ != nullptr) {
     start_closing(false);
   }
@@ -445,6 +477,12 @@ void HttpConnection::arm_timer(std::chrono::milliseconds delay) {
 void HttpConnection::on_timer() {
   if (conn_ == nullptr) return;
   const HttpLimits& limits = *shared_->limits;
+  if (other_ != nullptr) {
+    // HTTP/2 with no stream for the keep-alive time: a graceful end
+    // (GOAWAY); its streams keep their own time.
+    if (other_->idle() && conn_->pending_output_bytes() == 0) other_->close_if_idle();
+    return arm_timer(limits.keepalive_timeout);
+  }
   const bool sent = static_cast<uint32_t>(conn_->bytes_sent()) != sent_mark_;
   const bool received = static_cast<uint32_t>(conn_->bytes_received()) != received_mark_;
   if (conn_->pending_output_bytes() > 0) {

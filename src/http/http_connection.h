@@ -58,6 +58,24 @@ class TcpConnection;
 
 namespace tern::http {
 
+struct HttpShared;
+
+// Another protocol that takes a connection over from its first bytes
+// (HTTP/2: http2/http2_connection.h), so that http/ need not know it.
+class ConnectionProtocol {
+ public:
+  virtual ~ConnectionProtocol() = default;
+  virtual void on_message(net::Buffer& input) = 0;
+  virtual void on_write_complete() = 0;
+  virtual void on_close() = 0;
+  // The server stops: end once what is in progress is done.
+  virtual void close_if_idle() = 0;
+  // Nothing in progress (the keep-alive timeout may end the connection).
+  virtual bool idle() const = 0;
+};
+using ProtocolFactory =
+    std::function<std::unique_ptr<ConnectionProtocol>(const HttpShared* shared, net::TcpConnection* conn)>;
+
 // What every connection of a loop shares: set up by HttpServer.
 struct HttpShared {
   const HttpLimits* limits = nullptr;
@@ -75,6 +93,10 @@ struct HttpShared {
   // Server is shutting down: finish the current request, then close.
   bool draining = false;
   RequestStatePool* states = nullptr;
+  // HTTP/2 (empty: HTTP/1 only), for a connection whose TLS agreed on "h2",
+  // and with http2_cleartext for one that starts with HTTP/2's preface.
+  ProtocolFactory http2;
+  bool http2_cleartext = false;
 };
 
 class HttpConnection final : public ExchangeTransport {
@@ -121,6 +143,8 @@ class HttpConnection final : public ExchangeTransport {
   // Queued output above which no further pipelined request is parsed.
   static constexpr size_t kOutputHighWater = 64 * 1024;
 
+  // 1: the connection speaks HTTP/2; 0: HTTP/1; -1: too few bytes to tell.
+  int speaks_http2(const net::Buffer& input) const;
   void begin_request();
   void end_request();
   bool parse_head(net::Buffer& input);
@@ -170,6 +194,7 @@ class HttpConnection final : public ExchangeTransport {
   bool head_timer_armed_ : 1 = false;  // header_timeout runs for the head under way
   bool body_spooled_ : 1 = false;      // head and body left the input (RequestState::body)
   bool output_paused_ : 1 = false;     // waiting for queued output to drain (kOutputHighWater)
+  bool first_request_ : 1 = true;      // nothing has come yet (HTTP/2 may take over)
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
   // The low 32 bits of the bytes sent and received when the timer was
   // armed: progress is any change, and exactly 4 GiB between two timer
@@ -178,6 +203,7 @@ class HttpConnection final : public ExchangeTransport {
   uint32_t received_mark_ = 0;
   net::Timeout timeout_;          // the one timer (see above); arm() uses its first 16 bytes
   Http1Output output_;            // the response under way, as HTTP/1 on conn_
+  std::unique_ptr<ConnectionProtocol> other_;  // HTTP/2, once it took over
 };
 
 }  // namespace tern::http

@@ -60,6 +60,8 @@ Result<void> HttpServer::start() {
     context->shared.states = &context->states;
     context->shared.server_name = options_.server_name;
     context->shared.handlers = &handlers_;
+    context->shared.http2 = options_.http2;
+    context->shared.http2_cleartext = options_.http2_cleartext;
     context->shared.on_response = on_response_;
     context->shared.clock = [context] { return context->current_clock(); };
     if (thread_init_) thread_init_(loop);

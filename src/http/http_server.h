@@ -43,6 +43,11 @@ struct HttpServerOptions {
   net::TcpServerOptions tcp = http_tcp_defaults();
   HttpLimits limits;
   std::string server_name = "tern";
+  // HTTP/2 (http2::http2_protocol()): for connections whose TLS agreed on
+  // "h2", and with http2_cleartext for those that begin with HTTP/2's
+  // preface (h2c by prior knowledge). Empty: HTTP/1 only.
+  ProtocolFactory http2{};
+  bool http2_cleartext = false;
 };
 
 class HttpServer {

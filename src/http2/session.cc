@@ -225,6 +225,8 @@ void Session::send(net::Buffer& out) {
   }
 }
 
+bool Session::wants_to_send() const { return nghttp2_session_want_write(session_) != 0; }
+
 bool Session::done() const {
   return nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0;
 }

@@ -86,6 +86,9 @@ class Session {
   bool receive(std::string_view bytes);
   // Appends the frames that are ready to `out`.
   void send(net::Buffer& out);
+  // Frames are ready for send() (producers may have queued more from
+  // inside it, in their drain callbacks).
+  bool wants_to_send() const;
   // Neither side has more to say: close once the output has gone.
   bool done() const;
   // A graceful end: GOAWAY with the last stream taken; the streams in
@@ -117,6 +120,7 @@ class Stream final : public http::ResponseStream {
  public:
   int32_t id() const { return id_; }
   const http::Request& request() const { return request_; }
+  http::Request& request() { return request_; }
   // The client ended its side (the whole body, if any, was delivered).
   bool body_complete() const { return body_complete_; }
   // Body pieces stop being credited (the client stops once its window is

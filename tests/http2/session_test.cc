@@ -19,104 +19,14 @@
 #include <vector>
 
 #include "http/response_writer.h"
+#include "support/h2_client.h"
 #include "support/temp_dir.h"
 
 namespace tern::http2 {
 namespace {
 
-// A response as the client saw it.
-struct Seen {
-  std::map<std::string, std::string> fields;  // ":status" among them
-  std::string body;
-  bool closed = false;
-  uint32_t error_code = 0;
-};
-
-// nghttp2's client, speaking to a Session through memory.
-class Client {
- public:
-  Client() {
-    nghttp2_session_callbacks* callbacks = nullptr;
-    nghttp2_session_callbacks_new(&callbacks);
-    nghttp2_session_callbacks_set_on_header_callback(
-        callbacks, [](nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t name_length,
-                      const uint8_t* value, size_t value_length, uint8_t, void* self) {
-          auto& response = static_cast<Client*>(self)->seen[frame->hd.stream_id];
-          response.fields[std::string(reinterpret_cast<const char*>(name), name_length)] =
-              std::string(reinterpret_cast<const char*>(value), value_length);
-          return 0;
-        });
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(
-        callbacks, [](nghttp2_session*, uint8_t, int32_t id, const uint8_t* data, size_t length, void* self) {
-          static_cast<Client*>(self)->seen[id].body.append(reinterpret_cast<const char*>(data), length);
-          return 0;
-        });
-    nghttp2_session_callbacks_set_on_stream_close_callback(
-        callbacks, [](nghttp2_session*, int32_t id, uint32_t error_code, void* self) {
-          auto& response = static_cast<Client*>(self)->seen[id];
-          response.closed = true;
-          response.error_code = error_code;
-          return 0;
-        });
-    nghttp2_session_client_new(&session_, callbacks, this);
-    nghttp2_session_callbacks_del(callbacks);
-    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
-  }
-  ~Client() { nghttp2_session_del(session_); }
-
-  // A request with `fields` (pseudo-fields first) and, if not null, `body`.
-  int32_t request(const std::vector<std::pair<std::string, std::string>>& fields,
-                  const std::string* body = nullptr) {
-    std::vector<nghttp2_nv> nv;
-    for (const auto& [name, value] : fields) {
-      nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-                    NGHTTP2_NV_FLAG_NONE});
-    }
-    nghttp2_data_provider provider{};
-    if (body != nullptr) {
-      bodies_.push_back({*body, 0});
-      provider.source.ptr = &bodies_.back();
-      provider.read_callback = [](nghttp2_session*, int32_t, uint8_t* out, size_t length, uint32_t* flags,
-                                  nghttp2_data_source* source, void*) -> ssize_t {
-        auto* b = static_cast<PendingBody*>(source->ptr);
-        const size_t n = std::min(length, b->bytes.size() - b->sent);
-        std::memcpy(out, b->bytes.data() + b->sent, n);
-        b->sent += n;
-        if (b->sent == b->bytes.size()) *flags |= NGHTTP2_DATA_FLAG_EOF;
-        return static_cast<ssize_t>(n);
-      };
-    }
-    return nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), body ? &provider : nullptr, nullptr);
-  }
-  int32_t get(const std::string& path) {
-    return request({{":method", "GET"}, {":scheme", "https"}, {":authority", "example.test"}, {":path", path}});
-  }
-
-  std::string output() {
-    std::string out;
-    const uint8_t* data = nullptr;
-    for (ssize_t n; (n = nghttp2_session_mem_send(session_, &data)) > 0;) {
-      out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-    }
-    return out;
-  }
-  void input(std::string_view bytes) {
-    ASSERT_EQ(nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
-              static_cast<ssize_t>(bytes.size()));
-  }
-  nghttp2_session* session() { return session_; }
-
-  std::map<int32_t, Seen> seen;
-
- private:
-  struct PendingBody {
-    std::string bytes;
-    size_t sent;
-  };
-  nghttp2_session* session_ = nullptr;
-  std::deque<PendingBody> bodies_;
-};
+using tern::testing::H2Client;
+using tern::testing::H2Response;
 
 class SessionTest : public ::testing::Test {
  protected:
@@ -164,7 +74,7 @@ class SessionTest : public ::testing::Test {
   }
 
   SessionLimits limits;
-  Client client;
+  H2Client client;
   std::unique_ptr<Session> session_;
   std::vector<std::string> requests;
   std::map<int32_t, std::string> bodies;
@@ -198,7 +108,7 @@ TEST_F(SessionTest, ARequestReachesTheHandlerAsHttp1AndItsResponseComesBackAsFra
                                      {"cookie", "b=2"}});
   ASSERT_TRUE(exchange());
   ASSERT_EQ(requests.size(), 1u);
-  const Seen& seen = client.seen[id];
+  const H2Response& seen = client.seen[id];
   EXPECT_TRUE(seen.closed);
   EXPECT_EQ(seen.error_code, 0u);
   EXPECT_EQ(seen.fields.at(":status"), "200");

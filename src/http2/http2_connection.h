@@ -1,0 +1,66 @@
+// Http2Connection: HTTP/2 on one TcpConnection. An HttpConnection hands
+// its connection over when TLS agreed on "h2" (ALPN), or when the first
+// bytes of a plain connection are the HTTP/2 preface and the server allows
+// it (h2c by prior knowledge). Each stream's request then goes through the
+// server's handler chain as an HTTP/1 request does in HttpConnection: the
+// handlers claim it, a Router handler answers from the head (or once the
+// body is in, within the body limit), an exchange streams its body and
+// answers when it can; each stream is the exchange's transport, so
+// FastCGI, the proxy and the users app run unchanged.
+//
+// Output: the session's frames go into the connection's output; while the
+// client has not taken kOutputHighWater of them, no more are made (a slow
+// client holds its streams' producers back through their drain callbacks,
+// not memory here).
+//
+// Owned by its HttpConnection; loop thread only.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "http/http_connection.h"
+#include "http2/session.h"
+
+namespace tern::http2 {
+
+class Http2Connection final : public http::ConnectionProtocol {
+ public:
+  Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn, const SessionLimits& limits);
+  ~Http2Connection() override;
+
+  void on_message(net::Buffer& input) override;
+  void on_write_complete() override;
+  void on_close() override;
+  void close_if_idle() override;
+  bool idle() const override { return tasks_.empty(); }
+
+ private:
+  class Task;
+  // Frames queued for the client above which no more are made.
+  static constexpr size_t kOutputHighWater = 256 * 1024;
+
+  void on_request(Stream& stream);
+  void on_body(Stream& stream, std::string_view piece, bool last);
+  void on_drained(Stream& stream);
+  void on_stream_close(Stream& stream);
+  void dispatch(Task& task);
+  void begin_exchange(Task& task, bool has_body);
+  http::ResponseWriter::Context writer_context(Stream& stream) const;
+  // Frames into the connection's output, as far as the client takes them.
+  void flush();
+
+  const http::HttpShared* shared_;
+  net::TcpConnection* conn_;
+  // Before the session, which ends its streams (on_stream_close) as it goes.
+  std::unordered_map<int32_t, std::shared_ptr<Task>> tasks_;
+  Session session_;
+  bool flushing_ = false;
+  bool closing_ = false;
+};
+
+// What HttpServerOptions::http2 takes: HTTP/2 with these limits (the
+// request head's from the server's HttpLimits).
+http::ProtocolFactory http2_protocol(SessionLimits limits = {});
+
+}  // namespace tern::http2

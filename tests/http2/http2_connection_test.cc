@@ -1,0 +1,179 @@
+// HTTP/2 on a real server and socket: h2c by prior knowledge reaches the
+// same handler chain as HTTP/1 (a Router handler, one that needs the body,
+// an exchange that answers later), many streams share one connection, a
+// stream the client resets lets its exchange go, and HTTP/1 on the same
+// listener is untouched.
+#include "http2/http2_connection.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "http/http_server.h"
+#include "net/event_loop.h"
+#include "support/h2_client.h"
+#include "support/loop_runner.h"
+#include "support/raw_socket.h"
+
+namespace tern::http2 {
+namespace {
+
+using namespace std::chrono_literals;
+using tern::testing::H2Client;
+using tern::testing::LoopRunner;
+using tern::testing::RawClient;
+
+// Answers every request under /later from a timer, 20 ms on: an exchange
+// (under /later/never, not at all).
+class Later final : public http::RequestHandler {
+ public:
+  explicit Later(std::atomic<int>* aborted) : aborted_(aborted) {}
+  http::Claim claim(http::Route& route) override {
+    return route.path.starts_with("/later") ? http::Claim::kExchange : http::Claim::kPass;
+  }
+  void start(const http::Route& /*route*/, http::Exchange& exchange) override {
+    const http::ExchangeId id = exchange.id();
+    std::atomic<int>* aborted = aborted_;
+    exchange.set_abort_handler([aborted] { ++*aborted; });
+    if (exchange.request().path().starts_with("/later/never")) return;
+    exchange.loop()->run_after(20ms, [id] {
+      http::Exchange* ex = http::Exchange::find(id);
+      if (ex == nullptr) return;
+      ex->writer().start(200).body("later " + std::string(ex->request().path()));
+      ex->finish();
+    });
+  }
+
+ private:
+  std::atomic<int>* aborted_;
+};
+
+class Http2ConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    http::HttpServerOptions options;
+    options.http2 = http2_protocol();
+    options.http2_cleartext = true;
+    server_ = tern::testing::make_on_loop<http::HttpServer>(runner_, runner_.loop(), net::InetAddress(0, true),
+                                                            options);
+    runner_.run([&] {
+      server_->get("/hello", [](const http::Request& r, http::ResponseWriter& w) {
+        w.start(200).header("Content-Type", "text/plain").body("hello " + std::string(r.host()));
+      });
+      server_->get("/big", [](const http::Request&, http::ResponseWriter& w) {
+        std::string big(3 << 20, '\0');
+        for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 251);
+        w.start(200).body(big);
+      });
+      server_->post("/echo", [](const http::Request& r, http::ResponseWriter& w) {
+        w.start(200).body(std::string(r.body()));
+      });
+      server_->add_handler(std::make_unique<Later>(&aborted_));
+      ASSERT_TRUE(server_->start().ok());
+    });
+  }
+
+  // Carries bytes between `client` and the server until `done` holds.
+  bool pump(RawClient& socket, H2Client& client, const std::function<bool()>& done,
+            std::chrono::milliseconds limit = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+      const std::string out = client.output();
+      if (!out.empty() && !socket.send_all(out)) return false;
+      pollfd p{socket.fd(), POLLIN, 0};
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buf[65536];
+      const ssize_t n = ::recv(socket.fd(), buf, sizeof buf, 0);
+      if (n <= 0) return done();
+      client.input(std::string_view(buf, static_cast<size_t>(n)));
+    }
+    return true;
+  }
+
+  LoopRunner runner_;
+  tern::testing::LoopOwned<http::HttpServer> server_;
+  std::atomic<int> aborted_{0};
+};
+
+TEST_F(Http2ConnectionTest, PriorKnowledgeReachesTheRouter) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  const int32_t id = client.get("/hello");
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[id].closed; }));
+  EXPECT_EQ(client.seen[id].fields.at(":status"), "200");
+  EXPECT_EQ(client.seen[id].body, "hello example.test");
+  EXPECT_EQ(client.seen[id].fields.at("content-type"), "text/plain");
+}
+
+TEST_F(Http2ConnectionTest, ManyStreamsShareOneConnection) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 50; ++i) ids.push_back(client.get(i % 2 == 0 ? "/hello" : "/later/" + std::to_string(i)));
+  ASSERT_TRUE(pump(socket, client, [&] {
+    return std::all_of(ids.begin(), ids.end(), [&](int32_t id) { return client.seen[id].closed; });
+  }));
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(client.seen[ids[i]].body, i % 2 == 0 ? "hello example.test" : "later /later/" + std::to_string(i));
+  }
+  // An unknown path is the chain's 404, as on HTTP/1.
+  const int32_t missing = client.get("/nowhere");
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[missing].closed; }));
+  EXPECT_EQ(client.seen[missing].fields.at(":status"), "404");
+}
+
+TEST_F(Http2ConnectionTest, ALargeResponseArrivesWholeThroughTheWindows) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  const int32_t id = client.get("/big");
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[id].closed; }));
+  const std::string& body = client.seen[id].body;
+  ASSERT_EQ(body.size(), 3u << 20);
+  bool same = true;
+  for (size_t i = 0; i < body.size() && same; ++i) same = body[i] == static_cast<char>(i % 251);
+  EXPECT_TRUE(same) << "the body differs";
+}
+
+TEST_F(Http2ConnectionTest, ARouterHandlerGetsTheWholeBody) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  const std::string body(100 * 1024, 'e');
+  const int32_t id =
+      client.request({{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/echo"}}, &body);
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[id].closed; }));
+  EXPECT_EQ(client.seen[id].fields.at(":status"), "200");
+  EXPECT_EQ(client.seen[id].body.size(), body.size());
+  EXPECT_TRUE(client.seen[id].body == body);
+}
+
+TEST_F(Http2ConnectionTest, AStreamResetByTheClientLetsItsExchangeGo) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  const int32_t id = client.get("/later/never");
+  EXPECT_FALSE(pump(socket, client, [&] { return false; }, 50ms));  // the request is in
+  nghttp2_submit_rst_stream(client.session(), NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+  ASSERT_TRUE(pump(socket, client, [&] { return aborted_.load() == 1; }))
+      << "closed " << client.seen[id].closed << " error " << client.seen[id].error_code << " body "
+      << client.seen[id].body;
+  // The connection goes on.
+  const int32_t next = client.get("/hello");
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[next].closed; }));
+  EXPECT_EQ(client.seen[next].body, "hello example.test");
+}
+
+TEST_F(Http2ConnectionTest, Http1OnTheSameListenerIsUntouched) {
+  RawClient socket(server_->listen_address().port());
+  ASSERT_TRUE(socket.send_all("GET /hello HTTP/1.1\r\nHost: one\r\nConnection: close\r\n\r\n"));
+  const std::string response = socket.read_to_eof(nullptr, 2s);
+  EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
+  EXPECT_NE(response.find("hello one"), std::string::npos) << response;
+}
+
+}  // namespace
+}  // namespace tern::http2
