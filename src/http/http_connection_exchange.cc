@@ -1,0 +1,143 @@
+// HttpConnection as an Exchange's transport: beginning and ending the
+// exchange that a handler took a request as, and what the exchange asks of
+// the connection (ExchangeTransport).
+#include "http/http_connection.h"
+
+#include "base/log.h"
+#include "net/buffer.h"
+#include "net/connection_table.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+
+namespace tern::http {
+
+void HttpConnection::begin_exchange(net::Buffer& input) {
+  Request& request = req_->request;
+  detach_head(input);
+  // "Content-Length: 0" is no body at all: nothing to stream or wait for.
+  const bool has_body =
+      request.body_framing() == BodyFraming::kChunked ||
+      (request.body_framing() == BodyFraming::kContentLength && request.content_length() > 0);
+  const bool keep_alive = request.keep_alive() && !shared_->draining;
+  state_ = has_body ? State::kStreamBody : State::kAwait;
+  arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);
+  exchange().begin(this, &request, writer_context(keep_alive), has_body);
+  if (req_->claim == Claim::kExchange) {
+    req_->handler->start(req_->route, exchange());
+  } else {
+    req_->handler->respond(req_->route, exchange().writer());
+    exchange().finish();
+  }
+  // It may have answered already (finish() ran), or be waiting.
+  if (exchange_active() && state_ == State::kStreamBody && request.expect_continue() &&
+      input.empty()) {
+    send_continue();
+  }
+}
+
+void HttpConnection::finish_exchange() {
+  if (state_ == State::kTunnel) return abort_exchange();  // a tunnel ends with its connection
+  ResponseWriter& writer = exchange().response();
+  if (!writer.finished()) {
+    TERN_LOG_ERROR("conn {}: exchange for {} {} finished without a complete response",
+                   conn_->id().slot, req_->request.method_text(), req_->request.target());
+    if (!writer.started()) {
+      writer.close_after();
+      write_error_page(writer, 500);
+    } else {
+      conn_->force_close();
+    }
+  }
+  if (shared_->on_response) shared_->on_response(req_->request, *conn_, writer);
+  const bool body_left = state_ == State::kStreamBody;
+  const bool keep_alive = writer.keep_alive() && !writer.stream_short() && !shared_->draining;
+  exchange().end();
+  if (!conn_->is_reading() && conn_->connected()) conn_->start_reading();
+  if (body_left && keep_alive) {
+    // Answered before the body was in: drop the rest, then go on.
+    state_ = State::kDiscard;
+    arm_timer(shared_->limits->body_timeout);
+  } else {
+    next_request(keep_alive, body_left);
+  }
+  conn_->flush();
+  // Requests (or body bytes) that arrived meanwhile: go on with them, but
+  // not from inside the caller (an upstream's callback, say).
+  if ((state_ == State::kHead || state_ == State::kDiscard) && !conn_->input().empty() &&
+      !in_message_) {
+    resume_later();
+  }
+}
+
+void HttpConnection::resume_later() {
+  // This object may be reused for another connection before the deferred
+  // call runs: find ours by its generation-checked id.
+  const net::ConnectionId id = conn_->id();
+  conn_->loop()->defer([id] {
+    net::TcpConnection* conn = id.loop->connections().find(id);
+    if (conn == nullptr || !conn->connected()) return;
+    auto* http = std::any_cast<HttpConnection*>(&conn->context());
+    if (http != nullptr && *http != nullptr) (*http)->on_message(conn->input());
+  });
+}
+
+bool HttpConnection::switch_protocols() {
+  if (state_ != State::kAwait || !exchange().response().finished() || !exchange().response().keep_alive()) {
+    return false;
+  }
+  state_ = State::kTunnel;
+  conn_->flush();
+  // Bytes the client sent right behind its request are the new protocol's.
+  if (!conn_->is_reading() && conn_->connected()) conn_->start_reading();
+  if (!conn_->input().empty() && !in_message_) resume_later();
+  arm_timer(shared_->limits->send_timeout);
+  return true;
+}
+
+void HttpConnection::write_raw(std::string_view bytes) {
+  if (!bytes.empty()) conn_->output_tail_buffer().append(bytes);
+}
+
+void HttpConnection::abort_exchange() {
+  if (shared_->on_response) shared_->on_response(req_->request, *conn_, exchange().response());
+  const bool body_left = state_ == State::kStreamBody || state_ == State::kTunnel;
+  exchange().end();
+  // What the response got so far goes out, then the close tells the client
+  // it is incomplete.
+  start_closing(body_left);
+}
+
+void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
+  const bool started = exchange().response().started();
+  exchange().cancel();
+  if (!started) return fail(status, log_reason);
+  TERN_LOG_DEBUG("conn {}: {} after the response started: closing", conn_->id().slot, log_reason);
+  start_closing(true);
+}
+
+net::EventLoop* HttpConnection::loop() const { return conn_->loop(); }
+
+const net::InetAddress& HttpConnection::peer_address() const { return conn_->peer_address(); }
+
+const net::InetAddress& HttpConnection::local_address() const { return conn_->local_address(); }
+
+const net::SecureLayer* HttpConnection::secure() const { return conn_->secure_layer(); }
+
+bool HttpConnection::must_close() const {
+  return shared_->draining || (!req_->exchange.body_complete() && !can_discard_body());
+}
+
+void HttpConnection::flush() { conn_->flush(); }
+
+size_t HttpConnection::pending_output_bytes() const { return conn_->pending_output_bytes(); }
+
+void HttpConnection::pause_body() { conn_->stop_reading(); }
+
+void HttpConnection::resume_body() {
+  conn_->start_reading();
+  if (!in_message_ && !conn_->input().empty()) resume_later();
+}
+
+void HttpConnection::wait_for_drain() { conn_->ask_write_complete(); }
+
+}  // namespace tern::http
