@@ -31,8 +31,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   params.add("GATEWAY_INTERFACE", "CGI/1.1");
   params.add("REQUEST_SCHEME", cgi.https ? "https" : "http");
   params.add("SERVER_SOFTWARE", cgi.server_software);
-  params.add("SERVER_PROTOCOL",
-             request.version() == http::Version::kHttp11 ? "HTTP/1.1" : "HTTP/1.0");
+  params.add("SERVER_PROTOCOL", http::version_name(request.version()));
   params.add("REQUEST_METHOD", request.method_text());
   params.add("REQUEST_URI", request.target());
   params.add("DOCUMENT_URI", cgi.document_uri);

@@ -78,10 +78,10 @@ int HttpConnection::speaks_http2(const net::Buffer& input) const {
   if (const net::SecureLayer* tls = conn_->secure_layer(); tls != nullptr) {
     return tls->application_protocol() == "h2" ? 1 : 0;
   }
-  if (!shared_->http2_cleartext) return 0;
   static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   const std::string_view start = input.view().substr(0, kPreface.size());
   if (!kPreface.starts_with(start)) return 0;
+  if (!shared_->http2_cleartext || !shared_->http2_cleartext(conn_->local_address())) return 0;
   return start.size() == kPreface.size() ? 1 : -1;
 }
 
@@ -93,7 +93,7 @@ void HttpConnection::on_message(net::Buffer& input) {
     first_request_ = false;
     if (http2 > 0) {
       other_ = shared_->http2(shared_, conn_);
-      arm_timer(shared_->limits->keepalive_timeout);
+      timeout_.arm(other_->on_timer());
       return other_->on_message(input);
     }
   }
@@ -347,12 +347,7 @@ void HttpConnection::arm_timer(std::chrono::milliseconds delay) {
 void HttpConnection::on_timer() {
   if (conn_ == nullptr) return;
   const HttpLimits& limits = *shared_->limits;
-  if (other_ != nullptr) {
-    // HTTP/2 with no stream for the keep-alive time: a graceful end
-    // (GOAWAY); its streams keep their own time.
-    if (other_->idle() && conn_->pending_output_bytes() == 0) other_->close_if_idle();
-    return arm_timer(limits.keepalive_timeout);
-  }
+  if (other_ != nullptr) return timeout_.arm(other_->on_timer());
   const bool sent = static_cast<uint32_t>(conn_->bytes_sent()) != sent_mark_;
   const bool received = static_cast<uint32_t>(conn_->bytes_received()) != received_mark_;
   if (conn_->pending_output_bytes() > 0) {

@@ -70,11 +70,15 @@ class ConnectionProtocol {
   virtual void on_close() = 0;
   // The server stops: end once what is in progress is done.
   virtual void close_if_idle() = 0;
-  // Nothing in progress (the keep-alive timeout may end the connection).
-  virtual bool idle() const = 0;
+  // The connection's timer rang: enforces the timeouts (HttpLimits), which
+  // may close the connection; returns when to ring again.
+  virtual std::chrono::milliseconds on_timer() = 0;
 };
 using ProtocolFactory =
     std::function<std::unique_ptr<ConnectionProtocol>(const HttpShared* shared, net::TcpConnection* conn)>;
+// Picks connections by the address they came in on (their local address).
+using AddressFilter = std::function<bool(const net::InetAddress& local)>;
+inline bool any_address(const net::InetAddress& /*local*/) { return true; }
 
 // What every connection of a loop shares: set up by HttpServer.
 struct HttpShared {
@@ -94,9 +98,10 @@ struct HttpShared {
   bool draining = false;
   RequestStatePool* states = nullptr;
   // HTTP/2 (empty: HTTP/1 only), for a connection whose TLS agreed on "h2",
-  // and with http2_cleartext for one that starts with HTTP/2's preface.
+  // and for one that starts with HTTP/2's preface on a plain address
+  // http2_cleartext accepts (by the address the connection came in on).
   ProtocolFactory http2;
-  bool http2_cleartext = false;
+  AddressFilter http2_cleartext;
 };
 
 class HttpConnection final : public ExchangeTransport {

@@ -44,10 +44,11 @@ struct HttpServerOptions {
   HttpLimits limits;
   std::string server_name = "tern";
   // HTTP/2 (http2::http2_protocol()): for connections whose TLS agreed on
-  // "h2", and with http2_cleartext for those that begin with HTTP/2's
-  // preface (h2c by prior knowledge). Empty: HTTP/1 only.
+  // "h2", and on the plain addresses http2_cleartext accepts for those that
+  // begin with HTTP/2's preface (h2c by prior knowledge; any_address: all).
+  // Empty: HTTP/1 only.
   ProtocolFactory http2{};
-  bool http2_cleartext = false;
+  AddressFilter http2_cleartext{};
 };
 
 class HttpServer {

@@ -220,6 +220,15 @@ Verdict judge_fields(Version version, std::span<const Header> headers, HeadFacts
 
 }  // namespace
 
+std::string_view version_name(Version version) {
+  switch (version) {
+    case Version::kHttp10: return "HTTP/1.0";
+    case Version::kHttp11: return "HTTP/1.1";
+    case Version::kHttp2: return "HTTP/2.0";
+  }
+  return "HTTP/1.1";
+}
+
 std::string_view method_name(Method method) {
   switch (method) {
     case Method::kGet: return "GET";

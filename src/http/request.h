@@ -32,7 +32,12 @@ enum class Method : uint8_t {
 
 std::string_view method_name(Method method);
 
-enum class Version : uint8_t { kHttp10, kHttp11 };
+// kHttp2: a stream of an HTTP/2 connection (its head is read as HTTP/1.1
+// text, then marked so: logs and applications see "HTTP/2.0").
+enum class Version : uint8_t { kHttp10, kHttp11, kHttp2 };
+
+// "HTTP/1.0", "HTTP/1.1", "HTTP/2.0" (SERVER_PROTOCOL, the access log's).
+std::string_view version_name(Version version);
 
 // How the request body is delimited (RFC 9112 section 6).
 enum class BodyFraming : uint8_t { kNone, kContentLength, kChunked };
@@ -94,6 +99,8 @@ class Request {
   // that read it (HttpConnection; a test's harness).
   std::string_view body() const { return body_; }
   void set_body(std::string_view body) { body_ = body; }
+  // The protocol that carried it, when not the one parsed (HTTP/2).
+  void set_version(Version version) { version_ = version; }
 
  private:
   friend class RequestParser;

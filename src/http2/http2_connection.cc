@@ -91,15 +91,20 @@ Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnect
                                              bool last) { on_body(stream, piece, last); },
                            .on_drained = [this](Stream& stream) { on_drained(stream); },
                            .on_close = [this](Stream& stream) { on_stream_close(stream); },
-                       }) {}
+                       }),
+      last_active_(conn->loop()->clock().now()) {}
 
 Http2Connection::~Http2Connection() = default;
 
 void Http2Connection::on_message(net::Buffer& input) {
+  if (lingering_) return input.retrieve_all();  // after our GOAWAY: read and dropped
   const bool ok = session_.receive(input.view());
   input.retrieve_all();
-  if (!ok) {
-    TERN_LOG_DEBUG("conn {}: HTTP/2: {}", conn_->id().slot, session_.error());
+  if ((!ok || !session_.error().empty()) && !closing_) {
+    // A protocol error or abuse: the GOAWAY that says so goes out, then
+    // the connection ends.
+    TERN_LOG_INFO("conn {} from {}: HTTP/2: {}; closing", conn_->id().slot, conn_->peer_address().to_ip(),
+                  session_.error());
     closing_ = true;
   }
   flush();
@@ -124,6 +129,91 @@ void Http2Connection::close_if_idle() {
   flush();
 }
 
+std::chrono::milliseconds Http2Connection::on_timer() {
+  using std::chrono::milliseconds;
+  const http::HttpLimits& limits = *shared_->limits;
+  const auto now = conn_->loop()->clock().now();
+  const bool data_out = session_.data_sent() != data_sent_mark_;
+  const bool data_in = session_.data_received() != data_received_mark_;
+  const bool bytes_out = conn_->bytes_sent() != bytes_sent_mark_;
+  if (lingering_) {
+    const auto lingered = std::chrono::duration_cast<milliseconds>(now - linger_since_);
+    if (lingered < limits.linger_timeout) return limits.linger_timeout - lingered;
+    conn_->force_close();
+    return limits.linger_timeout;
+  }
+  data_sent_mark_ = session_.data_sent();
+  data_received_mark_ = session_.data_received();
+  bytes_sent_mark_ = conn_->bytes_sent();
+  // How long something has waited without progress, from the first tick
+  // that saw it wait.
+  // Often enough for either timeout to be kept within half its length.
+  const milliseconds tick = std::max(milliseconds(100), std::min(limits.send_timeout, limits.body_timeout) / 2);
+  auto stalled = [now](std::optional<Clock::time_point>& since, bool waiting, bool progressed) {
+    if (!waiting || progressed) {
+      since.reset();
+      return milliseconds(0);
+    }
+    if (!since) since = now;
+    return std::chrono::duration_cast<milliseconds>(now - *since);
+  };
+
+  if (tasks_.empty() && session_.open_streams() == 0 && conn_->pending_output_bytes() == 0) {
+    send_stall_since_.reset();
+    body_stall_since_.reset();
+    // Keep-alive: no stream for the whole time (PINGs do not count) ends
+    // the connection gracefully (GOAWAY).
+    const auto idle = std::chrono::duration_cast<milliseconds>(now - last_active_);
+    if (idle >= limits.keepalive_timeout) {
+      close_if_idle();
+      return limits.linger_timeout;
+    }
+    return std::min(limits.keepalive_timeout - idle, tick);
+  }
+  // Responses waiting on the client: it must take body bytes (a client
+  // that keeps its windows shut holds its streams, and their producers,
+  // only this long); with nothing queued but frames in the socket's queue,
+  // any bytes.
+  const size_t queued = session_.queued_bytes();
+  const bool sending = queued > 0 || conn_->pending_output_bytes() > 0;
+  if (stalled(send_stall_since_, sending, data_out || (queued == 0 && bytes_out)) >= limits.send_timeout) {
+    TERN_LOG_DEBUG("conn {}: HTTP/2 send timeout, {} stream(s) open", conn_->id().slot, session_.open_streams());
+    conn_->force_close();
+    return limits.send_timeout;
+  }
+  // Request bodies that stopped coming: those streams end (408 when no
+  // answer has begun), the others go on.
+  std::vector<std::shared_ptr<Task>> waiting;
+  for (const auto& [id, task] : tasks_) {
+    const Stream* stream = task->stream_;
+    if (stream != nullptr && !stream->body_complete() && !stream->body_paused()) waiting.push_back(task);
+  }
+  if (stalled(body_stall_since_, !waiting.empty(), data_in) >= limits.body_timeout) {
+    body_stall_since_.reset();
+    for (const std::shared_ptr<Task>& task : waiting) {
+      if (task->stream_ == nullptr) continue;
+      TERN_LOG_DEBUG("conn {} stream {}: body timeout", conn_->id().slot, task->stream_->id());
+      if (task->stream_->response_sent()) {
+        task->stream_->reset(NGHTTP2_NO_ERROR);  // answered already: the rest is not wanted
+        continue;
+      }
+      const bool started = task->exchange.active() && task->exchange.response().started();
+      task->gathering = false;
+      if (task->exchange.active()) task->exchange.cancel();
+      if (task->stream_ == nullptr) continue;
+      if (started) {
+        task->stream_->reset(NGHTTP2_CANCEL);
+      } else {
+        task->stream_->reset_after_response();
+        http::ResponseWriter writer(writer_context(*task->stream_));
+        http::write_error_page(writer, 408);
+      }
+    }
+    flush();
+  }
+  return tick;
+}
+
 void Http2Connection::flush() {
   if (flushing_ || conn_ == nullptr || !conn_->connected()) return;
   flushing_ = true;
@@ -139,10 +229,14 @@ void Http2Connection::flush() {
   // More to make once the client takes what is queued.
   if (conn_->pending_output_bytes() >= kOutputHighWater) conn_->ask_write_complete();
   flushing_ = false;
-  if ((closing_ || session_.done()) && conn_->pending_output_bytes() == 0) {
-    conn_->force_close();
-  } else if (closing_ || session_.done()) {
-    conn_->close_after_write();
+  if ((closing_ || session_.done()) && !lingering_) {
+    // The GOAWAY goes out, then our side closes; what the client sent
+    // after it is read and dropped until it closes too (or linger_timeout),
+    // since closing with bytes unread would reset the connection, and the
+    // GOAWAY with it, in the client's buffer.
+    lingering_ = true;
+    linger_since_ = conn_->loop()->clock().now();
+    conn_->shutdown();
   }
 }
 
@@ -161,6 +255,7 @@ http::ResponseWriter::Context Http2Connection::writer_context(Stream& stream) co
 // A request head: the chain is asked which handler answers it, and how
 // (as HttpConnection::start_request does for HTTP/1).
 void Http2Connection::on_request(Stream& stream) {
+  last_active_ = conn_->loop()->clock().now();
   auto made = std::make_shared<Task>(this, &stream);
   Task& task = *made;
   tasks_[stream.id()] = std::move(made);
@@ -183,6 +278,7 @@ void Http2Connection::on_request(Stream& stream) {
   task.max_body = task.route.max_body.value_or(shared_->limits->max_body_bytes);
   if (has_body && request.body_framing() == http::BodyFraming::kContentLength &&
       request.content_length() > task.max_body) {
+    stream.reset_after_response();  // the body is not wanted
     http::ResponseWriter writer(writer_context(stream));
     http::write_error_page(writer, 413);
     return flush();
@@ -256,6 +352,7 @@ void Http2Connection::on_body(Stream& stream, std::string_view piece, bool last)
   if (task.body.size() + piece.size() > task.max_body) {
     task.gathering = false;
     task.body.clear();
+    stream.reset_after_response();  // the body is not wanted
     http::ResponseWriter writer(writer_context(stream));
     http::write_error_page(writer, 413);
     return flush();
@@ -276,6 +373,7 @@ void Http2Connection::on_stream_close(Stream& stream) {
   if (it == tasks_.end()) return;
   std::shared_ptr<Task> task = std::move(it->second);
   tasks_.erase(it);
+  last_active_ = conn_->loop()->clock().now();
   task->stream_ = nullptr;
   // Reset by the client before the answer was complete: the handler lets go.
   if (task->exchange.active()) task->exchange.cancel();

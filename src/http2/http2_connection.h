@@ -16,7 +16,9 @@
 // Owned by its HttpConnection; loop thread only.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "http/http_connection.h"
@@ -33,7 +35,7 @@ class Http2Connection final : public http::ConnectionProtocol {
   void on_write_complete() override;
   void on_close() override;
   void close_if_idle() override;
-  bool idle() const override { return tasks_.empty(); }
+  std::chrono::milliseconds on_timer() override;
 
  private:
   class Task;
@@ -57,6 +59,18 @@ class Http2Connection final : public http::ConnectionProtocol {
   Session session_;
   bool flushing_ = false;
   bool closing_ = false;
+  bool lingering_ = false;  // our side is closed (after the GOAWAY)
+  // Progress as the timer last saw it, and when a stream last began or ended.
+  uint64_t data_sent_mark_ = 0;
+  uint64_t data_received_mark_ = 0;
+  uint64_t bytes_sent_mark_ = 0;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last_active_;
+  Clock::time_point linger_since_;
+  // Since when output, or a request body, has waited for the client
+  // without progress (as the timer saw it).
+  std::optional<Clock::time_point> send_stall_since_;
+  std::optional<Clock::time_point> body_stall_since_;
 };
 
 // What HttpServerOptions::http2 takes: HTTP/2 with these limits (the

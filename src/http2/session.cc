@@ -34,6 +34,22 @@ bool is_request_headers(const nghttp2_frame* frame) {
   return frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST;
 }
 
+// A frame that costs the server work and carries no part of a request.
+bool is_control(const nghttp2_frame_hd& hd) {
+  switch (hd.type) {
+    case NGHTTP2_SETTINGS:
+    case NGHTTP2_PING:
+    case NGHTTP2_PRIORITY:
+    case NGHTTP2_PRIORITY_UPDATE:
+    case NGHTTP2_RST_STREAM:
+      return true;
+    case NGHTTP2_DATA:
+      return hd.length == 0 && (hd.flags & NGHTTP2_FLAG_END_STREAM) == 0;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 // ---- nghttp2's callbacks ----
@@ -46,6 +62,7 @@ struct Session::Glue {
     Session& session = of(user_data);
     const int32_t id = frame->hd.stream_id;
     session.streams_.emplace(id, std::unique_ptr<Stream>(new Stream(&session, id)));
+    session.highest_stream_ = std::max(session.highest_stream_, id);
     return 0;
   }
 
@@ -91,6 +108,28 @@ struct Session::Glue {
     return 0;
   }
 
+  // Every frame's header, before nghttp2 looks further (so frames it
+  // would ignore, on a closed stream say, are counted too).
+  static int on_begin_frame(nghttp2_session* s, const nghttp2_frame_hd* hd, void* user_data) {
+    Session& session = of(user_data);
+    if (is_control(*hd) && !session.charge_control_frame() && session.error_.empty()) {
+      session.error_ = "flood of control frames (SETTINGS, PING, PRIORITY, RST_STREAM or empty DATA)";
+      nghttp2_session_terminate_session(s, NGHTTP2_ENHANCE_YOUR_CALM);
+    }
+    // HEADERS on a lower stream id that is neither open nor just closed:
+    // an idle stream the client passed over (RFC 9113 5.1.1), which
+    // nghttp2 would ignore. (Trailers that cross our RST_STREAM find
+    // their stream among the recently closed.)
+    if (hd->type == NGHTTP2_HEADERS && hd->stream_id < session.highest_stream_ && session.error_.empty() &&
+        session.streams_.count(hd->stream_id) == 0 &&
+        std::find(session.recently_closed_.begin(), session.recently_closed_.end(), hd->stream_id) ==
+            session.recently_closed_.end()) {
+      session.error_ = "HEADERS on a stream id below one already used";
+      nghttp2_session_terminate_session(s, NGHTTP2_PROTOCOL_ERROR);
+    }
+    return 0;
+  }
+
   static int on_frame_recv(nghttp2_session* /*s*/, const nghttp2_frame* frame, void* user_data) {
     Session& session = of(user_data);
     Stream* stream = session.find(frame->hd.stream_id);
@@ -110,7 +149,8 @@ struct Session::Glue {
                            size_t length, void* user_data) {
     Session& session = of(user_data);
     Stream* stream = session.find(stream_id);
-    if (stream == nullptr || !stream->started_) {
+    if (stream == nullptr || !stream->started_ || stream->response_sent_) {
+      session.data_received_ += length;
       nghttp2_session_consume_connection(s, length);
       return 0;
     }
@@ -119,8 +159,26 @@ struct Session::Glue {
       stream->held_.append(reinterpret_cast<const char*>(data), length);
       return 0;
     }
+    session.data_received_ += length;
     nghttp2_session_consume(s, stream_id, length);
     session.callbacks_.on_body(*stream, view(data, length), false);
+    return 0;
+  }
+
+  // A response complete while its request is not (answered early: 408,
+  // 413, a handler that needs no more): the rest of the body is read and
+  // dropped, within the stream's window (no more is credited), so nghttp2
+  // still checks the stream's frames; the client ends it, or the body
+  // timeout does.
+  static int on_frame_send(nghttp2_session* s, const nghttp2_frame* frame, void* user_data) {
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
+    if (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) return 0;
+    Stream* stream = of(user_data).find(frame->hd.stream_id);
+    if (stream == nullptr) return 0;
+    stream->response_sent_ = true;
+    if (stream->reset_after_response_ && !stream->body_complete_) {
+      nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, stream->id_, NGHTTP2_NO_ERROR);
+    }
     return 0;
   }
 
@@ -131,6 +189,7 @@ struct Session::Glue {
     if (it == session.streams_.end()) return 0;
     std::unique_ptr<Stream> stream = std::move(it->second);
     session.streams_.erase(it);
+    session.recently_closed_[session.closed_count_++ % session.recently_closed_.size()] = stream_id;
     if (stream->started_ && session.callbacks_.on_close) session.callbacks_.on_close(*stream);
     return 0;
   }
@@ -140,6 +199,7 @@ struct Session::Glue {
     Stream& stream = *static_cast<Stream*>(source->ptr);
     const long copied = stream.fill(out, length);
     if (copied < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
+    stream.session_->data_sent_ += static_cast<uint64_t>(copied);
     if (stream.queued_ == 0 && stream.ended_) {
       *data_flags |= NGHTTP2_DATA_FLAG_EOF;
     } else if (copied == 0) {
@@ -153,18 +213,29 @@ struct Session::Glue {
 // ---- Session ----
 
 Session::Session(const SessionLimits& limits, Callbacks callbacks)
-    : limits_(limits), callbacks_(std::move(callbacks)), parser_(limits.parser) {
+    : limits_(limits),
+      callbacks_(std::move(callbacks)),
+      parser_(limits.parser),
+      control_tokens_(limits.control_burst),
+      control_filled_(std::chrono::steady_clock::now()) {
   nghttp2_session_callbacks* glue = nullptr;
   TERN_CHECK(nghttp2_session_callbacks_new(&glue) == 0);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(glue, &Glue::on_begin_frame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(glue, &Glue::on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(glue, &Glue::on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(glue, &Glue::on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(glue, &Glue::on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(glue, &Glue::on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(glue, &Glue::on_frame_send);
   nghttp2_option* options = nullptr;
   TERN_CHECK(nghttp2_option_new(&options) == 0);
   // Request bodies are credited as handlers take them (pause_body).
   nghttp2_option_set_no_auto_window_update(options, 1);
+  // Resets are counted with the other control frames (charge_control_frame),
+  // which ends a flood with ENHANCE_YOUR_CALM; nghttp2's own limit (which
+  // says INTERNAL_ERROR) stays behind it as a second line.
+  nghttp2_option_set_stream_reset_rate_limit(options, 2 * uint64_t{limits_.control_burst},
+                                             2 * uint64_t{limits_.control_rate});
   const int made = nghttp2_session_server_new2(&session_, glue, this, options);
   nghttp2_option_del(options);
   nghttp2_session_callbacks_del(glue);
@@ -174,8 +245,6 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits_.stream_window},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(limits_.parser.max_head_bytes)},
-      // Urgency and incremental come from the priority field (RFC 9218).
-      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
   nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
@@ -192,16 +261,44 @@ Session::~Session() {
 }
 
 bool Session::receive(std::string_view bytes) {
+  if (fatal_code_ >= 0) return false;
   const ssize_t taken =
       nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (taken < 0) {
+    // nghttp2 gives up on the session (it has sent its own GOAWAY for the
+    // errors it can go on from): ours says why, and nothing else goes out.
     error_ = nghttp2_strerror(static_cast<int>(taken));
+    switch (taken) {
+      case NGHTTP2_ERR_FLOODED:  // the client does not read our ACKs
+      case NGHTTP2_ERR_TOO_MANY_CONTINUATIONS:
+        fatal_code_ = NGHTTP2_ENHANCE_YOUR_CALM;
+        break;
+      case NGHTTP2_ERR_BAD_CLIENT_MAGIC:
+        fatal_code_ = NGHTTP2_PROTOCOL_ERROR;
+        break;
+      default:
+        fatal_code_ = NGHTTP2_INTERNAL_ERROR;
+    }
     return false;
   }
   return true;
 }
 
 void Session::send(net::Buffer& out) {
+  if (fatal_code_ >= 0) {
+    if (fatal_sent_) return;
+    // GOAWAY (RFC 9113 6.8): last stream id, error code.
+    const uint32_t last = static_cast<uint32_t>(nghttp2_session_get_last_proc_stream_id(session_));
+    const uint32_t code = static_cast<uint32_t>(fatal_code_);
+    const uint8_t frame[17] = {0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0,
+                               static_cast<uint8_t>(last >> 24 & 0x7f), static_cast<uint8_t>(last >> 16),
+                               static_cast<uint8_t>(last >> 8), static_cast<uint8_t>(last),
+                               static_cast<uint8_t>(code >> 24), static_cast<uint8_t>(code >> 16),
+                               static_cast<uint8_t>(code >> 8), static_cast<uint8_t>(code)};
+    out.append(frame, sizeof frame);
+    fatal_sent_ = true;
+    return;
+  }
   for (;;) {
     const uint8_t* data = nullptr;
     const ssize_t length = nghttp2_session_mem_send(session_, &data);
@@ -225,15 +322,35 @@ void Session::send(net::Buffer& out) {
   }
 }
 
-bool Session::wants_to_send() const { return nghttp2_session_want_write(session_) != 0; }
+bool Session::wants_to_send() const {
+  if (fatal_code_ >= 0) return !fatal_sent_;
+  return nghttp2_session_want_write(session_) != 0;
+}
 
 bool Session::done() const {
+  if (fatal_code_ >= 0) return fatal_sent_;
   return nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0;
 }
 
 void Session::shutdown() {
   nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
                         NGHTTP2_NO_ERROR, nullptr, 0);
+}
+
+bool Session::charge_control_frame() {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - control_filled_).count();
+  control_tokens_ = std::min<double>(limits_.control_burst, control_tokens_ + seconds * limits_.control_rate);
+  control_filled_ = now;
+  if (control_tokens_ < 1) return false;
+  control_tokens_ -= 1;
+  return true;
+}
+
+size_t Session::queued_bytes() const {
+  size_t total = 0;
+  for (const auto& [id, stream] : streams_) total += stream->queued_;
+  return total;
 }
 
 Stream* Session::find(int32_t id) {
@@ -270,6 +387,7 @@ void Session::start(Stream& stream, bool end_stream) {
     stream.started_ = false;  // the handlers never see it
     return;
   }
+  stream.request_.set_version(http::Version::kHttp2);
   callbacks_.on_request(stream);
 }
 

@@ -29,6 +29,8 @@
 // handler wrote. One session per connection; loop thread only.
 #pragma once
 
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -58,6 +60,13 @@ struct SessionLimits {
   // Queued response bytes of a stream above which its producer should wait
   // for on_drained.
   size_t stream_high_water = 64 * 1024;
+  // Frames that ask work of the server and carry no request (SETTINGS,
+  // PING, PRIORITY, PRIORITY_UPDATE, RST_STREAM, empty DATA): a client may
+  // send `control_burst` at once and `control_rate` a second after that;
+  // past it the connection ends with ENHANCE_YOUR_CALM (the floods of
+  // CVE-2019-9512/9515/9518, and CVE-2023-44487's rapid reset).
+  uint32_t control_burst = 1000;
+  uint32_t control_rate = 100;
 };
 
 class Stream;
@@ -97,12 +106,20 @@ class Session {
   // The reason of the last failure, for the log.
   std::string_view error() const { return error_; }
   size_t open_streams() const { return streams_.size(); }
+  // Response body bytes framed, and request body bytes received, so far
+  // (the connection's timeouts measure progress by them).
+  uint64_t data_sent() const { return data_sent_; }
+  uint64_t data_received() const { return data_received_; }
+  // Response bytes queued by all streams and not yet framed.
+  size_t queued_bytes() const;
 
  private:
   friend class Stream;
   struct Glue;  // nghttp2's callbacks
 
   Stream* find(int32_t id);
+  // A control frame arrived: false once the client spent its budget.
+  bool charge_control_frame();
   void start(Stream& stream, bool end_stream);
   void submit_head(Stream& stream, const http::ResponseFraming& framing);
   void resume(Stream& stream);
@@ -113,6 +130,19 @@ class Session {
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
   http::RequestParser parser_;
   std::string error_;
+  // The highest stream id the client opened, and the last streams closed.
+  int32_t highest_stream_ = 0;
+  std::array<int32_t, 32> recently_closed_{};
+  size_t closed_count_ = 0;
+  // After a fatal error (receive() said false): the GOAWAY code, and
+  // whether it went out.
+  int64_t fatal_code_ = -1;
+  bool fatal_sent_ = false;
+  uint64_t data_sent_ = 0;
+  uint64_t data_received_ = 0;
+  // The control frame budget (a token bucket) and when it was last filled.
+  double control_tokens_;
+  std::chrono::steady_clock::time_point control_filled_;
 };
 
 // One request and its response.
@@ -127,6 +157,12 @@ class Stream final : public http::ResponseStream {
   // spent) and are held here; resume hands them over and credits them.
   void pause_body();
   void resume_body();
+  bool body_paused() const { return paused_; }
+  // The response went out whole (its last frame was sent).
+  bool response_sent() const { return response_sent_; }
+  // Once the response is out, the rest of the request is not wanted: the
+  // stream ends with RST_STREAM NO_ERROR (RFC 9113 8.1).
+  void reset_after_response() { reset_after_response_ = true; }
   size_t held_bytes() const { return held_.size(); }
 
   // ResponseStream.
@@ -178,6 +214,8 @@ class Stream final : public http::ResponseStream {
   bool ended_ = false;     // end() came
   bool deferred_ = false;  // nghttp2 waits for more body
   bool waiting_drain_ = false;
+  bool response_sent_ = false;
+  bool reset_after_response_ = false;
 };
 
 }  // namespace tern::http2

@@ -141,6 +141,11 @@ bool InetAddress::is_loopback() const {
   return IN6_IS_ADDR_LOOPBACK(&addr6_.sin6_addr);
 }
 
+bool InetAddress::is_any() const {
+  if (!is_ipv6()) return addr4_.sin_addr.s_addr == htonl(INADDR_ANY);
+  return IN6_IS_ADDR_UNSPECIFIED(&addr6_.sin6_addr);
+}
+
 bool InetAddress::same_ip(const InetAddress& other) const {
   uint32_t a = 0, b = 0;
   const bool a4 = ipv4_of(addr4_, addr6_, is_ipv6(), &a);

@@ -41,6 +41,13 @@ class InetAddress {
 
   // 127.0.0.0/8, ::1, or ::ffff:127.0.0.0/104.
   bool is_loopback() const;
+  // 0.0.0.0 or :: (a listener's "every address").
+  bool is_any() const;
+  // A connection whose own address is `local` came in on this listening
+  // address: the same, or this is the wildcard of its port and family.
+  bool covers(const InetAddress& local) const {
+    return *this == local || (is_any() && port() == local.port() && family() == local.family());
+  }
   // The same IP address, whatever the ports (an IPv4 address and its
   // IPv4-mapped IPv6 form are the same).
   bool same_ip(const InetAddress& other) const;

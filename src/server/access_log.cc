@@ -93,7 +93,8 @@ void AccessLog::log(const http::Request& request, const net::TcpConnection& conn
     append_escaped(line, request.method_text());
     line.push_back(' ');
     append_escaped(line, request.target());
-    line.append(std::string_view(request.version() == http::Version::kHttp10 ? " HTTP/1.0" : " HTTP/1.1"));
+    line.push_back(' ');
+    line.append(http::version_name(request.version()));
   }
   fmt::format_to(std::back_inserter(line), "\" {} {} \"", writer.status(), writer.body_bytes());
   append_escaped(line, request.header("Referer"));

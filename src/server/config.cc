@@ -23,18 +23,9 @@ namespace {
 using config_detail::Section;
 
 void read_server(Section& s, Config& c) {
-  if (auto listen = s.get_strings("listen")) {
-    c.listen.clear();
-    c.tls_listen.clear();
+  if (s.node("listen") != nullptr) {
     c.listen_line = static_cast<int>(s.node("listen")->source().begin.line);
-    for (const auto& [text, node] : *listen) {
-      bool tls = false;
-      auto addr = parse_listen(text, &tls);
-      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT or \"ADDRESS:PORT tls\" (\"[::1]:80\" for IPv6)");
-      c.listen.push_back(*addr);
-      if (tls) c.tls_listen.push_back(*addr);
-    }
-    if (c.listen.empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
+    config_detail::read_listen(s, &c.listen);
   }
   if (const toml::node* node = s.node("workers")) {
     if (node->is_string() && node->as_string()->get() == "auto") {
@@ -187,6 +178,23 @@ void read_compression(Section s, Config& c) {
   s.finish();
 }
 
+void read_http2(Section s, Config& c) {
+  Http2Config& h = c.http2;
+  s.get_bool("enabled", &h.enabled);
+  s.get_int("max_concurrent_streams", &h.max_concurrent_streams, 1, 100000);
+  // RFC 9113 6.9.1: a window is at most 2^31-1; less than the initial
+  // 65,535 would starve uploads.
+  auto window = [&s](const char* key, uint32_t* out) {
+    uint64_t value = *out;
+    s.get_size(key, &value, 65535);
+    if (value > 0x7fffffff) s.fail(*s.node(key), key, "expected a size of at most 2147483647 bytes (2^31-1)");
+    *out = static_cast<uint32_t>(value);
+  };
+  window("stream_window", &h.stream_window);
+  window("connection_window", &h.connection_window);
+  s.finish();
+}
+
 void read_log(Section s, Config& c) {
   using log::Level;
   s.get_choice("level", &c.log.level,
@@ -226,22 +234,60 @@ void read_tls_sessions(Section& s, Config& c) {
 
 }  // namespace
 
-std::optional<net::InetAddress> parse_listen(std::string_view text, bool* tls) {
-  *tls = false;
-  const size_t space = text.find_first_of(" \t");
-  if (space != std::string_view::npos) {
-    std::string_view rest = text.substr(space);
-    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
-    if (rest != "tls") return std::nullopt;
-    *tls = true;
-    text = text.substr(0, space);
+std::optional<net::InetAddress> parse_listen(std::string_view text, ListenFlags* flags, std::string* error) {
+  *flags = {};
+  auto fail = [&](std::string why) -> std::optional<net::InetAddress> {
+    if (error != nullptr) *error = "\"" + std::string(text) + "\": " + why;
+    return std::nullopt;
+  };
+  constexpr std::string_view kBlank = " \t";
+  const size_t space = std::min(text.find_first_of(kBlank), text.size());
+  auto address = net::InetAddress::parse(text.substr(0, space));
+  if (!address) return fail("expected ADDRESS:PORT (\"[::1]:80\" for IPv6), then tls, h2c or no-h2");
+  for (std::string_view rest = text.substr(space); !rest.empty();) {
+    const size_t start = rest.find_first_not_of(kBlank);
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    const std::string_view word = rest.substr(0, std::min(rest.find_first_of(kBlank), rest.size()));
+    rest.remove_prefix(word.size());
+    if (word == "tls") {
+      flags->tls = true;
+    } else if (word == "h2c") {
+      flags->h2c = true;
+    } else if (word == "no-h2") {
+      flags->no_h2 = true;
+    } else {
+      return fail("unknown flag \"" + std::string(word) + "\" (tls, h2c or no-h2)");
+    }
   }
-  auto address = net::InetAddress::parse(text);
-  if (!address) return std::nullopt;
+  if (flags->tls && flags->h2c) return fail("h2c is HTTP/2 without TLS; a tls address offers h2 by ALPN");
+  if (flags->no_h2 && !flags->tls) return fail("no-h2 goes with tls (a plain address speaks HTTP/2 only with h2c)");
   return *address;
 }
 
+bool ListenConfig::add(std::string_view text, std::string* error) {
+  ListenFlags flags;
+  auto address = parse_listen(text, &flags, error);
+  if (!address) return false;
+  all.push_back(*address);
+  if (flags.tls) tls.push_back(*address);
+  if (flags.h2c) h2c.push_back(*address);
+  if (flags.no_h2) no_h2.push_back(*address);
+  return true;
+}
+
 namespace config_detail {
+
+void read_listen(Section& s, ListenConfig* out) {
+  auto listen = s.get_strings("listen");
+  if (!listen) return;
+  out->clear();
+  for (const auto& [text, node] : *listen) {
+    std::string error;
+    if (!out->add(text, &error)) s.fail(*node, "listen", error);
+  }
+  if (out->empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
+}
 
 void read_tls(Section& s, int line, TlsConfig* t) {
   t->line = line;
@@ -402,7 +448,7 @@ int cpu_count() {
 
 Config default_config() {
   Config c;
-  c.listen.push_back(net::InetAddress(8080, true));
+  c.listen.all.push_back(net::InetAddress(8080, true));
   c.workers = cpu_count();
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0 && host[0] != '\0') c.server_name = host;
@@ -432,6 +478,7 @@ Config load_config(const std::string& path) {
   if (const toml::table* t = top.get_table("limits")) read_limits(top.sub(*t, "limits"), c);
   if (const toml::table* t = top.get_table("static")) read_static(top.sub(*t, "static"), c);
   if (const toml::table* t = top.get_table("log")) read_log(top.sub(*t, "log"), c);
+  if (const toml::table* t = top.get_table("http2")) read_http2(top.sub(*t, "http2"), c);
   if (const toml::table* t = top.get_table("compression")) read_compression(top.sub(*t, "compression"), c);
   if (const toml::table* t = top.get_table("auth")) {
     read_auth(top.sub(*t, "auth"), static_cast<int>(t->source().begin.line), c);

@@ -225,8 +225,42 @@ struct TlsSessionConfig {
   bool operator==(const TlsSessionConfig&) const = default;
 };
 
-// "ADDRESS:PORT" or "ADDRESS:PORT tls"; nullopt when malformed.
-std::optional<net::InetAddress> parse_listen(std::string_view text, bool* tls);
+// What follows ADDRESS:PORT in a `listen` entry.
+struct ListenFlags {
+  bool tls = false;    // "tls": HTTPS (ALPN offers h2 and http/1.1)
+  bool h2c = false;    // "h2c": plain, and HTTP/2 by prior knowledge as well
+  bool no_h2 = false;  // "no-h2" (with tls): ALPN offers http/1.1 only
+};
+
+// "ADDRESS:PORT" with flags ("0.0.0.0:443 tls", "127.0.0.1:8080 h2c");
+// nullopt when malformed, with the reason in *error when one is given.
+std::optional<net::InetAddress> parse_listen(std::string_view text, ListenFlags* flags,
+                                             std::string* error = nullptr);
+
+// Addresses of a `listen`, and those of them with each flag.
+struct ListenConfig {
+  std::vector<net::InetAddress> all;
+  std::vector<net::InetAddress> tls;
+  std::vector<net::InetAddress> h2c;
+  std::vector<net::InetAddress> no_h2;
+  void clear() { *this = {}; }
+  // Adds an entry (parse_listen's); false, with *error set, when malformed.
+  bool add(std::string_view text, std::string* error);
+  bool empty() const { return all.empty(); }
+  bool operator==(const ListenConfig&) const = default;
+};
+
+// [http2]: HTTP/2 for every TLS address that does not say "no-h2" (by
+// ALPN) and every plain one marked "h2c".
+struct Http2Config {
+  bool enabled = true;
+  uint32_t max_concurrent_streams = 128;
+  // Request body bytes a client may send ahead of the handler: per stream,
+  // per connection.
+  uint32_t stream_window = 256 * 1024;
+  uint32_t connection_window = 1024 * 1024;
+  bool operator==(const Http2Config&) const = default;
+};
 
 // One [[server]]: a site, chosen by the request's Host.
 struct SiteConfig {
@@ -235,8 +269,7 @@ struct SiteConfig {
   // expression ("~^www\d+\.example\.net$"). Empty: any name.
   std::vector<std::string> names;
   // Addresses this site answers on; empty: the top-level `listen`.
-  std::vector<net::InetAddress> listen;
-  std::vector<net::InetAddress> tls_listen;  // those of `listen` marked "tls"
+  ListenConfig listen;
   bool is_default = false;  // answers a Host no site on its address names; else the first
   std::string root;         // empty: [static].root
   std::vector<std::string> index;  // empty: [static].index
@@ -281,11 +314,11 @@ struct LogConfig {
 
 struct Config {
   std::string source = "(built-in defaults)";
-  std::vector<net::InetAddress> listen;
-  std::vector<net::InetAddress> tls_listen;  // those of `listen` marked "tls" (tls_addresses())
+  ListenConfig listen;
   int listen_line = 0;  // where `listen` is, for messages
   TlsConfig tls;
   TlsSessionConfig tls_sessions;
+  Http2Config http2;
   int workers = 1;  // default_config(): one per CPU ("auto")
   // SERVER_NAME for applications, and the name this server goes by;
   // default_config(): the host name.
@@ -334,8 +367,13 @@ Config load_config(const std::string& path);
 // changed: flags, values a reload keeps); sites of a [[server]] stay.
 void rebuild_implicit_site(Config& config);
 
-// Every address marked "tls" (HTTPS), at the top level or by a site, once each.
-std::vector<net::InetAddress> tls_addresses(const Config& config);
+// Every address with a flag (ListenConfig::tls, h2c, no_h2), at the top
+// level or by a site, once each.
+std::vector<net::InetAddress> flagged_addresses(const Config& config,
+                                                std::vector<net::InetAddress> ListenConfig::*flag);
+inline std::vector<net::InetAddress> tls_addresses(const Config& config) {
+  return flagged_addresses(config, &ListenConfig::tls);
+}
 
 // Parsers for the value forms the file uses; nullopt when malformed.
 // Durations: "250ms", "10s", "5m", "1h", "7d" (or a bare integer of seconds).

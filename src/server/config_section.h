@@ -146,6 +146,9 @@ class Section {
   std::set<std::string> known_;
 };
 
+// `listen` (a string or an array of them) into *out, replacing it.
+void read_listen(Section& s, ListenConfig* out);
+
 // A [[fastcgi]] block, at the top level (`default_match` null: "match" is
 // required) or in a location (where it defaults to `default_match`).
 FastCgiConfig read_fastcgi(Section s, int line, const char* default_match);

@@ -293,16 +293,7 @@ SiteConfig read_site(Section s, int line, const Config& c) {
       site.names.push_back(std::move(lower));
     }
   }
-  if (auto listen = s.get_strings("listen")) {
-    for (const auto& [text, node] : *listen) {
-      bool tls = false;
-      auto addr = parse_listen(text, &tls);
-      if (!addr) s.fail(*node, "listen", "\"" + text + "\" is not ADDRESS:PORT or \"ADDRESS:PORT tls\" (\"[::1]:80\" for IPv6)");
-      site.listen.push_back(*addr);
-      if (tls) site.tls_listen.push_back(*addr);
-    }
-    if (site.listen.empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
-  }
+  read_listen(s, &site.listen);
   s.get_bool("default", &site.is_default);
   read_root(s, "root", &site.root);
   site.index = read_index(s);
@@ -331,7 +322,7 @@ SiteConfig read_site(Section s, int line, const Config& c) {
 void check_tls_addresses(const std::string& file, const Config& c) {
   for (const net::InetAddress& address : tls_addresses(c)) {
     const bool covered = std::any_of(c.sites.begin(), c.sites.end(), [&](const SiteConfig& site) {
-      const auto& listen = site.listen.empty() ? c.listen : site.listen;
+      const auto& listen = site.listen.empty() ? c.listen.all : site.listen.all;
       return !site.tls.certificates.empty() && std::find(listen.begin(), listen.end(), address) != listen.end();
     });
     if (!covered) {
@@ -382,7 +373,7 @@ void finish_sites(const std::string& file, Config& c) {
       site.locations.push_back(std::move(everything));
     }
     if (site.is_default) {
-      for (const net::InetAddress& address : site.listen.empty() ? c.listen : site.listen) {
+      for (const net::InetAddress& address : site.listen.empty() ? c.listen.all : site.listen.all) {
         if (std::find(with_default.begin(), with_default.end(), address) != with_default.end()) {
           throw ConfigError(file, site.line, "server.default",
                             "another site is the default on " + address.to_ip_port());
@@ -408,7 +399,8 @@ void finish_sites(const std::string& file, Config& c) {
 
 namespace tern::server {
 
-std::vector<net::InetAddress> tls_addresses(const Config& config) {
+std::vector<net::InetAddress> flagged_addresses(const Config& config,
+                                                std::vector<net::InetAddress> ListenConfig::*flag) {
   std::vector<net::InetAddress> out;
   auto add = [&out](const net::InetAddress& address) {
     if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
@@ -416,10 +408,10 @@ std::vector<net::InetAddress> tls_addresses(const Config& config) {
   const bool top_used = std::any_of(config.sites.begin(), config.sites.end(),
                                     [](const SiteConfig& site) { return site.listen.empty(); });
   if (top_used || config.sites.empty()) {
-    for (const net::InetAddress& address : config.tls_listen) add(address);
+    for (const net::InetAddress& address : config.listen.*flag) add(address);
   }
   for (const SiteConfig& site : config.sites) {
-    for (const net::InetAddress& address : site.tls_listen) add(address);
+    for (const net::InetAddress& address : site.listen.*flag) add(address);
   }
   return out;
 }

@@ -59,13 +59,9 @@ tern::server::Config build_config(const Flags& flags) {
                                             : tern::server::load_config(flags.config_file);
   if (!flags.listen.empty()) {
     config.listen.clear();
-    config.tls_listen.clear();
     for (const std::string& text : flags.listen) {
-      bool tls = false;
-      auto address = tern::server::parse_listen(text, &tls);
-      if (!address) usage_error("--listen: \"" + text + "\" is not ADDRESS:PORT or \"ADDRESS:PORT tls\" (\"[::1]:8080\" for IPv6)");
-      config.listen.push_back(*address);
-      if (tls) config.tls_listen.push_back(*address);
+      std::string error;
+      if (!config.listen.add(text, &error)) usage_error("--listen: " + error);
     }
   }
   if (flags.tls_cert.empty() != flags.tls_key.empty()) usage_error("--tls-cert and --tls-key go together");
@@ -74,7 +70,8 @@ tern::server::Config build_config(const Flags& flags) {
     // without certificates of its own presents it.
     config.tls.certificates = {{flags.tls_cert, flags.tls_key}};
     config.tls.where = "--tls-cert";
-    config.tls_listen = config.listen;
+    config.listen.tls = config.listen.all;
+    config.listen.h2c.clear();
     for (auto& site : config.sites) {
       if (site.tls.certificates.empty()) site.tls.certificates = config.tls.certificates;
     }
@@ -122,7 +119,7 @@ void raise_descriptor_limit(const tern::server::Config& config) {
   // Beside its connections each worker holds an epoll, an eventfd, a timer,
   // listening sockets, its open-file caches and its upstream pools.
   const uint64_t workers = static_cast<uint64_t>(config.workers);
-  uint64_t per_worker = 16 + config.listen.size() + config.static_files.cache_entries;
+  uint64_t per_worker = 16 + config.listen.all.size() + config.static_files.cache_entries;
   for (const auto& block : config.fastcgi) per_worker += block.pool + config.static_files.cache_entries;
   const uint64_t reserve = 64 + workers * per_worker;
   const uint64_t need = workers * config.max_connections_per_worker + reserve;
@@ -144,7 +141,7 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app("tern: a small, fast HTTP/1.1 web server", "tern");
   app.add_option("-c,--config", flags.config_file, "TOML configuration file")->check(CLI::ExistingFile);
-  app.add_option("--listen", flags.listen, "ADDRESS:PORT to listen on (repeatable; [::1]:8080 for IPv6)");
+  app.add_option("--listen", flags.listen, "ADDRESS:PORT to listen on, then tls, h2c or no-h2 (repeatable; [::1]:8080 for IPv6)");
   app.add_option("--root", flags.root, "document root");
   app.add_option("--workers", flags.workers, "worker threads")->check(CLI::Range(1, 1024));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off");

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "http2/http2_connection.h"
 
 #ifndef TERN_VERSION
 #define TERN_VERSION "0.0.0"
@@ -47,6 +48,18 @@ http::HttpServerOptions http_options(const Config& config) {
   tcp.cpu_affinity = config.cpu_affinity;
   tcp.max_connections_per_loop = config.max_connections_per_worker;
   options.limits = config.limits;
+  if (config.http2.enabled) {
+    http2::SessionLimits limits;
+    limits.max_concurrent_streams = config.http2.max_concurrent_streams;
+    limits.stream_window = config.http2.stream_window;
+    limits.connection_window = config.http2.connection_window;
+    options.http2 = http2::http2_protocol(limits);
+    if (std::vector<net::InetAddress> h2c = flagged_addresses(config, &ListenConfig::h2c); !h2c.empty()) {
+      options.http2_cleartext = [h2c = std::move(h2c)](const net::InetAddress& local) {
+        return std::any_of(h2c.begin(), h2c.end(), [&](const net::InetAddress& a) { return a.covers(local); });
+      };
+    }
+  }
   return options;
 }
 
@@ -87,6 +100,8 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.server_name == b.server_name, "server_name");
   check(a.temp_dir == b.temp_dir, "temp_dir");
   check(without_line(a.auth) == without_line(b.auth), "[auth]");
+  check(a.http2 == b.http2, "[http2]");
+  check(flagged_addresses(a, &ListenConfig::h2c) == flagged_addresses(b, &ListenConfig::h2c), "listen ... h2c");
   check(a.tls_sessions == b.tls_sessions, "[tls] session_tickets, ticket_key_rotation, session_cache, session_timeout, handshake_timeout");
   // An address that stays but turns HTTPS or plain keeps its listening
   // socket, and so what it was.

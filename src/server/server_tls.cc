@@ -21,6 +21,8 @@ std::vector<TlsAddress> Server::tls_for(const Config& config, const Chain& chain
 void Server::apply_tls(std::vector<TlsAddress> addresses) {
   for (TlsAddress& entry : addresses) {
     const size_t identities = entry.settings.identities.size();
+    std::string alpn;
+    for (const std::string& name : entry.settings.alpn) alpn += (alpn.empty() ? "" : ", ") + name;
     auto known = std::find_if(tls_.begin(), tls_.end(), [&](const auto& e) { return e.first == entry.address; });
     if (known != tls_.end()) {
       known->second->update(std::move(entry.settings));
@@ -29,8 +31,8 @@ void Server::apply_tls(std::vector<TlsAddress> addresses) {
       http_->tcp_server().set_secure_context(entry.address, context);
       tls_.emplace_back(entry.address, std::move(context));
     }
-    TERN_LOG_INFO("tls: {}: {} certificate set{}, TLS 1.2 and 1.3, ALPN http/1.1, {}", entry.address.to_ip_port(),
-                  identities, identities == 1 ? "" : "s (chosen by SNI)",
+    TERN_LOG_INFO("tls: {}: {} certificate set{}, TLS 1.2 and 1.3, ALPN {}, {}", entry.address.to_ip_port(),
+                  identities, identities == 1 ? "" : "s (chosen by SNI)", alpn,
                   ticket_keys_ ? fmt::format("session tickets (keys rotated every {} s)",
                                              ticket_keys_->rotation().count())
                                : std::string("no session tickets"));

@@ -158,7 +158,7 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
     site->everything_ = site->prefixes_[0];
   }
   const Site* raw = site.get();
-  for (const net::InetAddress& address : site_config.listen.empty() ? config.listen : site_config.listen) {
+  for (const net::InetAddress& address : site_config.listen.empty() ? config.listen.all : site_config.listen.all) {
     auto table = std::find_if(tables_.begin(), tables_.end(),
                               [&address](const NameTable& t) { return t.address == address; });
     if (table == tables_.end()) {
@@ -219,11 +219,7 @@ const Sites::NameTable& Sites::table_for(const net::InetAddress& local) const {
   const NameTable* wildcard = nullptr;
   for (const NameTable& table : tables_) {
     if (table.address == local) return table;
-    const std::string ip = table.address.to_ip();
-    if (wildcard == nullptr && table.address.port() == local.port() &&
-        table.address.is_ipv6() == local.is_ipv6() && (ip == "0.0.0.0" || ip == "::")) {
-      wildcard = &table;
-    }
+    if (wildcard == nullptr && table.address.covers(local)) wildcard = &table;
   }
   return wildcard != nullptr ? *wildcard : tables_.front();
 }
@@ -239,8 +235,8 @@ std::vector<net::InetAddress> listen_addresses(const Config& config) {
       if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
     }
   };
-  for (const SiteConfig& site : config.sites) add(site.listen.empty() ? config.listen : site.listen);
-  if (out.empty()) add(config.listen);
+  for (const SiteConfig& site : config.sites) add(site.listen.empty() ? config.listen.all : site.listen.all);
+  if (out.empty()) add(config.listen.all);
   return out;
 }
 

@@ -49,7 +49,7 @@ std::vector<TlsAddress> tls_settings(const Config& config, const std::shared_ptr
     std::map<const Site*, size_t> by_site;
     for (const auto& site : sites->sites()) {
       const SiteConfig& sc = site->config();
-      const auto& listen = sc.listen.empty() ? config.listen : sc.listen;
+      const auto& listen = sc.listen.empty() ? config.listen.all : sc.listen.all;
       if (sc.tls.certificates.empty() || std::find(listen.begin(), listen.end(), address) == listen.end()) {
         continue;
       }
@@ -80,6 +80,11 @@ std::vector<TlsAddress> tls_settings(const Config& config, const std::shared_ptr
         if (it == by_site.end()) return std::nullopt;
         return it->second;
       };
+    }
+    // HTTP/2 first: a client that speaks both gets it.
+    const std::vector<net::InetAddress> http1_only = flagged_addresses(config, &ListenConfig::no_h2);
+    if (config.http2.enabled && std::find(http1_only.begin(), http1_only.end(), address) == http1_only.end()) {
+      settings.alpn = {"h2", "http/1.1"};
     }
     const TlsSessionConfig& sessions = config.tls_sessions;
     if (sessions.tickets) settings.tickets = tickets;

@@ -53,12 +53,32 @@ class Later final : public http::RequestHandler {
   std::atomic<int>* aborted_;
 };
 
+// Reads the body of requests under /read through the exchange, then
+// answers its length.
+class Reader final : public http::RequestHandler {
+ public:
+  http::Claim claim(http::Route& route) override {
+    return route.path.starts_with("/read") ? http::Claim::kExchange : http::Claim::kPass;
+  }
+  void start(const http::Route& /*route*/, http::Exchange& exchange) override {
+    auto length = std::make_shared<size_t>(0);
+    exchange.set_body_handler([&exchange, length](std::string_view piece, bool last) {
+      *length += piece.size();
+      if (!last) return;
+      exchange.writer().start(200).body(std::to_string(*length));
+      exchange.finish();
+    });
+  }
+};
+
 class Http2ConnectionTest : public ::testing::Test {
  protected:
   void SetUp() override {
     http::HttpServerOptions options;
+    options.limits.body_timeout = 300ms;
+    options.limits.keepalive_timeout = 600ms;
     options.http2 = http2_protocol();
-    options.http2_cleartext = true;
+    options.http2_cleartext = http::any_address;
     server_ = tern::testing::make_on_loop<http::HttpServer>(runner_, runner_.loop(), net::InetAddress(0, true),
                                                             options);
     runner_.run([&] {
@@ -74,6 +94,7 @@ class Http2ConnectionTest : public ::testing::Test {
         w.start(200).body(std::string(r.body()));
       });
       server_->add_handler(std::make_unique<Later>(&aborted_));
+      server_->add_handler(std::make_unique<Reader>());
       ASSERT_TRUE(server_->start().ok());
     });
   }
@@ -173,6 +194,37 @@ TEST_F(Http2ConnectionTest, Http1OnTheSameListenerIsUntouched) {
   const std::string response = socket.read_to_eof(nullptr, 2s);
   EXPECT_TRUE(response.starts_with("HTTP/1.1 200 OK\r\n")) << response;
   EXPECT_NE(response.find("hello one"), std::string::npos) << response;
+}
+
+}  // namespace
+}  // namespace tern::http2
+
+namespace tern::http2 {
+namespace {
+
+TEST_F(Http2ConnectionTest, ABodyThatStopsComingGets408) {
+  // A Router handler waits for the whole body; an exchange reads it.
+  for (const char* path : {"/echo", "/read"}) {
+    RawClient socket(server_->listen_address().port());
+    H2Client client;
+    const auto start = std::chrono::steady_clock::now();
+    const int32_t id = client.request_stalled(
+        {{":method", "POST"}, {":scheme", "http"}, {":authority", "example.test"}, {":path", path}});
+    ASSERT_TRUE(pump(socket, client, [&] { return client.seen[id].fields.count(":status") != 0; })) << path;
+    EXPECT_EQ(client.seen[id].fields.at(":status"), "408") << path;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << path;
+  }
+}
+
+TEST_F(Http2ConnectionTest, AnIdleConnectionGetsGoaway) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  const int32_t id = client.get("/hello");
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[id].closed; }));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(pump(socket, client, [&] { return client.goaway_code >= 0; }));
+  EXPECT_EQ(client.goaway_code, NGHTTP2_NO_ERROR);
+  EXPECT_GT(std::chrono::steady_clock::now() - start, 400ms);
 }
 
 }  // namespace

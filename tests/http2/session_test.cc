@@ -30,7 +30,10 @@ using tern::testing::H2Response;
 
 class SessionTest : public ::testing::Test {
  protected:
-  SessionTest() {
+  SessionTest() { make(); }
+
+  // A new session with `limits` as they are now.
+  void make() {
     Session::Callbacks callbacks;
     callbacks.on_request = [this](Stream& stream) {
       requests.push_back(std::string(stream.request().method_text()));
@@ -319,6 +322,122 @@ TEST_F(SessionTest, ShutdownLetsTheStreamsInProgressFinish) {
   ASSERT_TRUE(exchange());
   EXPECT_EQ(client.seen[id].body, "late");
   EXPECT_TRUE(session_->done());
+}
+
+// Frames by hand, for what nghttp2's client will not send.
+std::string frame(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_view payload = {}) {
+  std::string out;
+  const auto length = static_cast<uint32_t>(payload.size());
+  out += {static_cast<char>(length >> 16), static_cast<char>(length >> 8), static_cast<char>(length),
+          static_cast<char>(type), static_cast<char>(flags), static_cast<char>(stream_id >> 24),
+          static_cast<char>(stream_id >> 16), static_cast<char>(stream_id >> 8), static_cast<char>(stream_id)};
+  return out.append(payload);
+}
+
+// An HPACK literal without indexing (names and values under 127 bytes).
+std::string literal(std::string_view name, std::string_view value) {
+  std::string out(1, '\0');
+  out += static_cast<char>(name.size());
+  out.append(name);
+  out += static_cast<char>(value.size());
+  return out.append(value);
+}
+
+std::string get_block(std::string_view path) {
+  return literal(":method", "GET") + literal(":scheme", "http") + literal(":path", path) +
+         literal(":authority", "x");
+}
+
+const std::string kPreface = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") + frame(NGHTTP2_SETTINGS, 0, 0);
+
+// The error code of the first GOAWAY among `bytes` (frames), or -1.
+int64_t goaway_code(std::string_view bytes) {
+  while (bytes.size() >= 9) {
+    const size_t length = (static_cast<uint8_t>(bytes[0]) << 16) | (static_cast<uint8_t>(bytes[1]) << 8) |
+                          static_cast<uint8_t>(bytes[2]);
+    if (bytes.size() < 9 + length) break;
+    if (bytes[3] == NGHTTP2_GOAWAY && length >= 8) {
+      uint32_t code = 0;
+      for (int i = 4; i < 8; ++i) code = code << 8 | static_cast<uint8_t>(bytes[9 + i]);
+      return code;
+    }
+    bytes.remove_prefix(9 + length);
+  }
+  return -1;
+}
+
+// Everything the session has to send.
+std::string drain(Session& session) {
+  net::Buffer out;
+  session.send(out);
+  return std::string(out.view());
+}
+
+TEST_F(SessionTest, AFloodOfControlFramesEndsWithEnhanceYourCalm) {
+  limits.control_burst = 50;
+  limits.control_rate = 1;
+  make();
+  const int32_t id = client.get("/");
+  for (int i = 0; i < 40; ++i) nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
+  ASSERT_TRUE(exchange());  // within the burst: answered
+  EXPECT_EQ(requests.size(), 1u);
+  EXPECT_EQ(client.goaway_code, -1);
+  for (int i = 0; i < 40; ++i) nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
+  exchange();
+  EXPECT_EQ(client.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_NE(session_->error().find("flood"), std::string_view::npos);
+  EXPECT_TRUE(session_->done());
+  (void)id;
+}
+
+TEST_F(SessionTest, RapidResetIsCountedAsAFlood) {
+  limits.control_burst = 100;
+  make();
+  std::string bytes = kPreface;
+  for (uint32_t id = 1; id < 2 * 150; id += 2) {
+    bytes += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, id, get_block("/"));
+    bytes += frame(NGHTTP2_RST_STREAM, 0, id, std::string("\0\0\0\x08", 4));
+  }
+  session_->receive(bytes);
+  EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_LT(requests.size(), 110u);  // the handlers stopped seeing them at the limit
+}
+
+TEST_F(SessionTest, AContinuationFloodEndsTheConnection) {
+  std::string bytes = kPreface + frame(NGHTTP2_HEADERS, 0, 1, get_block("/"));
+  for (int i = 0; i < 20; ++i) bytes += frame(NGHTTP2_CONTINUATION, 0, 1, literal("x-filler", "yyyy"));
+  EXPECT_FALSE(session_->receive(bytes));
+  EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_TRUE(session_->done());
+  EXPECT_FALSE(session_->receive(frame(NGHTTP2_PING, 0, 0, "12345678")));  // and nothing after it
+  EXPECT_EQ(drain(*session_), "");
+}
+
+TEST_F(SessionTest, NotHttp2IsAProtocolErrorGoaway) {
+  EXPECT_FALSE(session_->receive("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_PROTOCOL_ERROR);
+}
+
+TEST_F(SessionTest, HeadersOnAPassedOverStreamIdAreAProtocolError) {
+  on_request = [](Stream& stream) { respond(stream, 200, "ok"); };
+  std::string bytes = kPreface + frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, 5,
+                                       get_block("/five"));
+  ASSERT_TRUE(session_->receive(bytes));
+  const std::string answered = drain(*session_);  // stream 5 is answered and closed
+  EXPECT_EQ(goaway_code(answered), -1);
+  session_->receive(frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, 3, get_block("/3")));
+  EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_PROTOCOL_ERROR);
+  EXPECT_EQ(requests.size(), 1u);
+}
+
+TEST_F(SessionTest, ResponseAndBodyBytesAreCounted) {
+  on_request = [](Stream& stream) { respond(stream, 200, std::string(5000, 'x')); };
+  const std::string body(3000, 'b');
+  client.request({{":method", "POST"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/"}}, &body);
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(session_->data_sent(), 5000u);
+  EXPECT_EQ(session_->data_received(), 3000u);
+  EXPECT_EQ(session_->queued_bytes(), 0u);
 }
 
 }  // namespace

@@ -51,6 +51,13 @@ class H2Client {
           response.error_code = error_code;
           return 0;
         });
+    nghttp2_session_callbacks_set_on_frame_recv_callback(
+        callbacks, [](nghttp2_session*, const nghttp2_frame* frame, void* self) {
+          if (frame->hd.type == NGHTTP2_GOAWAY) {
+            static_cast<H2Client*>(self)->goaway_code = static_cast<int64_t>(frame->goaway.error_code);
+          }
+          return 0;
+        });
     nghttp2_session_client_new(&session_, callbacks, this);
     nghttp2_session_callbacks_del(callbacks);
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
@@ -60,12 +67,7 @@ class H2Client {
   // A request with `fields` (pseudo-fields first) and, if not null, `body`.
   int32_t request(const std::vector<std::pair<std::string, std::string>>& fields,
                   const std::string* body = nullptr) {
-    std::vector<nghttp2_nv> nv;
-    for (const auto& [name, value] : fields) {
-      nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-                    NGHTTP2_NV_FLAG_NONE});
-    }
+    const std::vector<nghttp2_nv> nv = to_nv(fields);
     nghttp2_data_provider provider{};
     if (body != nullptr) {
       bodies_.push_back({*body, 0});
@@ -81,6 +83,14 @@ class H2Client {
       };
     }
     return nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), body ? &provider : nullptr, nullptr);
+  }
+  // A request whose body never comes: HEADERS without END_STREAM, then nothing.
+  int32_t request_stalled(const std::vector<std::pair<std::string, std::string>>& fields) {
+    const std::vector<nghttp2_nv> nv = to_nv(fields);
+    nghttp2_data_provider provider{};
+    provider.read_callback = [](nghttp2_session*, int32_t, uint8_t*, size_t, uint32_t*, nghttp2_data_source*,
+                                void*) -> ssize_t { return NGHTTP2_ERR_DEFERRED; };
+    return nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), &provider, nullptr);
   }
   int32_t get(const std::string& path) {
     return request({{":method", "GET"}, {":scheme", "https"}, {":authority", "example.test"}, {":path", path}});
@@ -101,12 +111,23 @@ class H2Client {
   nghttp2_session* session() { return session_; }
 
   std::map<int32_t, H2Response> seen;
+  int64_t goaway_code = -1;  // the server's GOAWAY, once it came
 
  private:
   struct PendingBody {
     std::string bytes;
     size_t sent;
   };
+  static std::vector<nghttp2_nv> to_nv(const std::vector<std::pair<std::string, std::string>>& fields) {
+    std::vector<nghttp2_nv> nv;
+    for (const auto& [name, value] : fields) {
+      nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+                    NGHTTP2_NV_FLAG_NONE});
+    }
+    return nv;
+  }
+
   nghttp2_session* session_ = nullptr;
   std::deque<PendingBody> bodies_;
 };

@@ -1,0 +1,103 @@
+// The `listen` entries and their flags (tls, h2c, no-h2): parsed, gathered
+// per flag across sites, and matched against a connection's own address;
+// and the [http2] table's bounds.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "server/config.h"
+#include "support/temp_dir.h"
+
+namespace tern::server {
+namespace {
+
+net::InetAddress at(std::string_view text) { return *net::InetAddress::parse(text); }
+
+TEST(ListenConfigTest, FlagsFollowTheAddressInAnyOrder) {
+  ListenFlags flags;
+  EXPECT_EQ(parse_listen("127.0.0.1:80", &flags), at("127.0.0.1:80"));
+  EXPECT_FALSE(flags.tls || flags.h2c || flags.no_h2);
+  ASSERT_TRUE(parse_listen("0.0.0.0:8080 h2c", &flags));
+  EXPECT_TRUE(flags.h2c);
+  ASSERT_TRUE(parse_listen("[::1]:443\tno-h2  tls", &flags));
+  EXPECT_TRUE(flags.tls && flags.no_h2 && !flags.h2c);
+}
+
+TEST(ListenConfigTest, MistakesSayWhy) {
+  ListenFlags flags;
+  std::string error;
+  EXPECT_FALSE(parse_listen("127.0.0.1:80 h2c tls", &flags, &error));
+  EXPECT_NE(error.find("h2c is HTTP/2 without TLS"), std::string::npos) << error;
+  EXPECT_FALSE(parse_listen("127.0.0.1:80 no-h2", &flags, &error));
+  EXPECT_NE(error.find("no-h2 goes with tls"), std::string::npos) << error;
+  EXPECT_FALSE(parse_listen("127.0.0.1:80 spdy", &flags, &error));
+  EXPECT_NE(error.find("unknown flag \"spdy\""), std::string::npos) << error;
+  EXPECT_FALSE(parse_listen("localhost:80", &flags, &error));
+  EXPECT_NE(error.find("expected ADDRESS:PORT"), std::string::npos) << error;
+}
+
+TEST(ListenConfigTest, EachFlagGathersItsAddresses) {
+  ListenConfig listen;
+  std::string error;
+  ASSERT_TRUE(listen.add("127.0.0.1:80 h2c", &error));
+  ASSERT_TRUE(listen.add("127.0.0.1:443 tls", &error));
+  ASSERT_TRUE(listen.add("127.0.0.1:8443 tls no-h2", &error));
+  EXPECT_EQ(listen.all.size(), 3u);
+  EXPECT_EQ(listen.h2c, std::vector{at("127.0.0.1:80")});
+  EXPECT_EQ(listen.tls, (std::vector{at("127.0.0.1:443"), at("127.0.0.1:8443")}));
+  EXPECT_EQ(listen.no_h2, std::vector{at("127.0.0.1:8443")});
+  EXPECT_FALSE(listen.add("127.0.0.1:9 h2c tls", &error));
+  EXPECT_EQ(listen.all.size(), 3u);  // a mistake adds nothing
+}
+
+TEST(ListenConfigTest, AWildcardCoversEveryAddressOfItsPortAndFamily) {
+  EXPECT_TRUE(at("0.0.0.0:80").is_any());
+  EXPECT_TRUE(at("[::]:80").is_any());
+  EXPECT_FALSE(at("127.0.0.1:80").is_any());
+  EXPECT_TRUE(at("0.0.0.0:80").covers(at("10.1.2.3:80")));
+  EXPECT_FALSE(at("0.0.0.0:80").covers(at("10.1.2.3:81")));
+  EXPECT_FALSE(at("0.0.0.0:80").covers(at("[::1]:80")));
+  EXPECT_TRUE(at("[::]:80").covers(at("[::1]:80")));
+  EXPECT_TRUE(at("127.0.0.1:80").covers(at("127.0.0.1:80")));
+  EXPECT_FALSE(at("127.0.0.1:80").covers(at("127.0.0.2:80")));
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  Config load(const std::string& toml) {
+    const std::string path = dir_.at("tern.toml");
+    std::ofstream(path) << toml << "\n[static]\nroot = \"" << dir_.path() << "\"\n";
+    return load_config(path);
+  }
+  tern::testing::TempDir dir_;
+};
+
+TEST_F(ConfigFileTest, SitesAddTheirFlaggedAddressesOnce) {
+  const Config config = load(R"(listen = ["127.0.0.1:8080 h2c"]
+[[server]]
+names = ["a.test"]
+[[server]]
+names = ["b.test"]
+listen = ["127.0.0.1:8080 h2c", "127.0.0.1:9090 h2c"]
+)");
+  EXPECT_EQ(flagged_addresses(config, &ListenConfig::h2c),
+            (std::vector{at("127.0.0.1:8080"), at("127.0.0.1:9090")}));
+  EXPECT_TRUE(tls_addresses(config).empty());
+}
+
+TEST_F(ConfigFileTest, Http2TableKeepsItsWindowsWithinTheProtocol) {
+  const Config config = load("[http2]\nmax_concurrent_streams = 64\nstream_window = \"1MiB\"\n"
+                             "connection_window = \"16MiB\"\n");
+  EXPECT_TRUE(config.http2.enabled);
+  EXPECT_EQ(config.http2.max_concurrent_streams, 64u);
+  EXPECT_EQ(config.http2.stream_window, 1u << 20);
+  EXPECT_EQ(config.http2.connection_window, 16u << 20);
+  EXPECT_FALSE(load("[http2]\nenabled = false\n").http2.enabled);
+  EXPECT_THROW(load("[http2]\nstream_window = \"2GiB\"\n"), ConfigError);
+  EXPECT_THROW(load("[http2]\nconnection_window = 1000\n"), ConfigError);
+  EXPECT_THROW(load("[http2]\nmax_concurrent_streams = 0\n"), ConfigError);
+  EXPECT_THROW(load("[http2]\nwindows = 1\n"), ConfigError);
+}
+
+}  // namespace
+}  // namespace tern::server
