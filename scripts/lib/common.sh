@@ -42,10 +42,11 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 libu
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own;
 # nginx-light, h2o and lighttpd (with its TLS module): the peers of
 # bench/compare; testssl.sh scans tern's HTTPS; python3-aiohttp: the
-# application the reverse proxy tests put behind tern).
+# application the reverse proxy tests put behind tern; nghttp2-client:
+# nghttp and h2load, HTTP/2 clients; golang-go: to build h2spec).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
-  mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh)
+  mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them
@@ -58,6 +59,34 @@ ensure_pytest() {
     python3 -m pip install --quiet "$module" 2>/dev/null ||
       python3 -m pip install --quiet --break-system-packages "$module"
   done
+}
+
+# ensure_h2spec: build/tools/h2spec, the HTTP/2 conformance suite, built
+# with Debian's Go (1.19) from the Go module proxy once. h2spec v2.2.1 has
+# no go.mod, so its dependencies are pinned here to the last releases that
+# build with Go 1.19. Prints the binary's path.
+H2SPEC_MODULES=(github.com/summerwind/h2spec@v2.2.1+incompatible golang.org/x/net@v0.17.0
+  golang.org/x/sys@v0.13.0 golang.org/x/text@v0.13.0 github.com/spf13/cobra@v1.7.0
+  github.com/spf13/pflag@v1.0.5 github.com/fatih/color@v1.15.0 github.com/mattn/go-colorable@v0.1.13
+  github.com/mattn/go-isatty@v0.0.17)
+ensure_h2spec() {
+  local tools="$TERN_ROOT/build/tools"
+  local bin="$tools/h2spec"
+  if [ ! -x "$bin" ]; then
+    log "building h2spec into build/tools"
+    local module
+    module=$(mktemp -d)
+    mkdir -p "$tools"
+    (
+      cd "$module" &&
+        export GOPATH="$tools/go" GOFLAGS=-modcacherw GOTOOLCHAIN=local &&
+        go mod init tern-h2spec >/dev/null 2>&1 &&
+        go get "${H2SPEC_MODULES[@]}" >/dev/null 2>&1 &&
+        go build -o "$bin" github.com/summerwind/h2spec/cmd/h2spec
+    ) || { rm -rf "$module"; log "h2spec could not be built"; return 1; }
+    rm -rf "$module"
+  fi
+  echo "$bin"
 }
 
 # build_preset NAME [cmake -D args...]: configures (once) and builds a preset.

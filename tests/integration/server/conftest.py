@@ -32,12 +32,13 @@ def tern_factory(tmp_path):
     end of the test each one still running gets SIGTERM and must exit 0."""
     servers = []
 
-    def start(config=None, name=None, host="127.0.0.1", args=(), env=None, preexec_fn=None, tls=False):
+    def start(config=None, name=None, host="127.0.0.1", args=(), env=None, preexec_fn=None, tls=False,
+              listen_flags=""):
         workdir = tmp_path / (name or f"server{len(servers)}")
         root = workdir / "www"
         root.mkdir(parents=True)
         server = TernServer(workdir, root, config, host=host, args=args, env=env, preexec_fn=preexec_fn,
-                            tls=tls)
+                            tls=tls, listen_flags=listen_flags)
         servers.append(server)
         return server.start()
 

@@ -119,10 +119,11 @@ class TernServer:
     """One tern process with its own document root and config file."""
 
     def __init__(self, workdir, root, config=None, host="127.0.0.1", args=(), env=None, preexec_fn=None,
-                 tls=False):
+                 tls=False, listen_flags=""):
         self.workdir = Path(workdir)
         self.host = host  # "127.0.0.1" or "::1"
         self.tls = tls  # the address is marked "tls" (the config needs a [tls] certificate)
+        self.listen_flags = listen_flags  # more flags for the address: "h2c", "no-h2"
         # The client side of connect() on a TLS server: an ssl.SSLContext
         # (the test's CA trusted), or None for one that checks nothing.
         self.client_tls = None
@@ -143,7 +144,7 @@ class TernServer:
     def config_dict(self, extra=None):
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         base = {
-            "listen": [address + (" tls" if self.tls else "")],
+            "listen": [address + (" tls" if self.tls else "") + (" " + self.listen_flags if self.listen_flags else "")],
             "workers": 1,
             "static": {"root": str(self.root)},
             "log": {"level": "info"},

@@ -61,6 +61,15 @@ class Pki:
                 "-CAcreateserial", "-days", "90", "-copy_extensions", "copy", "-out", str(cert))
         return str(cert), str(key)
 
+    @staticmethod
+    def spki(cert):
+        """The base64 SHA-256 of a certificate's public key (what Chromium's
+        --ignore-certificate-errors-spki-list takes)."""
+        return subprocess.run(
+            f"openssl x509 -pubkey -noout -in {cert} | openssl pkey -pubin -outform der | "
+            "openssl dgst -sha256 -binary | base64", shell=True, check=True, capture_output=True,
+            timeout=30).stdout.decode().strip()
+
     def client_context(self):
         context = ssl.create_default_context(cafile=str(self.ca))
         context.check_hostname = False  # connections are to 127.0.0.1; SNI names are checked below
@@ -128,6 +137,8 @@ def test_keep_alive_and_pipelining_over_tls(https):
 
 def test_alpn_protocols_and_cipher(https):
     out = s_client(https.port, "-alpn", "h2,http/1.1", "-servername", "a.test")
+    assert "ALPN protocol: h2" in out, out
+    out = s_client(https.port, "-alpn", "spdy/3,http/1.1", "-servername", "a.test")
     assert "ALPN protocol: http/1.1" in out, out
     assert "New, TLSv1.3, Cipher is TLS_AES_" in out, out
     out = s_client(https.port, "-tls1_2")

@@ -1,0 +1,475 @@
+"""HTTP/2 end to end: h2c by prior knowledge on an address marked "h2c",
+h2 by ALPN on a TLS address, with real clients (curl, nghttp, h2load) for
+files, ranges, 304, compression, PHP and the users app; hostile clients
+(h2_frames.py) for the known attacks: each connection ends with the right
+GOAWAY code, and a client beside it on the same loop goes on being served."""
+
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+import h2_frames as h2
+from auth_api import auth_config
+from php_site import RssSampler, fastcgi_block, start_fastcgi_server
+from tern_server import TERN_BIN, link_into, sha256
+
+pytestmark = pytest.mark.skipif(shutil.which("nghttp") is None or shutil.which("h2load") is None,
+                                reason="nghttp2-client is not installed")
+
+
+def curl(url, *args, check=True):
+    """(http version, status, headers, body) of one curl request;
+    curl's own arguments (--http2-prior-knowledge, --cacert) come in args."""
+    proc = subprocess.run(["curl", "-sS", "--max-time", "60", "-D", "/dev/stderr", "-o", "-",
+                           "-w", "", *args, url], capture_output=True, timeout=90)
+    if check:
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    head = proc.stderr.decode("latin-1")
+    blocks = [b for b in head.split("\r\n\r\n") if b.startswith("HTTP/")]
+    if not blocks:
+        return None, None, {}, proc.stdout
+    lines = blocks[-1].split("\r\n")
+    version, status = lines[0].split(" ")[:2]
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return version, int(status), headers, proc.stdout
+
+
+def h2c(server, path, *args):
+    return curl(server.url(path), "--http2-prior-knowledge", *args)
+
+
+@pytest.fixture
+def h2c_server(tern_factory):
+    return tern_factory(listen_flags="h2c")
+
+
+@pytest.mark.parametrize("size", [1, 1000, 100 * 1024, 3 * 1024 * 1024 + 5])
+def test_files_arrive_whole_over_h2c(h2c_server, size):
+    data = os.urandom(size)
+    h2c_server.write_file("f.bin", data)
+    version, status, headers, body = h2c(h2c_server, "/f.bin")
+    assert (version, status) == ("HTTP/2", 200)
+    assert headers["content-length"] == str(size)
+    assert sha256(body) == sha256(data)
+
+
+def test_a_64_mib_file_and_a_range_of_it_over_h2c(h2c_server, big_file):
+    path, digest = big_file
+    link_into(h2c_server, path, "big.bin")
+    version, status, _, body = h2c(h2c_server, "/big.bin")
+    assert (version, status) == ("HTTP/2", 200) and sha256(body) == digest
+    with open(path, "rb") as f:
+        f.seek(10_000_000)
+        expected = f.read(1_000_001)
+    version, status, headers, body = h2c(h2c_server, "/big.bin", "-r", "10000000-11000000")
+    assert (version, status) == ("HTTP/2", 206)
+    assert headers["content-range"] == f"bytes 10000000-11000000/{64 << 20}"
+    assert body == expected
+
+
+def test_304_and_compression_over_h2c(h2c_server):
+    text = b"The quick brown fox jumps over the lazy dog.\n" * 200
+    h2c_server.write_file("fox.txt", text)
+    h2c_server.write_file("fox.txt.gz", gzip.compress(text))
+    _, status, headers, _ = h2c(h2c_server, "/fox.txt")
+    assert status == 200
+    _, status, _, body = h2c(h2c_server, "/fox.txt", "-H", f"If-None-Match: {headers['etag']}")
+    assert status == 304 and body == b""
+    _, status, headers, body = h2c(h2c_server, "/fox.txt", "--compressed")
+    assert status == 200 and headers["content-encoding"] == "gzip" and body == text
+
+
+def test_http1_goes_on_beside_h2c_and_other_addresses_do_not_speak_it(h2c_server, tern_factory):
+    h2c_server.write_file("a.txt", b"alpha\n")
+    version, status, _, body = curl(h2c_server.url("/a.txt"))
+    assert (version, status, body) == ("HTTP/1.1", 200, b"alpha\n")
+    plain = tern_factory()
+    plain.write_file("a.txt", b"alpha\n")
+    with plain.connect() as conn:
+        conn.send(h2.PREFACE + h2.frame(h2.SETTINGS, 0, 0))
+        resp = conn.read_response()
+        assert resp.status in (400, 505), resp.status
+
+
+def test_100_concurrent_streams_on_one_connection(h2c_server):
+    h2c_server.write_file("f.txt", os.urandom(1024))
+    out = subprocess.run(["h2load", "-c", "1", "-m", "100", "-n", "100", h2c_server.url("/f.txt")],
+                         capture_output=True, timeout=60).stdout.decode()
+    assert "100 succeeded, 0 failed, 0 errored" in out, out
+    assert re.search(r"status codes: 100 2xx", out), out
+    # nghttp: 100 requests at once, every one answered on the one connection.
+    paths = [h2c_server.url(f"/f.txt?{i}") for i in range(100)]
+    out = subprocess.run(["nghttp", "-n", "-s", "-m", "1", *paths], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    assert out.stdout.decode().count("/f.txt?") == 100
+
+
+def test_the_access_log_says_http2(tern_factory):
+    server = tern_factory({"access_log": "access.log"}, listen_flags="h2c")
+    server.write_file("a.txt", b"alpha\n")
+    h2c(server, "/a.txt")
+    curl(server.url("/a.txt"))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = server.access_log_path.read_text().splitlines() if server.access_log_path.exists() else []
+        if len(lines) >= 2:
+            break
+        time.sleep(0.1)
+    assert '"GET /a.txt HTTP/2.0" 200 6' in lines[0], lines
+    assert '"GET /a.txt HTTP/1.1" 200 6' in lines[1], lines
+
+
+def test_php_over_h2c_with_a_streamed_upload(fpm, tern_factory, tmp_path):
+    server = start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address)], listen_flags="h2c")
+    version, status, _, body = h2c(server, "/echo.php")
+    assert (version, status) == ("HTTP/2", 200), body
+    assert json.loads(body)["server"]["SERVER_PROTOCOL"] == "HTTP/2.0"
+    upload = tmp_path / "upload.bin"
+    data = os.urandom(5 * 1024 * 1024 + 3)
+    upload.write_bytes(data)
+    # Without a length (as a browser's stream): announced as chunked to the handler.
+    _, status, _, body = h2c(server, "/upload.php", "-H", "Transfer-Encoding:", "--data-binary", f"@{upload}")
+    assert status == 200, body
+    seen = json.loads(body)
+    assert seen["length"] == len(data) and seen["sha256"] == sha256(data)
+
+
+def test_the_users_app_over_h2c(tern_factory, tmp_path):
+    server = tern_factory(auth_config(f"sqlite:{tmp_path}/users.db"), listen_flags="h2c")
+    creds = json.dumps({"username": "alice", "password": "correct horse battery"})
+    json_type = ["-H", "Content-Type: application/json"]
+    _, status, _, body = h2c(server, "/api/register", *json_type, "--data-binary", creds)
+    assert status == 201, body
+    _, status, headers, body = h2c(server, "/api/login", *json_type, "--data-binary", creds)
+    assert status == 200, body
+    cookie = headers["set-cookie"].split(";")[0]
+    _, status, _, body = h2c(server, "/api/me", "-H", f"Cookie: {cookie}")
+    assert status == 200 and json.loads(body)["username"] == "alice"
+
+
+# ---- over TLS (ALPN) ----
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    from test_tls import Pki
+    return Pki(tmp_path_factory.mktemp("pki"))
+
+
+def https_curl(server, pki, path, *args):
+    return curl(f"https://a.test:{server.port}{path}", "--cacert", str(pki.ca), "--resolve",
+                f"a.test:{server.port}:127.0.0.1", *args)
+
+
+def test_tls_offers_h2_by_alpn_and_http1_still_works(tern_factory, pki, big_file):
+    cert, key = pki.issue("a.test")
+    server = tern_factory({"tls": {"cert": cert, "key": key}}, tls=True)
+    data = os.urandom(300_000)
+    server.write_file("f.bin", data)
+    version, status, _, body = https_curl(server, pki, "/f.bin", "--http2")
+    assert (version, status) == ("HTTP/2", 200) and body == data
+    version, status, _, body = https_curl(server, pki, "/f.bin", "--http1.1")
+    assert (version, status) == ("HTTP/1.1", 200) and body == data
+    path, digest = big_file
+    link_into(server, path, "big.bin")
+    version, _, _, body = https_curl(server, pki, "/big.bin", "--http2")
+    assert version == "HTTP/2" and sha256(body) == digest
+    assert "ALPN h2, http/1.1" in server.stderr()
+
+
+def test_no_h2_and_http2_off_keep_tls_on_http1(tern_factory, pki):
+    cert, key = pki.issue("a.test")
+    for flags, extra in (("no-h2", {}), ("", {"http2": {"enabled": False}})):
+        server = tern_factory({"tls": {"cert": cert, "key": key}, **extra}, tls=True, listen_flags=flags)
+        server.write_file("a.txt", b"alpha\n")
+        version, status, _, _ = https_curl(server, pki, "/a.txt", "--http2")
+        assert (version, status) == ("HTTP/1.1", 200), (flags, extra)
+        assert "ALPN http/1.1," in server.stderr()
+
+
+def test_chromium_loads_the_demo_over_h2(tern_factory, pki, tmp_path):
+    from cdp import Browser, find_chromium
+    from test_tls import Pki
+    from tern_server import REPO_ROOT
+    if find_chromium() is None:
+        pytest.skip("chromium is not installed")
+    cert, key = pki.issue("a.test")
+    spki = Pki.spki(cert)
+    site = tmp_path / "site"
+    shutil.copytree(REPO_ROOT / "www", site, ignore=shutil.ignore_patterns("tone.wav", "*.gz"))
+    server = tern_factory({"static": {"root": str(site)}, "tls": {"cert": cert, "key": key}}, tls=True)
+    args = [f"--ignore-certificate-errors-spki-list={spki}", "--host-resolver-rules=MAP a.test 127.0.0.1"]
+    with Browser(extra_args=args) as browser:
+        page = browser.new_page()
+        page.call("Network.enable")
+        page.goto(f"https://a.test:{server.port}/gallery.html")
+        # (The PNG is made by ./scripts/run, so a clean checkout has none.)
+        page.wait_for("[...document.images].filter(i => i.src.endsWith('.svg'))"
+                      ".every(i => i.complete && i.naturalWidth > 0)")
+        protocols = {}
+        for _, method, params in browser.events:
+            if method == "Network.responseReceived":
+                response = params["response"]
+                protocols[response["url"].split(str(server.port), 1)[-1]] = (response["protocol"],
+                                                                            response["status"])
+    assert protocols.get("/gallery.html") == ("h2", 200), protocols
+    assert protocols.get("/style.css") == ("h2", 200), protocols
+    images = [path for path in protocols if path.endswith(".svg")]
+    assert len(images) >= 3 and all(protocols[p] == ("h2", 200) for p in images), protocols
+
+
+def test_listen_flag_mistakes_are_one_line_and_exit_2(tmp_path):
+    www = tmp_path / "www"
+    www.mkdir()
+    cases = {
+        '"127.0.0.1:8080 h2c tls"': "h2c is HTTP/2 without TLS",
+        '"127.0.0.1:8080 no-h2"': "no-h2 goes with tls",
+        '"127.0.0.1:8080 http3"': 'unknown flag "http3"',
+    }
+    for listen, needle in cases.items():
+        conf = tmp_path / "h2.toml"
+        conf.write_text(f'listen = [{listen}]\n[static]\nroot = "{www}"\n')
+        out = subprocess.run([str(TERN_BIN), "-t", "-c", str(conf)], capture_output=True, timeout=30)
+        lines = out.stderr.decode().strip().splitlines()
+        assert out.returncode == 2, (listen, out.stderr.decode())
+        assert len(lines) == 1 and needle in lines[0] and "h2.toml:1" in lines[0] and "listen" in lines[0], lines
+    conf.write_text(f'listen = ["127.0.0.1:8080"]\n[static]\nroot = "{www}"\n[http2]\nstream_window = "4GiB"\n')
+    out = subprocess.run([str(TERN_BIN), "-t", "-c", str(conf)], capture_output=True, timeout=30)
+    assert out.returncode == 2 and "http2.stream_window" in out.stderr.decode(), out.stderr.decode()
+
+
+# ---- h2spec: the conformance suite ----
+
+def h2spec_binary():
+    path = os.environ.get("TERN_H2SPEC")
+    if path:
+        assert os.access(path, os.X_OK), f"TERN_H2SPEC={path} is not an executable"
+        return path
+    path = shutil.which("h2spec")
+    if path is None:
+        pytest.skip("h2spec is not built (./scripts/test builds it into build/tools)")
+    return path
+
+
+def run_h2spec(server, *args):
+    """h2spec's failures (its report's lines after "Failures:"), and its last line."""
+    out = subprocess.run([h2spec_binary(), "-h", "127.0.0.1", "-p", str(server.port), "-o", "3", *args],
+                         capture_output=True, timeout=600).stdout.decode(errors="replace")
+    summary = out.strip().splitlines()[-1]
+    failures = out.split("Failures:", 1)[1] if "Failures:" in out else ""
+    return [line.strip() for line in failures.splitlines() if "×" in line], summary
+
+
+@pytest.fixture
+def once_per_build():
+    if os.environ.get("TERN_IO") == "io_uring":
+        # The frames are the same over either backend: h2spec runs on the
+        # epoll pass of each build (the tests above run on both).
+        pytest.skip("h2spec runs on the epoll pass of each build")
+
+
+def test_h2spec_over_tls_every_case_passes(once_per_build, tern_factory, pki):
+    cert, key = pki.issue("a.test")
+    server = tern_factory({"tls": {"cert": cert, "key": key}}, tls=True)
+    server.write_file("index.html", b"hello\n")
+    failures, summary = run_h2spec(server, "-t", "-k")
+    assert failures == [], summary + "\n" + "\n".join(failures)
+    assert re.search(r"(\d+) tests, \1 passed, 0 skipped, 0 failed", summary), summary
+
+
+def test_h2spec_over_h2c_every_case_passes_but_a_garbage_preface(once_per_build, h2c_server):
+    h2c_server.write_file("index.html", b"hello\n")
+    failures, summary = run_h2spec(h2c_server)
+    # An address that speaks HTTP/1.1 and h2c answers a first line that is
+    # neither with HTTP/1's 400 (as a plain address does), where h2spec
+    # wants the connection closed without a word; over TLS, where ALPN
+    # said h2, the same case passes (above).
+    assert failures == ["× 2: Sends invalid connection preface"], summary + "\n" + "\n".join(failures)
+    assert re.search(r"(\d+) tests, \d+ passed, 0 skipped, 1 failed", summary), summary
+
+
+# ---- hostile clients ----
+
+class Neighbour(threading.Thread):
+    """Fetches a file over HTTP/1.1 again and again while an attack runs on
+    the same loop; keeps the slowest fetch."""
+
+    def __init__(self, server):
+        super().__init__(daemon=True)
+        self.server = server
+        self.server.write_file("n.txt", b"neighbour\n")
+        self.slowest = 0.0
+        self.count = 0
+        self.failures = []
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            start = time.monotonic()
+            try:
+                with self.server.connect() as conn:
+                    resp = conn.get("/n.txt")
+                    if resp.status != 200 or resp.body != b"neighbour\n":
+                        self.failures.append(resp.status)
+            except OSError as e:
+                self.failures.append(repr(e))
+            self.slowest = max(self.slowest, time.monotonic() - start)
+            self.count += 1
+            time.sleep(0.01)
+
+    def stop(self):
+        self.done.set()
+        self.join(timeout=10)
+        assert not self.failures, self.failures
+        assert self.count > 0
+        assert self.slowest < 2.0, f"a neighbour's request took {self.slowest:.2f}s"
+
+
+@pytest.fixture
+def attacked(tern_factory, tmp_path):
+    """A one-worker tern with h2c, the users app, short timeouts, and a
+    neighbour running."""
+    config = auth_config(f"sqlite:{tmp_path}/users.db")
+    config["timeouts"] = {"send": "2s", "body": "1s", "keepalive": "2s"}
+    server = tern_factory(config, listen_flags="h2c")
+    server.write_file("f.txt", b"x" * 1024)
+    neighbour = Neighbour(server)
+    neighbour.start()
+    yield server
+    neighbour.stop()
+
+
+def test_rapid_reset_ends_the_connection(attacked):
+    with h2.H2Socket(attacked.port) as conn:
+        burst = b"".join(h2.headers(2 * i + 1, h2.request_block("/f.txt")) + h2.rst_stream(2 * i + 1)
+                         for i in range(3000))
+        conn.send(burst)
+        assert conn.goaway_code() == h2.ENHANCE_YOUR_CALM
+    assert "HTTP/2: flood of control frames" in attacked.stderr()
+
+
+@pytest.mark.parametrize("kind", ["settings", "ping", "priority", "empty data"])
+def test_control_frame_floods_end_the_connection(attacked, kind):
+    with h2.H2Socket(attacked.port) as conn:
+        if kind == "settings":
+            one = h2.frame(h2.SETTINGS, 0, 0)
+        elif kind == "ping":
+            one = h2.ping()
+        elif kind == "priority":
+            one = h2.frame(h2.PRIORITY, 0, 1, bytes(5))
+        else:
+            # A request whose body never comes, only empty DATA frames.
+            conn.send(h2.headers(1, h2.request_block("/api/login", method="POST", extra=[
+                ("content-type", "application/json"), ("content-length", "100")]), end_stream=False))
+            one = h2.frame(h2.DATA, 0, 1)
+        conn.send(one * 5000)
+        assert conn.goaway_code() == h2.ENHANCE_YOUR_CALM, kind
+
+
+def test_continuation_flood_ends_the_connection(attacked):
+    with h2.H2Socket(attacked.port) as conn:
+        conn.send(h2.headers(1, h2.request_block("/f.txt"), end_headers=False))
+        piece = h2.literal("x-filler", "y" * 50)
+        conn.send(b"".join(h2.frame(h2.CONTINUATION, 0, 1, piece) for _ in range(1000)))
+        assert conn.goaway_code() == h2.ENHANCE_YOUR_CALM
+
+
+def test_an_hpack_bomb_gets_431_and_the_connection_goes_on(attacked):
+    with h2.H2Socket(attacked.port) as conn:
+        # One 4 KiB entry in the dynamic table, then 12,000 one-byte
+        # references to it: 48 MB of fields from 16 KB on the wire.
+        block = h2.request_block("/f.txt") + h2.indexed_new("x-bomb", "b" * 4000) + b"\xbe" * 12000
+        conn.send(h2.headers(1, block))
+        conn.send(h2.headers(3, h2.request_block("/f.txt")))
+        statuses = {}
+        deadline = time.monotonic() + 10
+        while len(statuses) < 2 and (f := conn.read_frame(deadline)) is not None:
+            kind, _, stream_id, payload = f
+            if kind == h2.HEADERS:
+                statuses[stream_id] = payload[:1] if stream_id == 3 else payload
+        # :status 200 is index 8 of the static table; 431 is a literal (as
+        # short as its Huffman code, so sent as it is).
+        assert statuses.get(3) == b"\x88", statuses
+        assert b"431" in statuses.get(1, b""), statuses
+
+
+def test_a_zero_window_reader_is_cut_off_and_memory_stays_bounded(attacked):
+    attacked.write_file("big.bin", os.urandom(4 << 20))
+    sampler = RssSampler(attacked)
+    sampler.start()
+    conns = [h2.H2Socket(attacked.port, initial_settings=h2.settings(initial_window_size=0)) for _ in range(20)]
+    start = time.monotonic()
+    for conn in conns:
+        conn.send(b"".join(h2.headers(2 * i + 1, h2.request_block("/big.bin")) for i in range(100)))
+    for conn in conns:
+        frames = conn.frames_until_close(timeout=15)
+        assert conn.closed, "a connection that takes no data was not closed"
+        assert not any(kind == h2.DATA and payload for kind, _, _, payload in frames)
+        conn.close()
+    assert time.monotonic() - start < 12
+    growth = sampler.growth_mib()
+    assert growth < 48, f"RSS grew {growth:.1f} MiB for 2,000 stalled streams"
+
+
+def test_a_request_body_that_stops_gets_408(attacked):
+    with h2.H2Socket(attacked.port) as conn:
+        start = time.monotonic()
+        conn.send(h2.headers(1, h2.request_block("/api/register", method="POST",
+                                                 extra=[("content-type", "application/json")]), end_stream=False))
+        frames = []
+        deadline = start + 5
+        while (f := conn.read_frame(deadline)) is not None:
+            frames.append(f)
+            if f[0] == h2.RST_STREAM:
+                break
+        answers = [payload for kind, _, stream_id, payload in frames if kind == h2.HEADERS and stream_id == 1]
+        # ":status 408" as a literal (its Huffman code is no shorter).
+        assert answers and b"408" in answers[0], frames
+        # Then the client is asked to stop sending the body (RST_STREAM NO_ERROR).
+        assert frames[-1][0] == h2.RST_STREAM and frames[-1][3] == bytes(4), frames
+        assert time.monotonic() - start < 3
+
+
+def test_an_idle_connection_gets_goaway_even_with_pings(attacked):
+    with h2.H2Socket(attacked.port) as conn:
+        start = time.monotonic()
+        code = None
+        while time.monotonic() - start < 10 and code is None:
+            conn.send(h2.ping())
+            deadline = time.monotonic() + 0.2
+            while (f := conn.read_frame(deadline)) is not None:
+                if f[0] == h2.GOAWAY:
+                    code = int.from_bytes(f[3][4:8], "big")
+                    break
+        assert code == h2.NO_ERROR
+        assert 1.5 < time.monotonic() - start < 6
+
+
+def test_the_last_stream_id_is_served_and_then_no_lower_one(attacked):
+    with h2.H2Socket(attacked.port) as conn:
+        top = 2**31 - 1
+        conn.send(h2.headers(top, h2.request_block("/f.txt")))
+        deadline = time.monotonic() + 10
+        while (f := conn.read_frame(deadline)) is not None:
+            if f[0] == h2.HEADERS and f[2] == top:
+                assert f[3][:1] == b"\x88"  # :status 200
+                break
+        else:
+            pytest.fail("no answer on the last stream id")
+        # No stream id is left above it: a lower one is not served, and the
+        # connection, idle, ends gracefully.
+        conn.send(h2.headers(1, h2.request_block("/f.txt")))
+        frames = conn.frames_until_close(timeout=10)
+        assert not any(kind == h2.HEADERS and stream_id == 1 for kind, _, stream_id, _ in frames), frames
+        goaways = [payload for kind, _, _, payload in frames if kind == h2.GOAWAY]
+        assert goaways and int.from_bytes(goaways[-1][:4], "big") == top, goaways
+        assert conn.closed
