@@ -98,7 +98,11 @@ Http2Connection::~Http2Connection() = default;
 
 void Http2Connection::on_message(net::Buffer& input) {
   if (lingering_) return input.retrieve_all();  // after our GOAWAY: read and dropped
+  // Responses made while the input is read (every stream a read brought)
+  // leave together, in one write, after it.
+  in_message_ = true;
   const bool ok = session_.receive(input.view());
+  in_message_ = false;
   input.retrieve_all();
   if ((!ok || !session_.error().empty()) && !closing_) {
     // A protocol error or abuse: the GOAWAY that says so goes out, then
@@ -215,13 +219,13 @@ std::chrono::milliseconds Http2Connection::on_timer() {
 }
 
 void Http2Connection::flush() {
-  if (flushing_ || conn_ == nullptr || !conn_->connected()) return;
+  if (in_message_ || flushing_ || conn_ == nullptr || !conn_->connected()) return;
   flushing_ = true;
   // Again while frames are made: a drain callback inside send() may queue more.
   while (conn_->pending_output_bytes() < kOutputHighWater && session_.wants_to_send()) {
     net::Buffer& out = conn_->output_tail_buffer();
     const size_t before = out.readable_bytes();
-    session_.send(out);
+    session_.send(out, kSendStep);
     const bool made = out.readable_bytes() != before;
     conn_->flush();
     if (!made) break;

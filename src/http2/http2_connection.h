@@ -39,8 +39,12 @@ class Http2Connection final : public http::ConnectionProtocol {
 
  private:
   class Task;
-  // Frames queued for the client above which no more are made.
-  static constexpr size_t kOutputHighWater = 256 * 1024;
+  // Frames queued for the client above which no more are made, and what
+  // is made between two writes: small enough for the output buffer to stay
+  // in its pool's size (a larger one would be mapped and unmapped again
+  // with every burst).
+  static constexpr size_t kOutputHighWater = 64 * 1024;
+  static constexpr size_t kSendStep = 32 * 1024;
 
   void on_request(Stream& stream);
   void on_body(Stream& stream, std::string_view piece, bool last);
@@ -58,6 +62,7 @@ class Http2Connection final : public http::ConnectionProtocol {
   std::unordered_map<int32_t, std::shared_ptr<Task>> tasks_;
   Session session_;
   bool flushing_ = false;
+  bool in_message_ = false;  // on_message is reading the input
   bool closing_ = false;
   bool lingering_ = false;  // our side is closed (after the GOAWAY)
   // Progress as the timer last saw it, and when a stream last began or ended.

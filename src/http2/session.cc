@@ -61,7 +61,7 @@ struct Session::Glue {
     if (!is_request_headers(frame)) return 0;
     Session& session = of(user_data);
     const int32_t id = frame->hd.stream_id;
-    session.streams_.emplace(id, std::unique_ptr<Stream>(new Stream(&session, id)));
+    session.open_stream(id);
     session.highest_stream_ = std::max(session.highest_stream_, id);
     return 0;
   }
@@ -191,6 +191,7 @@ struct Session::Glue {
     session.streams_.erase(it);
     session.recently_closed_[session.closed_count_++ % session.recently_closed_.size()] = stream_id;
     if (stream->started_ && session.callbacks_.on_close) session.callbacks_.on_close(*stream);
+    session.close_stream(std::move(stream));
     return 0;
   }
 
@@ -211,6 +212,29 @@ struct Session::Glue {
 };
 
 // ---- Session ----
+
+struct Session::HeadScratch {
+  std::string names;
+  std::vector<nghttp2_nv> fields;
+};
+
+Stream* Session::open_stream(int32_t id) {
+  std::unique_ptr<Stream> stream;
+  if (spare_streams_.empty()) {
+    stream.reset(new Stream(this, id));
+  } else {
+    stream = std::move(spare_streams_.back());
+    spare_streams_.pop_back();
+    stream->recycle(id);
+  }
+  Stream* raw = stream.get();
+  streams_.emplace(id, std::move(stream));
+  return raw;
+}
+
+void Session::close_stream(std::unique_ptr<Stream> stream) {
+  if (spare_streams_.size() < limits_.max_concurrent_streams) spare_streams_.push_back(std::move(stream));
+}
 
 Session::Session(const SessionLimits& limits, Callbacks callbacks)
     : limits_(limits),
@@ -284,7 +308,7 @@ bool Session::receive(std::string_view bytes) {
   return true;
 }
 
-void Session::send(net::Buffer& out) {
+void Session::send(net::Buffer& out, size_t budget) {
   if (fatal_code_ >= 0) {
     if (fatal_sent_) return;
     // GOAWAY (RFC 9113 6.8): last stream id, error code.
@@ -299,7 +323,7 @@ void Session::send(net::Buffer& out) {
     fatal_sent_ = true;
     return;
   }
-  for (;;) {
+  for (size_t made = 0; made < budget;) {
     const uint8_t* data = nullptr;
     const ssize_t length = nghttp2_session_mem_send(session_, &data);
     if (length <= 0) {
@@ -307,6 +331,7 @@ void Session::send(net::Buffer& out) {
       break;
     }
     out.append(data, static_cast<size_t>(length));
+    made += static_cast<size_t>(length);
   }
   // Producers waiting for their streams to drain (collected first: a
   // callback may write, or reset a stream).
@@ -398,9 +423,11 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
   TERN_CHECK_MSG(status_end != std::string_view::npos && status_end >= 12, "malformed response head");
   const std::string_view status = text.substr(9, 3);
   // The lowered names, and the fields pointing into it and into the head.
-  std::string names(text.size(), '\0');
-  std::vector<nghttp2_nv> fields;
-  fields.reserve(16);
+  if (!head_scratch_) head_scratch_ = std::make_unique<HeadScratch>();
+  std::string& names = head_scratch_->names;
+  names.assign(text.size(), '\0');
+  std::vector<nghttp2_nv>& fields = head_scratch_->fields;
+  fields.clear();
   fields.push_back(field(":status", status));
   size_t at = status_end + 2;
   while (at < text.size()) {
@@ -443,6 +470,27 @@ void Session::resume(Stream& stream) {
 }
 
 // ---- Stream ----
+
+void Stream::recycle(int32_t id) {
+  id_ = id;
+  head_text_.clear();
+  authority_.clear();
+  method_.clear();
+  path_.clear();
+  scheme_.clear();
+  cookies_.clear();
+  field_bytes_ = 0;
+  too_large_ = has_length_field_ = false;
+  request_.set_body({});
+  request_.set_version(http::Version::kHttp11);
+  started_ = body_complete_ = paused_ = false;
+  held_.clear();
+  uncredited_ = 0;
+  head_.retrieve_all();
+  pieces_.clear();
+  queued_ = 0;
+  ended_ = deferred_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
+}
 
 bool Stream::end_head(const http::ResponseFraming& framing) {
   session_->submit_head(*this, framing);

@@ -32,6 +32,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -93,8 +94,9 @@ class Session {
   // Bytes from the client. False when the connection cannot go on (a
   // protocol error: the GOAWAY that says so comes out of send()).
   bool receive(std::string_view bytes);
-  // Appends the frames that are ready to `out`.
-  void send(net::Buffer& out);
+  // Appends the frames that are ready to `out`, or as many as make
+  // `budget` bytes (a frame more at most: call again while wants_to_send()).
+  void send(net::Buffer& out, size_t budget = SIZE_MAX);
   // Frames are ready for send() (producers may have queued more from
   // inside it, in their drain callbacks).
   bool wants_to_send() const;
@@ -116,6 +118,8 @@ class Session {
  private:
   friend class Stream;
   struct Glue;  // nghttp2's callbacks
+  Stream* open_stream(int32_t id);
+  void close_stream(std::unique_ptr<Stream> stream);
 
   Stream* find(int32_t id);
   // A control frame arrived: false once the client spent its budget.
@@ -128,6 +132,13 @@ class Session {
   Callbacks callbacks_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  // Closed streams kept for the next ones (their strings and buffers keep
+  // their room), at most max_concurrent_streams of them.
+  std::vector<std::unique_ptr<Stream>> spare_streams_;
+  // submit_head's room (the lowered names, the field list), kept from one
+  // head to the next.
+  struct HeadScratch;
+  std::unique_ptr<HeadScratch> head_scratch_;
   http::RequestParser parser_;
   std::string error_;
   // The highest stream id the client opened, and the last streams closed.
@@ -189,12 +200,14 @@ class Stream final : public http::ResponseStream {
   };
 
   Stream(Session* session, int32_t id) : session_(session), id_(id) {}
+  // As new for stream `id`, keeping what its buffers hold room for.
+  void recycle(int32_t id);
   // Up to `length` body bytes into `out`; what was copied, or -1 if a file
   // could not be read.
   long fill(uint8_t* out, size_t length);
 
   Session* session_;
-  const int32_t id_;
+  int32_t id_;
   // The request: its head as HTTP/1 text, what was parsed from it.
   std::string head_text_;
   std::string authority_, method_, path_, scheme_, cookies_;

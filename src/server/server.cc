@@ -160,6 +160,13 @@ void Server::start() {
   access_log_.open(config.access_log);
 
   http_ = std::make_unique<http::HttpServer>(loop_, server::listen_addresses(config), http_options(config));
+  if (!config.http2.enabled) {
+    TERN_LOG_INFO("http2: off ([http2] enabled = false)");
+  } else {
+    for (const net::InetAddress& address : flagged_addresses(config, &ListenConfig::h2c)) {
+      TERN_LOG_INFO("http2: {} takes HTTP/2 with prior knowledge (h2c) beside HTTP/1.1", address.to_ip_port());
+    }
+  }
   upstreams_ = std::make_unique<Upstreams>(config);
   upstreams_->start_health_checks(loop_);
   if (config.auth.enabled) start_users_app(config);

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -18,7 +19,12 @@ import pytest
 import h2_frames as h2
 from auth_api import auth_config
 from php_site import RssSampler, fastcgi_block, start_fastcgi_server
-from tern_server import TERN_BIN, link_into, sha256
+from tern_server import SCALE, TERN_BIN, link_into, sha256
+
+# Sanitizer builds (TERN_TEST_SCALE < 1) answer more slowly: wider upper
+# bounds on timings; and ASan's quarantine would hide what memory is freed.
+SLACK = 1.0 if SCALE >= 1 else 3.0
+LOW_QUARANTINE = {"ASAN_OPTIONS": "quarantine_size_mb=4:thread_local_quarantine_size_kb=64"}
 
 pytestmark = pytest.mark.skipif(shutil.which("nghttp") is None or shutil.which("h2load") is None,
                                 reason="nghttp2-client is not installed")
@@ -93,6 +99,7 @@ def test_http1_goes_on_beside_h2c_and_other_addresses_do_not_speak_it(h2c_server
     h2c_server.write_file("a.txt", b"alpha\n")
     version, status, _, body = curl(h2c_server.url("/a.txt"))
     assert (version, status, body) == ("HTTP/1.1", 200, b"alpha\n")
+    assert f"http2: 127.0.0.1:{h2c_server.port} takes HTTP/2 with prior knowledge (h2c)" in h2c_server.stderr()
     plain = tern_factory()
     plain.write_file("a.txt", b"alpha\n")
     with plain.connect() as conn:
@@ -155,6 +162,45 @@ def test_the_users_app_over_h2c(tern_factory, tmp_path):
     cookie = headers["set-cookie"].split(";")[0]
     _, status, _, body = h2c(server, "/api/me", "-H", f"Cookie: {cookie}")
     assert status == 200 and json.loads(body)["username"] == "alice"
+
+
+def test_the_reverse_proxy_over_h2c(tern_factory, tmp_path):
+    from test_proxy import App, free_ports, pattern_bytes, site
+    (port,) = free_ports(1)
+    log = open(tmp_path / "upstream.log", "ab")
+    app = App("a", port, log, ())
+    try:
+        server = tern_factory(site({"prefix": "/", "body_bytes": "64MiB",
+                                    "proxy": {"pass": f"http://{app.address}"}}), listen_flags="h2c")
+        upload = tmp_path / "up.bin"
+        body = pattern_bytes(3 << 20)
+        upload.write_bytes(body)
+        version, status, _, out = h2c(server, "/sha256", "--data-binary", f"@{upload}")
+        assert (version, status) == ("HTTP/2", 200), out
+        assert json.loads(out) == {"sha256": sha256(body), "length": len(body), "name": "a"}
+        version, status, _, out = h2c(server, f"/bytes?n={5 << 20}")
+        assert (version, status) == ("HTTP/2", 200) and out == pattern_bytes(5 << 20)
+    finally:
+        app.kill()
+        log.close()
+
+
+def test_a_stopping_server_says_goaway_and_finishes_its_streams(tern_factory):
+    server = tern_factory(listen_flags="h2c")
+    server.write_file("big.bin", os.urandom(4 << 20))
+    # Windows wide open; the client reads nothing until the server is told to stop.
+    with h2.H2Socket(server.port, initial_settings=h2.settings(initial_window_size=2**31 - 1)) as conn:
+        conn.send(h2.frame(h2.WINDOW_UPDATE, 0, 0, (2**31 - 1 - 65535).to_bytes(4, "big")))
+        conn.send(h2.headers(1, h2.request_block("/big.bin")))
+        time.sleep(0.3)
+        server.signal(signal.SIGTERM)
+        frames = conn.frames_until_close(timeout=20)
+    goaways = [payload for kind, _, _, payload in frames if kind == h2.GOAWAY]
+    assert goaways and int.from_bytes(goaways[0][4:8], "big") == h2.NO_ERROR, goaways
+    assert int.from_bytes(goaways[0][:4], "big") == 1  # stream 1 is taken and will finish
+    data = sum(len(payload) for kind, _, stream_id, payload in frames if kind == h2.DATA and stream_id == 1)
+    assert data == 4 << 20
+    assert server.wait_exit() == 0
 
 
 # ---- over TLS (ALPN) ----
@@ -331,7 +377,7 @@ class Neighbour(threading.Thread):
         self.join(timeout=10)
         assert not self.failures, self.failures
         assert self.count > 0
-        assert self.slowest < 2.0, f"a neighbour's request took {self.slowest:.2f}s"
+        assert self.slowest < 2.0 * SLACK, f"a neighbour's request took {self.slowest:.2f}s"
 
 
 @pytest.fixture
@@ -340,7 +386,7 @@ def attacked(tern_factory, tmp_path):
     neighbour running."""
     config = auth_config(f"sqlite:{tmp_path}/users.db")
     config["timeouts"] = {"send": "2s", "body": "1s", "keepalive": "2s"}
-    server = tern_factory(config, listen_flags="h2c")
+    server = tern_factory(config, listen_flags="h2c", env=LOW_QUARANTINE)
     server.write_file("f.txt", b"x" * 1024)
     neighbour = Neighbour(server)
     neighbour.start()
@@ -411,11 +457,11 @@ def test_a_zero_window_reader_is_cut_off_and_memory_stays_bounded(attacked):
     for conn in conns:
         conn.send(b"".join(h2.headers(2 * i + 1, h2.request_block("/big.bin")) for i in range(100)))
     for conn in conns:
-        frames = conn.frames_until_close(timeout=15)
+        frames = conn.frames_until_close(timeout=15 * SLACK)
         assert conn.closed, "a connection that takes no data was not closed"
         assert not any(kind == h2.DATA and payload for kind, _, _, payload in frames)
         conn.close()
-    assert time.monotonic() - start < 12
+    assert time.monotonic() - start < 12 * SLACK
     growth = sampler.growth_mib()
     assert growth < 48, f"RSS grew {growth:.1f} MiB for 2,000 stalled streams"
 
@@ -426,7 +472,7 @@ def test_a_request_body_that_stops_gets_408(attacked):
         conn.send(h2.headers(1, h2.request_block("/api/register", method="POST",
                                                  extra=[("content-type", "application/json")]), end_stream=False))
         frames = []
-        deadline = start + 5
+        deadline = start + 5 * SLACK
         while (f := conn.read_frame(deadline)) is not None:
             frames.append(f)
             if f[0] == h2.RST_STREAM:
@@ -436,7 +482,7 @@ def test_a_request_body_that_stops_gets_408(attacked):
         assert answers and b"408" in answers[0], frames
         # Then the client is asked to stop sending the body (RST_STREAM NO_ERROR).
         assert frames[-1][0] == h2.RST_STREAM and frames[-1][3] == bytes(4), frames
-        assert time.monotonic() - start < 3
+        assert time.monotonic() - start < 3 * SLACK
 
 
 def test_an_idle_connection_gets_goaway_even_with_pings(attacked):
@@ -451,7 +497,7 @@ def test_an_idle_connection_gets_goaway_even_with_pings(attacked):
                     code = int.from_bytes(f[3][4:8], "big")
                     break
         assert code == h2.NO_ERROR
-        assert 1.5 < time.monotonic() - start < 6
+        assert 1.5 < time.monotonic() - start < 6 * SLACK
 
 
 def test_the_last_stream_id_is_served_and_then_no_lower_one(attacked):
