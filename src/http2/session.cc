@@ -488,6 +488,7 @@ void Stream::recycle(int32_t id) {
   uncredited_ = 0;
   head_.retrieve_all();
   pieces_.clear();
+  bytes_.retrieve_all();
   queued_ = 0;
   ended_ = deferred_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
 }
@@ -500,7 +501,8 @@ bool Stream::end_head(const http::ResponseFraming& framing) {
 void Stream::data(std::string_view bytes) {
   if (bytes.empty()) return;
   if (pieces_.empty() || pieces_.back().region.length != 0) pieces_.emplace_back();
-  pieces_.back().bytes.append(bytes);
+  pieces_.back().bytes += bytes.size();
+  bytes_.append(bytes);
   queued_ += bytes.size();
   if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
   session_->resume(*this);
@@ -509,7 +511,7 @@ void Stream::data(std::string_view bytes) {
 void Stream::file(net::FileRegion region) {
   if (region.length == 0) return;
   queued_ += region.length;
-  pieces_.push_back(Piece{{}, std::move(region), 0});
+  pieces_.push_back(Piece{0, std::move(region), 0});
   if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
   session_->resume(*this);
 }
@@ -541,10 +543,18 @@ long Stream::fill(uint8_t* out, size_t length) {
   size_t done = 0;
   while (done < length && !pieces_.empty()) {
     Piece& piece = pieces_.front();
-    size_t n = std::min(length - done, piece.size() - piece.taken);
     if (piece.region.length == 0) {
-      std::memcpy(out + done, piece.bytes.data() + piece.taken, n);
-    } else if (piece.region.memory != nullptr) {
+      const size_t n = std::min(length - done, piece.bytes);
+      std::memcpy(out + done, bytes_.peek(), n);
+      bytes_.retrieve(n);
+      piece.bytes -= n;
+      done += n;
+      queued_ -= n;
+      if (piece.bytes == 0) pieces_.pop_front();
+      continue;
+    }
+    size_t n = std::min(length - done, piece.region.length - piece.taken);
+    if (piece.region.memory != nullptr) {
       std::memcpy(out + done, piece.region.memory + piece.region.offset + piece.taken, n);
     } else {
       const ssize_t got = ::pread(piece.region.fd, out + done, n, piece.region.offset + static_cast<off_t>(piece.taken));
@@ -554,7 +564,7 @@ long Stream::fill(uint8_t* out, size_t length) {
     piece.taken += n;
     done += n;
     queued_ -= n;
-    if (piece.taken == piece.size()) pieces_.pop_front();
+    if (piece.taken == piece.region.length) pieces_.pop_front();
   }
   return static_cast<long>(done);
 }

@@ -191,12 +191,11 @@ class Stream final : public http::ResponseStream {
  private:
   friend class Session;
   friend struct Session::Glue;
-  // A piece of the body, bytes or a file region, in order.
+  // A piece of the body in order: `bytes` of bytes_, or a file region.
   struct Piece {
-    std::string bytes;
+    size_t bytes = 0;
     net::FileRegion region;
-    size_t taken = 0;  // of bytes, or of the region
-    size_t size() const { return region.length != 0 ? region.length : bytes.size(); }
+    size_t taken = 0;  // of the region
   };
 
   Stream(Session* session, int32_t id) : session_(session), id_(id) {}
@@ -223,6 +222,7 @@ class Stream final : public http::ResponseStream {
   // The response.
   net::Buffer head_{256};
   std::deque<Piece> pieces_;
+  net::Buffer bytes_{0};  // the body bytes of pieces_, in their order
   size_t queued_ = 0;
   bool ended_ = false;     // end() came
   bool deferred_ = false;  // nghttp2 waits for more body
