@@ -84,6 +84,42 @@ def parse_ws(text):
     return r
 
 
+def h2load_cmd(url, conns, streams, seconds):
+    """h2load (nghttp2-client): HTTP/2 on `conns` connections with `streams`
+    requests in flight on each, for `seconds`; h2 by ALPN for https URLs,
+    h2c with prior knowledge for http ones."""
+    return ["h2load", "-t1", f"-c{conns}", f"-m{streams}", "-D", str(seconds), url]
+
+
+def parse_h2load(text):
+    """The figures of one h2load run, with the same 'errors' convention: a
+    run where a request failed, errored or timed out, where a response was
+    not 2xx, or that did not speak h2 is no result."""
+    r = {"errors": [], "p99_ms": None}
+    m = re.search(r"^finished in ([\d.]+)s, ([\d.]+) req/s", text, re.M)
+    r["seconds"] = float(m.group(1)) if m else None
+    r["rps"] = float(m.group(2)) if m else None
+    m = re.search(r"^requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+                  r"(\d+) errored, (\d+) timeout", text, re.M)
+    r["requests"] = int(m.group(4)) if m else None
+    if m and any(int(x) for x in m.groups()[4:]):
+        r["errors"].append(f"{m.group(5)} failed, {m.group(6)} errored, {m.group(7)} timed out")
+    m = re.search(r"^status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", text, re.M)
+    if m and any(int(x) for x in m.groups()[1:]):
+        r["errors"].append(f"non-2xx responses: {m.group(2)} 3xx, {m.group(3)} 4xx, {m.group(4)} 5xx")
+    # The body bytes: "traffic: 1.2GB (1288490188) total, ..., 1.0GB (1073741824) data".
+    m = re.search(r"^traffic: .*?([\d.]+\w*B) \((\d+)\) data", text, re.M)
+    r["bytes"] = int(m.group(2)) if m else None
+    r["bytes_per_s"] = r["bytes"] / r["seconds"] if r["bytes"] is not None and r["seconds"] else None
+    m = re.search(r"^time for request:\s+\S+\s+\S+\s+(\S+)", text, re.M)
+    r["lat_avg_ms"] = _ms(m.group(1)) if m else None
+    if "Application protocol: h2" not in text and "Application protocol: h2c" not in text:
+        r["errors"].append("h2load did not speak HTTP/2")
+    if r["rps"] is None or r["requests"] is None:
+        r["errors"].append("no req/s in h2load's output")
+    return r
+
+
 def s_time_cmd(port, path, seconds):
     """openssl s_time -reuse: one connection after another for `seconds`,
     each resuming the session the connection before had (the same ticket

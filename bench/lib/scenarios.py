@@ -26,13 +26,14 @@ SPARSE_IDLE = 9_900
 @dataclass
 class Scenario:
     name: str
-    kind: str                 # wrk | ab | handshakes | s_time | ws | idle
+    kind: str                 # wrk | ab | h2load | handshakes | s_time | ws | idle
     unit: str                 # of the main figure
     path: str = "/" + servers.SMALL_FILE
     conns: int = 100
     target: str = "file"      # a key of TARGETS: which server process each server name is
     servers: tuple = SERVERS
     pipeline: int = 0         # requests per write (wrk Lua script)
+    streams: int = 0          # h2load: requests in flight per connection
     files: int = 0            # requests for random files of the many-files set (files.lua)
     idle: int = 0             # idle keep-alive connections held open during the run
     higher_is_better: bool = True
@@ -67,7 +68,14 @@ TARGETS = {
     "tls": {"tern": "tern" + servers.TLS, "tern" + _U: "tern" + servers.TLS + _U,
             "nginx": "nginx" + servers.TLS, "h2o": "h2o" + servers.TLS,
             "lighttpd": "lighttpd" + servers.TLS},
+    # Plain HTTP/2 with prior knowledge (h2c).
+    "h2c": {"tern": "tern" + servers.H2C, "tern" + _U: "tern" + servers.H2C + _U,
+            "nginx": "nginx" + servers.H2C, "h2o": "h2o" + servers.H2C,
+            "lighttpd": "lighttpd" + servers.H2C},
 }
+H2_NOTE = ("h2load (nghttp2-client), one thread; every server at its HTTP/2 defaults (tern: "
+           "[http2] defaults, 128 streams, 256 KiB stream window; nginx: http2 on the listen; "
+           "h2o and lighttpd: on by default); floor n/a (no HTTP/2)")
 TLS_NOTE = ("HTTPS with one self-signed ECDSA P-256 certificate for every server, TLS 1.2 and "
             "1.3 offered, each server's default ciphers (wrk, on OpenSSL 3, settles on TLS 1.3 "
             "where offered); floor n/a (no TLS)")
@@ -137,6 +145,15 @@ SCENARIOS = [
                   "a freshly started server each time: " + TLS_NOTE),
     Scenario("tls-file-64m", "wrk", "MiB/s", path="/" + servers.BIG_FILE, conns=4, timeout=10,
              target="tls", servers=WITHOUT_FLOOR, note="file-64m over HTTPS: " + TLS_NOTE),
+    Scenario("h2-100x10", "h2load", "req/s", conns=100, streams=10, target="tls", servers=WITHOUT_FLOOR,
+             note="1 KiB over HTTP/2 on TLS (ALPN h2), 100 connections x 10 streams: " + H2_NOTE
+                  + "; " + TLS_NOTE),
+    Scenario("h2c-100x10", "h2load", "req/s", conns=100, streams=10, target="h2c",
+             servers=WITHOUT_FLOOR, note="1 KiB over HTTP/2 with prior knowledge (h2c), 100 "
+                                         "connections x 10 streams: " + H2_NOTE),
+    Scenario("h2-file-64m", "h2load", "MiB/s", path="/" + servers.BIG_FILE, conns=4, streams=1,
+             target="tls", servers=WITHOUT_FLOOR,
+             note="the 64 MiB file over HTTP/2 on TLS, 4 connections x 1 stream: " + H2_NOTE),
     Scenario("hello-router", "wrk", "req/s", path="/hello", target="hello",
              servers=(*TERNS, "nginx", "floor"),
              note='"Hello, world!\\n" from memory: tern = examples/hello_http, '
@@ -215,6 +232,8 @@ def _load_command(sc, server, seconds, ab_requests):
         return loadgen.ws_cmd(server.port, sc.path, seconds, sc.conns)
     if sc.kind == "ab":
         return loadgen.ab_cmd(url, ab_requests, sc.conns)
+    if sc.kind == "h2load":
+        return loadgen.h2load_cmd(url, sc.conns, sc.streams, seconds)
     if sc.pipeline:
         return loadgen.wrk_cmd(url, sc.conns, seconds, PIPELINE_LUA, [str(sc.pipeline)])
     if sc.files:
@@ -288,6 +307,8 @@ def _run_load(sc, server, rnd, opts):
         parsed = loadgen.parse_ab(out)
     elif sc.kind == "ws":
         parsed = loadgen.parse_ws(out)
+    elif sc.kind == "h2load":
+        parsed = loadgen.parse_h2load(out)
     else:
         parsed = loadgen.parse_wrk(out)
     sample.errors += parsed["errors"]  # after the cache check's, if any

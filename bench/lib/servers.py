@@ -129,6 +129,7 @@ class Server:
         self.config_path, self.unix_path = config_path, unix_path
         self.backend = None
         self.tls = False  # speaks HTTPS (a kind ending in TLS)
+        self.h2c = False  # speaks HTTP/2 with prior knowledge (a kind ending in H2C)
         self.argv = ["taskset", "-c", SERVER_CPU, *argv]
         self._log = open(log_path, "wb")
         # taskset execs the server, so proc.pid is the server's own pid.
@@ -209,7 +210,7 @@ class Server:
 URING = "-uring"
 
 
-def tern_config(ws, port, io="epoll", tls=False, extra="", name="tern"):
+def tern_config(ws, port, io="epoll", tls=False, extra="", name="tern", h2c=False):
     """tern serving the document root; `extra` adds tables (a proxy's)."""
     path = ws.path(f"{name}-{io}-{port}.toml")
     tls_block = ""
@@ -217,7 +218,7 @@ def tern_config(ws, port, io="epoll", tls=False, extra="", name="tern"):
         cert, key = ws.tls_files()
         tls_block = f'[tls]\ncert = "{cert}"\nkey = "{key}"\n'
     with open(path, "w") as f:
-        f.write(f'''listen = ["{HOST}:{port}{' tls' if tls else ''}"]
+        f.write(f'''listen = ["{HOST}:{port}{' tls' if tls else ''}{' h2c' if h2c else ''}"]
 workers = 1
 io = "{io}"
 # 10,000 idle connections plus the probes: above the default of 10,000.
@@ -362,7 +363,7 @@ def _nginx_has(module):
     return f"--without-{module}" not in out
 
 
-def nginx_config(ws, port, server_block=None, http_extra="", tls=False):
+def nginx_config(ws, port, server_block=None, http_extra="", tls=False, h2c=False):
     """nginx's config for the benchmark, with every path it writes in the temp dir,
     so that it runs as root without touching /var. server_block: the inside
     of its server {} (default: the document root and /hello)."""
@@ -377,10 +378,10 @@ def nginx_config(ws, port, server_block=None, http_extra="", tls=False):
     if server_block is None:
         server_block = (f"root {ws.docroot};\n        location = /hello {{ default_type "
                         '"text/plain; charset=utf-8"; return 200 "Hello, world!\\n"; }')
-    listen = f"{HOST}:{port}"
+    listen = f"{HOST}:{port}" + (" http2" if h2c else "")
     if tls:
         cert, key = ws.tls_files()
-        listen += f" ssl;\n        ssl_certificate {cert};\n        ssl_certificate_key {key}"
+        listen += f" ssl http2;\n        ssl_certificate {cert};\n        ssl_certificate_key {key}"
         listen += ";\n        ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_session_cache shared:SSL:10m"
     path = ws.path(f"nginx-{port}.conf")
     with open(path, "w") as f:
@@ -505,8 +506,13 @@ mimetype.assign = (".html" => "text/html", ".bin" => "application/octet-stream")
 
 
 # The HTTPS form of a server kind ("tern-tls", "nginx-tls", "tern-tls-uring"):
-# the same, on an address that speaks TLS with ws.tls_files().
+# the same, on an address that speaks TLS with ws.tls_files() (and HTTP/2 by
+# ALPN beside HTTP/1.1).
 TLS = "-tls"
+# The form that speaks HTTP/2 with prior knowledge on a plain address (h2c):
+# beside HTTP/1.1 for tern, h2o and lighttpd; nginx's (listen ... http2)
+# speaks only HTTP/2 there.
+H2C = "-h2c"
 
 # The peers tern is measured against, beside the floor: each the Debian
 # package, configured for the same work.
@@ -529,6 +535,8 @@ def _command(kind, ws, bins, port, backend):
         kind, io = kind[:-len(URING)], "io_uring"
     tls = kind.endswith(TLS)
     kind = kind.removesuffix(TLS)
+    h2c = kind.endswith(H2C)
+    kind = kind.removesuffix(H2C)
     fpm = backend
     if kind in PROXY_KINDS:
         if PROXY_KINDS[kind] == "tern":
@@ -542,9 +550,9 @@ def _command(kind, ws, bins, port, backend):
             return [bins["tern"], "-c", conf], conf
         conf, errlog = nginx_php_config(ws, port, fpm, cache)
     elif kind == "nginx":
-        conf, errlog = nginx_config(ws, port, tls=tls)
+        conf, errlog = nginx_config(ws, port, tls=tls, h2c=h2c)
     elif kind == "tern":
-        conf = tern_config(ws, port, io, tls)
+        conf = tern_config(ws, port, io, tls, h2c=h2c)
         return [bins["tern"], "-c", conf], conf
     elif kind == "h2o":
         conf = h2o_config(ws, port, tls)
@@ -600,6 +608,7 @@ def start(kind, ws, bins):
         argv, conf = _command(kind, ws, bins, port, fpm)
         server = Server(kind, argv, port, log, conf)
         server.tls = kind.removesuffix(URING).endswith(TLS)
+        server.h2c = kind.removesuffix(URING).endswith(H2C)
     except BaseException:
         if fpm is not None:
             fpm.stop()
