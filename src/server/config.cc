@@ -234,60 +234,7 @@ void read_tls_sessions(Section& s, Config& c) {
 
 }  // namespace
 
-std::optional<net::InetAddress> parse_listen(std::string_view text, ListenFlags* flags, std::string* error) {
-  *flags = {};
-  auto fail = [&](std::string why) -> std::optional<net::InetAddress> {
-    if (error != nullptr) *error = "\"" + std::string(text) + "\": " + why;
-    return std::nullopt;
-  };
-  constexpr std::string_view kBlank = " \t";
-  const size_t space = std::min(text.find_first_of(kBlank), text.size());
-  auto address = net::InetAddress::parse(text.substr(0, space));
-  if (!address) return fail("expected ADDRESS:PORT (\"[::1]:80\" for IPv6), then tls, h2c or no-h2");
-  for (std::string_view rest = text.substr(space); !rest.empty();) {
-    const size_t start = rest.find_first_not_of(kBlank);
-    if (start == std::string_view::npos) break;
-    rest.remove_prefix(start);
-    const std::string_view word = rest.substr(0, std::min(rest.find_first_of(kBlank), rest.size()));
-    rest.remove_prefix(word.size());
-    if (word == "tls") {
-      flags->tls = true;
-    } else if (word == "h2c") {
-      flags->h2c = true;
-    } else if (word == "no-h2") {
-      flags->no_h2 = true;
-    } else {
-      return fail("unknown flag \"" + std::string(word) + "\" (tls, h2c or no-h2)");
-    }
-  }
-  if (flags->tls && flags->h2c) return fail("h2c is HTTP/2 without TLS; a tls address offers h2 by ALPN");
-  if (flags->no_h2 && !flags->tls) return fail("no-h2 goes with tls (a plain address speaks HTTP/2 only with h2c)");
-  return *address;
-}
-
-bool ListenConfig::add(std::string_view text, std::string* error) {
-  ListenFlags flags;
-  auto address = parse_listen(text, &flags, error);
-  if (!address) return false;
-  all.push_back(*address);
-  if (flags.tls) tls.push_back(*address);
-  if (flags.h2c) h2c.push_back(*address);
-  if (flags.no_h2) no_h2.push_back(*address);
-  return true;
-}
-
 namespace config_detail {
-
-void read_listen(Section& s, ListenConfig* out) {
-  auto listen = s.get_strings("listen");
-  if (!listen) return;
-  out->clear();
-  for (const auto& [text, node] : *listen) {
-    std::string error;
-    if (!out->add(text, &error)) s.fail(*node, "listen", error);
-  }
-  if (out->empty()) s.fail(*s.node("listen"), "listen", "needs at least one address");
-}
 
 void read_tls(Section& s, int line, TlsConfig* t) {
   t->line = line;

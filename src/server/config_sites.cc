@@ -396,24 +396,3 @@ void finish_sites(const std::string& file, Config& c) {
 }
 
 }  // namespace tern::server::config_detail
-
-namespace tern::server {
-
-std::vector<net::InetAddress> flagged_addresses(const Config& config,
-                                                std::vector<net::InetAddress> ListenConfig::*flag) {
-  std::vector<net::InetAddress> out;
-  auto add = [&out](const net::InetAddress& address) {
-    if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
-  };
-  const bool top_used = std::any_of(config.sites.begin(), config.sites.end(),
-                                    [](const SiteConfig& site) { return site.listen.empty(); });
-  if (top_used || config.sites.empty()) {
-    for (const net::InetAddress& address : config.listen.*flag) add(address);
-  }
-  for (const SiteConfig& site : config.sites) {
-    for (const net::InetAddress& address : site.listen.*flag) add(address);
-  }
-  return out;
-}
-
-}  // namespace tern::server

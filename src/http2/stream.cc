@@ -1,0 +1,114 @@
+// http2::Stream: one request's response side (its body queued as bytes and
+// file regions, framed as the client's windows allow) and its request
+// body's pacing. The session (session.cc) drives it from nghttp2's
+// callbacks.
+#include "http2/session.h"
+
+#include <nghttp2/nghttp2.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace tern::http2 {
+
+void Stream::recycle(int32_t id) {
+  id_ = id;
+  head_text_.clear();
+  authority_.clear();
+  method_.clear();
+  path_.clear();
+  scheme_.clear();
+  cookies_.clear();
+  field_bytes_ = 0;
+  too_large_ = has_length_field_ = false;
+  request_.set_body({});
+  request_.set_version(http::Version::kHttp11);
+  started_ = body_complete_ = paused_ = false;
+  held_.clear();
+  uncredited_ = 0;
+  head_.retrieve_all();
+  pieces_.clear();
+  bytes_.retrieve_all();
+  queued_ = 0;
+  ended_ = deferred_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
+}
+
+bool Stream::end_head(const http::ResponseFraming& framing) {
+  session_->submit_head(*this, framing);
+  return true;  // HTTP/2 ends a body without ending the connection
+}
+
+void Stream::data(std::string_view bytes) {
+  if (bytes.empty()) return;
+  if (pieces_.empty() || pieces_.back().region.length != 0) pieces_.emplace_back();
+  pieces_.back().bytes += bytes.size();
+  bytes_.append(bytes);
+  queued_ += bytes.size();
+  if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
+  session_->resume(*this);
+}
+
+void Stream::file(net::FileRegion region) {
+  if (region.length == 0) return;
+  queued_ += region.length;
+  pieces_.push_back(Piece{0, std::move(region), 0});
+  if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
+  session_->resume(*this);
+}
+
+void Stream::end() {
+  ended_ = true;
+  session_->resume(*this);
+}
+
+void Stream::reset(uint32_t error_code) {
+  nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, error_code);
+}
+
+void Stream::pause_body() { paused_ = true; }
+
+void Stream::resume_body() {
+  if (!paused_) return;
+  paused_ = false;
+  std::string held = std::move(held_);
+  held_.clear();
+  if (!held.empty()) {
+    nghttp2_session_consume(session_->session_, id_, held.size());
+    session_->callbacks_.on_body(*this, held, false);
+  }
+  if (body_complete_ && !paused_) session_->callbacks_.on_body(*this, {}, true);
+}
+
+long Stream::fill(uint8_t* out, size_t length) {
+  size_t done = 0;
+  while (done < length && !pieces_.empty()) {
+    Piece& piece = pieces_.front();
+    if (piece.region.length == 0) {
+      const size_t n = std::min(length - done, piece.bytes);
+      std::memcpy(out + done, bytes_.peek(), n);
+      bytes_.retrieve(n);
+      piece.bytes -= n;
+      done += n;
+      queued_ -= n;
+      if (piece.bytes == 0) pieces_.pop_front();
+      continue;
+    }
+    size_t n = std::min(length - done, piece.region.length - piece.taken);
+    if (piece.region.memory != nullptr) {
+      std::memcpy(out + done, piece.region.memory + piece.region.offset + piece.taken, n);
+    } else {
+      const ssize_t got = ::pread(piece.region.fd, out + done, n, piece.region.offset + static_cast<off_t>(piece.taken));
+      if (got <= 0) return -1;  // the file was cut short, or cannot be read
+      n = static_cast<size_t>(got);
+    }
+    piece.taken += n;
+    done += n;
+    queued_ -= n;
+    if (piece.taken == piece.region.length) pieces_.pop_front();
+  }
+  return static_cast<long>(done);
+}
+
+}  // namespace tern::http2
