@@ -430,6 +430,60 @@ TEST_F(SessionTest, HeadersOnAPassedOverStreamIdAreAProtocolError) {
   EXPECT_EQ(requests.size(), 1u);
 }
 
+// The RST_STREAM error code for `stream_id` among `bytes` (frames), or -1.
+int64_t reset_code(std::string_view bytes, uint32_t stream_id) {
+  while (bytes.size() >= 9) {
+    const size_t length = (static_cast<uint8_t>(bytes[0]) << 16) | (static_cast<uint8_t>(bytes[1]) << 8) |
+                          static_cast<uint8_t>(bytes[2]);
+    if (bytes.size() < 9 + length) break;
+    uint32_t id = 0;
+    for (int i = 5; i < 9; ++i) id = id << 8 | static_cast<uint8_t>(bytes[i]);
+    if (bytes[3] == NGHTTP2_RST_STREAM && (id & 0x7fffffff) == stream_id && length == 4) {
+      uint32_t code = 0;
+      for (int i = 9; i < 13; ++i) code = code << 8 | static_cast<uint8_t>(bytes[i]);
+      return code;
+    }
+    bytes.remove_prefix(9 + length);
+  }
+  return -1;
+}
+
+TEST_F(SessionTest, StreamsPastTheLimitAreRefusedOrEndTheConnection) {
+  limits.max_concurrent_streams = 2;
+  make();
+  Stream* first = nullptr;
+  on_request = [&](Stream& stream) {
+    if (first == nullptr) first = &stream;  // left unanswered: it stays open
+  };
+  std::string three;
+  for (uint32_t id = 1; id <= 5; id += 2) {
+    three += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, id, get_block("/"));
+  }
+  // Before the client acknowledged the limit, a stream past it is refused
+  // and the connection goes on.
+  ASSERT_TRUE(session_->receive(kPreface + three));
+  std::string out = drain(*session_);
+  EXPECT_EQ(reset_code(out, 5), NGHTTP2_REFUSED_STREAM);
+  EXPECT_EQ(goaway_code(out), -1);
+  EXPECT_EQ(requests.size(), 2u);
+  ASSERT_NE(first, nullptr);
+  respond(*first, 200, "one");
+  EXPECT_NE(drain(*session_), "");
+  // Once it has, going past it is a protocol error.
+  std::string more = frame(NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0);
+  for (uint32_t id = 7; id <= 11; id += 2) {
+    more += frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, id, get_block("/"));
+  }
+  session_->receive(more);
+  EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_PROTOCOL_ERROR);
+}
+
+TEST_F(SessionTest, APingIsAnswered) {
+  nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.pings_acked, 1);
+}
+
 TEST_F(SessionTest, ResponseAndBodyBytesAreCounted) {
   on_request = [](Stream& stream) { respond(stream, 200, std::string(5000, 'x')); };
   const std::string body(3000, 'b');

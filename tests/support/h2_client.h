@@ -56,6 +56,9 @@ class H2Client {
           if (frame->hd.type == NGHTTP2_GOAWAY) {
             static_cast<H2Client*>(self)->goaway_code = static_cast<int64_t>(frame->goaway.error_code);
           }
+          if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK) != 0) {
+            ++static_cast<H2Client*>(self)->pings_acked;
+          }
           return 0;
         });
     nghttp2_session_client_new(&session_, callbacks, this);
@@ -112,6 +115,7 @@ class H2Client {
 
   std::map<int32_t, H2Response> seen;
   int64_t goaway_code = -1;  // the server's GOAWAY, once it came
+  int pings_acked = 0;
 
  private:
   struct PendingBody {
