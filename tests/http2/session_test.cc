@@ -31,6 +31,9 @@ using tern::testing::H2Response;
 class SessionTest : public ::testing::Test {
  protected:
   SessionTest() { make(); }
+  // The session first: it ends the streams still open, through callbacks
+  // that write to the members below it.
+  ~SessionTest() override { session_.reset(); }
 
   // A new session with `limits` as they are now.
   void make() {
