@@ -33,20 +33,21 @@ ensure_packages() {
 # What building libtern and the tern executable needs (liburing: the io_uring
 # backend; libssl-dev: HTTPS, and openssl to make the demo's self-signed
 # certificate; libnghttp2-dev: HTTP/2's frames; the users app: SQLite, MariaDB Connector/C, libsodium,
-# nlohmann-json; wrk for the training run of the profile-guided release build).
+# nlohmann-json; libsystemd-dev: sd_notify for the systemd unit; wrk for the training run of the profile-guided release build).
 BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 liburing-dev
   libssl-dev openssl libnghttp2-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
   libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev
-  libbrotli-dev wrk)
+  libbrotli-dev libsystemd-dev wrk)
 # What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own;
 # nginx-light, h2o and lighttpd (with its TLS module): the peers of
 # bench/compare; testssl.sh scans tern's HTTPS; python3-aiohttp: the
 # application the reverse proxy tests put behind tern; nghttp2-client:
-# nghttp and h2load, HTTP/2 clients; golang-go: to build h2spec).
+# nghttp and h2load, HTTP/2 clients; golang-go: to build h2spec; systemd:
+# systemd-analyze checks the unit in dist/systemd).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
-  mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go)
+  mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include "server/config_section.h"
+#include "server/privileges.h"
 #include "server/regex.h"
 
 #include <sched.h>
@@ -53,6 +54,20 @@ void read_server(Section& s, Config& c) {
   s.get_int("max_connections", &c.max_connections_per_worker, 1, 10'000'000);
   s.get_duration("shutdown_timeout", &c.shutdown_timeout);
   s.get_int("task_threads", &c.task_threads, 1, 256);
+  s.get_string("user", &c.user);
+  s.get_string("group", &c.group);
+  if (const toml::node* node = s.node("group"); node != nullptr && c.user.empty()) {
+    s.fail(*node, "group", "needs a user");
+  }
+  if (const toml::node* node = s.node("user")) {
+    std::string error;
+    if (!resolve_identity(c.user, "", &error)) s.fail(*node, "user", error);
+    if (!c.group.empty() && !resolve_identity(c.user, c.group, &error)) s.fail(*s.node("group"), "group", error);
+  }
+  if (const toml::node* node = s.node("pid_file")) {
+    s.get_string("pid_file", &c.pid_file);
+    if (c.pid_file.empty() || c.pid_file.front() != '/') s.fail(*node, "pid_file", "expected an absolute file path");
+  }
 }
 
 void read_auth(Section s, int line, Config& c) {

@@ -339,6 +339,13 @@ struct Config {
   std::vector<int> cpu_affinity;
   size_t max_connections_per_worker = 10000;
   std::chrono::milliseconds shutdown_timeout{10000};
+  // Who the process becomes once its ports are bound and its files open
+  // (server/privileges.h); empty: whoever started it. `group` empty: the
+  // user's primary group.
+  std::string user;
+  std::string group;
+  // The process id, for `tern -s` (server/control.h); empty: none.
+  std::string pid_file;
   http::HttpLimits limits;
   StaticConfig static_files;
   CompressionConfig compression;

@@ -3,6 +3,8 @@
 //   tern                      serve ./www on 127.0.0.1:8080
 //   tern -c conf/tern.toml    serve what the file says
 //   tern -t -c conf/tern.toml check the file and exit
+//   tern -s reload -c ...     signal the running tern (reload, reopen, stop,
+//                             quit; server/control.h)
 //
 // Flags override the config file. A bad flag or config value is one line on
 // stderr naming the file, line and key, and exit status 2.
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <memory>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,6 +23,8 @@
 #include "net/event_loop.h"
 #include "net/signal_set.h"
 #include "server/config.h"
+#include "server/control.h"
+#include "server/privileges.h"
 #include "server/sites.h"
 #include "server/server.h"
 #include "server/tls_setup.h"
@@ -45,6 +50,8 @@ struct Flags {
   std::string io;
   std::string tls_cert;
   std::string tls_key;
+  std::string pid_file;
+  std::string signal;
   bool test_only = false;
 };
 
@@ -84,6 +91,10 @@ tern::server::Config build_config(const Flags& flags) {
     config.io = *io;
   }
   if (flags.workers > 0) config.workers = flags.workers;
+  if (!flags.pid_file.empty()) {
+    if (flags.pid_file.front() != '/') usage_error("--pid-file: \"" + flags.pid_file + "\" is not an absolute path");
+    config.pid_file = flags.pid_file;
+  }
   if (!flags.access_log.empty()) config.access_log = flags.access_log == "off" ? "" : flags.access_log;
   if (!flags.log_level.empty()) {
     auto level = tern::log::parse_level(flags.log_level);
@@ -131,12 +142,39 @@ void raise_descriptor_limit(const tern::server::Config& config) {
   }
 }
 
+// Binds, opens what needs root, gives root up, serves until stopped.
+int serve(tern::server::Config config, const std::string& config_file) {
+  const std::string user = config.user;
+  const std::string group = config.group;
+  const std::string pid_path = config.pid_file;
+  const std::string temp_dir = config.temp_dir;
+  tern::net::EventLoop loop(config.io);
+  tern::server::Server server(&loop, std::move(config), config_file);
+  std::unique_ptr<tern::server::PidFile> pid_file;
+  try {
+    server.start();
+    pid_file = std::make_unique<tern::server::PidFile>(pid_path);
+    tern::server::drop_privileges(user, group);
+    check_temp_dir(temp_dir);  // again, as the user who will write there
+  } catch (const tern::server::ConfigError& e) {
+    tern::log::shutdown();
+    usage_error(e.what());
+  } catch (const std::exception& e) {
+    TERN_LOG_CRITICAL("{}", e.what());
+    std::fprintf(stderr, "tern: %s\n", e.what());
+    return 1;
+  }
+  server.announce_ready();
+  loop.loop();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask and the
   // signals reach the main loop's signalfd (see net/signal_set.h).
-  tern::net::SignalSet::block({SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2});
+  tern::net::SignalSet::block({SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2});
 
   Flags flags;
   CLI::App app("tern: a small, fast HTTP/1.1 web server", "tern");
@@ -151,6 +189,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--tls-key", flags.tls_key, "the certificate's private key (PEM), with --tls-cert")
       ->check(CLI::ExistingFile);
+  app.add_option("--pid-file", flags.pid_file, "where the process id goes (beats the config's pid_file)");
+  app.add_option("-s,--signal", flags.signal, "tell the running tern (its pid file) to reload, reopen, stop or quit")
+      ->check(CLI::IsMember({"reload", "reopen", "stop", "quit"}));
   app.add_flag("-t,--test", flags.test_only, "check the configuration and exit");
   app.set_version_flag("-v,--version", "tern " TERN_VERSION " (" TERN_BUILD_NOTE ")");
   try {
@@ -166,6 +207,13 @@ int main(int argc, char** argv) {
   tern::server::Config config;
   try {
     config = build_config(flags);
+    if (!flags.signal.empty()) {
+      if (config.pid_file.empty()) usage_error("-s " + flags.signal + ": no pid file to read: set pid_file in the config or pass --pid-file");
+      std::string error = tern::server::send_control_signal(config.pid_file, flags.signal);
+      if (error.empty()) return 0;
+      std::fprintf(stderr, "tern: -s %s: %s\n", flags.signal.c_str(), error.c_str());
+      return 1;
+    }
     if (flags.test_only) {
       // Opening the root is part of the check, as nginx -t checks its
       // files, and so is loading every certificate and key.
@@ -178,6 +226,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     check_temp_dir(config.temp_dir);
+    // Before the first thread (the log's) starts: the flag is per thread.
+    tern::server::forbid_new_privileges(config.user);
     tern::server::apply_log_config(config.log);
     if (!flags.log_level.empty()) tern::log::set_level(config.log.level);  // the flag beats TERN_LOG_LEVEL
     raise_descriptor_limit(config);
@@ -187,20 +237,7 @@ int main(int argc, char** argv) {
     usage_error(config.source + ": " + e.what());
   }
 
-  tern::net::EventLoop loop(config.io);
-  tern::server::Server server(&loop, std::move(config), flags.config_file);
-  try {
-    server.start();
-  } catch (const tern::server::ConfigError& e) {
-    tern::log::shutdown();
-    usage_error(e.what());
-  } catch (const std::exception& e) {
-    TERN_LOG_CRITICAL("{}", e.what());
-    tern::log::shutdown();
-    std::fprintf(stderr, "tern: %s\n", e.what());
-    return 1;
-  }
-  loop.loop();
+  int status = serve(std::move(config), flags.config_file);
   tern::log::shutdown();
-  return 0;
+  return status;
 }

@@ -5,10 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#ifdef TERN_PROFILER
-#include <gperftools/profiler.h>
-#endif
-
 #include <sodium.h>
 #include <unistd.h>
 
@@ -28,8 +24,6 @@
 
 namespace tern::server {
 namespace {
-
-constexpr std::chrono::milliseconds kDrainPoll{50};
 
 
 http::HttpServerOptions http_options(const Config& config) {
@@ -99,6 +93,8 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.task_threads == b.task_threads, "task_threads");
   check(a.server_name == b.server_name, "server_name");
   check(a.temp_dir == b.temp_dir, "temp_dir");
+  check(a.user == b.user && a.group == b.group, "user, group");
+  check(a.pid_file == b.pid_file, "pid_file");
   check(without_line(a.auth) == without_line(b.auth), "[auth]");
   check(a.http2 == b.http2, "[http2]");
   check(flagged_addresses(a, &ListenConfig::h2c) == flagged_addresses(b, &ListenConfig::h2c), "listen ... h2c");
@@ -136,6 +132,7 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
 Server::~Server() {
   if (prune_timer_.valid()) loop_->cancel(prune_timer_);
   if (tls_stats_timer_.valid()) loop_->cancel(tls_stats_timer_);
+  if (status_timer_.valid()) loop_->cancel(status_timer_);
   // The pools belong to the I/O loops' threads: closed there while they run.
   if (!http_) return;
   if (upstreams_) {
@@ -155,7 +152,7 @@ void Server::start() {
   // Signals first: SignalSet blocks them in this thread, and the I/O threads
   // started below inherit the mask (main() blocks them earlier still).
   signals_ = std::make_unique<net::SignalSet>(
-      loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2},
+      loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2},
       [this](int signo) { on_signal(signo); });
   access_log_.open(config.access_log);
 
@@ -269,27 +266,6 @@ std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams
 }
 
 
-void Server::on_signal(int signo) {
-  switch (signo) {
-    case SIGHUP:
-      return reload();
-    case SIGUSR1:
-      return reopen_logs();
-    case SIGUSR2:
-      return toggle_profiler();
-    default:
-      if (stopping_) {
-        // Now means now: what waits for a task thread (password hashes
-        // queued behind a login flood) is dropped, not worked through.
-        const size_t dropped = tasks_ ? tasks_->discard_queued() : 0;
-        TERN_LOG_WARN("second stop signal: exiting now{}",
-                      dropped > 0 ? fmt::format(" ({} queued task(s) dropped)", dropped) : "");
-        return loop_->quit();
-      }
-      return stop_gracefully();
-  }
-}
-
 void Server::reload() {
   if (config_path_.empty()) {
     TERN_LOG_WARN("SIGHUP: running without a config file, nothing to reload");
@@ -316,6 +292,9 @@ void Server::reload() {
   fresh.task_threads = old.task_threads;
   fresh.server_name = old.server_name;
   fresh.temp_dir = fresh.limits.temp_dir = old.temp_dir;
+  fresh.user = old.user;
+  fresh.group = old.group;
+  fresh.pid_file = old.pid_file;
   fresh.auth = old.auth;
   fresh.tls_sessions = old.tls_sessions;
   rebuild_implicit_site(fresh);
@@ -430,58 +409,6 @@ void Server::prune_retired_blocks() {
       prune_retired_blocks();
     });
   }
-}
-
-void Server::toggle_profiler() {
-#ifdef TERN_PROFILER
-  // gperftools samples every thread that exists when it starts (it sets an
-  // interval timer per process), so the I/O loops are in the profile.
-  if (profiling_) {
-    ProfilerStop();
-    TERN_LOG_WARN("SIGUSR2: CPU profile written to {}", profile_path_);
-  } else {
-    profile_path_ = "tern-" + std::to_string(::getpid()) + "-" +
-                    std::to_string(loop_->clock().wall_seconds()) + ".prof";
-    ProfilerStart(profile_path_.c_str());
-    TERN_LOG_WARN("SIGUSR2: CPU profiling to {} until the next SIGUSR2", profile_path_);
-  }
-  profiling_ = !profiling_;
-#else
-  TERN_LOG_WARN("SIGUSR2: this tern was built without -DTERN_PROFILER=ON");
-#endif
-}
-
-void Server::reopen_logs() {
-  try {
-    access_log_.reopen();
-    log::reopen();
-    TERN_LOG_INFO("SIGUSR1: log files reopened");
-  } catch (const std::exception& e) {
-    TERN_LOG_ERROR("SIGUSR1: cannot reopen log files: {}", e.what());
-  }
-}
-
-void Server::stop_gracefully() {
-  stopping_ = true;
-  stop_deadline_ = std::chrono::steady_clock::now() + config_->shutdown_timeout;
-  TERN_LOG_INFO("stopping: finishing in-flight requests (up to {} ms)",
-                config_->shutdown_timeout.count());
-  http_->tcp_server().stop_accepting();
-  http_->drain();
-  check_drained();
-}
-
-void Server::check_drained() {
-  size_t open = http_->tcp_server().connection_count();
-  if (open == 0) {
-    TERN_LOG_INFO("stopped: all connections closed");
-    return loop_->quit();
-  }
-  if (std::chrono::steady_clock::now() >= stop_deadline_) {
-    TERN_LOG_WARN("stopped: closing {} connection(s) still open at the deadline", open);
-    return loop_->quit();
-  }
-  loop_->run_after(kDrainPoll, [this] { check_drained(); });
 }
 
 }  // namespace tern::server

@@ -5,6 +5,8 @@
 // reactions to signals:
 //   SIGTERM, SIGINT  stop accepting, let in-flight responses finish (up to
 //                    shutdown_timeout), close idle keep-alive connections, exit
+//   SIGQUIT          the same, but in-flight responses finish however long
+//                    they take (a second signal of either kind: exit now)
 //   SIGHUP           re-read the config file and apply it without dropping
 //                    connections: logging, access log, blocklist, timeouts
 //                    and limits, [static], sites and locations, listening
@@ -59,7 +61,15 @@ class Server {
 
   void reload();
   void reopen_logs();
-  void stop_gracefully();
+  // Stops accepting and exits once every connection closed: within
+  // shutdown_timeout (`bounded`), or whenever the last response is done.
+  void stop_gracefully(bool bounded = true);
+  // Tells the service manager the server is ready (main(), once the
+  // privileges are dropped), then where it stands every few seconds.
+  void announce_ready();
+  // Where the server stands in one line: its connections and addresses
+  // (the service manager's STATUS).
+  std::string status_line() const;
   // SIGUSR2: starts or stops a CPU profile (builds with -DTERN_PROFILER=ON).
   void toggle_profiler();
 
@@ -110,10 +120,12 @@ class Server {
   std::vector<std::pair<net::InetAddress, std::shared_ptr<tls::ServerContext>>> tls_;
   tls::Stats tls_logged_;  // the figures of the last TLS line in the log
   net::TimerId tls_stats_timer_;
+  net::TimerId status_timer_;  // STATUS to the service manager, when one listens
   // After http_: joined first, while the loops its tasks post to still run.
   std::unique_ptr<TaskPool> tasks_;
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;
+  bool stop_bounded_ = true;
 #ifdef TERN_PROFILER
   bool profiling_ = false;
   std::string profile_path_;

@@ -1,5 +1,6 @@
 """Signals: SIGHUP reloads the config without dropping live connections,
-SIGUSR1 reopens the logs, SIGTERM drains in-flight responses and exits 0."""
+SIGUSR1 reopens the logs, SIGTERM drains in-flight responses (within shutdown_timeout) and exits 0,
+SIGQUIT drains them however long they take."""
 
 import hashlib
 import signal
@@ -318,3 +319,37 @@ def test_second_sigterm_exits_without_waiting_for_downloads(tern_factory, big_fi
 def test_sigint_stops_like_sigterm(srv):
     srv.signal(signal.SIGINT)
     assert srv.wait_exit(timeout=30) == 0, srv.stderr()
+
+
+# -- SIGQUIT -----------------------------------------------------------------------
+
+
+def test_sigquit_waits_for_a_download_past_shutdown_timeout(tern_factory, big_file):
+    path, expected = big_file
+    srv = tern_factory({"shutdown_timeout": "1s"})
+    link_into(srv, path, "big.bin")
+    conn, length, digest, got = start_download(srv)
+    with conn:
+        srv.signal(signal.SIGQUIT)
+        assert refuses_connections(srv), "still accepting connections 10 s after SIGQUIT"
+        # Stalled for longer than shutdown_timeout, which SIGTERM would end.
+        time.sleep(2.5)
+        assert srv.proc.poll() is None, "SIGQUIT gave up on the download at shutdown_timeout"
+        assert read_rest(conn, length, digest, got) == expected
+        assert conn.is_closed(timeout=10)
+    assert srv.wait_exit(timeout=30) == 0, srv.stderr()
+    assert "however long they take" in srv.stderr()
+
+
+def test_sigterm_after_sigquit_exits_now(tern_factory, big_file):
+    path, _ = big_file
+    srv = tern_factory()
+    link_into(srv, path, "big.bin")
+    conn, _, _, _ = start_download(srv)
+    with conn:
+        srv.signal(signal.SIGQUIT)
+        assert srv.wait_for_log("stopping")
+        started = time.monotonic()
+        srv.signal(signal.SIGTERM)
+        assert srv.wait_exit(timeout=30) == 0, srv.stderr()
+        assert time.monotonic() - started < 10

@@ -1,0 +1,120 @@
+// Server's life as a process: the signals it answers (server.h lists
+// them), the stop, and what it tells a service manager.
+#include <csignal>
+#include <string>
+
+#ifdef TERN_PROFILER
+#include <gperftools/profiler.h>
+#endif
+
+#include "base/log.h"
+#include "base/task_pool.h"
+#include "http/http_server.h"
+#include "net/event_loop.h"
+#include "server/server.h"
+#include "server/service_notify.h"
+
+namespace tern::server {
+namespace {
+
+constexpr std::chrono::milliseconds kDrainPoll{50};
+
+}  // namespace
+
+void Server::on_signal(int signo) {
+  switch (signo) {
+    case SIGHUP:
+      service_notify::reloading();
+      reload();
+      return service_notify::ready(status_line());
+    case SIGUSR1:
+      return reopen_logs();
+    case SIGUSR2:
+      return toggle_profiler();
+    default:
+      if (stopping_) {
+        // Now means now: what waits for a task thread (password hashes
+        // queued behind a login flood) is dropped, not worked through.
+        const size_t dropped = tasks_ ? tasks_->discard_queued() : 0;
+        TERN_LOG_WARN("second stop signal: exiting now{}",
+                      dropped > 0 ? fmt::format(" ({} queued task(s) dropped)", dropped) : "");
+        return loop_->quit();
+      }
+      return stop_gracefully(signo != SIGQUIT);
+  }
+}
+
+void Server::toggle_profiler() {
+#ifdef TERN_PROFILER
+  // gperftools samples every thread that exists when it starts (it sets an
+  // interval timer per process), so the I/O loops are in the profile.
+  if (profiling_) {
+    ProfilerStop();
+    TERN_LOG_WARN("SIGUSR2: CPU profile written to {}", profile_path_);
+  } else {
+    profile_path_ = "tern-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(loop_->clock().wall_seconds()) + ".prof";
+    ProfilerStart(profile_path_.c_str());
+    TERN_LOG_WARN("SIGUSR2: CPU profiling to {} until the next SIGUSR2", profile_path_);
+  }
+  profiling_ = !profiling_;
+#else
+  TERN_LOG_WARN("SIGUSR2: this tern was built without -DTERN_PROFILER=ON");
+#endif
+}
+
+void Server::reopen_logs() {
+  try {
+    access_log_.reopen();
+    log::reopen();
+    TERN_LOG_INFO("SIGUSR1: log files reopened");
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("SIGUSR1: cannot reopen log files: {}", e.what());
+  }
+}
+
+void Server::stop_gracefully(bool bounded) {
+  stopping_ = true;
+  stop_bounded_ = bounded;
+  stop_deadline_ = std::chrono::steady_clock::now() + config_->shutdown_timeout;
+  if (bounded) {
+    TERN_LOG_INFO("stopping: finishing in-flight requests (up to {} ms)", config_->shutdown_timeout.count());
+  } else {
+    TERN_LOG_INFO("stopping: finishing in-flight requests (SIGQUIT: however long they take)");
+  }
+  if (status_timer_.valid()) loop_->cancel(status_timer_);
+  status_timer_ = net::TimerId{};
+  service_notify::stopping("stopping: " + status_line());
+  http_->tcp_server().stop_accepting();
+  http_->drain();
+  check_drained();
+}
+
+void Server::check_drained() {
+  size_t open = http_->tcp_server().connection_count();
+  if (open == 0) {
+    TERN_LOG_INFO("stopped: all connections closed");
+    return loop_->quit();
+  }
+  if (stop_bounded_ && std::chrono::steady_clock::now() >= stop_deadline_) {
+    TERN_LOG_WARN("stopped: closing {} connection(s) still open at the deadline", open);
+    return loop_->quit();
+  }
+  loop_->run_after(kDrainPoll, [this] { check_drained(); });
+}
+
+std::string Server::status_line() const {
+  std::string addresses;
+  for (const net::InetAddress& a : listen_addresses()) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
+  const size_t open = http_->tcp_server().connection_count();
+  return fmt::format("{} connection{} open; listening on {}", open, open == 1 ? "" : "s", addresses);
+}
+
+void Server::announce_ready() {
+  service_notify::ready(status_line());
+  if (service_notify::enabled() && !status_timer_.valid()) {
+    status_timer_ = loop_->run_every(std::chrono::seconds(5), [this] { service_notify::status(status_line()); });
+  }
+}
+
+}  // namespace tern::server
