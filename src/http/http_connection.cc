@@ -11,13 +11,20 @@
 #include "net/tcp_connection.h"
 
 namespace tern::http {
+namespace {
+
+// How long a graceful stop leaves an idle keep-alive connection open for a
+// request already on its way (close_if_idle()).
+constexpr std::chrono::milliseconds kDrainIdleGrace{1000};
+
+}  // namespace
 
 void HttpConnection::attach(net::TcpConnection* conn) {
   conn_ = conn;
   req_ = nullptr;
   state_ = State::kHead;
   request_started_ = continue_sent_ = head_timer_armed_ = false;
-  body_spooled_ = output_paused_ = false;
+  body_spooled_ = output_paused_ = drain_when_written_ = false;
   first_request_ = true;
   body_consumed_ = 0;
   arm_timer(shared_->limits->keepalive_timeout);
@@ -40,7 +47,16 @@ void HttpConnection::on_close() {
 void HttpConnection::on_write_complete() {
   if (other_ != nullptr) return other_->on_write_complete();
   if (exchange_active()) return exchange().drained();
-  if (!output_paused_) return;
+  if (!output_paused_) {
+    // Stopping: the response that was going out when the stop began is
+    // out; the client gets the same grace as an idle one.
+    const bool drain = drain_when_written_;
+    drain_when_written_ = false;
+    if (drain && state_ == State::kHead && !request_started_) {
+      arm_timer(std::min(kDrainIdleGrace, shared_->limits->keepalive_timeout));
+    }
+    return;
+  }
   // The responses queued before a pipelined request are out: go on.
   output_paused_ = false;
   if (state_ != State::kHead || !conn_->connected()) return;
@@ -321,7 +337,17 @@ void HttpConnection::start_closing(bool more_input_expected) {
 void HttpConnection::close_if_idle() {
   if (other_ != nullptr) return other_->close_if_idle();
   if (state_ == State::kHead && !request_started_ && conn_ != nullptr) {
-    start_closing(false);
+    // Not closed at once: a client that got its last response a moment ago
+    // may have its next request on the way, and would see it fail against
+    // the close. What arrives within a grace is answered (with Connection:
+    // close, the server draining); then on_timer() closes the idle one.
+    // Still sending its last response (a download, or bytes the kernel has
+    // not taken yet), it gets the grace once that is out.
+    if (conn_->pending_output_bytes() > 0) {
+      drain_when_written_ = true;
+      return conn_->ask_write_complete();
+    }
+    arm_timer(std::min(kDrainIdleGrace, shared_->limits->keepalive_timeout));
   }
 }
 

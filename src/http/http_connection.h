@@ -116,7 +116,8 @@ class HttpConnection final : public ExchangeTransport {
   void on_close();
   // The connection's output queue drained (asked for by an Exchange).
   void on_write_complete();
-  // Ends a keep-alive connection that is between requests (graceful stop).
+  // Graceful stop: a keep-alive connection between requests is closed after
+  // a short grace, unless a request comes (answered, then closed).
   void close_if_idle();
   // Position in the owner's table (HttpServer bookkeeping).
   size_t index() const { return index_; }
@@ -199,6 +200,7 @@ class HttpConnection final : public ExchangeTransport {
   bool head_timer_armed_ : 1 = false;  // header_timeout runs for the head under way
   bool body_spooled_ : 1 = false;      // head and body left the input (RequestState::body)
   bool output_paused_ : 1 = false;     // waiting for queued output to drain (kOutputHighWater)
+  bool drain_when_written_ : 1 = false;  // graceful stop: idle once the queued output is out
   bool first_request_ : 1 = true;      // nothing has come yet (HTTP/2 may take over)
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
   // The low 32 bits of the bytes sent and received when the timer was

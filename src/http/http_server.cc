@@ -112,8 +112,9 @@ void HttpServer::drain() {
     loop->run_in_loop([this, loop] {
       LoopContext* context = contexts_.get(loop);
       context->shared.draining = true;
-      // close_if_idle() only half-closes: the set of live connections does
-      // not change while we walk it.
+      // close_if_idle() closes nothing at once (an HTTP/1 connection gets a
+      // timer, an HTTP/2 one a GOAWAY): the set of live connections does not
+      // change while we walk it.
       for (size_t i = 0; i < context->live; ++i) context->all[i]->close_if_idle();
     });
   }

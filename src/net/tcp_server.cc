@@ -10,6 +10,7 @@
 #include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/event_loop_thread_pool.h"
+#include "net/inherited_sockets.h"
 #include "net/sockets.h"
 #include "net/tcp_connection.h"
 
@@ -81,7 +82,10 @@ Result<std::vector<Socket>> TcpServer::bind_address(InetAddress* address) const 
   const size_t count = reuse_port ? static_cast<size_t>(std::max(options_.io_threads, 1)) : 1;
   std::vector<Socket> sockets;
   for (size_t i = 0; i < count; ++i) {
-    auto socket = Acceptor::bind_listen(*address, reuse_port, options_.backlog);
+    std::optional<Socket> inherited;
+    if (options_.inherited != nullptr && address->port() != 0) inherited = options_.inherited->take(*address);
+    auto socket = inherited ? Result<Socket>(std::move(*inherited))
+                            : Acceptor::bind_listen(*address, reuse_port, options_.backlog);
     if (!socket) return socket.error();
     if (i == 0) *address = sockets::local_address(socket->fd());  // port 0 binds once
     if (options_.tcp_nodelay) (void)sockets::set_tcp_nodelay(socket->fd(), true);  // inherited

@@ -41,6 +41,8 @@
 
 namespace tern::net {
 
+class InheritedSockets;
+
 class Acceptor;
 class EventLoop;
 class EventLoopThreadPool;
@@ -89,6 +91,11 @@ struct TcpServerOptions {
   // together (bench/results). Peers elsewhere get sendfile, which copies
   // nothing.
   bool map_files_for_local_peers = false;
+  // Listening sockets handed to the process (socket activation, a binary
+  // upgrade): an address takes its sockets from here before binding new
+  // ones. Not owned; read on the base loop, at start() and on
+  // set_listen_addresses().
+  InheritedSockets* inherited = nullptr;
 };
 
 class TcpServer {

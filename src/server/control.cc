@@ -63,7 +63,7 @@ std::string send_control_signal(const std::string& pid_file, const std::string& 
   return {};
 }
 
-PidFile::PidFile(std::string path) : path_(std::move(path)) {
+PidFile::PidFile(std::string path) : path_(std::move(path)), current_(path_) {
   if (path_.empty()) return;
   const std::string text = std::to_string(::getpid()) + "\n";
   // Written whole under a temporary name, then renamed: `tern -s` never
@@ -82,13 +82,33 @@ PidFile::PidFile(std::string path) : path_(std::move(path)) {
 }
 
 PidFile::~PidFile() {
-  if (path_.empty()) return;
+  if (current_.empty()) return;
   std::string error;
   // A newer tern (a binary upgrade) may have written its own id since.
-  if (read_pid(path_, &error) != ::getpid()) return;
-  if (::unlink(path_.c_str()) != 0) {
-    TERN_LOG_WARN("pid_file {}: not removed: {}", path_, std::strerror(errno));
+  if (read_pid(current_, &error) != ::getpid()) return;
+  if (::unlink(current_.c_str()) != 0) {
+    TERN_LOG_WARN("pid_file {}: not removed: {}", current_, std::strerror(errno));
   }
+}
+
+bool PidFile::move_aside() {
+  if (path_.empty() || current_ != path_) return true;
+  const std::string aside = path_ + ".oldbin";
+  if (::rename(path_.c_str(), aside.c_str()) != 0) {
+    TERN_LOG_ERROR("SIGUSR2: cannot move pid_file {} to {}: {}", path_, aside, std::strerror(errno));
+    return false;
+  }
+  current_ = aside;
+  return true;
+}
+
+void PidFile::move_back() {
+  if (current_ == path_) return;
+  if (::rename(current_.c_str(), path_.c_str()) != 0) {
+    TERN_LOG_ERROR("pid_file {}: cannot move it back to {}: {}", current_, path_, std::strerror(errno));
+    return;
+  }
+  current_ = path_;
 }
 
 }  // namespace tern::server

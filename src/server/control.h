@@ -8,7 +8,8 @@
 //
 // The running process is the one whose id the pid file holds (`pid_file`
 // in the config, or --pid-file), written once its ports are bound and
-// removed at exit when it still holds this process's id.
+// removed at exit when it still holds this process's id. During a binary
+// upgrade (server/upgrade.h) the old process's id is in PID_FILE.oldbin.
 #pragma once
 
 #include <optional>
@@ -35,8 +36,18 @@ class PidFile {
   PidFile(const PidFile&) = delete;
   PidFile& operator=(const PidFile&) = delete;
 
+  // A binary upgrade: the file moves to PATH.oldbin, leaving PATH to the
+  // new process (false, and a log line, when it cannot); move_back() when
+  // the new process is gone.
+  bool move_aside();
+  void move_back();
+
+  // Where this process's id is now: PATH, or PATH.oldbin.
+  const std::string& path() const { return current_; }
+
  private:
   std::string path_;
+  std::string current_;
 };
 
 }  // namespace tern::server

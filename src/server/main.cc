@@ -23,8 +23,10 @@
 #include "net/event_loop.h"
 #include "net/signal_set.h"
 #include "server/config.h"
+#include "net/inherited_sockets.h"
 #include "server/control.h"
 #include "server/privileges.h"
+#include "server/upgrade.h"
 #include "server/sites.h"
 #include "server/server.h"
 #include "server/tls_setup.h"
@@ -143,17 +145,18 @@ void raise_descriptor_limit(const tern::server::Config& config) {
 }
 
 // Binds, opens what needs root, gives root up, serves until stopped.
-int serve(tern::server::Config config, const std::string& config_file) {
+int serve(tern::server::Config config, const std::string& config_file, std::vector<std::string> argv) {
   const std::string user = config.user;
   const std::string group = config.group;
-  const std::string pid_path = config.pid_file;
   const std::string temp_dir = config.temp_dir;
+  // Sockets handed over by systemd or by the tern this one upgrades.
+  tern::net::InheritedSockets inherited = tern::net::InheritedSockets::from_environment();
   tern::net::EventLoop loop(config.io);
   tern::server::Server server(&loop, std::move(config), config_file);
-  std::unique_ptr<tern::server::PidFile> pid_file;
+  server.set_command_line(tern::server::executable_path(), std::move(argv));
+  server.set_inherited_sockets(&inherited);
   try {
-    server.start();
-    pid_file = std::make_unique<tern::server::PidFile>(pid_path);
+    server.start();  // binds (or takes what was handed over), writes the pid file
     tern::server::drop_privileges(user, group);
     check_temp_dir(temp_dir);  // again, as the user who will write there
   } catch (const tern::server::ConfigError& e) {
@@ -174,7 +177,7 @@ int serve(tern::server::Config config, const std::string& config_file) {
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask and the
   // signals reach the main loop's signalfd (see net/signal_set.h).
-  tern::net::SignalSet::block({SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2});
+  tern::net::SignalSet::block({SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGRTMIN});
 
   Flags flags;
   CLI::App app("tern: a small, fast HTTP/1.1 web server", "tern");
@@ -237,7 +240,7 @@ int main(int argc, char** argv) {
     usage_error(config.source + ": " + e.what());
   }
 
-  int status = serve(std::move(config), flags.config_file);
+  int status = serve(std::move(config), flags.config_file, std::vector<std::string>(argv, argv + argc));
   tern::log::shutdown();
   return status;
 }

@@ -15,6 +15,7 @@
 #define TERN_VERSION "0.0.0"
 #endif
 #include "net/event_loop.h"
+#include "net/inherited_sockets.h"
 #include "net/tcp_connection.h"
 #include "server/chain.h"
 #include "server/handlers/fastcgi_handler.h"
@@ -133,6 +134,7 @@ Server::~Server() {
   if (prune_timer_.valid()) loop_->cancel(prune_timer_);
   if (tls_stats_timer_.valid()) loop_->cancel(tls_stats_timer_);
   if (status_timer_.valid()) loop_->cancel(status_timer_);
+  if (upgrade_timer_.valid()) loop_->cancel(upgrade_timer_);
   // The pools belong to the I/O loops' threads: closed there while they run.
   if (!http_) return;
   if (upstreams_) {
@@ -152,11 +154,13 @@ void Server::start() {
   // Signals first: SignalSet blocks them in this thread, and the I/O threads
   // started below inherit the mask (main() blocks them earlier still).
   signals_ = std::make_unique<net::SignalSet>(
-      loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2},
+      loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGRTMIN},
       [this](int signo) { on_signal(signo); });
   access_log_.open(config.access_log);
 
-  http_ = std::make_unique<http::HttpServer>(loop_, server::listen_addresses(config), http_options(config));
+  http::HttpServerOptions options = http_options(config);
+  options.tcp.inherited = inherited_;
+  http_ = std::make_unique<http::HttpServer>(loop_, server::listen_addresses(config), std::move(options));
   if (!config.http2.enabled) {
     TERN_LOG_INFO("http2: off ([http2] enabled = false)");
   } else {
@@ -221,11 +225,23 @@ void Server::start() {
     if (refused) TERN_LOG_DEBUG("refused connection from blocked address {}", peer.to_ip());
     return !refused;
   });
+  const size_t handed = inherited_ != nullptr ? inherited_->size() : 0;
   if (auto started = http_->start(); !started) {
     std::string addresses;
     for (const auto& a : server::listen_addresses(config)) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
     throw std::runtime_error("cannot listen on " + addresses + ": " + started.error().message());
   }
+  if (handed > 0) {
+    const std::vector<net::InetAddress> unused = inherited_->close_rest();
+    const char* from = std::getenv("TERN_UPGRADE_FROM");
+    TERN_LOG_INFO("listening: took {} of the {} listening socket(s) handed over by {}", handed - unused.size(),
+                  handed, from != nullptr ? fmt::format("process {} (upgrade)", from) : "the service manager");
+    for (const net::InetAddress& address : unused) {
+      TERN_LOG_WARN("listening: closed the socket handed over for {}: the config does not listen there",
+                    address.to_ip_port());
+    }
+  }
+  pid_file_ = std::make_unique<PidFile>(config.pid_file);
 }
 
 void Server::start_users_app(const Config& config) {

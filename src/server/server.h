@@ -19,7 +19,9 @@
 //                    What needs a restart (workers, [auth], ...) keeps its
 //                    running value and is named in the log.
 //   SIGUSR1          reopen the log files (after logrotate moved them)
-//   SIGUSR2          start / stop a CPU profile (-DTERN_PROFILER=ON builds)
+//   SIGUSR2          binary upgrade: start the executable again with the
+//                    listening sockets handed over (server/upgrade.h)
+//   SIGRTMIN         start / stop a CPU profile (-DTERN_PROFILER=ON builds)
 //
 // Owned by main(); runs on the main thread's loop.
 #pragma once
@@ -37,9 +39,14 @@
 #include "net/signal_set.h"
 #include "server/access_log.h"
 #include "server/config.h"
+#include "server/control.h"
 #include "server/ip_filter.h"
 #include "server/mime_types.h"
 #include "server/tls_setup.h"
+
+namespace tern::net {
+class InheritedSockets;
+}
 
 namespace tern::server {
 
@@ -70,8 +77,16 @@ class Server {
   // Where the server stands in one line: its connections and addresses
   // (the service manager's STATUS).
   std::string status_line() const;
-  // SIGUSR2: starts or stops a CPU profile (builds with -DTERN_PROFILER=ON).
+  // SIGRTMIN: starts or stops a CPU profile (builds with -DTERN_PROFILER=ON).
   void toggle_profiler();
+  // SIGUSR2: starts the new binary beside this process (server/upgrade.h).
+  void upgrade();
+
+  // For upgrade(): the executable and the arguments to start it with.
+  void set_command_line(std::string executable, std::vector<std::string> argv);
+  // Listening sockets handed to this process, taken by start() for the
+  // addresses they are bound to. Not owned; before start().
+  void set_inherited_sockets(net::InheritedSockets* sockets) { inherited_ = sockets; }
 
   const Config& config() const { return *config_; }
   const std::vector<net::InetAddress>& listen_addresses() const;
@@ -126,6 +141,15 @@ class Server {
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;
   bool stop_bounded_ = true;
+  // The process: its pid file (written by start()), how to start it again,
+  // the sockets it was handed, and a new binary it started on SIGUSR2.
+  std::unique_ptr<PidFile> pid_file_;
+  std::string executable_;
+  std::vector<std::string> argv_;
+  net::InheritedSockets* inherited_ = nullptr;
+  pid_t upgrade_child_ = 0;
+  net::TimerId upgrade_timer_;
+  void watch_upgrade();
 #ifdef TERN_PROFILER
   bool profiling_ = false;
   std::string profile_path_;

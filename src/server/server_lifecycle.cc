@@ -1,5 +1,7 @@
 // Server's life as a process: the signals it answers (server.h lists
 // them), the stop, and what it tells a service manager.
+#include <sys/wait.h>
+
 #include <csignal>
 #include <string>
 
@@ -13,6 +15,7 @@
 #include "net/event_loop.h"
 #include "server/server.h"
 #include "server/service_notify.h"
+#include "server/upgrade.h"
 
 namespace tern::server {
 namespace {
@@ -22,6 +25,7 @@ constexpr std::chrono::milliseconds kDrainPoll{50};
 }  // namespace
 
 void Server::on_signal(int signo) {
+  if (signo == SIGRTMIN) return toggle_profiler();
   switch (signo) {
     case SIGHUP:
       service_notify::reloading();
@@ -30,7 +34,7 @@ void Server::on_signal(int signo) {
     case SIGUSR1:
       return reopen_logs();
     case SIGUSR2:
-      return toggle_profiler();
+      return upgrade();
     default:
       if (stopping_) {
         // Now means now: what waits for a task thread (password hashes
@@ -50,16 +54,16 @@ void Server::toggle_profiler() {
   // interval timer per process), so the I/O loops are in the profile.
   if (profiling_) {
     ProfilerStop();
-    TERN_LOG_WARN("SIGUSR2: CPU profile written to {}", profile_path_);
+    TERN_LOG_WARN("SIGRTMIN: CPU profile written to {}", profile_path_);
   } else {
     profile_path_ = "tern-" + std::to_string(::getpid()) + "-" +
                     std::to_string(loop_->clock().wall_seconds()) + ".prof";
     ProfilerStart(profile_path_.c_str());
-    TERN_LOG_WARN("SIGUSR2: CPU profiling to {} until the next SIGUSR2", profile_path_);
+    TERN_LOG_WARN("SIGRTMIN: CPU profiling to {} until the next SIGRTMIN", profile_path_);
   }
   profiling_ = !profiling_;
 #else
-  TERN_LOG_WARN("SIGUSR2: this tern was built without -DTERN_PROFILER=ON");
+  TERN_LOG_WARN("SIGRTMIN: this tern was built without -DTERN_PROFILER=ON");
 #endif
 }
 
@@ -115,6 +119,59 @@ void Server::announce_ready() {
   if (service_notify::enabled() && !status_timer_.valid()) {
     status_timer_ = loop_->run_every(std::chrono::seconds(5), [this] { service_notify::status(status_line()); });
   }
+}
+
+void Server::set_command_line(std::string executable, std::vector<std::string> argv) {
+  executable_ = std::move(executable);
+  argv_ = std::move(argv);
+}
+
+void Server::upgrade() {
+  if (stopping_) return;
+  if (upgrade_child_ > 0) {
+    TERN_LOG_WARN("SIGUSR2: process {}, started by an earlier SIGUSR2, still runs: stop it or this one first",
+                  upgrade_child_);
+    return;
+  }
+  if (executable_.empty()) {
+    TERN_LOG_ERROR("SIGUSR2: cannot upgrade: the path of this executable is unknown");
+    return;
+  }
+  const std::vector<int> sockets = listening_descriptors();
+  // The new process writes the pid file; this one's goes aside, where
+  // `tern -s quit --pid-file PID_FILE.oldbin` finds it.
+  if (pid_file_ && !pid_file_->move_aside()) return;
+  Result<pid_t> child = start_upgrade(executable_, argv_, sockets);
+  if (!child) {
+    TERN_LOG_ERROR("SIGUSR2: cannot start {}: {}", executable_, child.error().message());
+    if (pid_file_) pid_file_->move_back();
+    return;
+  }
+  upgrade_child_ = *child;
+  TERN_LOG_WARN("SIGUSR2: started {} as process {} with this one's {} listening socket(s); both serve until "
+                "one is told to quit{}",
+                executable_, upgrade_child_, sockets.size(),
+                pid_file_ && !pid_file_->path().empty() ? " (this one: tern -s quit --pid-file " + pid_file_->path() + ")"
+                                                        : "");
+  upgrade_timer_ = loop_->run_every(std::chrono::milliseconds(200), [this] { watch_upgrade(); });
+}
+
+// A new binary that fails to start (a config it rejects, a port it cannot
+// bind) exits: this process then is the server again, pid file and all.
+void Server::watch_upgrade() {
+  int status = 0;
+  const pid_t done = ::waitpid(upgrade_child_, &status, WNOHANG);
+  if (done == 0) return;
+  if (done < 0 && errno == EINTR) return;
+  const std::string how = done < 0                ? "is gone"
+                          : WIFEXITED(status)     ? fmt::format("exited with status {}", WEXITSTATUS(status))
+                          : WIFSIGNALED(status)   ? fmt::format("was killed by signal {}", WTERMSIG(status))
+                                                  : "ended";
+  TERN_LOG_WARN("upgrade: process {} {}; this one (pid {}) serves on", upgrade_child_, how, ::getpid());
+  if (pid_file_) pid_file_->move_back();
+  upgrade_child_ = 0;
+  loop_->cancel(upgrade_timer_);
+  upgrade_timer_ = net::TimerId{};
 }
 
 }  // namespace tern::server

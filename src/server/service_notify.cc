@@ -1,6 +1,7 @@
 #include "server/service_notify.h"
 
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <ctime>
@@ -28,7 +29,11 @@ std::string one_line(std::string text) {
 
 bool enabled() { return std::getenv("NOTIFY_SOCKET") != nullptr; }
 
-void ready(const std::string& status) { send("READY=1\nSTATUS=" + one_line(status)); }
+void ready(const std::string& status) {
+  // MAINPID: after a binary upgrade the ready process is the old one's
+  // child, which systemd takes as the service's process (NotifyAccess=all).
+  send("READY=1\nMAINPID=" + std::to_string(::getpid()) + "\nSTATUS=" + one_line(status));
+}
 
 void reloading() {
   // MONOTONIC_USEC lets systemd (253 and later, Type=notify-reload) match

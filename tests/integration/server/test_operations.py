@@ -1,12 +1,14 @@
 """Running tern as an operator does: root given up once the ports are bound
 (the credentials of every thread read from /proc), `tern -s` through the
 pid file, what a service manager hears (sd_notify, on a socket of the
-test's own where systemd would listen), and the systemd unit as
-systemd-analyze sees it."""
+test's own where systemd would listen), the systemd unit as
+systemd-analyze sees it, a binary upgrade under wrk and ab load, and
+socket activation by systemd-socket-activate."""
 
 import grp
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tern_server import REPO_ROOT, TERN_BIN, to_toml
+from test_load import raise_fd_limit
+from tern_server import REPO_ROOT, TERN_BIN, free_port, scaled, to_toml
 
 NOBODY = "nobody"
 NOGROUP = grp.getgrgid(pwd.getpwnam(NOBODY).pw_gid).gr_name
@@ -308,3 +311,178 @@ def test_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     out = subprocess.run([analyze, "verify", "--man=no", str(copy)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out
     assert "tern.service" not in out.stdout + out.stderr, out
+
+
+# -- listening sockets handed over: binary upgrade, socket activation --------------
+
+
+class LoadRun:
+    """wrk (keep-alive) and ab -c 200 (a connection per request) against
+    `url` for `seconds`, checked for failures at the end."""
+
+    def __init__(self, url, seconds):
+        self.seconds = seconds
+        self.wrk = subprocess.Popen(["wrk", "-t1", "-c50", f"-d{seconds}s", url],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.ab = subprocess.Popen(["ab", "-q", "-t", str(seconds), "-n", "10000000", "-c", "200", "-s", "30", url],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def assert_no_failure(self):
+        wrk_out, _ = self.wrk.communicate(timeout=self.seconds + 60)
+        ab_out, _ = self.ab.communicate(timeout=self.seconds + 60)
+        assert self.wrk.returncode == 0, wrk_out
+        assert "Socket errors" not in wrk_out and "Non-2xx" not in wrk_out, wrk_out
+        assert int(re.search(r"(\d+) requests in", wrk_out).group(1)) > 1000, wrk_out
+        assert self.ab.returncode == 0, ab_out
+        assert re.search(r"^Failed requests:\s+0$", ab_out, re.M), ab_out
+        assert "Non-2xx responses" not in ab_out, ab_out
+        assert int(re.search(r"^Complete requests:\s+(\d+)$", ab_out, re.M).group(1)) > 1000, ab_out
+
+
+def process_gone(pid):
+    try:
+        os.kill(pid, 0)
+        return False
+    except ProcessLookupError:
+        return True
+
+
+class UpgradableTern:
+    """A tern started from its own copy of the binary (which a test may
+    replace, as a rebuild does), with a pid file."""
+
+    def __init__(self, tmp_path, config=None):
+        self.dir = tmp_path
+        self.binary = tmp_path / "tern"
+        shutil.copy(TERN_BIN, self.binary)
+        self.pid_file = tmp_path / "tern.pid"
+        self.port = free_port()
+        root = tmp_path / "www"
+        root.mkdir()
+        (root / "page.html").write_text("<p>" + "x" * 500 + "</p>\n")
+        self.config = tmp_path / "tern.toml"
+        self.config.write_text(to_toml({
+            "listen": [f"127.0.0.1:{self.port}"], "workers": 2, "pid_file": str(self.pid_file),
+            "static": {"root": str(root)}, "log": {"level": "info"}, **(config or {})}))
+        self.err_path = tmp_path / "tern.stderr"
+        with open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen([str(self.binary), "-c", str(self.config)], stdout=err, stderr=err)
+        assert wait_until(lambda: self.pid_file.exists(), timeout=30), self.stderr()
+        self.url = f"http://127.0.0.1:{self.port}/page.html"
+
+    def stderr(self):
+        return self.err_path.read_text(errors="replace")
+
+    def replace_binary(self, source):
+        """A new file at the same path, as an install of a rebuild makes."""
+        fresh = self.dir / "tern.new"
+        shutil.copy(source, fresh)
+        os.replace(fresh, self.binary)
+
+    def pid(self):
+        try:
+            return int(self.pid_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def stop_all(self, *pids):
+        for pid in pids:
+            if pid and not process_gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.mark.parametrize("accept_mode", ["dispatch", "reuseport"])
+def test_binary_upgrade_under_load_loses_no_request(tmp_path, accept_mode):
+    if shutil.which("ab") is None or shutil.which("wrk") is None:
+        pytest.skip("ab and wrk are installed by scripts/test")
+    raise_fd_limit(1024)
+    tern = UpgradableTern(tmp_path, {"accept_mode": accept_mode})
+    old = tern.proc.pid
+    new = None
+    try:
+        load = LoadRun(tern.url, seconds=scaled(8, 5))
+        time.sleep(1.5)
+        tern.replace_binary(TERN_BIN)
+        os.kill(old, signal.SIGUSR2)
+        oldbin = Path(str(tern.pid_file) + ".oldbin")
+        assert wait_until(lambda: tern.pid() not in (None, old) and oldbin.exists(), timeout=30), tern.stderr()
+        new = tern.pid()
+        assert oldbin.read_text() == f"{old}\n"
+        # The new process runs the new file; the old one the file it replaced.
+        assert os.readlink(f"/proc/{new}/exe") == str(tern.binary)
+        assert os.readlink(f"/proc/{old}/exe").endswith("(deleted)")
+        sockets = 2 if accept_mode == "reuseport" else 1
+        assert wait_until(lambda: f"took {sockets} of the {sockets} listening socket(s) handed over by process {old}"
+                          in tern.stderr()), tern.stderr()
+        time.sleep(1.0)  # both serve
+        assert run_tern("--pid-file", str(oldbin), "-s", "quit").returncode == 0
+        assert tern.proc.wait(timeout=30) == 0, tern.stderr()
+        assert not oldbin.exists()
+        load.assert_no_failure()
+        # The new one serves on, and stops when told.
+        with socket.create_connection(("127.0.0.1", tern.port), timeout=10) as s:
+            s.sendall(b"GET /page.html HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 200")
+        assert run_tern("-c", str(tern.config), "-s", "quit").returncode == 0
+        assert wait_until(lambda: process_gone(new), timeout=30), tern.stderr()
+        assert not tern.pid_file.exists()
+    finally:
+        tern.stop_all(new)
+
+
+def test_binary_upgrade_to_a_binary_that_fails_keeps_the_old_one_serving(tmp_path):
+    tern = UpgradableTern(tmp_path)
+    old = tern.proc.pid
+    try:
+        broken = tmp_path / "broken"
+        broken.write_text("#!/bin/sh\nexit 3\n")
+        broken.chmod(0o755)
+        tern.replace_binary(broken)
+        os.kill(old, signal.SIGUSR2)
+        assert wait_until(lambda: "exited with status 3; this one (pid" in tern.stderr(), timeout=30), tern.stderr()
+        assert wait_until(lambda: tern.pid() == old), "the pid file was not moved back"
+        assert not Path(str(tern.pid_file) + ".oldbin").exists()
+        with socket.create_connection(("127.0.0.1", tern.port), timeout=10) as s:
+            s.sendall(b"GET /page.html HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 200")
+        assert run_tern("-c", str(tern.config), "-s", "stop").returncode == 0
+        assert tern.proc.wait(timeout=30) == 0, tern.stderr()
+    finally:
+        tern.stop_all()
+
+
+def test_socket_activation_serves_on_the_sockets_systemd_hands_over(tmp_path):
+    activate = shutil.which("systemd-socket-activate")
+    assert activate, "systemd-socket-activate is missing (./scripts/test installs systemd)"
+    port = free_port()
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "a.txt").write_text("activated\n")
+    config = tmp_path / "tern.toml"
+    config.write_text(to_toml({"listen": [f"127.0.0.1:{port}"], "workers": 2, "static": {"root": str(root)},
+                               "log": {"level": "info"}}))
+    err_path = tmp_path / "tern.stderr"
+    with open(err_path, "wb") as err:
+        # Binds the socket and execs tern with it as descriptor 3 (LISTEN_FDS=1).
+        proc = subprocess.Popen([activate, "-l", f"127.0.0.1:{port}", str(TERN_BIN), "-c", str(config)],
+                                stdout=err, stderr=err)
+    try:
+        assert wait_until(lambda: f"Listening on 127.0.0.1:{port}" in err_path.read_text()), err_path.read_text()
+        # The first connection starts tern, which then accepts it from the
+        # socket it was handed.
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"activated\n"), reply
+        assert "took 1 of the 1 listening socket(s) handed over by the service manager" in err_path.read_text()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, err_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -3,8 +3,11 @@ SIGUSR1 reopens the logs, SIGTERM drains in-flight responses (within shutdown_ti
 SIGQUIT drains them however long they take."""
 
 import hashlib
+import shutil
 import signal
 import socket
+import subprocess
+import threading
 import time
 
 import pytest
@@ -353,3 +356,73 @@ def test_sigterm_after_sigquit_exits_now(tern_factory, big_file):
         srv.signal(signal.SIGTERM)
         assert srv.wait_exit(timeout=30) == 0, srv.stderr()
         assert time.monotonic() - started < 10
+
+
+def keep_alive_clients(port, count, stop_event):
+    """Threads that send requests back to back on keep-alive connections,
+    reconnecting when the server says Connection: close (and retrying when
+    it refuses, once it stopped). Returns (threads, failures, answered):
+    failures are the requests an established connection lost (a reset, or
+    the close before the response)."""
+    failures, answered = [], [0]
+
+    def client():
+        sock = None
+        while not stop_event.is_set():
+            if sock is None:
+                try:
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                except OSError:
+                    time.sleep(0.02)
+                    continue
+            try:
+                sock.sendall(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+                data = b""
+                while not data.endswith(b"alpha\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        raise EOFError(f"closed after {len(data)} bytes of the response")
+                    data += chunk
+                answered[0] += 1
+                if b"Connection: close" in data:
+                    sock.close()
+                    sock = None
+            except (OSError, EOFError) as e:
+                failures.append(repr(e))
+                sock.close()
+                sock = None
+        if sock is not None:
+            sock.close()
+
+    threads = [threading.Thread(target=client) for _ in range(count)]
+    for t in threads:
+        t.start()
+    return threads, failures, answered
+
+
+@pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGQUIT], ids=["SIGTERM", "SIGQUIT"])
+def test_stop_under_load_fails_no_request_on_an_open_connection(tern_factory, signo):
+    # Regression: a connection whose last response the kernel had not taken
+    # yet when the stop began (io_uring: the send still in flight) was
+    # closed then, against the request its client sent next.
+    if shutil.which("ab") is None:
+        pytest.skip("ab is installed by scripts/test")
+    srv = tern_factory({"workers": 2})
+    srv.write_file("a.txt", b"alpha\n")
+    ab = subprocess.Popen(["ab", "-q", "-t", "4", "-n", "10000000", "-c", "100", "-s", "30", srv.url("/a.txt")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stop = threading.Event()
+    threads, failures, answered = keep_alive_clients(srv.port, 16, stop)
+    try:
+        time.sleep(1.5)
+        before = answered[0]
+        srv.signal(signo)
+        assert srv.wait_exit(timeout=30) == 0, srv.stderr()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+        ab.kill()
+        ab.wait()
+    assert before > 100, "the clients were not under way when the stop began"
+    assert failures == [], failures
