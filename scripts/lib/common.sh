@@ -92,6 +92,26 @@ ensure_h2spec() {
   echo "$bin"
 }
 
+# ensure_toxiproxy: build/tools/toxiproxy-server, the fault-injecting TCP
+# proxy the fault tests put between tern and its backends, built with
+# Debian's Go from the Go module proxy once (v2.5.0: the last release whose
+# go.mod builds with Go 1.19). Prints the binary's path.
+TOXIPROXY_MODULE=github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
+ensure_toxiproxy() {
+  local tools="$TERN_ROOT/build/tools"
+  local bin="$tools/toxiproxy-server"
+  if [ ! -x "$bin" ]; then
+    log "building toxiproxy-server into build/tools"
+    mkdir -p "$tools"
+    (
+      export GOPATH="$tools/go" GOFLAGS=-modcacherw GOTOOLCHAIN=local GOBIN="$tools/go/bin" &&
+        go install "$TOXIPROXY_MODULE" >/dev/null 2>&1 &&
+        mv "$tools/go/bin/server" "$bin"
+    ) || { log "toxiproxy-server could not be built"; return 1; }
+  fi
+  echo "$bin"
+}
+
 # build_preset NAME [cmake -D args...]: configures (once) and builds a preset.
 build_preset() {
   local preset=$1

@@ -47,11 +47,13 @@ def _fcgi_pair(name, value=b""):
 
 def fcgi_get_values(path, timeout=2.0):
     """Sends an FCGI_GET_VALUES management record to the unix socket at path
-    and returns the raw content of the FCGI_GET_VALUES_RESULT (a php-fpm
-    child answers it: proof that the pool accepts and speaks FastCGI)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    (or the TCP port, an int) and returns the raw content of the
+    FCGI_GET_VALUES_RESULT (a php-fpm child answers it: proof that the pool
+    accepts and speaks FastCGI)."""
+    tcp = isinstance(path, int)
+    with socket.socket(socket.AF_INET if tcp else socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
-        sock.connect(str(path))
+        sock.connect(("127.0.0.1", path) if tcp else str(path))
         sock.sendall(_fcgi_record(FCGI_GET_VALUES, 0, _fcgi_pair(b"FCGI_MPXS_CONNS")))
         data = b""
         while len(data) < 8:
@@ -82,7 +84,7 @@ class PhpFpm:
         fpm.stop()
     """
 
-    def __init__(self, workdir=None, children=4, php_settings=None):
+    def __init__(self, workdir=None, children=4, php_settings=None, tcp_port=None):
         self.binary = find_php_fpm()
         if os.environ.get("TERN_PHP_FPM"):
             assert self.binary, f"TERN_PHP_FPM={os.environ['TERN_PHP_FPM']} is not an executable"
@@ -106,12 +108,18 @@ class PhpFpm:
             self._socket_dir = Path(tempfile.mkdtemp(prefix="tern-fpm-"))
             socket_path = self._socket_dir / "php-fpm.sock"
         self.socket_path = socket_path
+        # With tcp_port, php-fpm listens on 127.0.0.1:tcp_port instead.
+        self.tcp_port = tcp_port
         self.proc = None
 
     @property
     def pass_address(self):
         """The value for a [[fastcgi]] block's pass key."""
-        return f"unix:{self.socket_path}"
+        return f"127.0.0.1:{self.tcp_port}" if self.tcp_port else f"unix:{self.socket_path}"
+
+    @property
+    def listen(self):
+        return f"127.0.0.1:{self.tcp_port}" if self.tcp_port else str(self.socket_path)
 
     @property
     def pid(self):
@@ -145,7 +153,7 @@ class PhpFpm:
             "process_control_timeout = 2s",
             "",
             "[tern]",
-            f"listen = {self.socket_path}",
+            f"listen = {self.listen}",
             "listen.mode = 0666",
             "listen.backlog = 1024",
             "pm = static",
@@ -180,15 +188,15 @@ class PhpFpm:
             if self.proc.poll() is not None:
                 raise AssertionError(f"php-fpm exited with {self.proc.returncode} at start "
                                      f"({' '.join(cmd)});\n{self.logs()}")
-            if self.socket_path.exists():
+            if self.tcp_port or self.socket_path.exists():
                 try:
-                    fcgi_get_values(self.socket_path)
+                    fcgi_get_values(self.tcp_port or self.socket_path)
                     return self
                 except OSError as e:
                     last_error = e
             time.sleep(0.02)
         self.kill()
-        raise AssertionError(f"php-fpm did not answer on {self.socket_path} within {timeout}s "
+        raise AssertionError(f"php-fpm did not answer on {self.listen} within {timeout}s "
                              f"(last error: {last_error});\n{self.logs()}")
 
     def stop(self, timeout=STOP_TIMEOUT):
