@@ -34,6 +34,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   params.add("SERVER_PROTOCOL", http::version_name(request.version()));
   params.add("REQUEST_METHOD", request.method_text());
   params.add("REQUEST_URI", request.target());
+  params.add("REQUEST_ID", request.id());
   params.add("DOCUMENT_URI", cgi.document_uri);
   params.add("DOCUMENT_ROOT", cgi.document_root);
   params.add("SCRIPT_NAME", cgi.script_name);

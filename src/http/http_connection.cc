@@ -164,6 +164,7 @@ bool HttpConnection::parse_head(net::Buffer& input) {
   if (!request_started_) {
     request_started_ = true;
     begin_request();
+    req_->request.set_received_ms(static_cast<int64_t>(conn_->loop()->clock().now_ms()));
   }
   switch (req_->parser.parse(input.view(), &req_->request)) {
     case ParseStatus::kNeedMore:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <optional>
+#include <random>
 
 #include "http/chars.h"
 #include "http/field_values.h"
@@ -273,7 +274,48 @@ bool Request::has_header(std::string_view name) const {
   return false;
 }
 
+namespace {
+
+bool usable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
+           c == '.';
+  });
+}
+
+// splitmix64, one per thread: ids need to be unique, not secret.
+uint64_t next_random() {
+  thread_local uint64_t state = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }();
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::string_view Request::id() const {
+  if (id_kind_ == 0) {
+    if (usable_request_id(header("X-Request-Id"))) {
+      id_kind_ = 1;
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      for (size_t half = 0; half < 2; ++half) {
+        uint64_t bits = next_random();
+        for (size_t i = 0; i < 16; ++i, bits >>= 4) id_[half * 16 + i] = kHex[bits & 0xf];
+      }
+      id_kind_ = 2;
+    }
+  }
+  return id_kind_ == 1 ? header("X-Request-Id") : std::string_view(id_.data(), id_.size());
+}
+
 int Request::interpret_head(std::string_view* reason) {
+  id_kind_ = 0;  // a new request, a new id
   TargetParts parts;
   Verdict v = split_target(method_, target_, &parts);
   HeadFacts facts;

@@ -102,6 +102,19 @@ class Request {
   // The protocol that carried it, when not the one parsed (HTTP/2).
   void set_version(Version version) { version_ = version; }
 
+  // When its first byte arrived, in milliseconds of the steady clock (the
+  // loop's cached one): what $request_time counts from. Set by the
+  // transport; 0 when unknown.
+  int64_t received_ms() const { return received_ms_; }
+  void set_received_ms(int64_t ms) { received_ms_ = ms; }
+
+  // The request's id, the same wherever it goes (the access log's
+  // $request_id, FastCGI's REQUEST_ID, an upstream's X-Request-Id): the
+  // client's X-Request-Id when it is 1 to 64 letters, digits, '-', '_' or
+  // '.', else 32 random hex digits made on first use (a generator per
+  // thread, seeded from the kernel).
+  std::string_view id() const;
+
  private:
   friend class RequestParser;
   friend class HttpConnection;
@@ -128,6 +141,10 @@ class Request {
   size_t head_size_ = 0;
   std::string_view body_;
   size_t header_count_ = 0;
+  int64_t received_ms_ = 0;
+  // id(): 0 not made yet, 1 the X-Request-Id field, 2 generated into id_.
+  mutable uint8_t id_kind_ = 0;
+  mutable std::array<char, 32> id_{};
   // Grows to the largest head parsed into this object and keeps that
   // capacity, so a reused Request (HttpConnection pools them) stops
   // allocating.

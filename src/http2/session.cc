@@ -413,6 +413,8 @@ void Session::start(Stream& stream, bool end_stream) {
     return;
   }
   stream.request_.set_version(http::Version::kHttp2);
+  stream.request_.set_received_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now().time_since_epoch()).count());
   callbacks_.on_request(stream);
 }
 

@@ -13,10 +13,10 @@ namespace {
 
 using http::iequals;
 
-constexpr std::array<std::string_view, 13> kNotForwarded = {
+constexpr std::array<std::string_view, 14> kNotForwarded = {
     "Connection", "Keep-Alive",   "Proxy-Connection",  "TE",               "Trailer",
     "Transfer-Encoding", "Upgrade", "Expect",           "Content-Length",   "Host",
-    "X-Real-IP",  "X-Forwarded-Proto", "X-Forwarded-Host",
+    "X-Real-IP",  "X-Forwarded-Proto", "X-Forwarded-Host", "X-Request-Id",
 };
 
 bool named_in_connection(std::string_view name, const http::Request& request) {
@@ -98,6 +98,9 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
     out.append("\r\n");
   }
   field(out, "X-Forwarded-Proto", proto);
+  // The request's id (the client's X-Request-Id, or one made here), so that
+  // the upstream's logs and ours name the request alike.
+  field(out, "X-Request-Id", request.id());
   if (!request.host().empty()) field(out, "X-Forwarded-Host", request.host());
   begin_list(out, request, "Via");
   out.append(request.version() == http::Version::kHttp10 ? "1.0 " : "1.1 ");

@@ -3,46 +3,17 @@
 #include <spdlog/async.h>
 #include <spdlog/spdlog.h>
 
-#include <ctime>
+#include <optional>
+#include <stdexcept>
 
 #include "base/file_sink.h"
 #include "http/request.h"
 #include "http/response_writer.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
+#include "server/access_log_format.h"
 
 namespace tern::server {
-namespace {
-
-// "[22/Nov/2026:11:02:03 +0000]", formatted once a second per thread.
-std::string_view local_time(int64_t seconds) {
-  thread_local int64_t cached_second = -1;
-  thread_local char text[40];
-  thread_local size_t length = 0;
-  if (seconds != cached_second) {
-    cached_second = seconds;
-    time_t t = static_cast<time_t>(seconds);
-    tm local{};
-    localtime_r(&t, &local);
-    length = std::strftime(text, sizeof text, "[%d/%b/%Y:%H:%M:%S %z]", &local);
-  }
-  return {text, length};
-}
-
-// Quotes a field value for the log: '"' and '\\' and control bytes escaped
-// as \xHH, so a hostile User-Agent cannot forge a log line.
-void append_escaped(fmt::memory_buffer& out, std::string_view value) {
-  if (value.empty()) return out.push_back('-');
-  for (unsigned char ch : value) {
-    if (ch < 0x20 || ch == '"' || ch == '\\' || ch >= 0x7f) {
-      fmt::format_to(std::back_inserter(out), "\\x{:02X}", ch);
-    } else {
-      out.push_back(static_cast<char>(ch));
-    }
-  }
-}
-
-}  // namespace
 
 AccessLog::~AccessLog() {
   current_.store(nullptr, std::memory_order_release);
@@ -80,27 +51,26 @@ void AccessLog::reopen() {
   file_->reopen();
 }
 
+void AccessLog::set_format(const std::string& format) {
+  std::lock_guard lock(mu_);
+  if (!formats_.empty() && formats_.back().first == format) return;
+  std::string error;
+  std::optional<AccessLogFormat> parsed = AccessLogFormat::parse(format, &error);
+  if (!parsed) throw std::invalid_argument("access_log_format: " + error);
+  formats_.emplace_back(format, std::make_unique<const AccessLogFormat>(std::move(*parsed)));
+  format_.store(formats_.back().second.get(), std::memory_order_release);
+}
+
 void AccessLog::log(const http::Request& request, const net::TcpConnection& conn,
                     const http::ResponseWriter& writer) {
   spdlog::logger* logger = current_.load(std::memory_order_acquire);
   if (logger == nullptr) return;
+  const AccessLogFormat* format = format_.load(std::memory_order_acquire);
+  if (format == nullptr) return;
   fmt::memory_buffer line;
-  fmt::format_to(std::back_inserter(line), "{} - - {} \"", conn.peer_address().to_ip(),
-                 local_time(conn.loop()->clock().wall_seconds()));
-  if (request.method_text().empty()) {
-    line.push_back('-');
-  } else {
-    append_escaped(line, request.method_text());
-    line.push_back(' ');
-    append_escaped(line, request.target());
-    line.push_back(' ');
-    line.append(http::version_name(request.version()));
-  }
-  fmt::format_to(std::back_inserter(line), "\" {} {} \"", writer.status(), writer.body_bytes());
-  append_escaped(line, request.header("Referer"));
-  line.append(std::string_view("\" \""));
-  append_escaped(line, request.header("User-Agent"));
-  line.push_back('"');
+  const net::EventLoop* loop = conn.loop();
+  format->append(line, AccessLogEntry{request, conn, writer, static_cast<int64_t>(loop->clock().now_ms()),
+                                      loop->clock().wall_seconds()});
   logger->info(std::string_view(line.data(), line.size()));
 }
 

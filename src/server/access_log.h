@@ -1,4 +1,5 @@
-// AccessLog: one line per response in the Combined Log Format, written by a
+// AccessLog: one line per response, in the Combined Log Format unless the
+// config says otherwise (server/access_log_format.h), written by a
 // background thread (spdlog's asynchronous logger) so loops never wait on
 // disk:
 //
@@ -17,6 +18,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "server/access_log_format.h"
 
 namespace spdlog {
 class logger;
@@ -54,6 +57,10 @@ class AccessLog {
   void reopen();
   bool enabled() const { return current_.load(std::memory_order_acquire) != nullptr; }
 
+  // Lines from now on follow `format` (server/access_log_format.h),
+  // which the config has checked. Main thread.
+  void set_format(const std::string& format);
+
   void log(const http::Request& request, const net::TcpConnection& conn,
            const http::ResponseWriter& writer);
 
@@ -66,6 +73,10 @@ class AccessLog {
   std::shared_ptr<log::FileSink> file_;
   std::shared_ptr<spdlog::logger> logger_;  // made on the first open, kept
   std::atomic<spdlog::logger*> current_{nullptr};  // logger_, or null when off
+  // Every format set (a reload may set one while loops write with the one
+  // before), the last one current; a few hundred bytes each.
+  std::vector<std::pair<std::string, std::unique_ptr<const AccessLogFormat>>> formats_;
+  std::atomic<const AccessLogFormat*> format_{nullptr};
 };
 
 }  // namespace tern::server

@@ -2,6 +2,7 @@
 
 #include <toml++/toml.h>
 
+#include "server/access_log_format.h"
 #include "server/config_section.h"
 #include "server/privileges.h"
 #include "server/regex.h"
@@ -436,6 +437,11 @@ Config load_config(const std::string& path) {
   read_cpu_affinity(top, c);
   read_blocked(top, c);
   top.get_string("access_log", &c.access_log);
+  if (const toml::node* node = top.node("access_log_format")) {
+    top.get_string("access_log_format", &c.access_log_format);
+    std::string error;
+    if (!AccessLogFormat::parse(c.access_log_format, &error)) top.fail(*node, "access_log_format", error);
+  }
   if (const toml::table* t = top.get_table("timeouts")) read_timeouts(top.sub(*t, "timeouts"), c);
   if (const toml::table* t = top.get_table("limits")) read_limits(top.sub(*t, "limits"), c);
   if (const toml::table* t = top.get_table("static")) read_static(top.sub(*t, "static"), c);

@@ -358,6 +358,8 @@ struct Config {
   size_t task_threads = 4;  // for blocking work (the users database, password hashing)
   LogConfig log;
   std::string access_log;  // empty: off
+  // "combined", "json" or a format with $variables (server/access_log_format.h).
+  std::string access_log_format = "combined";
   std::vector<Cidr> blocked;
 };
 

@@ -156,6 +156,7 @@ void Server::start() {
   signals_ = std::make_unique<net::SignalSet>(
       loop_, std::initializer_list<int>{SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGRTMIN},
       [this](int signo) { on_signal(signo); });
+  access_log_.set_format(config.access_log_format);
   access_log_.open(config.access_log);
 
   http::HttpServerOptions options = http_options(config);
@@ -359,6 +360,7 @@ void Server::reload() {
   }
   log::set_level(fresh.log.level);
   try {
+    access_log_.set_format(fresh.access_log_format);
     access_log_.open(fresh.access_log);
   } catch (const std::exception& e) {
     TERN_LOG_ERROR("SIGHUP: cannot open access log {}: {}", fresh.access_log, e.what());

@@ -133,7 +133,27 @@ TEST(CgiParams, EveryVariableIsPresentWithItsValue) {
     EXPECT_EQ(p.get(name), value) << name;
   }
   EXPECT_EQ(p.get("HTTPS"), std::nullopt);
-  EXPECT_EQ(p.pairs.size(), expected.size()) << "unexpected extra variables";
+  // Made here: 32 hex digits (RequestIdIs... below).
+  ASSERT_TRUE(p.get("REQUEST_ID").has_value());
+  EXPECT_EQ(p.get("REQUEST_ID")->size(), 32u);
+  EXPECT_EQ(p.pairs.size(), expected.size() + 1) << "unexpected extra variables";
+}
+
+TEST(CgiParams, RequestIdIsTheClientsWhenWellFormedElseMadeHere) {
+  ParsedRequest given("GET / HTTP/1.1\r\nHost: a\r\nX-Request-Id: abc-123_x.y\r\n\r\n");
+  ASSERT_EQ(given.status, http::ParseStatus::kComplete);
+  EXPECT_EQ(write(given.request, context()).get("REQUEST_ID"), "abc-123_x.y");
+
+  ParsedRequest forged("GET / HTTP/1.1\r\nHost: a\r\nX-Request-Id: a b\r\n\r\n");
+  ASSERT_EQ(forged.status, http::ParseStatus::kComplete);
+  const std::optional<std::string> made = write(forged.request, context()).get("REQUEST_ID");
+  ASSERT_TRUE(made.has_value());
+  EXPECT_EQ(made->size(), 32u);
+  EXPECT_EQ(made->find_first_not_of("0123456789abcdef"), std::string::npos) << *made;
+  // The same request keeps its id; another gets another.
+  EXPECT_EQ(forged.request.id(), *made);
+  ParsedRequest other("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+  EXPECT_NE(other.request.id(), *made);
 }
 
 TEST(CgiParams, HttpsIsOnOnlyWhenSet) {

@@ -1,5 +1,7 @@
-"""The access log (Combined Log Format, one line per response) and the
-blocked-address list."""
+"""The access log (Combined Log Format, one line per response; JSON lines;
+a format of nginx-style variables), request ids from the client or made
+here, the same in the log, FastCGI's REQUEST_ID and an upstream's
+X-Request-Id, and the blocked-address list."""
 
 import re
 import socket
@@ -161,3 +163,90 @@ def test_blocked_network_covers_its_addresses_only(tern_factory):
     for source in ("127.0.0.3", "127.0.0.8", "127.0.9.8"):
         with srv.connect(source=source) as conn:
             assert conn.get("/a.txt").body == b"alpha\n", source
+
+
+# -- formats and request ids -----------------------------------------------------------
+
+
+def test_json_format_writes_one_valid_object_per_response(tern_factory):
+    import json
+    srv = tern_factory({"access_log": "access.log", "access_log_format": "json"})
+    srv.write_file("a.txt", b"0123456789")
+    hostile = 'x"y\\z\tcaf\xe9'
+    with srv.connect() as conn:
+        assert conn.get("/a.txt?q=1", {"User-Agent": hostile, "X-Request-Id": "req-42"}).status == 200
+        assert conn.get("/missing").status == 404
+    lines = wait_for_lines(srv.workdir / "access.log", 2)
+    records = [json.loads(line) for line in lines]
+    first, second = records
+    assert first["remote_addr"] == "127.0.0.1" and first["request_method"] == "GET"
+    assert first["request_uri"] == "/a.txt?q=1" and first["server_protocol"] == "HTTP/1.1"
+    assert first["status"] == 200 and first["body_bytes_sent"] == 10
+    assert first["http_user_agent"] == hostile and first["http_referer"] is None
+    assert first["request_id"] == "req-42" and first["scheme"] == "http" and first["ssl_protocol"] is None
+    assert isinstance(first["request_time"], float) and first["request_time"] >= 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", first["time"]), first["time"]
+    assert second["status"] == 404 and re.fullmatch(r"[0-9a-f]{32}", second["request_id"])
+
+
+def test_custom_format_writes_the_variables_asked_for(tern_factory):
+    srv = tern_factory({"access_log": "access.log",
+                        "access_log_format": '$request_method $uri "$args" $status $request_time '
+                                             '$request_id ${scheme}/$ssl_protocol $http_x_custom_field $pid'})
+    srv.write_file("a.txt", b"0123456789")
+    with srv.connect() as conn:
+        # The head comes in two parts, 0.3 s apart: $request_time counts
+        # from its first byte.
+        conn.send(b"GET /a.txt?k=v HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(0.3)
+        conn.send(b"X-Custom-Field: hello world\r\nX-Request-Id: abc.123\r\n\r\n")
+        assert conn.read_response().status == 200
+    lines = wait_for_lines(srv.workdir / "access.log", 1)
+    assert len(lines) == 1, lines
+    method, uri, args, status, took, rid, scheme, custom, pid = re.fullmatch(
+        r'(\S+) (\S+) "(\S+)" (\d+) (\d+\.\d{3}) (\S+) (\S+) (.+) (\d+)', lines[0]).groups()
+    assert (method, uri, args, status, rid, scheme) == ("GET", "/a.txt", "k=v", "200", "abc.123", "http/-")
+    assert 0.3 <= float(took) < 5, took
+    assert custom == "hello world" and int(pid) == srv.proc.pid
+
+
+def test_access_log_format_mistake_names_file_line_and_variable(tmp_path):
+    import subprocess
+    from tern_server import TERN_BIN
+    config = tmp_path / "tern.toml"
+    config.write_text('listen = ["127.0.0.1:8080"]\naccess_log_format = "$status $upstream_nonsense"\n')
+    out = subprocess.run([str(TERN_BIN), "-t", "-c", str(config)], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tern: {config}:2: access_log_format: unknown variable "
+                                                    "$upstream_nonsense"), lines
+
+
+def test_request_id_reaches_fastcgi_and_the_log_alike(php_factory):
+    import json
+    srv = php_factory(config={"access_log": "access.log", "access_log_format": "$request_id $uri"})
+    given = json.loads(srv.get("/echo.php", {"X-Request-Id": "from-client-7"}).body)
+    made = json.loads(srv.get("/echo.php").body)
+    assert given["server"]["REQUEST_ID"] == "from-client-7"
+    assert re.fullmatch(r"[0-9a-f]{32}", made["server"]["REQUEST_ID"])
+    lines = wait_for_lines(srv.workdir / "access.log", 2)
+    assert lines == ["from-client-7 /echo.php", f"{made['server']['REQUEST_ID']} /echo.php"]
+
+
+def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path):
+    import json
+    from test_proxy import App, free_ports, site
+    with open(tmp_path / "app.log", "ab") as log:
+        app = App("app", free_ports(1)[0], log)
+        try:
+            srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}"}},
+                                    access_log="access.log", access_log_format="$request_id $uri"))
+            seen = [dict((k.lower(), v) for k, v in json.loads(srv.get(path, headers).body)["headers"])
+                    for path, headers in (("/echo/a", {"X-Request-Id": "from-client-8"}), ("/echo/b", {}))]
+        finally:
+            app.kill()
+    assert seen[0]["x-request-id"] == "from-client-8"
+    made = seen[1]["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", made)
+    lines = wait_for_lines(srv.workdir / "access.log", 2)
+    assert lines == ["from-client-8 /echo/a", f"{made} /echo/b"]
