@@ -34,7 +34,15 @@ Call::Call(http::Exchange& exchange, Group& group, const CallOptions& options, C
       options_(options),
       codec_(&codec),
       tap_(std::move(tap)),
-      loop_(exchange.loop()) {}
+      loop_(exchange.loop()) {
+  const std::string_view id = exchange.request().id();
+  const std::string_view before = " (request ";
+  char* out = request_note_.data();
+  out = std::copy(before.begin(), before.end(), out);
+  out = std::copy(id.begin(), id.end(), out);  // at most 64 bytes
+  *out++ = ')';
+  request_note_size_ = static_cast<uint8_t>(out - request_note_.data());
+}
 
 void Call::begin() {
   const bool chunked = exchange_->request().body_framing() == http::BodyFraming::kChunked;
@@ -77,7 +85,7 @@ void Call::write_request() {
 void Call::acquire() {
   std::optional<size_t> server = group_.pick(options_.hash_key, tried_);
   if (!server) {
-    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: no server available", options_.log_name);
+    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: no server available{}", options_.log_name, request_note());
     return fail(502, "no server available");
   }
   server_ = *server;
@@ -104,7 +112,7 @@ bool Call::try_next_server(std::string_view why) {
     return false;
   }
   if (tries_ >= group_.size() || !group_.pick(options_.hash_key, tried_)) return false;
-  TERN_LOG_WARN("{}: {}, trying the next server", group_.server_name(server_), why);
+  TERN_LOG_WARN("{}: {}, trying the next server{}", group_.server_name(server_), why, request_note());
   if (read_timer_.valid()) loop_->cancel(read_timer_);
   read_timer_ = net::TimerId{};
   answered_ = false;
@@ -117,7 +125,7 @@ void Call::on_body(std::string_view piece, bool last) {
   if (tunnel_) return tunnel_from_client(piece);
   if (buffer_body_) {
     if (auto stored = body_.append(piece); !stored) {
-      TERN_LOG_ERROR("{}: buffering a request body: {}", options_.log_name, stored.error().message());
+      TERN_LOG_ERROR("{}: buffering a request body: {}{}", options_.log_name, stored.error().message(), request_note());
       return fail(500, "cannot buffer the request body");
     }
     if (!last) return;
@@ -173,8 +181,8 @@ void Call::pump_body() {
   while (!body_done_ && upstream_->pending_output_bytes() <= kHighWater) {
     Result<std::string_view> piece = body_.read(body_sent_, kSpoolPiece, &scratch_);
     if (!piece) {
-      TERN_LOG_ERROR("{}: reading a buffered request body: {}", options_.log_name,
-                     piece.error().message());
+      TERN_LOG_ERROR("{}: reading a buffered request body: {}{}", options_.log_name,
+                     piece.error().message(), request_note());
       return fail(500, "cannot read the buffered request body");
     }
     body_sent_ += piece->size();
@@ -190,13 +198,13 @@ void Call::on_lease_failed(net::ConnectionPool::Failure failure, std::string_vie
   upstream_ = nullptr;  // the pool is gone, if we had a connection from it
   if (failure == net::ConnectionPool::Failure::kOverloaded) {
     settle(false);
-    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: {}", group_.server_name(server_), why);
+    TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: {}{}", group_.server_name(server_), why, request_note());
     return fail(503, why);
   }
   settle(true);
   // Nothing reached the server: any request may go to the next.
   if (replayable_ && try_next_server(std::string("connect failed: ") + std::string(why))) return;
-  TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: connect failed: {}", group_.server_name(server_), why);
+  TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: connect failed: {}{}", group_.server_name(server_), why, request_note());
   fail(502, why);
 }
 
@@ -223,7 +231,7 @@ void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input)
       case Codec::Event::kNeedMore:
         break;
       case Codec::Event::kError:
-        TERN_LOG_ERROR("{}: {}", group_.server_name(server_), codec_->error());
+        TERN_LOG_ERROR("{}: {}{}", group_.server_name(server_), codec_->error(), request_note());
         settle(codec_->error_status() != 503);
         return fail(codec_->error_status(), codec_->error());
       case Codec::Event::kHead:
@@ -275,8 +283,8 @@ void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
       try_next_server("connection closed before a response")) {
     return;
   }
-  TERN_LOG_ERROR("{}: connection closed {}", group_.server_name(server_),
-                 response_started_ ? "in the middle of the response" : "before a response");
+  TERN_LOG_ERROR("{}: connection closed {}{}", group_.server_name(server_),
+                 response_started_ ? "in the middle of the response" : "before a response", request_note());
   fail(502, "upstream closed the connection");
 }
 
@@ -301,8 +309,8 @@ void Call::on_read_timeout() {
     if (upstream_ != nullptr) group_.pool(server_).cancel(this);
     upstream_ = nullptr;
     settle(true);
-    TERN_LOG_ERROR("{}: the request was not taken within {} ms", group_.server_name(server_),
-                   options_.send_timeout.count());
+    TERN_LOG_ERROR("{}: the request was not taken within {} ms{}", group_.server_name(server_),
+                   options_.send_timeout.count(), request_note());
     return fail(504, "send timeout");
   }
   // The connection is mid-exchange: it cannot be reused.
@@ -313,8 +321,8 @@ void Call::on_read_timeout() {
       try_next_server("no response in time")) {
     return;
   }
-  TERN_LOG_ERROR("{}: no response within {} ms", group_.server_name(server_),
-                 options_.read_timeout.count());
+  TERN_LOG_ERROR("{}: no response within {} ms{}", group_.server_name(server_),
+                 options_.read_timeout.count(), request_note());
   fail(504, "read timeout");
 }
 

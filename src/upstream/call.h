@@ -63,6 +63,7 @@
 // when the client goes away. Loop thread only.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -256,7 +257,13 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   void fail(int status, std::string_view why);
   void done();
 
+  // " (request ID)", for the log lines about this call: kept here, since
+  // the exchange may be gone when the line is written.
+  std::string_view request_note() const { return {request_note_.data(), request_note_size_}; }
+
   http::Exchange* exchange_;  // null once the client has gone
+  std::array<char, 80> request_note_{};
+  uint8_t request_note_size_ = 0;
   Group& group_;
   const CallOptions options_;
   Codec* const codec_;  // beside the call (start())

@@ -38,8 +38,8 @@ bool Call::write_response_head() {
   if (status < 200) {
     // An interim response would leave the client waiting for the final
     // one, and a 101 would claim a protocol switch that never happens.
-    TERN_LOG_ERROR("{}: the upstream answered {}, which is not a final status",
-                   group_.server_name(server_), status);
+    TERN_LOG_ERROR("{}: the upstream answered {}, which is not a final status{}",
+                   group_.server_name(server_), status, request_note());
     settle(false);
     fail(502, "1xx status from the upstream");
     return false;
@@ -104,7 +104,7 @@ bool Call::relay(std::string_view data) {
     return true;
   }
   if (auto stored = response_.append(data); !stored) {
-    TERN_LOG_ERROR("{}: buffering a response: {}", options_.log_name, stored.error().message());
+    TERN_LOG_ERROR("{}: buffering a response: {}{}", options_.log_name, stored.error().message(), request_note());
     fail(500, "cannot buffer the response");
     return false;
   }
@@ -121,8 +121,8 @@ bool Call::pump_response() {
     }
     Result<std::string_view> piece = response_.read(response_sent_, kSpoolPiece, &scratch_);
     if (!piece) {
-      TERN_LOG_ERROR("{}: reading a buffered response: {}", options_.log_name,
-                     piece.error().message());
+      TERN_LOG_ERROR("{}: reading a buffered response: {}{}", options_.log_name,
+                     piece.error().message(), request_note());
       fail(500, "cannot read the buffered response");
       return false;
     }
@@ -170,7 +170,7 @@ void Call::on_response_end(const net::Buffer& input) {
   read_timer_ = net::TimerId{};
   if (!response_started_) {
     settle(codec_->error_status() != 503);
-    TERN_LOG_ERROR("{}: {}", group_.server_name(server_), codec_->error());
+    TERN_LOG_ERROR("{}: {}{}", group_.server_name(server_), codec_->error(), request_note());
     return fail(codec_->error_status(), codec_->error());
   }
   settle(false);
@@ -189,7 +189,7 @@ void Call::end_response() {
   tap_.reset();
   if (!complete) {
     // What arrived goes out; the close says the rest never will.
-    TERN_LOG_ERROR("{}: response shorter than its Content-Length", group_.server_name(server_));
+    TERN_LOG_ERROR("{}: response shorter than its Content-Length{}", group_.server_name(server_), request_note());
     exchange_->abort();
   } else {
     exchange_->finish();

@@ -39,12 +39,13 @@ def new_proxy(toxiproxy, upstream):
     return name, toxiproxy.proxy(name, upstream)
 
 
-def fetch(srv, path, timeout=30):
+def fetch(srv, path, timeout=30, request_id=None):
     """One request on a fresh connection, read to the close: (status,
     complete, body). complete: the body is whole by its framing (the
     Content-Length, or chunked to its last chunk)."""
+    extra = f"X-Request-Id: {request_id}\r\n" if request_id else ""
     with socket.create_connection(("127.0.0.1", srv.port), timeout=timeout) as sock:
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n".encode())
         data = b""
         try:
             while chunk := sock.recv(1 << 16):
@@ -160,10 +161,11 @@ def test_fastcgi_fault_answers_5xx_and_recovers(php_faulty, toxiproxy, kind, att
     before = len(backend_errors(srv, "fastcgi"))
     toxiproxy.add(name, kind, **attributes)
     started = time.monotonic()
-    got, complete, _ = fetch(srv, "/hello.php")
+    got, complete, _ = fetch(srv, "/hello.php", request_id=f"fault-{kind}")
     assert (got, complete) == (status, True)
     assert time.monotonic() - started < 10
-    assert_logged(srv, "fastcgi", before, log)
+    # The line names the request, by the id the client sent.
+    assert_logged(srv, "fastcgi", before, f"{log} (request fault-{kind})")
     # Other requests go on meanwhile: static files do not wait on php-fpm.
     assert fetch(srv, "/static.txt")[:2] == (200, True)
     toxiproxy.remove(name, kind)
@@ -240,9 +242,9 @@ def test_upstream_fault_answers_5xx_and_recovers(proxy_faulty, toxiproxy, kind, 
     before = len(backend_errors(srv, "proxy"))
     toxiproxy.add(name, kind, **attributes)
     started = time.monotonic()
-    assert fetch(srv, "/name")[:2] == (status, True)
+    assert fetch(srv, "/name", request_id=f"fault-{kind}")[:2] == (status, True)
     assert time.monotonic() - started < 10
-    assert_logged(srv, "proxy", before, log)
+    assert_logged(srv, "proxy", before, f"{log} (request fault-{kind})")
     toxiproxy.remove(name, kind)
     baseline.assert_recovered(proxy_ok(srv))
 
