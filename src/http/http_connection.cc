@@ -112,6 +112,8 @@ void HttpConnection::on_message(net::Buffer& input) {
       timeout_.arm(other_->on_timer());
       return other_->on_message(input);
     }
+    h2c_first_ = conn_->secure_layer() == nullptr && shared_->http2_cleartext &&
+                 shared_->http2_cleartext(conn_->local_address());
   }
   first_request_ = false;
   in_message_ = true;
@@ -177,14 +179,36 @@ bool HttpConnection::parse_head(net::Buffer& input) {
       }
       return false;
     case ParseStatus::kError:
+      if (h2c_first_ && !names_http1(input.view())) {
+        // On an address that takes HTTP/2 by prior knowledge, a first line
+        // that is no HTTP/1 request line is a bad HTTP/2 preface: the
+        // connection ends without an HTTP/1 answer (RFC 9113 3.4), which
+        // the peer would read as frames.
+        TERN_LOG_DEBUG("conn {}: neither HTTP/1 nor the HTTP/2 preface: closed", conn_->id().slot);
+        conn_->force_close();
+        return false;
+      }
       fail(req_->parser.error_status(), req_->parser.error_reason());
       return false;
     case ParseStatus::kComplete:
+      h2c_first_ = false;
       break;
   }
   body_consumed_ = 0;
   body_spooled_ = continue_sent_ = false;
   return true;
+}
+
+// Whether the first line of `input` ends with an HTTP/1 version, as every
+// HTTP/1.0 and 1.1 request line does (what else is wrong with it, the
+// parser says).
+bool HttpConnection::names_http1(std::string_view input) {
+  const size_t eol = input.find('\n');
+  if (eol == std::string_view::npos) return true;  // not a whole line: the parser's answer stands
+  std::string_view line = input.substr(0, eol);
+  if (line.ends_with('\r')) line.remove_suffix(1);
+  const size_t space = line.rfind(' ');
+  return space != std::string_view::npos && line.substr(space + 1).starts_with("HTTP/1.");
 }
 
 bool HttpConnection::limit_body(uint64_t max_body) {

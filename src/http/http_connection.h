@@ -151,6 +151,7 @@ class HttpConnection final : public ExchangeTransport {
 
   // 1: the connection speaks HTTP/2; 0: HTTP/1; -1: too few bytes to tell.
   int speaks_http2(const net::Buffer& input) const;
+  static bool names_http1(std::string_view input);
   void begin_request();
   void end_request();
   bool parse_head(net::Buffer& input);
@@ -202,6 +203,7 @@ class HttpConnection final : public ExchangeTransport {
   bool output_paused_ : 1 = false;     // waiting for queued output to drain (kOutputHighWater)
   bool drain_when_written_ : 1 = false;  // graceful stop: idle once the queued output is out
   bool first_request_ : 1 = true;      // nothing has come yet (HTTP/2 may take over)
+  bool h2c_first_ : 1 = false;         // the first request on an address that also takes h2c
   size_t body_consumed_ = 0;      // framing bytes of the body read so far
   // The low 32 bits of the bytes sent and received when the timer was
   // armed: progress is any change, and exactly 4 GiB between two timer
