@@ -45,11 +45,12 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 libu
 # application the reverse proxy tests put behind tern; nghttp2-client:
 # nghttp and h2load, HTTP/2 clients; golang-go: to build h2spec; systemd:
 # systemd-analyze checks the unit in dist/systemd; logrotate and groff-base
-# check the logrotate snippet and the man page the packages install).
+# check the logrotate snippet and the man page the packages install;
+# prometheus scrapes tern's metrics in the tests).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd
-  logrotate groff-base)
+  logrotate groff-base prometheus)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them

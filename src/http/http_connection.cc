@@ -376,6 +376,20 @@ void HttpConnection::close_if_idle() {
   }
 }
 
+HttpConnection::Phase HttpConnection::phase() const {
+  if (other_ != nullptr) return other_->busy() ? Phase::kWriting : Phase::kIdle;
+  if (conn_ != nullptr && conn_->pending_output_bytes() > 0) return Phase::kWriting;
+  switch (state_) {
+    case State::kHead:
+      return request_started_ ? Phase::kReading : Phase::kIdle;
+    case State::kBody:
+    case State::kStreamBody:
+      return Phase::kReading;
+    default:
+      return Phase::kWriting;
+  }
+}
+
 ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) {
   ResponseWriter::Context ctx;
   output_.begin(conn_, req_ != nullptr ? req_->request.version() : Version::kHttp11);

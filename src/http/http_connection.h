@@ -73,6 +73,8 @@ class ConnectionProtocol {
   // The connection's timer rang: enforces the timeouts (HttpLimits), which
   // may close the connection; returns when to ring again.
   virtual std::chrono::milliseconds on_timer() = 0;
+  // A request is in progress or a response on its way (metrics).
+  virtual bool busy() const = 0;
 };
 using ProtocolFactory =
     std::function<std::unique_ptr<ConnectionProtocol>(const HttpShared* shared, net::TcpConnection* conn)>;
@@ -119,6 +121,10 @@ class HttpConnection final : public ExchangeTransport {
   // Graceful stop: a keep-alive connection between requests is closed after
   // a short grace, unless a request comes (answered, then closed).
   void close_if_idle();
+  // Where the connection stands, as nginx's status counts connections:
+  // waiting for a request, reading one (head or body), or answering.
+  enum class Phase : uint8_t { kIdle, kReading, kWriting };
+  Phase phase() const;
   // Position in the owner's table (HttpServer bookkeeping).
   size_t index() const { return index_; }
   void set_index(size_t index) { index_ = static_cast<uint32_t>(index); }

@@ -1,5 +1,7 @@
 #include "http/http_server.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "http/http_date.h"
@@ -27,6 +29,18 @@ struct HttpServer::LoopContext {
   int64_t date_second = -1;
   char date[kHttpDateSize] = {};
   net::Buffer ok_head{256};  // refilled each second without allocating
+  // The live connections by phase, counted once a second (metrics).
+  std::atomic<uint32_t> reading{0};
+  std::atomic<uint32_t> writing{0};
+  std::atomic<uint32_t> idle{0};
+
+  void sample_phases() {
+    uint32_t counts[3] = {};
+    for (size_t i = 0; i < live; ++i) ++counts[static_cast<size_t>(all[i]->phase())];
+    idle.store(counts[static_cast<size_t>(HttpConnection::Phase::kIdle)], std::memory_order_relaxed);
+    reading.store(counts[static_cast<size_t>(HttpConnection::Phase::kReading)], std::memory_order_relaxed);
+    writing.store(counts[static_cast<size_t>(HttpConnection::Phase::kWriting)], std::memory_order_relaxed);
+  }
 
   HttpShared::Clock current_clock() {
     int64_t now = loop->clock().wall_seconds();
@@ -64,6 +78,7 @@ Result<void> HttpServer::start() {
     context->shared.http2_cleartext = options_.http2_cleartext;
     context->shared.on_response = on_response_;
     context->shared.clock = [context] { return context->current_clock(); };
+    loop->run_every(std::chrono::seconds(1), [context] { context->sample_phases(); });
     if (thread_init_) thread_init_(loop);
   });
   tcp_.set_connection_callback([this](net::TcpConnection& conn) { on_connection(conn); });
@@ -105,6 +120,17 @@ void HttpServer::set_limits(const HttpLimits& limits) {
   for (net::EventLoop* loop : tcp_.io_loops()) {
     loop->run_in_loop([this, loop, limits] { contexts_.get(loop)->limits = limits; });
   }
+}
+
+HttpServer::ConnectionStates HttpServer::connection_states() const {
+  ConnectionStates states;
+  contexts_.for_each([&states](net::EventLoop*, const LoopContext& context) {
+    states.reading += context.reading.load(std::memory_order_relaxed);
+    states.writing += context.writing.load(std::memory_order_relaxed);
+    states.idle += context.idle.load(std::memory_order_relaxed);
+  });
+  states.open = states.reading + states.writing + states.idle;
+  return states;
 }
 
 void HttpServer::drain() {

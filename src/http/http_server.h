@@ -89,6 +89,16 @@ class HttpServer {
   // Base loop thread.
   void set_limits(const HttpLimits& limits);
 
+  // The connections of every loop by phase (HttpConnection::Phase), as
+  // each loop counted them at its last sample (once a second). Any thread.
+  struct ConnectionStates {
+    uint64_t open = 0;
+    uint64_t reading = 0;
+    uint64_t writing = 0;
+    uint64_t idle = 0;
+  };
+  ConnectionStates connection_states() const;
+
   // Graceful stop: answer what is in progress with "Connection: close", close
   // idle keep-alive connections. Base loop thread.
   void drain();

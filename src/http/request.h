@@ -106,7 +106,11 @@ class Request {
   // loop's cached one): what $request_time counts from. Set by the
   // transport; 0 when unknown.
   int64_t received_ms() const { return received_ms_; }
-  void set_received_ms(int64_t ms) { received_ms_ = ms; }
+  void set_received_ms(int64_t ms) {
+    received_ms_ = ms;
+    tag_ = 0;
+    upstream_ms_ = -1;
+  }
 
   // The request's id, the same wherever it goes (the access log's
   // $request_id, FastCGI's REQUEST_ID, an upstream's X-Request-Id): the
@@ -114,6 +118,16 @@ class Request {
   // '.', else 32 random hex digits made on first use (a generator per
   // thread, seeded from the kernel).
   std::string_view id() const;
+
+  // A number the handler that resolved the request may leave for the
+  // response callback (the web server: the metrics series of its site and
+  // location); 0 until set, for every request the transport starts.
+  uint32_t tag() const { return tag_; }
+  void set_tag(uint32_t tag) const { tag_ = tag; }
+  // Milliseconds its attempts on upstream servers took, summed (the access
+  // log's $upstream_response_time); -1 when it went to none.
+  int64_t upstream_ms() const { return upstream_ms_; }
+  void add_upstream_ms(int64_t ms) const { upstream_ms_ = (upstream_ms_ < 0 ? 0 : upstream_ms_) + ms; }
 
  private:
   friend class RequestParser;
@@ -142,6 +156,8 @@ class Request {
   std::string_view body_;
   size_t header_count_ = 0;
   int64_t received_ms_ = 0;
+  mutable uint32_t tag_ = 0;
+  mutable int64_t upstream_ms_ = -1;
   // id(): 0 not made yet, 1 the X-Request-Id field, 2 generated into id_.
   mutable uint8_t id_kind_ = 0;
   mutable std::array<char, 32> id_{};

@@ -128,6 +128,8 @@ void Http2Connection::on_close() {
   tasks_.clear();
 }
 
+bool Http2Connection::busy() const { return !tasks_.empty() || conn_->pending_output_bytes() > 0; }
+
 void Http2Connection::close_if_idle() {
   session_.shutdown();
   flush();

@@ -36,6 +36,7 @@ class Http2Connection final : public http::ConnectionProtocol {
   void on_close() override;
   void close_if_idle() override;
   std::chrono::milliseconds on_timer() override;
+  bool busy() const override;
 
  private:
   class Task;

@@ -111,7 +111,10 @@ bool Acceptor::shed_one() {
   spare_fd_.reset();
   int err = 0;
   int fd = sockets::accept(socket_.fd(), nullptr, &err);
-  if (fd >= 0) sockets::close(fd);
+  if (fd >= 0) {
+    sockets::close(fd);
+    loop_->load().shed.add();
+  }
   spare_fd_.reset(open_spare());
   return fd >= 0;
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/loop_counter.h"
 #include "net/buffer_pool.h"
 #include "net/channel.h"
 #include "net/poller.h"
@@ -44,6 +45,11 @@ struct LoopLoad {
   std::atomic<uint32_t> in_flight{0};    // handed to this loop, not yet opened
   std::atomic<uint64_t> recent_bytes{0};  // bytes moved, decayed once a second
   uint64_t bytes_this_period = 0;         // loop thread only
+  // Since the loop started (metrics): written by the loop's thread only.
+  LoopCounter accepted;        // connections opened on this loop
+  LoopCounter shed;            // connections closed as accepted (limits, out of descriptors)
+  LoopCounter bytes_received;  // from the sockets of its connections
+  LoopCounter bytes_sent;
 };
 
 class EventLoop {
@@ -122,6 +128,7 @@ class EventLoop {
   ConnectionTable& connections() { return *connections_; }
   BufferPool& buffers() { return buffers_; }
   LoopLoad& load() { return load_; }
+  const LoopLoad& load() const { return load_; }
   pid_t thread_id() const { return thread_id_; }
   uint64_t iterations() const { return iterations_; }
 

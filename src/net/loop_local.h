@@ -71,10 +71,15 @@ class LoopLocal {
     std::lock_guard lock(mu_);
     for (auto& [loop, value] : owned_) f(loop, *value);
   }
+  template <typename F>
+  void for_each(F f) const {
+    std::lock_guard lock(mu_);
+    for (const auto& [loop, value] : owned_) f(loop, static_cast<const T&>(*value));
+  }
 
  private:
   const size_t key_;
-  std::mutex mu_;  // guards owned_
+  mutable std::mutex mu_;  // guards owned_
   std::vector<std::pair<EventLoop*, std::unique_ptr<T>>> owned_;
 };
 

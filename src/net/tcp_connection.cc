@@ -226,7 +226,19 @@ void TcpConnection::set_tcp_nodelay(bool on) {
   (void)sockets::set_tcp_nodelay(socket_.fd(), on);
 }
 
-void TcpConnection::note_activity(size_t bytes) {
+void TcpConnection::count_received(uint64_t bytes) {
+  bytes_received_ += bytes;
+  loop()->load().bytes_received.add(bytes);
+  note_activity(bytes);
+}
+
+void TcpConnection::count_sent(uint64_t bytes) {
+  bytes_sent_ += bytes;
+  loop()->load().bytes_sent.add(bytes);
+  note_activity(bytes);
+}
+
+void TcpConnection::note_activity(uint64_t bytes) {
   loop()->load().bytes_this_period += bytes;
   if (idle_timer_on_) idle_timer_->arm(idle_timeout_);
 }
@@ -242,8 +254,7 @@ void TcpConnection::handle_read() {
     loop()->buffers().fill(input_);
     ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
     if (n > 0) {
-      bytes_received_ += static_cast<uint64_t>(n);
-      note_activity(static_cast<size_t>(n));
+      count_received(static_cast<uint64_t>(n));
       deliver_input();
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
           static_cast<size_t>(n) < offered) {
@@ -264,8 +275,7 @@ void TcpConnection::handle_received(const char* data, ssize_t n) {
   if (close_scheduled_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
   if (n < 0) return fail(static_cast<int>(-n), "recv");
   if (n == 0) return handle_peer_eof();
-  bytes_received_ += static_cast<uint64_t>(n);
-  note_activity(static_cast<size_t>(n));
+  count_received(static_cast<uint64_t>(n));
   if (secure_) return secure_received(data, static_cast<size_t>(n));
   loop()->buffers().fill(input_);
   input_.append(data, static_cast<size_t>(n));

@@ -204,7 +204,10 @@ class TcpConnection final : public OutputStream {
   void pop_sent_file();
   void flush_output();
   void output_drained();
-  void note_activity(size_t bytes);
+  // Bytes moved on the socket: the connection's, the loop's, the idle timer.
+  void count_received(uint64_t bytes);
+  void count_sent(uint64_t bytes);
+  void note_activity(uint64_t bytes);
   static void idle_timed_out(void* self);
   // What defer_callback() runs at the end of the round (an enum, not a
   // member pointer: with it the closure fits std::function's inline

@@ -41,8 +41,7 @@ void TcpConnection::send(std::string_view data) {
       if (err != EAGAIN && err != EWOULDBLOCK) return fail(err, "write");
     } else {
       written = static_cast<size_t>(n);
-      bytes_sent_ += written;
-      note_activity(written);
+      count_sent(written);
       if (written == data.size()) {
         if (wants_write_complete()) defer_callback(Deferred::kWriteComplete);
         return;
@@ -149,8 +148,7 @@ void TcpConnection::flush_output() {
           sockets::write(socket_.fd(), output_.peek(), output_.readable_bytes(), &err, more);
       if (n < 0) break;
       output_.retrieve(static_cast<size_t>(n));
-      bytes_sent_ += static_cast<uint64_t>(n);
-      note_activity(static_cast<size_t>(n));
+      count_sent(static_cast<uint64_t>(n));
       if (!output_.empty()) break;  // the socket buffer is full
     } else if (!files_.empty()) {
       FileRegion& region = files_.front().region;
@@ -174,8 +172,7 @@ void TcpConnection::flush_output() {
         return close_at_round_end();
       }
       region.length -= static_cast<size_t>(n);
-      bytes_sent_ += static_cast<uint64_t>(n);
-      note_activity(static_cast<size_t>(n));
+      count_sent(static_cast<uint64_t>(n));
       if (region.length > 0) {
         if (static_cast<size_t>(n) < chunk) break;  // the socket buffer is full
         // Edge-triggered, no new edge comes while the socket has room: go on.
@@ -235,8 +232,7 @@ void TcpConnection::handle_sent(ssize_t n) {
     return fail(static_cast<int>(-n), "send");
   }
   sending_.retrieve(static_cast<size_t>(n));
-  bytes_sent_ += static_cast<uint64_t>(n);
-  note_activity(static_cast<size_t>(n));
+  count_sent(static_cast<uint64_t>(n));
   if (!sending_.empty()) return start_send();  // the socket took part of it
   loop()->buffers().drain(sending_);
   flush_output();

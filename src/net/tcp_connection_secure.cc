@@ -94,8 +94,7 @@ void TcpConnection::secure_read() {
     loop()->buffers().fill(in);
     ssize_t n = in.read_fd(socket_.fd(), &err, &offered);
     if (n > 0) {
-      bytes_received_ += static_cast<uint64_t>(n);
-      note_activity(static_cast<size_t>(n));
+      count_received(static_cast<uint64_t>(n));
       secure_input();
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
           static_cast<size_t>(n) < offered) {
@@ -242,8 +241,7 @@ void TcpConnection::secure_flush() {
     ssize_t n = sockets::write(socket_.fd(), s.out.peek(), s.out.readable_bytes(), &err, more);
     if (n < 0) break;
     s.out.retrieve(static_cast<size_t>(n));
-    bytes_sent_ += static_cast<uint64_t>(n);
-    note_activity(static_cast<size_t>(n));
+    count_sent(static_cast<uint64_t>(n));
     if (!s.out.empty()) break;  // the socket buffer is full
     loop()->buffers().drain(s.out);
   }

@@ -292,6 +292,24 @@ size_t TcpServer::connection_count() const {
   return total;
 }
 
+TcpServer::Totals TcpServer::totals() const {
+  Totals totals;
+  bool base_counted = false;
+  auto add = [&totals](const LoopLoad& load) {
+    totals.accepted += load.accepted.get();
+    totals.shed += load.shed.get();
+    totals.bytes_received += load.bytes_received.get();
+    totals.bytes_sent += load.bytes_sent.get();
+  };
+  for (const auto& state : loop_states_) {
+    add(state->loop->load());
+    base_counted = base_counted || state->loop == loop_;
+  }
+  // The base loop sheds when it accepts for the others.
+  if (!base_counted) add(loop_->load());
+  return totals;
+}
+
 void TcpServer::on_accepted(Socket socket, const InetAddress& peer, SecureContext* secure) {
   if (accept_filter_ && !accept_filter_(peer)) return;  // the Socket closes
   size_t index = pick_loop();
@@ -337,14 +355,17 @@ void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress&
                           "{}: {} connections on this loop, the configured maximum; closing "
                           "new connection from {}",
                           options_.name, table.live(), peer.to_ip_port());
+    io->load().shed.add();
     return;  // the Socket closes
   }
   std::unique_ptr<SecureLayer> layer;
   if (secure != nullptr && !(layer = secure->new_layer())) {
     TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: no TLS session for a new connection from {}; closing it",
                           options_.name, peer.to_ip_port());
+    io->load().shed.add();
     return;  // the Socket closes
   }
+  io->load().accepted.add();
   TcpConnection* conn =
       table.open(std::move(socket), peer, &callbacks_, this, options_.trigger);
   if (options_.idle_timeout.count() > 0) conn->set_idle_timeout(options_.idle_timeout);

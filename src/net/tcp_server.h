@@ -177,6 +177,15 @@ class TcpServer {
 
   // Live connections over all loops (approximate while they change). Any thread.
   size_t connection_count() const;
+  // What the loops have counted since they started (LoopLoad), summed:
+  // connections accepted and shed, bytes on their sockets. Any thread.
+  struct Totals {
+    uint64_t accepted = 0;
+    uint64_t shed = 0;
+    uint64_t bytes_received = 0;
+    uint64_t bytes_sent = 0;
+  };
+  Totals totals() const;
 
   // The bound address; with port 0 in the constructor, the port the kernel chose.
   const InetAddress& listen_address() const { return listen_addresses_.front(); }

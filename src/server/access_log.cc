@@ -45,6 +45,11 @@ void AccessLog::open(const std::string& path) {
   current_.store(logger_.get(), std::memory_order_release);
 }
 
+uint64_t AccessLog::dropped() const {
+  std::lock_guard lock(mu_);
+  return pool_ ? pool_->overrun_counter() : 0;
+}
+
 void AccessLog::reopen() {
   std::lock_guard lock(mu_);
   if (path_.empty() || !file_) return;

@@ -63,9 +63,11 @@ class AccessLog {
 
   void log(const http::Request& request, const net::TcpConnection& conn,
            const http::ResponseWriter& writer);
+  // Lines dropped because the writer thread fell behind (metrics). Any thread.
+  uint64_t dropped() const;
 
  private:
-  std::mutex mu_;  // open/reopen
+  mutable std::mutex mu_;  // open/reopen
   std::string path_;
   // Our own backend thread (not spdlog's global one), so that the destructor
   // can drain and join it before the logger it writes for is freed.

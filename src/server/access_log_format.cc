@@ -17,7 +17,7 @@ namespace {
 
 using Variable = AccessLogFormat::Variable;
 
-constexpr std::array<std::pair<std::string_view, Variable>, 20> kVariables = {{
+constexpr std::array<std::pair<std::string_view, Variable>, 21> kVariables = {{
     {"remote_addr", Variable::kRemoteAddr},
     {"remote_user", Variable::kRemoteUser},
     {"time_local", Variable::kTimeLocal},
@@ -38,6 +38,7 @@ constexpr std::array<std::pair<std::string_view, Variable>, 20> kVariables = {{
     {"ssl_protocol", Variable::kSslProtocol},
     {"ssl_cipher", Variable::kSslCipher},
     {"pid", Variable::kPid},
+    {"upstream_response_time", Variable::kUpstreamResponseTime},
 }};
 
 constexpr std::string_view kCombined =
@@ -176,6 +177,8 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
     case Variable::kPid:
       fmt::format_to(std::back_inserter(out), "{}", ::getpid());
       return;
+    case Variable::kUpstreamResponseTime:
+      return r.upstream_ms() < 0 ? out.push_back('-') : append_seconds(out, r.upstream_ms());
     case Variable::kHttpField:
       return append_text(out, r.header(field));
   }
@@ -208,6 +211,12 @@ void append_json(fmt::memory_buffer& out, const AccessLogEntry& e) {
   append_json_optional(out, r.header("User-Agent"));
   out.append(std::string_view(",\"ssl_protocol\":"));
   append_json_optional(out, tls_value(e.conn, false));
+  out.append(std::string_view(",\"upstream_response_time\":"));
+  if (r.upstream_ms() < 0) {
+    out.append(std::string_view("null"));
+  } else {
+    append_seconds(out, r.upstream_ms());
+  }
   out.push_back('}');
 }
 

@@ -7,12 +7,14 @@
 //   "json"      one JSON object a line (time, remote_addr, request_method,
 //               request_uri, server_protocol, status, body_bytes_sent,
 //               request_time, host, scheme, request_id, http_referer,
-//               http_user_agent, ssl_protocol)
+//               http_user_agent, ssl_protocol, upstream_response_time)
 //   otherwise   text with nginx-style variables, $name or ${name}:
 //               remote_addr remote_user time_local time_iso8601 msec
 //               request request_method request_uri uri args
 //               server_protocol status body_bytes_sent request_time
 //               request_id host scheme ssl_protocol ssl_cipher pid
+//               upstream_response_time (seconds on upstream or FastCGI
+//               servers, every attempt summed; "-" without)
 //               http_NAME (a request field: http_x_forwarded_for)
 //
 // In text, a value's '"', '\' and bytes outside printable ASCII are written
@@ -59,7 +61,7 @@ class AccessLogFormat {
   enum class Variable : uint8_t {
     kRemoteAddr, kRemoteUser, kTimeLocal, kTimeIso8601, kMsec, kRequest, kRequestMethod, kRequestUri,
     kUri, kArgs, kServerProtocol, kStatus, kBodyBytesSent, kRequestTime, kRequestId, kHost, kScheme,
-    kSslProtocol, kSslCipher, kPid, kHttpField,
+    kSslProtocol, kSslCipher, kPid, kUpstreamResponseTime, kHttpField,
   };
 
  private:

@@ -8,6 +8,8 @@
 #include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/proxy_handler.h"
 #include "server/handlers/location_handlers.h"
+#include "server/handlers/metrics_handler.h"
+#include "server/metrics.h"
 #include "server/handlers/static_handler.h"
 
 namespace tern::server {
@@ -24,7 +26,7 @@ constexpr int kMaxRedirects = 10;
 
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
              std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
-             const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops)
+             const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics)
     : sites_(std::move(sites)),
       mime_(std::move(mime)),
       deny_dotfiles_(config.static_files.deny_dotfiles),
@@ -55,6 +57,12 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
         add(chain, std::make_unique<ReturnHandler>(lc));
         continue;  // nothing after a return runs
       }
+      if (!lc.metrics.empty() && metrics != nullptr) {
+        add(chain, std::make_unique<MetricsHandler>(metrics, lc.metrics == "prometheus"
+                                                                 ? MetricsHandler::Kind::kPrometheus
+                                                                 : MetricsHandler::Kind::kStatus));
+        continue;  // it answers every request
+      }
       if (lc.users && users != nullptr) add(chain, std::make_unique<UsersHandler>(users));
       if (lc.proxy && proxy != nullptr) {
         add(chain, std::make_unique<ProxyHandler>(proxy, location));
@@ -76,9 +84,10 @@ StaticFilesOptions Chain::static_options(const StaticStore& store) const {
   return options;
 }
 
-ChainLoop::ChainLoop(std::shared_ptr<const Chain> chain) : chain_(std::move(chain)) {
+ChainLoop::ChainLoop(std::shared_ptr<const Chain> chain, LoopMetrics* counts) : chain_(std::move(chain)) {
   for (const StaticStore& store : chain_->sites().stores()) {
     stores_.push_back(std::make_unique<StaticFiles>(chain_->static_options(store)));
+    if (counts != nullptr) stores_.back()->cache().set_counters(&counts->file_cache_hits, &counts->file_cache_misses);
   }
 }
 
@@ -106,6 +115,7 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
   r.internal = false;
   resolved_for_ = &request;
   r.site = &chain_->sites().select(request.host(), local);
+  request.set_tag(r.site->series());
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(request.path(), &path_, &dot_segment);
   if (!path) return refuse(400);
@@ -117,9 +127,11 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
     // An internal location is for try_files' redirects, not for clients.
     if (r.location == nullptr || (r.location->config.internal && !r.internal)) {
       r.location = nullptr;
+      request.set_tag(r.site->series());
       return refuse(404);
     }
     r.files = stores_[r.location->store].get();
+    request.set_tag(r.location->series);
     Claim claim = Claim::kPass;
     for (Handler* handler : chain_->handlers(*r.location)) {
       claim = handler->claim(r);

@@ -40,6 +40,8 @@ namespace tern::server {
 class Chain;
 class ChainLoop;
 class FastCgiRoutes;
+class Metrics;
+struct LoopMetrics;
 class ProxyRoutes;
 
 // A location's error_page on a response's writer: the status answered
@@ -69,7 +71,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   Chain(std::shared_ptr<const Sites> sites, const Config& config,
         std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
         const auth::UsersApp* users,
-        const net::LoopLocal<ChainLoop>* loops);
+        const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics = nullptr);
   ~Chain();
 
   const Sites& sites() const { return *sites_; }
@@ -97,8 +99,9 @@ class Chain : public std::enable_shared_from_this<Chain> {
 class ChainLoop {
  public:
   // Opens the document roots (throws std::system_error when one cannot be
-  // opened). On the loop's thread.
-  explicit ChainLoop(std::shared_ptr<const Chain> chain);
+  // opened); their caches count into `counts` (null: not counted). On the
+  // loop's thread.
+  explicit ChainLoop(std::shared_ptr<const Chain> chain, LoopMetrics* counts = nullptr);
   ChainLoop(const ChainLoop&) = delete;
   ChainLoop& operator=(const ChainLoop&) = delete;
 

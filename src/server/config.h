@@ -190,6 +190,9 @@ struct LocationConfig {
   std::vector<std::pair<int, std::string>> error_pages;
   bool static_files = true;
   bool users = false;                  // the users app ([auth]) answers its paths
+  // "prometheus": the server's metrics as Prometheus text; "status": the
+  // status page, and its figures as JSON (?format=json). Empty: neither.
+  std::string metrics;
   std::vector<FastCgiConfig> fastcgi;  // tried in order before the static files
   std::optional<ProxyConfig> proxy;    // every request of the location goes there
   int line = 0;

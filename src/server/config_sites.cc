@@ -250,6 +250,12 @@ LocationConfig read_location(Section s, int line) {
   l.error_pages = read_error_pages(s);
   s.get_bool("static", &l.static_files);
   s.get_bool("users", &l.users);
+  if (const toml::node* node = s.node("metrics")) {
+    s.get_string("metrics", &l.metrics);
+    if (l.metrics != "prometheus" && l.metrics != "status") {
+      s.fail(*node, "metrics", "expected \"prometheus\" (text for Prometheus) or \"status\" (the status page)");
+    }
+  }
   if (const toml::node* node = s.node("fastcgi")) {
     if (!node->is_table()) s.fail(*node, "fastcgi", "expected a table { pass = \"unix:/run/php/php-fpm.sock\" }");
     l.fastcgi.push_back(read_fastcgi(s.sub(*node->as_table(), "fastcgi"),

@@ -186,6 +186,7 @@ OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time
                                               bool remember_missing) {
   auto it = index_.find(path);
   if (it == index_.end()) {
+    if (misses_ != nullptr) misses_->add();
     FileResult opened = open_path(path);
     if (cacheable(opened, remember_missing)) insert(path, opened, now);
     return opened;
@@ -194,12 +195,14 @@ OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time
   lru_.splice(lru_.begin(), lru_, entry);
   if (now - entry->checked_at >= options_.valid_for) {
     if (!still_valid(*entry)) {
+      if (misses_ != nullptr) misses_->add();
       FileResult opened = open_path(path);
       refresh(entry, opened, now);
       return opened;
     }
     entry->checked_at = now;
   }
+  if (hits_ != nullptr) hits_->add();
   if (entry->in_memory()) {
     contents_.splice(contents_.begin(), contents_, entry->content_at);
     entry->used_at = now;

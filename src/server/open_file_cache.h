@@ -58,6 +58,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "base/loop_counter.h"
 #include "base/result.h"
 #include "http/http_date.h"
 
@@ -208,6 +209,13 @@ class OpenFileCache {
   size_t size() const { return index_.size(); }
   size_t bytes() const { return bytes_; }  // counted against max_bytes
   void clear();
+  // Where find() counts the lookups it answered from an entry still valid
+  // (hits) and those that went to the file system (misses); not owned,
+  // null: not counted.
+  void set_counters(LoopCounter* hits, LoopCounter* misses) {
+    hits_ = hits;
+    misses_ = misses;
+  }
 
   // The process is out of descriptors: lets go of the least recently used
   // entries holding one, a quarter of them (at least 16), and returns how
@@ -258,6 +266,8 @@ class OpenFileCache {
   std::list<Entry*> contents_;  // entries whose content is loaded, most recently used first
   std::unordered_map<std::string_view, List::iterator> index_;  // keys view Entry::path
   std::string scratch_;       // NUL-terminated relative path, reused
+  LoopCounter* hits_ = nullptr;
+  LoopCounter* misses_ = nullptr;
 };
 
 }  // namespace tern::server

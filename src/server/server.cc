@@ -20,6 +20,7 @@
 #include "server/chain.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/proxy_handler.h"
+#include "server/metrics.h"
 #include "server/upstreams.h"
 #include "server/sites.h"
 
@@ -62,6 +63,17 @@ std::shared_ptr<const MimeTypes> mime_types(const Config& config) {
   auto mime = std::make_shared<MimeTypes>();
   for (const auto& [extension, type] : config.static_files.mime) mime->set(extension, type);
   return mime;
+}
+
+// Whether a location of the config answers metrics: requests are counted
+// by site and location only then.
+bool names_metrics(const Config& config) {
+  for (const SiteConfig& site : config.sites) {
+    for (const LocationConfig& location : site.locations) {
+      if (!location.metrics.empty()) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -128,6 +140,7 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
     : loop_(loop),
       config_path_(std::move(config_path)),
       config_(std::make_shared<const Config>(std::move(config))),
+      metrics_(std::make_unique<Metrics>()),
       blocked_(std::make_shared<const IpFilter>(config_->blocked)) {}
 
 Server::~Server() {
@@ -169,7 +182,9 @@ void Server::start() {
       TERN_LOG_INFO("http2: {} takes HTTP/2 with prior knowledge (h2c) beside HTTP/1.1", address.to_ip_port());
     }
   }
-  upstreams_ = std::make_unique<Upstreams>(config);
+  metrics_->set_enabled(names_metrics(config));
+  metrics_->set_extra([this](MetricsSnapshot* snapshot) { add_server_figures(snapshot); });
+  upstreams_ = std::make_unique<Upstreams>(config, metrics_.get());
   upstreams_->start_health_checks(loop_);
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
@@ -184,11 +199,12 @@ void Server::start() {
   http_->add_handler(std::make_unique<SitesHandler>(&chains_));
   http_->set_thread_init_callback([this](net::EventLoop* loop) {
     upstreams_->init_loop(loop);
-    chains_.emplace(loop, chain_);
+    chains_.emplace(loop, chain_, &metrics_->loop(loop));
   });
   // Installed even when the log is off: SIGHUP may turn it on.
   http_->set_response_callback(
       [this](const http::Request& r, const net::TcpConnection& c, const http::ResponseWriter& w) {
+        metrics_->record(c.loop(), r, w.status());
         access_log_.log(r, c, w);
       });
   // Out of descriptors at accept: connections come before cached files.
@@ -277,9 +293,29 @@ void Server::start_users_app(const Config& config) {
 }
 
 std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams* upstreams) const {
-  auto sites = std::make_shared<const Sites>(config);
+  auto sites = std::make_shared<const Sites>(config, metrics_.get());
   return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), upstreams->fastcgi.get(),
-                                       upstreams->proxy.get(), users_.get(), &chains_);
+                                       upstreams->proxy.get(), users_.get(), &chains_, metrics_.get());
+}
+
+void Server::add_server_figures(MetricsSnapshot* snapshot) const {
+  const net::TcpServer::Totals totals = http_->tcp_server().totals();
+  const http::HttpServer::ConnectionStates states = http_->connection_states();
+  MetricsSnapshot::Connections& c = snapshot->connections;
+  c.active = http_->tcp_server().connection_count();
+  c.reading = states.reading;
+  c.writing = states.writing;
+  c.idle = states.idle;
+  c.accepted = totals.accepted;
+  c.shed = totals.shed;
+  snapshot->bytes_received = totals.bytes_received;
+  snapshot->bytes_sent = totals.bytes_sent;
+  const tls::Stats tls = tls_totals();
+  snapshot->tls.handshakes = tls.handshakes;
+  snapshot->tls.resumed = tls.resumed;
+  snapshot->tls.failed = tls.failed;
+  snapshot->error_log_dropped = log::dropped_records();
+  snapshot->access_log_dropped = access_log_.dropped();
 }
 
 
@@ -324,7 +360,7 @@ void Server::reload() {
   std::shared_ptr<const Chain> chain;
   std::vector<TlsAddress> tls;
   try {
-    if (new_blocks) upstreams = std::make_unique<Upstreams>(fresh);
+    if (new_blocks) upstreams = std::make_unique<Upstreams>(fresh, metrics_.get());
     chain = build_chain(fresh, new_blocks ? upstreams.get() : upstreams_.get());
     tls = tls_for(fresh, *chain);
   } catch (const ConfigError& e) {
@@ -359,6 +395,7 @@ void Server::reload() {
     }
   }
   log::set_level(fresh.log.level);
+  metrics_->set_enabled(names_metrics(fresh));
   try {
     access_log_.set_format(fresh.access_log_format);
     access_log_.open(fresh.access_log);
@@ -384,7 +421,7 @@ void Server::reload() {
     loop->run_in_loop([this, loop, chain, fresh_blocks, old_blocks] {
       if (fresh_blocks != nullptr) fresh_blocks->init_loop(loop);
       try {
-        chains_.emplace(loop, chain);
+        chains_.emplace(loop, chain, &metrics_->loop(loop));
       } catch (const std::exception& e) {
         TERN_LOG_ERROR("SIGHUP: sites keep their running settings: {}", e.what());
       }

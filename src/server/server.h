@@ -52,6 +52,8 @@ namespace tern::server {
 
 class Chain;
 class ChainLoop;
+class Metrics;
+struct MetricsSnapshot;
 struct Upstreams;
 
 class Server {
@@ -105,10 +107,16 @@ class Server {
   // Installs them: contexts for new addresses, updates for known ones.
   void apply_tls(std::vector<TlsAddress> addresses);
   void log_tls_stats();
+  // Handshakes so far over every TLS address. Any thread.
+  tls::Stats tls_totals() const;
+  // What Metrics' snapshot takes from the server: connections, bytes, TLS, logs.
+  void add_server_figures(MetricsSnapshot* snapshot) const;
 
   net::EventLoop* const loop_;
   std::string config_path_;
   std::shared_ptr<const Config> config_;
+  // Before everything that counts into it (the upstream pools, the loops).
+  std::unique_ptr<Metrics> metrics_;
   AccessLog access_log_;
   // Read on accepting threads, replaced on SIGHUP.
   mutable std::mutex blocked_mu_;
@@ -132,6 +140,7 @@ class Server {
   // HTTPS: one context per address marked "tls" (kept for the server's life,
   // as TcpServer keeps them), the ticket keys all of them share.
   std::shared_ptr<tls::TicketKeys> ticket_keys_;
+  mutable std::mutex tls_mu_;  // tls_: changed on the main thread, read by a scrape
   std::vector<std::pair<net::InetAddress, std::shared_ptr<tls::ServerContext>>> tls_;
   tls::Stats tls_logged_;  // the figures of the last TLS line in the log
   net::TimerId tls_stats_timer_;

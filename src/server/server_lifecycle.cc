@@ -13,6 +13,7 @@
 #include "base/task_pool.h"
 #include "http/http_server.h"
 #include "net/event_loop.h"
+#include "server/metrics.h"
 #include "server/server.h"
 #include "server/service_notify.h"
 #include "server/upgrade.h"
@@ -111,7 +112,9 @@ std::string Server::status_line() const {
   std::string addresses;
   for (const net::InetAddress& a : listen_addresses()) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
   const size_t open = http_->tcp_server().connection_count();
-  return fmt::format("{} connection{} open; listening on {}", open, open == 1 ? "" : "s", addresses);
+  const uint64_t answered = metrics_->snapshot().responses;
+  return fmt::format("{} connection{} open, {} request{} answered; listening on {}", open, open == 1 ? "" : "s",
+                     answered, answered == 1 ? "" : "s", addresses);
 }
 
 void Server::announce_ready() {

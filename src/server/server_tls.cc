@@ -29,6 +29,7 @@ void Server::apply_tls(std::vector<TlsAddress> addresses) {
     } else {
       auto context = std::make_shared<tls::ServerContext>(std::move(entry.settings));
       http_->tcp_server().set_secure_context(entry.address, context);
+      std::lock_guard lock(tls_mu_);
       tls_.emplace_back(entry.address, std::move(context));
     }
     TERN_LOG_INFO("tls: {}: {} certificate set{}, TLS 1.2 and 1.3, ALPN {}, {}", entry.address.to_ip_port(),
@@ -53,14 +54,20 @@ void Server::apply_tls(std::vector<TlsAddress> addresses) {
   }
 }
 
-void Server::log_tls_stats() {
-  tls::Stats now;
+tls::Stats Server::tls_totals() const {
+  tls::Stats total;
+  std::lock_guard lock(tls_mu_);
   for (const auto& [address, context] : tls_) {
     const tls::Stats s = context->stats();
-    now.handshakes += s.handshakes;
-    now.resumed += s.resumed;
-    now.failed += s.failed;
+    total.handshakes += s.handshakes;
+    total.resumed += s.resumed;
+    total.failed += s.failed;
   }
+  return total;
+}
+
+void Server::log_tls_stats() {
+  const tls::Stats now = tls_totals();
   const uint64_t handshakes = now.handshakes - tls_logged_.handshakes;
   const uint64_t resumed = now.resumed - tls_logged_.resumed;
   const uint64_t failed = now.failed - tls_logged_.failed;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "server/metrics.h"
+
 namespace tern::server {
 namespace {
 
@@ -97,8 +99,9 @@ const Location* Site::match(std::string_view path, Captures* captures) const {
   return longest;
 }
 
-Sites::Sites(const Config& config) : fastcgi_(fastcgi_blocks(config)), compression_(config.compression.policy) {
-  for (const SiteConfig& site : config.sites) add_site(config, site);
+Sites::Sites(const Config& config, Metrics* metrics)
+    : fastcgi_(fastcgi_blocks(config)), compression_(config.compression.policy) {
+  for (const SiteConfig& site : config.sites) add_site(config, site, metrics);
   if (sites_.empty()) throw std::runtime_error(config.source + ": no site");
   // Every root must open now, where the operator sees the error.
   for (const StaticStore& store : stores_) {
@@ -118,9 +121,11 @@ size_t Sites::store_for(std::string root, std::vector<std::string> index, bool a
   return stores_.size() - 1;
 }
 
-void Sites::add_site(const Config& config, const SiteConfig& site_config) {
+void Sites::add_site(const Config& config, const SiteConfig& site_config, Metrics* metrics) {
   auto site = std::make_unique<Site>();
   site->config_ = site_config;
+  const std::string site_name = site_label(site_config.names);
+  if (metrics != nullptr) site->series_ = metrics->request_series(site_name, "");
   const std::vector<std::string>& site_index =
       site_config.index.empty() ? config.static_files.index : site_config.index;
   site->locations_.reserve(site_config.locations.size());
@@ -128,6 +133,7 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config) {
     Location& l = site->locations_.emplace_back();
     l.config = lc;
     l.id = location_count_++;
+    if (metrics != nullptr) l.series = metrics->request_series(site_name, location_label(lc));
     if (is_regex(lc)) {
       l.regex.emplace(lc.pattern, lc.match == LocationConfig::Match::kRegexCaseless ? Regex::kCaseless
                                                                                       : Regex::kNone);

@@ -48,6 +48,8 @@
 
 namespace tern::server {
 
+class Metrics;
+
 // A document root and its index names: what a per-loop StaticFiles is
 // opened on.
 struct StaticStore {
@@ -67,6 +69,7 @@ struct Location {
   const std::vector<std::pair<int, std::string>>* error_pages = nullptr;  // its own, or the site's
   http::ExtraFields fields;    // headers and expires
   const http::CompressionPolicy* compression = nullptr;  // null: not compressed on the fly
+  uint32_t series = 0;         // its requests' metrics series (server/metrics.h)
 };
 
 class Site {
@@ -77,10 +80,13 @@ class Site {
   // site's), or an empty view.
   std::string_view error_page(const Location* location, int status) const;
   const std::vector<Location>& locations() const { return locations_; }
+  // The metrics series of its requests that no location took.
+  uint32_t series() const { return series_; }
 
  private:
   friend class Sites;
   SiteConfig config_;
+  uint32_t series_ = 0;
   std::vector<Location> locations_;
   std::vector<const Location*> exact_;
   std::vector<const Location*> prefixes_;  // longest first
@@ -91,9 +97,10 @@ class Site {
 class Sites {
  public:
   // `config.sites` compiled (finish_sites() made one when the file has
-  // none). Throws std::runtime_error naming the file and line of a site
-  // whose root cannot be opened.
-  explicit Sites(const Config& config);
+  // none), each site and location with its series of `metrics` (none:
+  // series 0). Throws std::runtime_error naming the file and line of a
+  // site whose root cannot be opened.
+  explicit Sites(const Config& config, Metrics* metrics = nullptr);
   Sites(const Sites&) = delete;
   Sites& operator=(const Sites&) = delete;
 
@@ -124,7 +131,7 @@ class Sites {
     const Site& select(std::string_view host) const;
   };
 
-  void add_site(const Config& config, const SiteConfig& site_config);
+  void add_site(const Config& config, const SiteConfig& site_config, Metrics* metrics);
   const Site& select_by_name(std::string_view host, const net::InetAddress& local) const;
   const NameTable& table_for(const net::InetAddress& local) const;
   size_t store_for(std::string root, std::vector<std::string> index, bool autoindex);

@@ -19,6 +19,7 @@ class EventLoop;
 namespace tern::server {
 
 class FastCgiRoutes;
+class Metrics;
 class ProxyRoutes;
 
 // Runs f on `loop`'s thread and waits for it (main thread, shutting the
@@ -35,8 +36,9 @@ struct Upstreams {
   std::unique_ptr<FastCgiRoutes> fastcgi;  // null without FastCGI blocks
   std::unique_ptr<ProxyRoutes> proxy;      // null without proxies
 
-  // Throws std::runtime_error when a FastCGI block's root cannot be opened.
-  explicit Upstreams(const Config& config);
+  // Throws std::runtime_error when a FastCGI block's root cannot be
+  // opened. The pools count into `metrics` (null: not counted).
+  explicit Upstreams(const Config& config, Metrics* metrics = nullptr);
   ~Upstreams();
   Upstreams(const Upstreams&) = delete;
   Upstreams& operator=(const Upstreams&) = delete;

@@ -73,6 +73,8 @@ class Balancer {
   size_t size() const { return servers_.size(); }
   const ServerSpec& spec(size_t i) const { return servers_[i].spec; }
   size_t active(size_t i) const { return servers_[i].active; }
+  // Passive health: the server is out until then (the past: it is not).
+  Clock::time_point down_until(size_t i) const { return servers_[i].down_until; }
 
  private:
   struct Server {

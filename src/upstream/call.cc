@@ -92,6 +92,7 @@ void Call::acquire() {
   tried_ |= uint64_t{1} << server_;
   ++tries_;
   attempt_open_ = true;
+  attempt_began_ms_ = loop_->clock().now_ms();
   group_.started(server_);
   group_.pool(server_).acquire(this);
 }
@@ -99,7 +100,9 @@ void Call::acquire() {
 void Call::settle(bool failed) {
   if (!attempt_open_) return;
   attempt_open_ = false;
-  group_.finished(server_, failed);
+  const uint64_t elapsed = loop_->clock().now_ms() - attempt_began_ms_;
+  group_.finished(server_, failed, elapsed);
+  if (exchange_ != nullptr) exchange_->request().add_upstream_ms(static_cast<int64_t>(elapsed));
 }
 
 // Another server for a failed attempt, if the options, the request and the

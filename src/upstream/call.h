@@ -284,6 +284,7 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   size_t server_ = 0;       // of the group, for this attempt
   unsigned tries_ = 0;
   bool attempt_open_ = false;     // server_ has an outcome to report
+  uint64_t attempt_began_ms_ = 0;  // when it took server_ (the loop's clock)
   bool buffer_body_ = false;      // the body is gathered before a connection is taken
   bool buffer_response_ = false;  // this response is read ahead of the client
   bool replayable_ = false;       // no body, or a buffered one: can be sent again

@@ -28,7 +28,11 @@ Group::Group(net::EventLoop* loop, std::string name, const std::vector<GroupServ
 
 std::optional<size_t> Group::pick(std::string_view key, uint64_t tried) {
   if (up_ != nullptr) {
-    for (size_t i = 0; i < pools_.size(); ++i) balancer_.set_up(i, up_[i].load(std::memory_order_relaxed));
+    for (size_t i = 0; i < pools_.size(); ++i) {
+      const bool up = up_[i].load(std::memory_order_relaxed);
+      balancer_.set_up(i, up);
+      if (!counters_.empty()) counters_[i]->check_down.store(!up, std::memory_order_relaxed);
+    }
   }
   if (pools_.size() == 1) {
     // One server (a FastCGI block): no choice to make, and no passive
@@ -39,13 +43,22 @@ std::optional<size_t> Group::pick(std::string_view key, uint64_t tried) {
   return balancer_.pick(key, tried, loop_->clock().now());
 }
 
-void Group::finished(size_t server, bool failed) {
+void Group::finished(size_t server, bool failed, uint64_t elapsed_ms) {
   balancer_.finished(server);
   if (failed) {
     balancer_.failed(server, loop_->clock().now());
   } else {
     balancer_.succeeded(server);
   }
+  if (counters_.empty()) return;
+  ServerCounters& counters = *counters_[server];
+  counters.requests.add();
+  if (failed) counters.failures.add();
+  counters.latency_ms.add(elapsed_ms);
+  // A group of one never takes its server out (pick()).
+  const int64_t down_until =
+      pools_.size() == 1 ? 0 : static_cast<int64_t>(CachedClock::to_ms(balancer_.down_until(server)));
+  counters.down_until_ms.store(down_until, std::memory_order_relaxed);
 }
 
 void Group::close() {

@@ -6,7 +6,7 @@
 //   Group group(loop, "backend", servers, Balancer::Method::kRoundRobin, pool_options);
 //   auto i = group.pick(key, tried);          // nullopt: none available
 //   group.pool(*i).acquire(&user); group.started(*i);
-//   ... group.finished(*i, /*failed=*/false);
+//   ... group.finished(*i, /*failed=*/false, elapsed_ms);
 //
 // Loop thread only.
 #pragma once
@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/loop_counter.h"
 
 #include "net/connection_pool.h"
 #include "net/socket_address.h"
@@ -35,6 +37,17 @@ struct GroupServer {
   std::shared_ptr<net::SecureContext> secure{};  // TLS to it (tls::ClientContext); null: plain
 };
 
+// What is counted per server of a group on one loop (metrics), written by
+// that loop and read by any thread.
+struct ServerCounters {
+  LoopCounter requests;    // attempts that ended
+  LoopCounter failures;    // of those, the failed ones
+  LoopCounter latency_ms;  // their time from taking the server to the end, summed
+  // Out of the rotation until then (steady clock, ms): passive health.
+  std::atomic<int64_t> down_until_ms{0};
+  std::atomic<bool> check_down{false};  // the active check's verdict at the last pick
+};
+
 class Group {
  public:
   // `pool` holds the options every server's pool shares (its address and
@@ -50,7 +63,10 @@ class Group {
   // An attempt went to `server` / is over: `failed` counts against its
   // passive health, else clears it.
   void started(size_t server) { balancer_.started(server); }
-  void finished(size_t server, bool failed);
+  void finished(size_t server, bool failed, uint64_t elapsed_ms = 0);
+  // Where finished() counts, one per server (not owned; they outlive the
+  // group); none: nothing is counted.
+  void set_counters(std::vector<ServerCounters*> counters) { counters_ = std::move(counters); }
   // Active health checks: the verdicts of a HealthCheck (one per server,
   // outliving the group), read at each pick.
   void watch(const std::atomic<bool>* up) { up_ = up; }
@@ -71,6 +87,7 @@ class Group {
   Balancer balancer_;
   std::vector<std::unique_ptr<net::ConnectionPool>> pools_;
   const std::atomic<bool>* up_ = nullptr;
+  std::vector<ServerCounters*> counters_;
 };
 
 }  // namespace tern::upstream

@@ -11,6 +11,7 @@
 #include "http/request_parser.h"
 #include "net/event_loop.h"
 #include "net/inet_address.h"
+#include "server/metrics.h"
 #include "support/exchange_harness.h"
 #include "support/temp_dir.h"
 
@@ -45,14 +46,16 @@ class ChainTest : public ::testing::Test {
     const std::string path = dir_.at("tern.toml");
     std::ofstream(path) << sites << "\n[static]\nroot = \"" << dir_.at("www") << "\"\n";
     Config config = load_config(path);
-    chain_ = std::make_shared<const Chain>(std::make_shared<const Sites>(config), config,
-                                           std::make_shared<MimeTypes>(), nullptr, nullptr, nullptr, &loops_);
+    chain_ = std::make_shared<const Chain>(std::make_shared<const Sites>(config, metrics_), config,
+                                           std::make_shared<MimeTypes>(), nullptr, nullptr, nullptr, &loops_,
+                                           metrics_);
     loops_.emplace(&loop_, chain_);
   }
 
   // `raw` through the parser and the chain, from `peer`, answered as
   // HttpConnection answers: at once, or through an exchange (here one
-  // carried in memory) when the handler takes one or a body follows.
+  // carried in memory) when the handler takes one or a body follows; with
+  // metrics_, counted as the server's response callback counts.
   Answer ask(const std::string& raw, const char* peer = "127.0.0.1") {
     testing::MemoryExchange ex(&loop_, raw, peer);
     EXPECT_TRUE(ex.parsed()) << raw;
@@ -73,6 +76,7 @@ class ChainTest : public ::testing::Test {
     });
     EXPECT_TRUE(ex.run(std::chrono::seconds(5)));
     const testing::ParsedResponse response = ex.response();
+    if (metrics_ != nullptr) metrics_->record(&loop_, ex.request(), response.status);
     EXPECT_TRUE(response.complete) << ex.output();
     answer.status = response.status;
     answer.head = response.head;
@@ -88,6 +92,7 @@ class ChainTest : public ::testing::Test {
   testing::TempDir dir_;
   net::LoopLocal<ChainLoop> loops_;
   std::shared_ptr<const Chain> chain_;
+  Metrics* metrics_ = nullptr;  // set before load() to count
 };
 
 TEST_F(ChainTest, TheImplicitSiteServesItsRootAndRefusesDotfiles) {
@@ -173,6 +178,57 @@ TEST_F(ChainTest, CompressionIsAnOutputFilterOnTheWriter) {
   EXPECT_LT(coded.body.size(), page.size() / 4);
   EXPECT_EQ(coded.header("Content-Length"), std::to_string(coded.body.size()));
   EXPECT_EQ(coded.header("ETag").substr(0, 2), "W/");
+}
+
+}  // namespace
+}  // namespace tern::server
+
+namespace tern::server {
+namespace {
+
+// Tag every request with its site and location, and answer the figures at
+// a metrics location (only to the clients its allow admits).
+TEST_F(ChainTest, MetricsCountRequestsByLocationAndAnswerThem) {
+  Metrics metrics;
+  metrics.set_enabled(true);
+  metrics_ = &metrics;
+  load(R"(
+[[server]]
+names = ["example.com"]
+  [[server.location]]
+  prefix = "/"
+  [[server.location]]
+  exact = "/metrics"
+  metrics = "prometheus"
+  allow = ["127.0.0.1/32"]
+  [[server.location]]
+  prefix = "/status"
+  metrics = "status"
+)");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(ask(get("/")).status, 200);
+  EXPECT_EQ(ask(get("/missing")).status, 404);
+  EXPECT_EQ(ask(get("/metrics"), "10.0.0.1").status, 403);
+
+  Answer text = ask(get("/metrics"));
+  EXPECT_EQ(text.status, 200);
+  EXPECT_EQ(text.header("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(text.header("Cache-Control"), "no-store");
+  EXPECT_NE(text.body.find("tern_requests_total{site=\"example.com\",location=\"/\",class=\"2xx\"} 3\n"),
+            std::string::npos) << text.body;
+  EXPECT_NE(text.body.find("tern_requests_total{site=\"example.com\",location=\"/\",class=\"4xx\"} 1\n"),
+            std::string::npos) << text.body;
+  EXPECT_NE(text.body.find("tern_requests_total{site=\"example.com\",location=\"= /metrics\",class=\"4xx\"} 1\n"),
+            std::string::npos) << text.body;
+
+  Answer page = ask(get("/status"));
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.header("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("<canvas"), std::string::npos);
+  Answer json = ask(get("/status?x=1&format=json"));
+  EXPECT_EQ(json.header("Content-Type"), "application/json");
+  EXPECT_NE(json.body.find("\"location\":\"= /metrics\",\"by_class\":{\"1xx\":0,\"2xx\":1,"), std::string::npos)
+      << json.body;
+  EXPECT_EQ(ask("POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n").status, 405);
 }
 
 }  // namespace

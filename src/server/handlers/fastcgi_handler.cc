@@ -1,3 +1,4 @@
+#include "server/metrics.h"
 #include "server/handlers/fastcgi_handler.h"
 
 #include <fcntl.h>
@@ -163,6 +164,7 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
     options.queue_timeout = block->config.queue_timeout;
     state->groups.push_back(
         std::make_unique<upstream::Group>(loop, block->log_name, block->servers, block->balance, options));
+    if (metrics_ != nullptr) metrics_->count_group(loop, "fastcgi", *state->groups.back(), block->servers);
     OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
     scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
@@ -261,7 +263,12 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
       !request.has_header("Authorization")) {
     std::string key = ResponseCache::key(request);
     auto now = std::chrono::steady_clock::now();
-    if (auto hit = block.cache->find(key, now)) {
+    auto hit = block.cache->find(key, now);
+    if (metrics_ != nullptr) {
+      LoopMetrics& counts = metrics_->loop(exchange.loop());
+      (hit ? counts.response_cache_hits : counts.response_cache_misses).add();
+    }
+    if (hit) {
       http::ResponseWriter& w = exchange.writer();
       if (hit->status == 200) {
         std::string_view type, coding;

@@ -45,6 +45,8 @@ class EventLoop;
 
 namespace tern::server {
 
+class Metrics;
+
 class FastCgiRoutes {
  public:
   // `blocks` with their roots set (fastcgi_blocks()); from config the
@@ -59,6 +61,9 @@ class FastCgiRoutes {
   bool empty() const { return blocks_.empty(); }
   // On each I/O loop's thread, before it serves.
   void init_loop(net::EventLoop* loop);
+  // Where the pools and the response caches count (null: nowhere). Before
+  // the first init_loop().
+  void set_metrics(Metrics* metrics) { metrics_ = metrics; }
   // Closes the pools, each on its loop's thread (waits). Main thread, while
   // the I/O loops still run; requests after it get 502.
   void shutdown(const std::vector<net::EventLoop*>& loops);
@@ -91,6 +96,7 @@ class FastCgiRoutes {
   const bool symlinks_anywhere_;
   const std::chrono::milliseconds cache_valid_;
   net::LoopLocal<LoopState> loops_;
+  Metrics* metrics_ = nullptr;
 };
 
 }  // namespace tern::server

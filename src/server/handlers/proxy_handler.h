@@ -35,6 +35,7 @@ class SecureContext;
 
 namespace tern::server {
 
+class Metrics;
 struct Location;
 
 // Every group the config's proxies use, [[upstream]] ones first, then those
@@ -51,6 +52,8 @@ class ProxyRoutes {
   bool empty() const { return groups_.empty(); }
   // On each I/O loop's thread, before it serves.
   void init_loop(net::EventLoop* loop);
+  // Where the pools count (null: nowhere). Before the first init_loop().
+  void set_metrics(Metrics* metrics) { metrics_ = metrics; }
   // Closes the pools, each on its loop's thread (waits). Main thread, while
   // the I/O loops still run.
   void shutdown(const std::vector<net::EventLoop*>& loops);
@@ -78,6 +81,7 @@ class ProxyRoutes {
   std::vector<upstream::GroupServer> servers(size_t index) const;
 
   std::vector<UpstreamConfig> groups_;
+  Metrics* metrics_ = nullptr;
   std::vector<std::string> declared_;  // the [[upstream]] names
   // Per group, a TLS context per server (none for a plain group), shared by
   // every loop's pools and the health check.

@@ -224,13 +224,17 @@ def test_access_log_format_mistake_names_file_line_and_variable(tmp_path):
 
 def test_request_id_reaches_fastcgi_and_the_log_alike(php_factory):
     import json
-    srv = php_factory(config={"access_log": "access.log", "access_log_format": "$request_id $uri"})
+    srv = php_factory(config={"access_log": "access.log",
+                              "access_log_format": "$request_id $uri $upstream_response_time"})
     given = json.loads(srv.get("/echo.php", {"X-Request-Id": "from-client-7"}).body)
     made = json.loads(srv.get("/echo.php").body)
+    srv.get("/no-such-file")  # answered without an upstream
     assert given["server"]["REQUEST_ID"] == "from-client-7"
     assert re.fullmatch(r"[0-9a-f]{32}", made["server"]["REQUEST_ID"])
-    lines = wait_for_lines(srv.workdir / "access.log", 2)
-    assert lines == ["from-client-7 /echo.php", f"{made['server']['REQUEST_ID']} /echo.php"]
+    lines = wait_for_lines(srv.workdir / "access.log", 3)
+    assert re.fullmatch(r"from-client-7 /echo\.php \d+\.\d{3}", lines[0]), lines
+    assert re.fullmatch(made["server"]["REQUEST_ID"] + r" /echo\.php \d+\.\d{3}", lines[1]), lines
+    assert lines[2].endswith(" -"), lines
 
 
 def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path):
@@ -240,7 +244,8 @@ def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path
         app = App("app", free_ports(1)[0], log)
         try:
             srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}"}},
-                                    access_log="access.log", access_log_format="$request_id $uri"))
+                                    access_log="access.log",
+                                    access_log_format="$request_id $uri $upstream_response_time"))
             seen = [dict((k.lower(), v) for k, v in json.loads(srv.get(path, headers).body)["headers"])
                     for path, headers in (("/echo/a", {"X-Request-Id": "from-client-8"}), ("/echo/b", {}))]
         finally:
@@ -249,4 +254,5 @@ def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path
     made = seen[1]["x-request-id"]
     assert re.fullmatch(r"[0-9a-f]{32}", made)
     lines = wait_for_lines(srv.workdir / "access.log", 2)
-    assert lines == ["from-client-8 /echo/a", f"{made} /echo/b"]
+    assert [line.rsplit(" ", 1)[0] for line in lines] == ["from-client-8 /echo/a", f"{made} /echo/b"]
+    assert all(re.fullmatch(r"\d+\.\d{3}", line.rsplit(" ", 1)[1]) for line in lines), lines

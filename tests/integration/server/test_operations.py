@@ -271,13 +271,14 @@ def test_service_manager_hears_ready_status_reloading_and_stopping(tern_factory,
         srv = tern_factory(env={"NOTIFY_SOCKET": notify.path})
         ready = notify.wait_for(lambda m: "READY" in m)
         assert ready["READY"] == "1"
-        assert ready["STATUS"] == f"0 connections open; listening on 127.0.0.1:{srv.port}", ready
+        assert ready["STATUS"] == f"0 connections open, 0 requests answered; listening on 127.0.0.1:{srv.port}", ready
 
         srv.write_file("a.txt", "alpha\n")
         with srv.connect() as conn:
             assert conn.get("/a.txt").status == 200
             # STATUS every few seconds says where the server stands.
-            status = notify.wait_for(lambda m: m.get("STATUS", "").startswith("1 connection open"))
+            status = notify.wait_for(
+                lambda m: m.get("STATUS", "").startswith("1 connection open, 1 request answered;"))
             assert set(status) == {"STATUS"}, status
 
         before = time.monotonic()

@@ -1,0 +1,212 @@
+#include "server/metrics_text.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+namespace tern::server {
+namespace {
+
+constexpr const char* kClasses[5] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+
+using Out = std::back_insert_iterator<std::string>;
+
+// A label value or a JSON string's contents: backslash, quote and line
+// feed escaped (both formats escape them alike); other control bytes, which
+// no label of ours holds, become spaces.
+void escape(std::string& out, std::string_view value) {
+  for (char c : value) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+    }
+  }
+}
+
+void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  fmt::format_to(Out(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void sample(std::string& out, std::string_view name, auto value) {
+  fmt::format_to(Out(out), "{} {}\n", name, value);
+}
+
+void upstream_labels(std::string& out, const MetricsSnapshot::Upstream& u) {
+  out += "{kind=\"";
+  escape(out, u.kind);
+  out += "\",group=\"";
+  escape(out, u.group);
+  out += "\",server=\"";
+  escape(out, u.server);
+  out += "\"}";
+}
+
+double seconds(uint64_t ms) { return static_cast<double>(ms) / 1000.0; }
+
+void prometheus_requests(std::string& out, const MetricsSnapshot& s) {
+  family(out, "tern_requests_total", "counter", "Responses sent, by site, location and status class.");
+  for (const MetricsSnapshot::Requests& series : s.requests) {
+    for (size_t c = 0; c < 5; ++c) {
+      if (series.by_class[c] == 0) continue;
+      out += "tern_requests_total{site=\"";
+      escape(out, series.site);
+      out += "\",location=\"";
+      escape(out, series.location);
+      fmt::format_to(Out(out), "\",class=\"{}\"}} {}\n", kClasses[c], series.by_class[c]);
+    }
+  }
+  family(out, "tern_request_duration_seconds", "histogram",
+         "Time from a request's first byte to its response's last, by the loop's clock.");
+  for (size_t b = 0; b < kDurationBoundsMs.size(); ++b) {
+    fmt::format_to(Out(out), "tern_request_duration_seconds_bucket{{le=\"{}\"}} {}\n", kDurationBoundsMs[b] / 1000.0,
+                   s.duration_buckets[b]);
+  }
+  const uint64_t count = s.duration_buckets.back();
+  fmt::format_to(Out(out), "tern_request_duration_seconds_bucket{{le=\"+Inf\"}} {}\n", count);
+  sample(out, "tern_request_duration_seconds_sum", seconds(s.duration_ms));
+  sample(out, "tern_request_duration_seconds_count", count);
+}
+
+void prometheus_connections(std::string& out, const MetricsSnapshot& s) {
+  family(out, "tern_received_bytes_total", "counter", "Bytes read from the sockets of the loops.");
+  sample(out, "tern_received_bytes_total", s.bytes_received);
+  family(out, "tern_sent_bytes_total", "counter", "Bytes written to the sockets of the loops.");
+  sample(out, "tern_sent_bytes_total", s.bytes_sent);
+  family(out, "tern_connections_active", "gauge", "Client connections open.");
+  sample(out, "tern_connections_active", s.connections.active);
+  family(out, "tern_connections", "gauge",
+         "Client connections reading a request, writing a response, or idle (sampled each second).");
+  fmt::format_to(Out(out), "tern_connections{{state=\"reading\"}} {}\n", s.connections.reading);
+  fmt::format_to(Out(out), "tern_connections{{state=\"writing\"}} {}\n", s.connections.writing);
+  fmt::format_to(Out(out), "tern_connections{{state=\"idle\"}} {}\n", s.connections.idle);
+  family(out, "tern_connections_accepted_total", "counter", "Client connections accepted and served.");
+  sample(out, "tern_connections_accepted_total", s.connections.accepted);
+  family(out, "tern_connections_shed_total", "counter",
+         "Client connections closed as they were accepted (connection limit, out of descriptors).");
+  sample(out, "tern_connections_shed_total", s.connections.shed);
+  family(out, "tern_tls_handshakes_total", "counter", "TLS handshakes completed.");
+  sample(out, "tern_tls_handshakes_total", s.tls.handshakes);
+  family(out, "tern_tls_resumed_total", "counter", "TLS handshakes that resumed a session.");
+  sample(out, "tern_tls_resumed_total", s.tls.resumed);
+  family(out, "tern_tls_handshake_failures_total", "counter", "TLS handshakes that failed.");
+  sample(out, "tern_tls_handshake_failures_total", s.tls.failed);
+}
+
+void prometheus_upstreams(std::string& out, const MetricsSnapshot& s) {
+  struct Column {
+    const char* name;
+    const char* type;
+    const char* help;
+  };
+  static constexpr Column kColumns[] = {
+      {"tern_upstream_requests_total", "counter", "Attempts on an upstream or FastCGI server that ended."},
+      {"tern_upstream_failures_total", "counter", "Attempts that failed (connect, reset, timeout, bad response)."},
+      {"tern_upstream_response_seconds_sum", "counter", "Time of the attempts, summed."},
+      {"tern_upstream_up", "gauge", "1 while the server is in the rotation (health checks, max_fails)."},
+  };
+  for (size_t column = 0; column < std::size(kColumns); ++column) {
+    family(out, kColumns[column].name, kColumns[column].type, kColumns[column].help);
+    for (const MetricsSnapshot::Upstream& u : s.upstreams) {
+      out += kColumns[column].name;
+      upstream_labels(out, u);
+      switch (column) {
+        case 0: fmt::format_to(Out(out), " {}\n", u.requests); break;
+        case 1: fmt::format_to(Out(out), " {}\n", u.failures); break;
+        case 2: fmt::format_to(Out(out), " {}\n", seconds(u.latency_ms)); break;
+        default: fmt::format_to(Out(out), " {}\n", u.up ? 1 : 0); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) {
+  std::string out;
+  out.reserve(4096 + 160 * (s.requests.size() + 4 * s.upstreams.size()));
+  family(out, "tern_build_info", "gauge", "The running build.");
+  out += "tern_build_info{version=\"";
+  escape(out, version);
+  out += "\"} 1\n";
+  family(out, "tern_start_time_seconds", "gauge", "When the process started, in Unix seconds.");
+  fmt::format_to(Out(out), "tern_start_time_seconds {:.3f}\n", s.start_time);
+  prometheus_requests(out, s);
+  prometheus_connections(out, s);
+  prometheus_upstreams(out, s);
+  family(out, "tern_open_file_cache_hits_total", "counter", "Static file lookups the open-file cache answered.");
+  sample(out, "tern_open_file_cache_hits_total", s.file_cache_hits);
+  family(out, "tern_open_file_cache_misses_total", "counter", "Static file lookups that went to the file system.");
+  sample(out, "tern_open_file_cache_misses_total", s.file_cache_misses);
+  family(out, "tern_response_cache_hits_total", "counter", "FastCGI responses answered from the response cache.");
+  sample(out, "tern_response_cache_hits_total", s.response_cache_hits);
+  family(out, "tern_response_cache_misses_total", "counter", "Cacheable FastCGI requests the cache did not hold.");
+  sample(out, "tern_response_cache_misses_total", s.response_cache_misses);
+  family(out, "tern_log_dropped_total", "counter", "Log records dropped because the log's queue was full.");
+  fmt::format_to(Out(out), "tern_log_dropped_total{{log=\"error\"}} {}\n", s.error_log_dropped);
+  fmt::format_to(Out(out), "tern_log_dropped_total{{log=\"access\"}} {}\n", s.access_log_dropped);
+  return out;
+}
+
+std::string status_json(const MetricsSnapshot& s, std::string_view version) {
+  std::string out;
+  out.reserve(2048 + 160 * (s.requests.size() + s.upstreams.size()));
+  auto classes = [&out](const std::array<uint64_t, 5>& by_class) {
+    fmt::format_to(Out(out), "{{\"1xx\":{},\"2xx\":{},\"3xx\":{},\"4xx\":{},\"5xx\":{}}}", by_class[0], by_class[1],
+                   by_class[2], by_class[3], by_class[4]);
+  };
+  out += "{\"version\":\"";
+  escape(out, version);
+  fmt::format_to(Out(out), "\",\"start_time\":{:.3f},\"time\":{:.3f},", s.start_time, s.now);
+  std::array<uint64_t, 5> total{};
+  for (const MetricsSnapshot::Requests& series : s.requests) {
+    for (size_t c = 0; c < 5; ++c) total[c] += series.by_class[c];
+  }
+  fmt::format_to(Out(out), "\"requests\":{{\"total\":{},\"by_class\":", s.requests_total());
+  classes(total);
+  out += "},\"locations\":[";
+  for (size_t i = 0; i < s.requests.size(); ++i) {
+    out += i == 0 ? "{\"site\":\"" : ",{\"site\":\"";
+    escape(out, s.requests[i].site);
+    out += "\",\"location\":\"";
+    escape(out, s.requests[i].location);
+    out += "\",\"by_class\":";
+    classes(s.requests[i].by_class);
+    out += "}";
+  }
+  out += "],\"duration\":{\"bounds\":[";
+  for (size_t b = 0; b < kDurationBoundsMs.size(); ++b) {
+    fmt::format_to(Out(out), "{}{}", b == 0 ? "" : ",", kDurationBoundsMs[b] / 1000.0);
+  }
+  out += "],\"buckets\":[";
+  for (size_t b = 0; b < kDurationBuckets; ++b) fmt::format_to(Out(out), "{}{}", b == 0 ? "" : ",", s.duration_buckets[b]);
+  fmt::format_to(Out(out), "],\"sum\":{},\"count\":{}}},", seconds(s.duration_ms), s.duration_buckets.back());
+  fmt::format_to(Out(out), "\"bytes\":{{\"received\":{},\"sent\":{}}},", s.bytes_received, s.bytes_sent);
+  const MetricsSnapshot::Connections& c = s.connections;
+  fmt::format_to(Out(out),
+                 "\"connections\":{{\"active\":{},\"reading\":{},\"writing\":{},\"idle\":{},\"accepted\":{},"
+                 "\"shed\":{}}},",
+                 c.active, c.reading, c.writing, c.idle, c.accepted, c.shed);
+  fmt::format_to(Out(out), "\"tls\":{{\"handshakes\":{},\"resumed\":{},\"failed\":{}}},\"upstreams\":[",
+                 s.tls.handshakes, s.tls.resumed, s.tls.failed);
+  for (size_t i = 0; i < s.upstreams.size(); ++i) {
+    const MetricsSnapshot::Upstream& u = s.upstreams[i];
+    out += i == 0 ? "{\"kind\":\"" : ",{\"kind\":\"";
+    escape(out, u.kind);
+    out += "\",\"group\":\"";
+    escape(out, u.group);
+    out += "\",\"server\":\"";
+    escape(out, u.server);
+    fmt::format_to(Out(out), "\",\"requests\":{},\"failures\":{},\"latency_sum\":{},\"up\":{}}}", u.requests,
+                   u.failures, seconds(u.latency_ms), u.up ? "true" : "false");
+  }
+  fmt::format_to(Out(out),
+                 "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{}}}}},"
+                 "\"log\":{{\"dropped\":{{\"error\":{},\"access\":{}}}}}}}\n",
+                 s.file_cache_hits, s.file_cache_misses, s.response_cache_hits, s.response_cache_misses,
+                 s.error_log_dropped, s.access_log_dropped);
+  return out;
+}
+
+}  // namespace tern::server
