@@ -250,7 +250,8 @@ void UsersApp::read_credentials(
 
 void UsersApp::run_task(http::Exchange& exchange, std::function<void()> task) {
   if (!tasks_->submit(std::move(task))) {
-    TERN_LOG_EVERY_SECOND(spdlog::level::warn, "users: task queue full; answering 503");
+    TERN_LOG_EVERY_SECOND(spdlog::level::warn, "users: task queue full; answering 503 (request {})",
+                          exchange.request().id());
     send_error(exchange, 503, "server busy; try again shortly");
   }
 }

@@ -1,5 +1,7 @@
 #include "fastcgi/relay.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 
 namespace tern::fastcgi {
@@ -9,6 +11,12 @@ constexpr uint16_t kRequestId = 1;
 constexpr size_t kMaxStderrLine = 4096;
 
 }  // namespace
+
+Codec::Codec(RequestHeadWriter head_writer, std::string_view log_name, std::string_view request_id)
+    : head_writer_(std::move(head_writer)), log_name_(log_name) {
+  request_id_size_ = static_cast<uint8_t>(std::min(request_id.size(), request_id_.size()));
+  std::copy_n(request_id.data(), request_id_size_, request_id_.data());
+}
 
 void Codec::write_head(net::Buffer& out, std::optional<uint64_t> content_length) {
   head_writer_(out, content_length);
@@ -99,19 +107,24 @@ void Codec::on_stderr(std::string_view data, bool flush) {
     if (newline == std::string_view::npos) break;
     data.remove_prefix(newline + 1);
     if (!stderr_line_.empty() && stderr_line_.back() == '\r') stderr_line_.pop_back();
-    if (!stderr_line_.empty()) TERN_LOG_WARN("{} stderr: {}", log_name_, stderr_line_);
+    if (!stderr_line_.empty()) log_stderr_line();
     stderr_line_.clear();
   }
   if (flush && !stderr_line_.empty()) {
-    TERN_LOG_WARN("{} stderr: {}", log_name_, stderr_line_);
+    log_stderr_line();
     stderr_line_.clear();
   }
+}
+
+void Codec::log_stderr_line() const {
+  TERN_LOG_WARN("{} stderr: {} (request {})", log_name_, stderr_line_,
+                std::string_view(request_id_.data(), request_id_size_));
 }
 
 void relay(http::Exchange& exchange, upstream::Group& group, const upstream::CallOptions& options,
            RequestHeadWriter head_writer, std::unique_ptr<upstream::ResponseTap> tap) {
   upstream::Call::start<Codec>(exchange, group, options, std::move(tap), std::move(head_writer),
-                               options.log_name);
+                               options.log_name, exchange.request().id());
 }
 
 }  // namespace tern::fastcgi

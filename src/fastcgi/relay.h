@@ -20,6 +20,7 @@
 // Loop thread only.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -39,9 +40,9 @@ using RequestHeadWriter = std::function<void(net::Buffer& out, std::optional<uin
 
 class Codec final : public upstream::Codec {
  public:
-  // `log_name` names the application in its stderr lines; kept as a view.
-  Codec(RequestHeadWriter head_writer, std::string_view log_name)
-      : head_writer_(std::move(head_writer)), log_name_(log_name) {}
+  // `log_name` names the application in its stderr lines (kept as a
+  // view), which end with `request_id` (copied; at most 64 bytes kept).
+  Codec(RequestHeadWriter head_writer, std::string_view log_name, std::string_view request_id);
 
   void write_head(net::Buffer& out, std::optional<uint64_t> content_length) override;
   void write_body(net::Buffer& out, std::string_view piece, bool last) override;
@@ -54,9 +55,12 @@ class Codec final : public upstream::Codec {
 
  private:
   void on_stderr(std::string_view data, bool flush);
+  void log_stderr_line() const;
 
   RequestHeadWriter head_writer_;
   std::string_view log_name_;
+  std::array<char, 64> request_id_{};
+  uint8_t request_id_size_ = 0;
   RecordParser records_;
   CgiHeadParser head_;
   upstream::ResponseHead view_;

@@ -290,8 +290,8 @@ void HttpConnection::dispatch(net::Buffer& input) {
   if (!writer.finished()) {
     // A handler bug. Before any byte we can still answer; after, the framing
     // of the response is broken and only closing is honest.
-    TERN_LOG_ERROR("conn {}: handler for {} {} did not finish its response", conn_->id().slot,
-                   request.method_text(), request.target());
+    TERN_LOG_ERROR("conn {}: handler for {} {} did not finish its response (request {})", conn_->id().slot,
+                   request.method_text(), request.target(), request.id());
     if (!writer.started()) {
       writer.close_after();
       write_error_page(writer, 500);

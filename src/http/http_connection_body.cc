@@ -48,7 +48,8 @@ bool HttpConnection::read_body(net::Buffer& input) {
   if (body_spooled_) {
     Result<std::string_view> body = req_->body.view();
     if (!body) {
-      TERN_LOG_ERROR("conn {}: request body: {}", conn_->id().slot, body.error().message());
+      TERN_LOG_ERROR("conn {}: request body: {} (request {})", conn_->id().slot, body.error().message(),
+                     request.id());
       fail(500, "cannot map the request body");
       return false;
     }
@@ -93,7 +94,8 @@ bool HttpConnection::spool_body(net::Buffer& input, bool* complete) {
     }
   }
   if (!stored) {
-    TERN_LOG_ERROR("conn {}: request body: {}", conn_->id().slot, stored.error().message());
+    TERN_LOG_ERROR("conn {}: request body: {} (request {})", conn_->id().slot, stored.error().message(),
+                   req_->request.id());
     fail(500, "cannot store the request body");
     return false;
   }

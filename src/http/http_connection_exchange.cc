@@ -39,8 +39,8 @@ void HttpConnection::finish_exchange() {
   if (state_ == State::kTunnel) return abort_exchange();  // a tunnel ends with its connection
   ResponseWriter& writer = exchange().response();
   if (!writer.finished()) {
-    TERN_LOG_ERROR("conn {}: exchange for {} {} finished without a complete response",
-                   conn_->id().slot, req_->request.method_text(), req_->request.target());
+    TERN_LOG_ERROR("conn {}: exchange for {} {} finished without a complete response (request {})",
+                   conn_->id().slot, req_->request.method_text(), req_->request.target(), req_->request.id());
     if (!writer.started()) {
       writer.close_after();
       write_error_page(writer, 500);

@@ -57,9 +57,9 @@ class Http2Connection::Task final : public http::ExchangeTransport {
 void Http2Connection::Task::finish_exchange() {
   http::ResponseWriter& writer = exchange.response();
   if (!writer.finished() && stream_ != nullptr) {
-    TERN_LOG_ERROR("conn {} stream {}: exchange for {} {} finished without a complete response",
+    TERN_LOG_ERROR("conn {} stream {}: exchange for {} {} finished without a complete response (request {})",
                    owner_->conn_->id().slot, stream_->id(), exchange.request().method_text(),
-                   exchange.request().target());
+                   exchange.request().target(), exchange.request().id());
     if (!writer.started()) {
       http::write_error_page(writer, 500);
     } else {
@@ -310,8 +310,8 @@ void Http2Connection::dispatch(Task& task) {
     task.handler->respond(task.route, writer);
   }
   if (!writer.finished()) {
-    TERN_LOG_ERROR("conn {} stream {}: handler for {} {} did not finish its response", conn_->id().slot,
-                   stream.id(), request.method_text(), request.target());
+    TERN_LOG_ERROR("conn {} stream {}: handler for {} {} did not finish its response (request {})",
+                   conn_->id().slot, stream.id(), request.method_text(), request.target(), request.id());
     if (!writer.started()) {
       http::write_error_page(writer, 500);
     } else {

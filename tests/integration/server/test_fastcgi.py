@@ -588,9 +588,12 @@ def test_unreachable_upstream_is_502_and_static_files_still_served(tern_factory,
 
 def test_php_stderr_goes_to_the_error_log(php):
     marker = f"tern-stderr-{uuid.uuid4().hex}"
-    resp = php.get(f"/stderr.php?msg={marker}")
+    resp = php.get(f"/stderr.php?msg={marker}", {"X-Request-Id": "stderr-req-42"})
     assert resp.status == 200 and resp.body == b"logged\n"
     assert php.wait_for_log(marker), f"{marker} not in tern's error log:\n{php.stderr()[-3000:]}"
+    # The line names the request it came from, as in the access log.
+    line = next(l for l in php.stderr().splitlines() if marker in l)
+    assert line.endswith(" (request stderr-req-42)"), line
 
 
 # -- cache ----------------------------------------------------------------------------
