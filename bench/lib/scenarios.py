@@ -68,6 +68,10 @@ TARGETS = {
     "tls": {"tern": "tern" + servers.TLS, "tern" + _U: "tern" + servers.TLS + _U,
             "nginx": "nginx" + servers.TLS, "h2o": "h2o" + servers.TLS,
             "lighttpd": "lighttpd" + servers.TLS},
+    # keepalive-100 with a [[server]] that has a /metrics location (on) or the
+    # same location answering 204 (off).
+    "metrics": {"tern": "tern-metrics", "tern" + _U: "tern-metrics" + _U},
+    "sites": {"tern": "tern-sites", "tern" + _U: "tern-sites" + _U},
     # Plain HTTP/2 with prior knowledge (h2c).
     "h2c": {"tern": "tern" + servers.H2C, "tern" + _U: "tern" + servers.H2C + _U,
             "nginx": "nginx" + servers.H2C, "h2o": "h2o" + servers.H2C,
@@ -114,6 +118,13 @@ SCENARIOS = [
     # The floor's canned response is at most 128 KiB: it cannot serve this file.
     Scenario("file-64m", "wrk", "MiB/s", path="/" + servers.BIG_FILE, conns=4, timeout=10,
              servers=WITHOUT_FLOOR, note="floor n/a (cannot send 64 MiB)"),
+    Scenario("sites-keepalive-100", "wrk", "req/s", conns=100, target="sites", servers=TERNS,
+             note="keepalive-100 on a [[server]] with locations / and = /metrics (a 204): "
+                  "metrics-keepalive-100 without the metrics"),
+    Scenario("metrics-keepalive-100", "wrk", "req/s", conns=100, target="metrics", servers=TERNS,
+             compare_to=(("sites-keepalive-100", "metrics on / off"),),
+             note="as sites-keepalive-100 with = /metrics answering Prometheus text: every "
+                  "request counted by site, location, status class and duration"),
     Scenario("idle-memory", "idle", "KiB/conn", higher_is_better=False,
              note=f"RSS growth holding {IDLE_CONNECTIONS:,} idle keep-alive connections; "
                   "a freshly started server each time. nginx allocates all its connection "

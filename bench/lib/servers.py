@@ -236,6 +236,24 @@ level = "warn"
     return path
 
 
+# tern's metrics rows: the implicit site's root served by a [[server]] that
+# also has an exact /metrics location, answering the metrics (on) or a 204
+# (off): the same locations either way, so the rows differ by the counting.
+METRICS_KINDS = {"tern-metrics": True, "tern-sites": False}
+
+
+def metrics_site(on):
+    answer = 'metrics = "prometheus"' if on else "return = 204"
+    return f'''[[server]]
+  [[server.location]]
+  prefix = "/"
+  [[server.location]]
+  exact = "/metrics"
+  {answer}
+  allow = ["{HOST}/32"]
+'''
+
+
 def tern_php_config(ws, port, fpm, cache, io="epoll"):
     """tern in front of its php-fpm, with the response cache or without."""
     path = ws.path(f"tern-php{'-cache' if cache else ''}-{io}-{port}.toml")
@@ -553,6 +571,9 @@ def _command(kind, ws, bins, port, backend):
         conf, errlog = nginx_config(ws, port, tls=tls, h2c=h2c)
     elif kind == "tern":
         conf = tern_config(ws, port, io, tls, h2c=h2c)
+        return [bins["tern"], "-c", conf], conf
+    elif kind in METRICS_KINDS:
+        conf = tern_config(ws, port, io, extra=metrics_site(METRICS_KINDS[kind]), name=kind)
         return [bins["tern"], "-c", conf], conf
     elif kind == "h2o":
         conf = h2o_config(ws, port, tls)

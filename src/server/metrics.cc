@@ -83,7 +83,7 @@ void Metrics::record(net::EventLoop* loop, const http::Request& request, int sta
   const int64_t received = request.received_ms();
   const int64_t now = static_cast<int64_t>(loop->clock().now_ms());
   const uint64_t elapsed = received > 0 && now > received ? static_cast<uint64_t>(now - received) : 0;
-  counts.durations[duration_bucket(elapsed)].add();
+  counts.durations[elapsed == 0 ? 0 : duration_bucket(elapsed)].add();  // most answer within the round
   counts.duration_ms.add(elapsed);
 }
 
