@@ -103,7 +103,7 @@ void prometheus_upstreams(std::string& out, const MetricsSnapshot& s) {
   static constexpr Column kColumns[] = {
       {"tern_upstream_requests_total", "counter", "Attempts on an upstream or FastCGI server that ended."},
       {"tern_upstream_failures_total", "counter", "Attempts that failed (connect, reset, timeout, bad response)."},
-      {"tern_upstream_response_seconds_sum", "counter", "Time of the attempts, summed."},
+      {"tern_upstream_response_seconds_total", "counter", "Time of the attempts, summed."},
       {"tern_upstream_up", "gauge", "1 while the server is in the rotation (health checks, max_fails)."},
   };
   for (size_t column = 0; column < std::size(kColumns); ++column) {

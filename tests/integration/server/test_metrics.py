@@ -60,7 +60,7 @@ FAMILIES = {
     "tern_tls_handshake_failures_total": "counter",
     "tern_upstream_requests_total": "counter",
     "tern_upstream_failures_total": "counter",
-    "tern_upstream_response_seconds_sum": "counter",
+    "tern_upstream_response_seconds_total": "counter",
     "tern_upstream_up": "gauge",
     "tern_open_file_cache_hits_total": "counter",
     "tern_open_file_cache_misses_total": "counter",
