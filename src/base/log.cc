@@ -29,6 +29,7 @@ struct State {
   std::mutex mu;
   std::shared_ptr<spdlog::logger> logger = make_stderr_logger();
   std::shared_ptr<spdlog::details::thread_pool> pool;  // set while async
+  std::size_t dropped_before = 0;  // by the pools init() replaced
   std::shared_ptr<FileSink> file;  // the current logger's, when it writes to a file
   bool custom = false;  // init() replaced the built-in stderr logger
   // Loggers replaced by init() or shutdown(). Another thread may have loaded
@@ -96,6 +97,7 @@ void init(const Options& options) {
   s.retired.push_back(s.logger);
   s.logger = logger;
   s.custom = true;
+  if (s.pool) s.dropped_before += s.pool->overrun_counter();
   s.pool = pool;  // the previous pool, if any, drains and stops here
   // Drained: the old file can close now (a retired logger keeps only the
   // object, and drops what a late caller still gives it).
@@ -124,6 +126,7 @@ void shutdown() {
   s.custom = false;
   // Destroying the pool drains its queue in order and joins its thread, so
   // every record logged before this point is written when we return.
+  if (s.pool) s.dropped_before += s.pool->overrun_counter();
   s.pool.reset();
   if (s.file) s.file->close();
   s.file.reset();
@@ -170,7 +173,7 @@ void flush_for_abort() {
 std::size_t dropped_records() {
   State& s = state();
   std::lock_guard lock(s.mu);
-  return s.pool ? s.pool->overrun_counter() : 0;
+  return s.dropped_before + (s.pool ? s.pool->overrun_counter() : 0);
 }
 
 }  // namespace tern::log

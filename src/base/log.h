@@ -71,7 +71,8 @@ std::string_view level_name(Level level);
 // the assertion handler right before abort().
 void flush_for_abort();
 
-// Records dropped because the async queue was full (since init).
+// Records dropped because the async queue was full, since the process began
+// (over every init()).
 std::size_t dropped_records();
 
 namespace detail {

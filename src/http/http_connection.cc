@@ -214,7 +214,7 @@ bool HttpConnection::names_http1(std::string_view input) {
 bool HttpConnection::limit_body(uint64_t max_body) {
   const Request& request = req_->request;
   if (request.body_framing() == BodyFraming::kContentLength && request.content_length() > max_body) {
-    fail(413, "Content-Length over the body limit");
+    fail(413, "Content-Length over the body limit", true);
     return false;
   }
   if (request.body_framing() == BodyFraming::kChunked) {
@@ -326,14 +326,20 @@ void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
   arm_timer(shared_->limits->header_timeout);
 }
 
-void HttpConnection::fail(int status, std::string_view log_reason) {
+void HttpConnection::fail(int status, std::string_view log_reason, bool parsed) {
   // Peer-caused: debug level, as the style guide asks.
   TERN_LOG_DEBUG("conn {} {}: {} {}", conn_->id().slot, conn_->peer_address().to_ip_port(), status,
                  log_reason);
   ResponseWriter writer(writer_context(false));
   write_error_page(writer, status);
-  // The request may be half parsed: log it as an empty one.
-  if (shared_->on_response) shared_->on_response(Request{}, *conn_, writer);
+  // A half-parsed request is logged as an empty one.
+  if (shared_->on_response) {
+    if (parsed && req_ != nullptr) {
+      shared_->on_response(req_->request, *conn_, writer);
+    } else {
+      shared_->on_response(Request{}, *conn_, writer);
+    }
+  }
   // The rest of the request may still be on its way.
   start_closing(true);
 }
@@ -426,7 +432,7 @@ void HttpConnection::on_timer() {
   if (state_ == State::kClosing) return conn_->force_close();  // lingered long enough
   if (state_ == State::kBody) {
     if (received) return arm_timer(limits.body_timeout);
-    return fail(408, "body timeout");
+    return fail(408, "body timeout", true);
   }
   if (state_ == State::kStreamBody) {
     // A paused body waits for the handler, not for the client.

@@ -180,8 +180,10 @@ class HttpConnection final : public ExchangeTransport {
   // keep_alive: go on to the next request; otherwise close, lingering when
   // the client may still be sending (see start_closing).
   void next_request(bool keep_alive, bool more_input_expected = false);
-  // Answers `status` with an error page and closes.
-  void fail(int status, std::string_view log_reason);
+  // Answers `status` with an error page and closes. `parsed`: the head of
+  // the request being answered is whole (logged and counted as itself,
+  // else as an empty request).
+  void fail(int status, std::string_view log_reason, bool parsed = false);
   void send_continue();
   void start_closing(bool more_input_expected);
   void arm_timer(std::chrono::milliseconds delay);

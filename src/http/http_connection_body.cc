@@ -50,7 +50,7 @@ bool HttpConnection::read_body(net::Buffer& input) {
     if (!body) {
       TERN_LOG_ERROR("conn {}: request body: {} (request {})", conn_->id().slot, body.error().message(),
                      request.id());
-      fail(500, "cannot map the request body");
+      fail(500, "cannot map the request body", true);
       return false;
     }
     request.body_ = *body;
@@ -96,7 +96,7 @@ bool HttpConnection::spool_body(net::Buffer& input, bool* complete) {
   if (!stored) {
     TERN_LOG_ERROR("conn {}: request body: {} (request {})", conn_->id().slot, stored.error().message(),
                    req_->request.id());
-    fail(500, "cannot store the request body");
+    fail(500, "cannot store the request body", true);
     return false;
   }
   return true;

@@ -110,7 +110,7 @@ void HttpConnection::abort_exchange() {
 void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
   const bool started = exchange().response().started();
   exchange().cancel();
-  if (!started) return fail(status, log_reason);
+  if (!started) return fail(status, log_reason, true);
   TERN_LOG_DEBUG("conn {}: {} after the response started: closing", conn_->id().slot, log_reason);
   start_closing(true);
 }

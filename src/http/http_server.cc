@@ -29,7 +29,9 @@ struct HttpServer::LoopContext {
   int64_t date_second = -1;
   char date[kHttpDateSize] = {};
   net::Buffer ok_head{256};  // refilled each second without allocating
-  // The live connections by phase, counted once a second (metrics).
+  // The live connections by phase, counted once a second while asked
+  // (count_connection_phases).
+  net::TimerId sampler;
   std::atomic<uint32_t> reading{0};
   std::atomic<uint32_t> writing{0};
   std::atomic<uint32_t> idle{0};
@@ -63,7 +65,14 @@ HttpServer::HttpServer(net::EventLoop* loop, std::vector<net::InetAddress> addre
                        HttpServerOptions options)
     : options_(std::move(options)), tcp_(loop, std::move(addresses), options_.tcp) {}
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  // A loop that outlives the server (the base loop serving as the only I/O
+  // loop) must not ring for a context that goes with it; the others stop
+  // with their threads, below.
+  contexts_.for_each([](net::EventLoop* loop, LoopContext& context) {
+    if (loop->is_in_loop_thread()) loop->cancel(context.sampler);
+  });
+}
 
 Result<void> HttpServer::start() {
   tcp_.set_thread_init_callback([this](net::EventLoop* loop) {
@@ -78,7 +87,9 @@ Result<void> HttpServer::start() {
     context->shared.http2_cleartext = options_.http2_cleartext;
     context->shared.on_response = on_response_;
     context->shared.clock = [context] { return context->current_clock(); };
-    loop->run_every(std::chrono::seconds(1), [context] { context->sample_phases(); });
+    context->sampler = loop->run_every(std::chrono::seconds(1), [this, context] {
+      if (count_phases_.load(std::memory_order_relaxed)) context->sample_phases();
+    });
     if (thread_init_) thread_init_(loop);
   });
   tcp_.set_connection_callback([this](net::TcpConnection& conn) { on_connection(conn); });

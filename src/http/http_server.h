@@ -18,6 +18,7 @@
 // callbacks are set before start().
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -90,7 +91,10 @@ class HttpServer {
   void set_limits(const HttpLimits& limits);
 
   // The connections of every loop by phase (HttpConnection::Phase), as
-  // each loop counted them at its last sample (once a second). Any thread.
+  // each loop counted them at its last sample: once a second while
+  // count_connection_phases is on (a walk over the loop's connections; off
+  // by default). Any thread.
+  void count_connection_phases(bool on) { count_phases_.store(on, std::memory_order_relaxed); }
   struct ConnectionStates {
     uint64_t open = 0;
     uint64_t reading = 0;
@@ -113,6 +117,7 @@ class HttpServer {
   std::vector<RequestHandler*> handlers_{&router_};  // the chain, in order
   ResponseCallback on_response_;
   std::function<void(net::EventLoop*)> thread_init_;
+  std::atomic<bool> count_phases_{false};
   net::LoopLocal<LoopContext> contexts_;  // one per I/O loop
   net::TcpServer tcp_;  // declared last: destroyed (and its loops joined) first
 };

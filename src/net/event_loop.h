@@ -48,7 +48,7 @@ struct LoopLoad {
   // Since the loop started (metrics): written by the loop's thread only.
   LoopCounter accepted;        // connections opened on this loop
   LoopCounter shed;            // connections closed as accepted (limits, out of descriptors)
-  LoopCounter bytes_received;  // from the sockets of its connections
+  LoopCounter bytes_received;  // on its accepted connections' sockets (not its clients')
   LoopCounter bytes_sent;
 };
 

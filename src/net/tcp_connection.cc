@@ -228,13 +228,13 @@ void TcpConnection::set_tcp_nodelay(bool on) {
 
 void TcpConnection::count_received(uint64_t bytes) {
   bytes_received_ += bytes;
-  loop()->load().bytes_received.add(bytes);
+  if (accepted_) loop()->load().bytes_received.add(bytes);
   note_activity(bytes);
 }
 
 void TcpConnection::count_sent(uint64_t bytes) {
   bytes_sent_ += bytes;
-  loop()->load().bytes_sent.add(bytes);
+  if (accepted_) loop()->load().bytes_sent.add(bytes);
   note_activity(bytes);
 }
 

@@ -204,7 +204,8 @@ class TcpConnection final : public OutputStream {
   void pop_sent_file();
   void flush_output();
   void output_drained();
-  // Bytes moved on the socket: the connection's, the loop's, the idle timer.
+  // Bytes moved on the socket: the connection's, the loop's totals (an
+  // accepted connection's), the idle timer.
   void count_received(uint64_t bytes);
   void count_sent(uint64_t bytes);
   void note_activity(uint64_t bytes);

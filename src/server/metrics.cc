@@ -35,6 +35,7 @@ uint64_t MetricsSnapshot::requests_total() const {
 
 Metrics::Metrics() : start_time_(unix_now()) {
   request_labels_.push_back({{"", ""}});  // series 0: no site yet (a malformed request)
+  upstream_labels_.push_back({{"", "", ""}});  // series 0: servers past the last series, not shown
 }
 
 uint32_t Metrics::intern(std::vector<Labels>& table, std::vector<std::string> values, size_t capacity) {
@@ -43,7 +44,7 @@ uint32_t Metrics::intern(std::vector<Labels>& table, std::vector<std::string> va
     if (table[i].values == values) return static_cast<uint32_t>(i);
   }
   if (table.size() >= capacity) {
-    TERN_LOG_WARN("metrics: more than {} series; counting the new ones in the first", capacity);
+    TERN_LOG_WARN("metrics: more than {} series of one kind; the new ones are counted in series 0", capacity);
     return 0;
   }
   table.push_back({std::move(values)});
@@ -64,12 +65,12 @@ LoopMetrics& Metrics::loop(net::EventLoop* loop) {
   return loops_.emplace(loop);
 }
 
-void Metrics::count_group(net::EventLoop* loop, std::string_view kind, upstream::Group& group,
-                          const std::vector<upstream::GroupServer>& servers) {
+void Metrics::count_group(net::EventLoop* loop, std::string_view kind, std::string_view name,
+                          upstream::Group& group, const std::vector<upstream::GroupServer>& servers) {
   LoopMetrics& counts = this->loop(loop);
   std::vector<upstream::ServerCounters*> counters;
   for (const upstream::GroupServer& server : servers) {
-    counters.push_back(&counts.upstreams.at(upstream_series(kind, group.name(), server.spec.address)));
+    counters.push_back(&counts.upstreams.at(upstream_series(kind, name, server.spec.address)));
   }
   group.set_counters(std::move(counters));
 }
@@ -101,7 +102,7 @@ MetricsSnapshot Metrics::snapshot() const {
   std::vector<MetricsSnapshot::Requests> requests(request_labels.size());
   std::vector<MetricsSnapshot::Upstream> upstreams(upstream_labels.size());
   std::vector<int64_t> down_until(upstream_labels.size(), 0);
-  std::vector<bool> check_down(upstream_labels.size(), false);
+  std::vector<int64_t> check(upstream_labels.size(), 0);  // the latest verdict (ServerCounters::check)
   std::array<uint64_t, kDurationBuckets> buckets{};
   loops_.for_each([&](net::EventLoop*, const LoopMetrics& counts) {
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -122,7 +123,7 @@ MetricsSnapshot Metrics::snapshot() const {
         upstreams[i].failures += server->failures.get();
         upstreams[i].latency_ms += server->latency_ms.get();
         down_until[i] = std::max(down_until[i], server->down_until_ms.load(std::memory_order_relaxed));
-        if (server->check_down.load(std::memory_order_relaxed)) check_down[i] = true;
+        check[i] = std::max(check[i], server->check.load(std::memory_order_relaxed));
       }
     }
   });
@@ -137,11 +138,11 @@ MetricsSnapshot Metrics::snapshot() const {
     s.requests.push_back(std::move(requests[i]));
   }
   const int64_t steady_ms = static_cast<int64_t>(CachedClock::to_ms(std::chrono::steady_clock::now()));
-  for (size_t i = 0; i < upstreams.size(); ++i) {
+  for (size_t i = 1; i < upstreams.size(); ++i) {
     upstreams[i].kind = upstream_labels[i].values[0];
     upstreams[i].group = upstream_labels[i].values[1];
     upstreams[i].server = upstream_labels[i].values[2];
-    upstreams[i].up = !check_down[i] && down_until[i] <= steady_ms;
+    upstreams[i].up = (check[i] & 1) == 0 && down_until[i] <= steady_ms;
     s.upstreams.push_back(std::move(upstreams[i]));
   }
   if (extra_) extra_(&s);

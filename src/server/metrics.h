@@ -136,8 +136,9 @@ class Metrics {
   // `loop`'s counts, made on first use. That loop's thread.
   LoopMetrics& loop(net::EventLoop* loop);
   // Counts `group` (made on `loop` over `servers`) on that loop: its
-  // series are `kind` ("fastcgi", "proxy"), its name, each server's address.
-  void count_group(net::EventLoop* loop, std::string_view kind, upstream::Group& group,
+  // series are `kind` ("fastcgi", "proxy"), `name` (the [[upstream]]'s, or
+  // the address a FastCGI block passes to), each server's address.
+  void count_group(net::EventLoop* loop, std::string_view kind, std::string_view name, upstream::Group& group,
                    const std::vector<upstream::GroupServer>& servers);
 
   // Counts a response; when enabled, by its series (Request::tag), status

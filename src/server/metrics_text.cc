@@ -58,7 +58,8 @@ void prometheus_requests(std::string& out, const MetricsSnapshot& s) {
     }
   }
   family(out, "tern_request_duration_seconds", "histogram",
-         "Time from a request's first byte to its response's last, by the loop's clock.");
+         "Time from a request's first byte until its whole response is queued for the client (a file as "
+         "its region), by the loop's clock.");
   for (size_t b = 0; b < kDurationBoundsMs.size(); ++b) {
     fmt::format_to(Out(out), "tern_request_duration_seconds_bucket{{le=\"{}\"}} {}\n", kDurationBoundsMs[b] / 1000.0,
                    s.duration_buckets[b]);
@@ -70,9 +71,9 @@ void prometheus_requests(std::string& out, const MetricsSnapshot& s) {
 }
 
 void prometheus_connections(std::string& out, const MetricsSnapshot& s) {
-  family(out, "tern_received_bytes_total", "counter", "Bytes read from the sockets of the loops.");
+  family(out, "tern_received_bytes_total", "counter", "Bytes read from client connections (TLS: as sent).");
   sample(out, "tern_received_bytes_total", s.bytes_received);
-  family(out, "tern_sent_bytes_total", "counter", "Bytes written to the sockets of the loops.");
+  family(out, "tern_sent_bytes_total", "counter", "Bytes written to client connections (TLS: as sent).");
   sample(out, "tern_sent_bytes_total", s.bytes_sent);
   family(out, "tern_connections_active", "gauge", "Client connections open.");
   sample(out, "tern_connections_active", s.connections.active);

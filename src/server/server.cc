@@ -183,6 +183,7 @@ void Server::start() {
     }
   }
   metrics_->set_enabled(names_metrics(config));
+  http_->count_connection_phases(names_metrics(config));
   metrics_->set_extra([this](MetricsSnapshot* snapshot) { add_server_figures(snapshot); });
   upstreams_ = std::make_unique<Upstreams>(config, metrics_.get());
   upstreams_->start_health_checks(loop_);
@@ -396,6 +397,7 @@ void Server::reload() {
   }
   log::set_level(fresh.log.level);
   metrics_->set_enabled(names_metrics(fresh));
+  http_->count_connection_phases(names_metrics(fresh));
   try {
     access_log_.set_format(fresh.access_log_format);
     access_log_.open(fresh.access_log);

@@ -136,12 +136,13 @@ class Server {
   std::shared_ptr<const Chain> chain_;      // replaced on SIGHUP
   net::LoopLocal<ChainLoop> chains_;        // each loop's side of chain_
   std::atomic<int64_t> last_shed_request_ms_{0};  // the release callback's last ask to other loops
-  std::unique_ptr<http::HttpServer> http_;
   // HTTPS: one context per address marked "tls" (kept for the server's life,
-  // as TcpServer keeps them), the ticket keys all of them share.
+  // as TcpServer keeps them), the ticket keys all of them share. Before
+  // http_: a scrape on a loop reads them until the loops are joined.
   std::shared_ptr<tls::TicketKeys> ticket_keys_;
   mutable std::mutex tls_mu_;  // tls_: changed on the main thread, read by a scrape
   std::vector<std::pair<net::InetAddress, std::shared_ptr<tls::ServerContext>>> tls_;
+  std::unique_ptr<http::HttpServer> http_;
   tls::Stats tls_logged_;  // the figures of the last TLS line in the log
   net::TimerId tls_stats_timer_;
   net::TimerId status_timer_;  // STATUS to the service manager, when one listens

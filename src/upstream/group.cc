@@ -31,7 +31,10 @@ std::optional<size_t> Group::pick(std::string_view key, uint64_t tried) {
     for (size_t i = 0; i < pools_.size(); ++i) {
       const bool up = up_[i].load(std::memory_order_relaxed);
       balancer_.set_up(i, up);
-      if (!counters_.empty()) counters_[i]->check_down.store(!up, std::memory_order_relaxed);
+      if (!counters_.empty()) {
+        const auto now_ms = static_cast<int64_t>(loop_->clock().now_ms());
+        counters_[i]->check.store((now_ms << 1) | (up ? 0 : 1), std::memory_order_relaxed);
+      }
     }
   }
   if (pools_.size() == 1) {
@@ -59,6 +62,12 @@ void Group::finished(size_t server, bool failed, uint64_t elapsed_ms) {
   const int64_t down_until =
       pools_.size() == 1 ? 0 : static_cast<int64_t>(CachedClock::to_ms(balancer_.down_until(server)));
   counters.down_until_ms.store(down_until, std::memory_order_relaxed);
+}
+
+void Group::set_counters(std::vector<ServerCounters*> counters) {
+  counters_ = std::move(counters);
+  // A verdict an earlier group (before a reload) left is not this one's.
+  for (ServerCounters* c : counters_) c->check.store(0, std::memory_order_relaxed);
 }
 
 void Group::close() {

@@ -45,7 +45,10 @@ struct ServerCounters {
   LoopCounter latency_ms;  // their time from taking the server to the end, summed
   // Out of the rotation until then (steady clock, ms): passive health.
   std::atomic<int64_t> down_until_ms{0};
-  std::atomic<bool> check_down{false};  // the active check's verdict at the last pick
+  // The active check's verdict as this loop last read it: (steady ms << 1)
+  // | 1 when down; 0: none read (no check, or no pick yet). The latest
+  // reading over the loops is the verdict.
+  std::atomic<int64_t> check{0};
 };
 
 class Group {
@@ -66,7 +69,7 @@ class Group {
   void finished(size_t server, bool failed, uint64_t elapsed_ms = 0);
   // Where finished() counts, one per server (not owned; they outlive the
   // group); none: nothing is counted.
-  void set_counters(std::vector<ServerCounters*> counters) { counters_ = std::move(counters); }
+  void set_counters(std::vector<ServerCounters*> counters);
   // Active health checks: the verdicts of a HealthCheck (one per server,
   // outliving the group), read at each pick.
   void watch(const std::atomic<bool>* up) { up_ = up; }

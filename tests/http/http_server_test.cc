@@ -240,5 +240,29 @@ TEST_F(HttpServerTest, PipelinedRequestsWaitWhileTheClientDoesNotRead) {
   EXPECT_EQ(responses, 1000u) << large_calls_.load() << " answered, " << total << " bytes read";
 }
 
+// Asked to, each loop counts its connections by phase once a second; the
+// server's timer goes with the server (here the loop outlives it: under
+// ASan a tick left behind reads freed memory).
+TEST_F(HttpServerTest, ConnectionPhasesAreCountedWhenAskedAndTheSamplerGoesWithTheServer) {
+  runner_.run([&] { server_->count_connection_phases(true); });
+  RawClient idle(port_);
+  ASSERT_TRUE(idle.send_all("GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_NE(idle.read_exactly(5 + 90, std::chrono::seconds(5)).find("200 OK"), std::string::npos);
+  RawClient reading(port_);
+  ASSERT_TRUE(reading.send_all("GET /hello HTTP/1.1\r\nHo"));
+  HttpServer::ConnectionStates states;
+  for (int i = 0; i < 50; ++i) {
+    states = server_->connection_states();
+    if (states.idle == 1 && states.reading == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(states.idle, 1u);
+  EXPECT_EQ(states.reading, 1u);
+  EXPECT_EQ(states.writing, 0u);
+  server_.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the next tick
+  EXPECT_EQ(runner_.run([] { return 1; }), 1);  // the loop is alive and well
+}
+
 }  // namespace
 }  // namespace tern::http

@@ -77,6 +77,31 @@ TEST(MetricsTest, LoopsCountApartAndASnapshotSumsThem) {
   EXPECT_EQ(s.responses, 5u);
 }
 
+TEST(MetricsTest, AnUpstreamIsUpByTheLatestVerdictOverTheLoops) {
+  Metrics metrics;
+  const uint32_t series = metrics.upstream_series("proxy", "api", "10.0.0.1:80");
+  net::EventLoop here;
+  upstream::ServerCounters& mine = metrics.loop(&here).upstreams.at(series);
+  net::EventLoopThread other_thread("metrics-test");
+  net::EventLoop* other = other_thread.start();
+  std::promise<upstream::ServerCounters*> theirs;
+  other->run_in_loop([&] { theirs.set_value(&metrics.loop(other).upstreams.at(series)); });
+  upstream::ServerCounters* elsewhere = theirs.get_future().get();
+  auto up = [&metrics] {
+    const MetricsSnapshot s = metrics.snapshot();
+    EXPECT_EQ(s.upstreams.size(), 1u);  // series 0, the overflow, is not shown
+    return !s.upstreams.empty() && s.upstreams[0].up;
+  };
+  EXPECT_TRUE(up());  // no verdict yet
+  mine.check.store((100 << 1) | 1);  // this loop saw it down at 100 ms
+  EXPECT_FALSE(up());
+  elsewhere->check.store(200 << 1);  // and the other loop up, later: up
+  EXPECT_TRUE(up());
+  // Passive health: out of the rotation until a time still to come.
+  mine.down_until_ms.store(static_cast<int64_t>(CachedClock::to_ms(std::chrono::steady_clock::now())) + 60000);
+  EXPECT_FALSE(up());
+}
+
 TEST(MetricsTest, OffCountsResponsesOnly) {
   Metrics metrics;
   net::EventLoop here;

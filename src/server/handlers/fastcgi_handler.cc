@@ -164,7 +164,11 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
     options.queue_timeout = block->config.queue_timeout;
     state->groups.push_back(
         std::make_unique<upstream::Group>(loop, block->log_name, block->servers, block->balance, options));
-    if (metrics_ != nullptr) metrics_->count_group(loop, "fastcgi", *state->groups.back(), block->servers);
+    if (metrics_ != nullptr) {
+      const FastCgiConfig& c = block->config;
+      metrics_->count_group(loop, "fastcgi", c.group.empty() ? c.address.to_string() : c.group,
+                            *state->groups.back(), block->servers);
+    }
     OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
     scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;

@@ -192,7 +192,7 @@ void ProxyRoutes::init_loop(net::EventLoop* loop) {
     options.queue_timeout = config.queue_timeout;
     state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, servers(i),
                                                               group_method(config.method), options));
-    if (metrics_ != nullptr) metrics_->count_group(loop, "proxy", *state->groups.back(), servers(i));
+    if (metrics_ != nullptr) metrics_->count_group(loop, "proxy", config.name, *state->groups.back(), servers(i));
     if (i < health_.size() && health_[i]) state->groups.back()->watch(health_[i]->up());
   }
 }

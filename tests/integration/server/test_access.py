@@ -72,6 +72,18 @@ def test_access_log_records_malformed_request_with_its_status(logged):
     assert CLF.match(lines[0])["status"] == "400"
 
 
+def test_refusal_after_a_whole_head_is_logged_as_that_request(tern_factory):
+    # A 413 for a Content-Length over the limit is answered from a whole
+    # head: the line names the request and its id, as any other response's.
+    srv = tern_factory({"access_log": "access.log", "limits": {"body_bytes": "1KiB"},
+                        "access_log_format": "$request_method $uri $status $request_id"})
+    with srv.connect() as conn:
+        resp = conn.request(b"POST /upload HTTP/1.1\r\nHost: x\r\nX-Request-Id: big-body-1\r\n"
+                            b"Content-Length: 5000\r\n\r\n")
+        assert resp.status == 413
+    assert wait_for_lines(srv.workdir / "access.log", 1) == ["POST /upload 413 big-body-1"]
+
+
 def test_access_log_escapes_quotes_and_control_bytes(logged):
     srv, log = logged
     agent = 'evil" 200 1 "x" "y\\ \xe9'  # quotes, a backslash, obs-text
