@@ -172,6 +172,11 @@ def test_dash_s_signals_the_process_in_the_pid_file(tern_factory, tmp_path):
     pid_file = tmp_path / "tern.pid"
     srv = tern_factory({"pid_file": str(pid_file)})
     srv.write_file("a.txt", "alpha\n")
+    # Written once the listeners are up, a moment after the first connect
+    # can succeed (the kernel accepts into the backlog).
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert pid_file.read_text() == f"{srv.proc.pid}\n"
     conf = str(srv.config_path)
 
