@@ -485,7 +485,10 @@ def test_socket_activation_serves_on_the_sockets_systemd_hands_over(tmp_path):
             while chunk := s.recv(65536):
                 reply += chunk
         assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b"activated\n"), reply
-        assert "took 1 of the 1 listening socket(s) handed over by the service manager" in err_path.read_text()
+        # Logged by the main thread as the loops begin to serve, through the
+        # asynchronous error log: it may land just after the first reply.
+        assert wait_until(lambda: "took 1 of the 1 listening socket(s) handed over by the service manager"
+                          in err_path.read_text()), err_path.read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0, err_path.read_text()
     finally:
