@@ -218,7 +218,9 @@ def test_custom_format_writes_the_variables_asked_for(tern_factory):
     method, uri, args, status, took, rid, scheme, custom, pid = re.fullmatch(
         r'(\S+) (\S+) "(\S+)" (\d+) (\d+\.\d{3}) (\S+) (\S+) (.+) (\d+)', lines[0]).groups()
     assert (method, uri, args, status, rid, scheme) == ("GET", "/a.txt", "k=v", "200", "abc.123", "http/-")
-    assert 0.3 <= float(took) < 5, took
+    # Both ends are read from the loop's clock, cached once per wake-up: a
+    # late first wake-up (a sanitizer build) can shorten the 0.3 s a little.
+    assert 0.25 <= float(took) < 5, took
     assert custom == "hello world" and int(pid) == srv.proc.pid
 
 
