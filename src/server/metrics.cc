@@ -88,6 +88,12 @@ void Metrics::record(net::EventLoop* loop, const http::Request& request, int sta
   counts.duration_ms.add(elapsed);
 }
 
+uint64_t Metrics::responses() const {
+  uint64_t total = 0;
+  loops_.for_each([&total](net::EventLoop*, const LoopMetrics& counts) { total += counts.responses.get(); });
+  return total;
+}
+
 MetricsSnapshot Metrics::snapshot() const {
   MetricsSnapshot s;
   s.start_time = start_time_;
@@ -112,7 +118,6 @@ MetricsSnapshot Metrics::snapshot() const {
     }
     for (size_t b = 0; b < kDurationBuckets; ++b) buckets[b] += counts.durations[b].get();
     s.duration_ms += counts.duration_ms.get();
-    s.responses += counts.responses.get();
     s.file_cache_hits += counts.file_cache_hits.get();
     s.file_cache_misses += counts.file_cache_misses.get();
     s.response_cache_hits += counts.response_cache_hits.get();
@@ -127,12 +132,12 @@ MetricsSnapshot Metrics::snapshot() const {
       }
     }
   });
+  s.responses = responses();
   uint64_t cumulative = 0;
   for (size_t b = 0; b < kDurationBuckets; ++b) s.duration_buckets[b] = cumulative += buckets[b];
   for (size_t i = 0; i < requests.size(); ++i) {
-    const uint64_t total = requests[i].by_class[0] + requests[i].by_class[1] + requests[i].by_class[2] +
-                           requests[i].by_class[3] + requests[i].by_class[4];
-    if (total == 0) continue;
+    const auto& by_class = requests[i].by_class;
+    if (std::all_of(by_class.begin(), by_class.end(), [](uint64_t n) { return n == 0; })) continue;
     requests[i].site = request_labels[i].values[0];
     requests[i].location = request_labels[i].values[1];
     s.requests.push_back(std::move(requests[i]));

@@ -150,6 +150,8 @@ class Metrics {
   void set_extra(std::function<void(MetricsSnapshot*)> extra) { extra_ = std::move(extra); }
   // The figures now, summed over the loops. Any thread.
   MetricsSnapshot snapshot() const;
+  // Only the responses counted so far (the service manager's STATUS line).
+  uint64_t responses() const;
 
  private:
   struct Labels {

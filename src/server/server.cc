@@ -182,8 +182,7 @@ void Server::start() {
       TERN_LOG_INFO("http2: {} takes HTTP/2 with prior knowledge (h2c) beside HTTP/1.1", address.to_ip_port());
     }
   }
-  metrics_->set_enabled(names_metrics(config));
-  http_->count_connection_phases(names_metrics(config));
+  count_by_series(config);
   metrics_->set_extra([this](MetricsSnapshot* snapshot) { add_server_figures(snapshot); });
   upstreams_ = std::make_unique<Upstreams>(config, metrics_.get());
   upstreams_->start_health_checks(loop_);
@@ -299,6 +298,12 @@ std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams
                                        upstreams->proxy.get(), users_.get(), &chains_, metrics_.get());
 }
 
+void Server::count_by_series(const Config& config) {
+  const bool on = names_metrics(config);
+  metrics_->set_enabled(on);
+  http_->count_connection_phases(on);
+}
+
 void Server::add_server_figures(MetricsSnapshot* snapshot) const {
   const net::TcpServer::Totals totals = http_->tcp_server().totals();
   const http::HttpServer::ConnectionStates states = http_->connection_states();
@@ -396,8 +401,7 @@ void Server::reload() {
     }
   }
   log::set_level(fresh.log.level);
-  metrics_->set_enabled(names_metrics(fresh));
-  http_->count_connection_phases(names_metrics(fresh));
+  count_by_series(fresh);
   try {
     access_log_.set_format(fresh.access_log_format);
     access_log_.open(fresh.access_log);

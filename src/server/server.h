@@ -109,6 +109,9 @@ class Server {
   void log_tls_stats();
   // Handshakes so far over every TLS address. Any thread.
   tls::Stats tls_totals() const;
+  // Requests by series and connections by phase are counted while `config`
+  // has a metrics location.
+  void count_by_series(const Config& config);
   // What Metrics' snapshot takes from the server: connections, bytes, TLS, logs.
   void add_server_figures(MetricsSnapshot* snapshot) const;
 

@@ -112,7 +112,7 @@ std::string Server::status_line() const {
   std::string addresses;
   for (const net::InetAddress& a : listen_addresses()) addresses += (addresses.empty() ? "" : ", ") + a.to_ip_port();
   const size_t open = http_->tcp_server().connection_count();
-  const uint64_t answered = metrics_->snapshot().responses;
+  const uint64_t answered = metrics_->responses();
   return fmt::format("{} connection{} open, {} request{} answered; listening on {}", open, open == 1 ? "" : "s",
                      answered, answered == 1 ? "" : "s", addresses);
 }
