@@ -50,7 +50,7 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 libu
 TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd
-  logrotate groff-base prometheus)
+  logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them
@@ -111,6 +111,14 @@ ensure_toxiproxy() {
     ) || { log "toxiproxy-server could not be built"; return 1; }
   fi
   echo "$bin"
+}
+
+# ensure_vm: build/tools/vm, the machine test_ktls.py boots in QEMU to
+# test kernel TLS on a kernel that has it (Debian's linux-image-amd64,
+# fetched by apt once; tests/vm/build). Prints its directory.
+ensure_vm() {
+  "$TERN_ROOT/tests/vm/build" "$TERN_ROOT/build/tools/vm" ||
+    { log "the test machine (tests/vm/build) could not be built"; return 1; }
 }
 
 # build_preset NAME [cmake -D args...]: configures (once) and builds a preset.

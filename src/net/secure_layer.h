@@ -65,6 +65,19 @@ class SecureLayer {
   // Why the layer failed ("certificate verify failed: ..."), for logs;
   // empty while it has not.
   virtual std::string_view error() const { return {}; }
+
+  // Kernel TLS (sending). Before each step of the handshake the connection
+  // offers its socket (-1 while it cannot write to it at once: a send is in
+  // flight); a layer that can may then write the handshake's last records
+  // itself and give the kernel the keys. From then on kernel_sends(): the
+  // connection writes plaintext to the socket (files by sendfile), and what
+  // the layer appends to `to_send` are records in clear, each a 5-byte TLS
+  // header and its content, that the connection hands to the kernel with
+  // their type.
+  virtual void offer_socket(int /*fd*/) {}
+  virtual bool kernel_sends() const { return false; }
+  // Bytes the layer wrote to the socket itself, counted once.
+  virtual size_t take_written() { return 0; }
 };
 
 class SecureContext {

@@ -1,5 +1,6 @@
 #include "net/sockets.h"
 
+#include <linux/tls.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/sendfile.h>
@@ -121,6 +122,28 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t len, int* saved_er
   }
 }
 
+ssize_t send_record(int fd, uint8_t type, const void* buf, size_t len, int* saved_errno) {
+  iovec iov{const_cast<void*>(buf), len};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof type)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* record = CMSG_FIRSTHDR(&msg);
+  record->cmsg_level = SOL_TLS;
+  record->cmsg_type = TLS_SET_RECORD_TYPE;
+  record->cmsg_len = CMSG_LEN(sizeof type);
+  std::memcpy(CMSG_DATA(record), &type, sizeof type);
+  for (;;) {
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    *saved_errno = errno;
+    return -1;
+  }
+}
+
 void close(int fd) {
   // Linux releases the descriptor even when close() reports EINTR, so never retry.
   ::close(fd);
@@ -156,6 +179,12 @@ bool is_self_connect(int fd) { return local_address(fd) == peer_address(fd); }
 
 Result<void> set_tcp_nodelay(int fd, bool on) {
   return set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, on ? 1 : 0, "setsockopt(TCP_NODELAY)");
+}
+
+void push_pending(int fd) {
+  // Clearing TCP_CORK (set or not) sends what TCP holds back.
+  const int off = 0;
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_CORK, &off, sizeof off);
 }
 
 Result<void> set_notsent_lowat(int fd, size_t bytes) {

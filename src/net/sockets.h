@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "base/result.h"
 #include "net/inet_address.h"
@@ -40,9 +41,14 @@ ssize_t write(int fd, const void* buf, size_t len, int* saved_errno, bool more =
 ssize_t writev(int fd, const iovec* iov, int iovcnt, int* saved_errno);
 // sendfile(2) from a file at *offset (advanced) to a socket.
 ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t len, int* saved_errno);
+// Kernel TLS: `len` bytes as (the start of) one record of `type` (a
+// handshake message, an alert), which the kernel encrypts.
+ssize_t send_record(int fd, uint8_t type, const void* buf, size_t len, int* saved_errno);
 
 void close(int fd);
 Result<void> shutdown_write(int fd);
+// Sends what TCP holds back for more (after a write with MSG_MORE).
+void push_pending(int fd);
 
 // The pending error of a socket (SO_ERROR), 0 if none.
 int socket_error(int fd);

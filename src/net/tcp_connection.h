@@ -147,6 +147,7 @@ class TcpConnection final : public OutputStream {
     bool client = false;      // we began the handshake
     bool announced = true;    // on_connection has run (a client's waits for the handshake)
     bool timed_out = false;   // the handshake did not end in time
+    bool kernel = false;      // the kernel encrypts what we send (layer->kernel_sends())
   };
 
   // ConnectionTable's side.
@@ -193,6 +194,9 @@ class TcpConnection final : public OutputStream {
   void secure_flush();
   bool secure_encrypt_more();
   bool secure_wants_to_close();
+  bool send_clear_records(int* err);
+  // Sending is ours to encrypt (TLS in OpenSSL, not in the kernel).
+  bool encrypts() const { return secure_ && !secure_->kernel; }
   static void handshake_timed_out(void* self);
 
   bool has_pending_output() const {

@@ -34,7 +34,7 @@ void TcpConnection::send(std::string_view data) {
     return;
   }
   size_t written = 0;
-  if (!has_pending_output() && !sends_by_completion() && !secure_) {
+  if (!has_pending_output() && !sends_by_completion() && !encrypts()) {
     int err = 0;
     ssize_t n = sockets::write(socket_.fd(), data.data(), data.size(), &err);
     if (n < 0) {
@@ -121,7 +121,7 @@ void TcpConnection::after_queue_grew(size_t before) {
   }
   // Encrypted, the bytes leave now: a write of ciphertext (or a send
   // request for it) has nothing to wait for.
-  if (sends_by_completion() || secure_) return flush_output();
+  if (sends_by_completion() || encrypts()) return flush_output();
   if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
 }
 
@@ -134,11 +134,16 @@ void TcpConnection::handle_write() {
 }
 
 void TcpConnection::flush_output() {
-  if (secure_) return secure_flush();
+  if (encrypts()) return secure_flush();
   int err = 0;
   for (;;) {
     // The kernel has bytes of ours: what follows them waits for its report.
     if (send_in_flight_) return;
+    // Kernel TLS: records the layer made (a ticket, an alert) go first.
+    if (secure_ && !secure_->out.empty()) {
+      if (!send_clear_records(&err)) break;
+      continue;
+    }
     if (!output_.empty() && sends_by_completion()) return schedule_send();
     if (!output_.empty()) {
       // A head before a file, or the last bytes before a close: hold a
@@ -180,11 +185,17 @@ void TcpConnection::flush_output() {
         continue;
       }
       pop_sent_file();
+    } else if (secure_ && secure_wants_to_close()) {
+      continue;  // the closing alert first
     } else {
       return output_drained();
     }
   }
   if (err != 0 && err != EAGAIN && err != EWOULDBLOCK) return fail(err, "write");
+  // The socket is full. Kernel TLS (Linux 6.1) may have handed TCP its
+  // last record with MSG_MORE (sendfile's pages but the last) and returned
+  // without pushing it: nothing would be sent, no room ever freed.
+  if (secure_ && secure_->kernel) sockets::push_pending(socket_.fd());
   if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
 }
 
@@ -209,7 +220,7 @@ void TcpConnection::submit_send() {
   send_scheduled_ = false;
   if (close_scheduled_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
   // What leaves: the plaintext queue, or an encrypted connection's ciphertext.
-  Buffer& wire = secure_ ? secure_->out : output_;
+  Buffer& wire = encrypts() ? secure_->out : output_;
   if (send_in_flight_ || wire.empty()) return;
   if (!sends_by_completion()) return flush_output();  // unregistered meanwhile
   // The bytes go to the kernel as they are; what is appended from now on
@@ -220,7 +231,10 @@ void TcpConnection::submit_send() {
 
 void TcpConnection::start_send() {
   send_in_flight_ = true;
-  const bool more = !files_.empty() || close_after_write_ || (secure_ && !output_.empty());
+  // Not with kernel TLS: a send request the kernel completes in part
+  // could leave its record held back for more (see flush_output).
+  const bool more = (!files_.empty() || close_after_write_ || (secure_ && !output_.empty())) &&
+                    !(secure_ && secure_->kernel);
   loop()->poller().start_send(channel_, sending_.peek(), sending_.readable_bytes(), more);
 }
 

@@ -2,7 +2,11 @@
 // the plaintext queues. Received bytes go through the layer into input_;
 // queued output (bytes and file regions) is encrypted a step at a time into
 // the ciphertext buffer, which leaves as plain output does (a write with
-// epoll, a send request with io_uring). See tcp_connection.h.
+// epoll, a send request with io_uring). Once a layer hands its sending to
+// kernel TLS (SecureLayer::kernel_sends()), output is the plain path's
+// (tcp_connection_output.cc: bytes written, files by sendfile) and only the
+// records the layer still makes go through here (send_clear_records). See
+// tcp_connection.h.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +31,8 @@ constexpr size_t kEncryptStep = 64 * 1024;
 // More is encrypted once less than this is left to write: what is left
 // moves to the front of the buffer first, so it should be little.
 constexpr size_t kEncryptLowWater = 16 * 1024;
+// A TLS record's header: type, version, length.
+constexpr size_t kRecordHeader = 5;
 
 // File bytes on their way to the layer: one area per loop thread, filled and
 // encrypted in the same step, so a connection holds no file bytes of its own.
@@ -127,8 +133,16 @@ void TcpConnection::secure_input() {
   const bool was_established = s.layer->established();
   const size_t plain_before = input_.readable_bytes();
   loop()->buffers().fill(input_);
+  if (!was_established) s.layer->offer_socket(send_in_flight_ ? -1 : socket_.fd());
   const SecureLayer::Status status = s.layer->receive(s.in, input_, s.out);
   loop()->buffers().drain(s.in);
+  if (!was_established) {
+    if (const size_t written = s.layer->take_written(); written > 0) count_sent(written);
+    if (!s.kernel && s.layer->kernel_sends()) {
+      s.kernel = true;
+      TERN_LOG_DEBUG("conn {} {}: kernel TLS sends from here", slot_, peer_.to_ip_port());
+    }
+  }
   if (status == SecureLayer::Status::kFailed) {
     TERN_LOG_DEBUG("conn {} {}: TLS {}", slot_, peer_.to_ip_port(), status_name(status));
     loop()->buffers().drain(input_);
@@ -224,6 +238,7 @@ bool TcpConnection::secure_encrypt_more() {
 
 void TcpConnection::secure_flush() {
   SecureState& s = *secure_;
+  if (s.kernel) return flush_output();
   int err = 0;
   for (;;) {
     if (send_in_flight_) return;
@@ -247,6 +262,32 @@ void TcpConnection::secure_flush() {
   }
   if (err != 0 && err != EAGAIN && err != EWOULDBLOCK) return fail(err, "write");
   if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
+}
+
+bool TcpConnection::send_clear_records(int* err) {
+  // Kernel TLS: each record the layer made after the switch goes with its
+  // type, and the kernel encrypts it. False when the socket is full.
+  Buffer& out = secure_->out;
+  while (out.readable_bytes() >= kRecordHeader) {
+    const auto* header = reinterpret_cast<const uint8_t*>(out.peek());
+    const uint8_t type = header[0];
+    const size_t length = (size_t{header[3]} << 8) | header[4];
+    TERN_DCHECK(out.readable_bytes() >= kRecordHeader + length);
+    const ssize_t n = sockets::send_record(socket_.fd(), type, out.peek() + kRecordHeader, length, err);
+    if (n < 0) return false;
+    count_sent(static_cast<uint64_t>(n));
+    out.retrieve(kRecordHeader + static_cast<size_t>(n));
+    if (static_cast<size_t>(n) < length) {
+      // The rest goes as a record of its own once the socket has room.
+      const size_t rest = length - static_cast<size_t>(n);
+      const uint8_t again[kRecordHeader] = {type, 3, 3, static_cast<uint8_t>(rest >> 8), static_cast<uint8_t>(rest)};
+      out.prepend(again, sizeof again);
+      *err = EAGAIN;
+      return false;
+    }
+  }
+  loop()->buffers().drain(out);
+  return true;
 }
 
 bool TcpConnection::secure_wants_to_close() {

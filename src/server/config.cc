@@ -230,6 +230,7 @@ void read_log(Section s, Config& c) {
 void read_tls_sessions(Section& s, Config& c) {
   TlsSessionConfig& t = c.tls_sessions;
   s.get_bool("session_tickets", &t.tickets);
+  s.get_bool("kernel_tls", &t.kernel_tls);
   std::chrono::milliseconds duration{0};
   if (s.node("ticket_key_rotation") != nullptr) {
     s.get_duration("ticket_key_rotation", &duration);

@@ -225,6 +225,9 @@ struct TlsSessionConfig {
   size_t cache_entries = 20000;  // sessions kept for TLS 1.2 clients without tickets; 0: none
   std::chrono::seconds lifetime{3600};
   std::chrono::milliseconds handshake_timeout{10000};
+  // Connections hand their sending to kernel TLS where the kernel has it
+  // (files then leave by sendfile).
+  bool kernel_tls = true;
   bool operator==(const TlsSessionConfig&) const = default;
 };
 

@@ -94,6 +94,7 @@ struct MetricsSnapshot {
     uint64_t handshakes = 0;
     uint64_t resumed = 0;
     uint64_t failed = 0;
+    uint64_t kernel = 0;  // connections sending through kernel TLS
   } tls;
   struct Upstream {
     std::string kind;  // "fastcgi" or "proxy"

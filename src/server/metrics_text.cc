@@ -93,6 +93,9 @@ void prometheus_connections(std::string& out, const MetricsSnapshot& s) {
   sample(out, "tern_tls_resumed_total", s.tls.resumed);
   family(out, "tern_tls_handshake_failures_total", "counter", "TLS handshakes that failed.");
   sample(out, "tern_tls_handshake_failures_total", s.tls.failed);
+  family(out, "tern_tls_kernel_connections_total", "counter",
+         "TLS connections whose sending went to kernel TLS (files by sendfile).");
+  sample(out, "tern_tls_kernel_connections_total", s.tls.kernel);
 }
 
 void prometheus_upstreams(std::string& out, const MetricsSnapshot& s) {

@@ -111,7 +111,7 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(without_line(a.auth) == without_line(b.auth), "[auth]");
   check(a.http2 == b.http2, "[http2]");
   check(flagged_addresses(a, &ListenConfig::h2c) == flagged_addresses(b, &ListenConfig::h2c), "listen ... h2c");
-  check(a.tls_sessions == b.tls_sessions, "[tls] session_tickets, ticket_key_rotation, session_cache, session_timeout, handshake_timeout");
+  check(a.tls_sessions == b.tls_sessions, "[tls] session_tickets, ticket_key_rotation, session_cache, session_timeout, handshake_timeout, kernel_tls");
   // An address that stays but turns HTTPS or plain keeps its listening
   // socket, and so what it was.
   const std::vector<net::InetAddress> a_tls = tls_addresses(a);
@@ -320,6 +320,7 @@ void Server::add_server_figures(MetricsSnapshot* snapshot) const {
   snapshot->tls.handshakes = tls.handshakes;
   snapshot->tls.resumed = tls.resumed;
   snapshot->tls.failed = tls.failed;
+  snapshot->tls.kernel = tls.kernel;
   snapshot->error_log_dropped = log::dropped_records();
   snapshot->access_log_dropped = access_log_.dropped();
 }

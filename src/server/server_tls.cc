@@ -2,7 +2,6 @@
 // sites, tls_setup.cc), installed on the TcpServer, updated on SIGHUP, and
 // the once-a-minute line on handshakes and resumptions.
 #include <algorithm>
-#include <cstdio>
 #include <string>
 
 #include "base/log.h"
@@ -19,7 +18,9 @@ std::vector<TlsAddress> Server::tls_for(const Config& config, const Chain& chain
 }
 
 void Server::apply_tls(std::vector<TlsAddress> addresses) {
+  bool kernel_tls = false;
   for (TlsAddress& entry : addresses) {
+    kernel_tls = kernel_tls || entry.settings.kernel_tls;
     const size_t identities = entry.settings.identities.size();
     std::string alpn;
     for (const std::string& name : entry.settings.alpn) alpn += (alpn.empty() ? "" : ", ") + name;
@@ -41,16 +42,13 @@ void Server::apply_tls(std::vector<TlsAddress> addresses) {
   if (!tls_.empty() && !tls_stats_timer_.valid()) {
     tls_stats_timer_ = loop_->run_every(std::chrono::minutes(1), [this] { log_tls_stats(); });
     // How HTTPS file bodies leave, said once.
-    std::string ulps;
-    if (FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_ulp", "r")) {
-      char line[256] = {};
-      if (std::fgets(line, sizeof line, f) != nullptr) ulps = line;
-      std::fclose(f);
+    if (kernel_tls && tls::kernel_tls_available()) {
+      TERN_LOG_INFO("tls: kernel TLS: connections whose cipher the kernel has send through it, files by "
+                    "sendfile; others read file bodies in 64 KiB steps into the TLS stream");
+    } else {
+      TERN_LOG_INFO("tls: file bodies are read in 64 KiB steps into the TLS stream ({})",
+                    kernel_tls ? "this kernel offers no kernel TLS" : "kernel_tls = false");
     }
-    TERN_LOG_INFO("tls: file bodies are read in 64 KiB steps into the TLS stream ({})",
-                  ulps.find("tls") != std::string::npos
-                      ? "the kernel offers kernel TLS, which this build does not use yet"
-                      : "this kernel offers no kernel TLS");
   }
 }
 
@@ -62,6 +60,7 @@ tls::Stats Server::tls_totals() const {
     total.handshakes += s.handshakes;
     total.resumed += s.resumed;
     total.failed += s.failed;
+    total.kernel += s.kernel;
   }
   return total;
 }
@@ -71,11 +70,12 @@ void Server::log_tls_stats() {
   const uint64_t handshakes = now.handshakes - tls_logged_.handshakes;
   const uint64_t resumed = now.resumed - tls_logged_.resumed;
   const uint64_t failed = now.failed - tls_logged_.failed;
+  const uint64_t kernel = now.kernel - tls_logged_.kernel;
   tls_logged_ = now;
   if (handshakes == 0 && failed == 0) return;
-  TERN_LOG_INFO("tls: {} handshake(s) in the last minute, {} resumed ({:.0f}%), {} failed", handshakes, resumed,
+  TERN_LOG_INFO("tls: {} handshake(s) in the last minute, {} resumed ({:.0f}%), {} failed{}", handshakes, resumed,
                 handshakes > 0 ? 100.0 * static_cast<double>(resumed) / static_cast<double>(handshakes) : 0.0,
-                failed);
+                failed, kernel > 0 ? fmt::format(", {} sending through kernel TLS", kernel) : std::string());
 }
 
 }  // namespace tern::server

@@ -91,6 +91,7 @@ std::vector<TlsAddress> tls_settings(const Config& config, const std::shared_ptr
     settings.session_cache_entries = sessions.cache_entries;
     settings.session_lifetime = sessions.lifetime;
     settings.handshake_timeout = sessions.handshake_timeout;
+    settings.kernel_tls = sessions.kernel_tls;
     out.push_back(std::move(entry));
   }
   return out;

@@ -22,7 +22,7 @@ bool is_ip_literal(const std::string& name) {
 
 struct ClientContext::Shared {
   SSL_CTX* ctx = nullptr;
-  ServerContext::Counters counters;
+  Counters counters;
   std::mutex mu;
   SSL_SESSION* last = nullptr;  // guarded by mu: offered to the next connection
 
@@ -106,12 +106,12 @@ std::unique_ptr<net::SecureLayer> ClientContext::new_layer() {
     std::lock_guard<std::mutex> lock(shared_->mu);
     if (shared_->last != nullptr) SSL_set_session(ssl, shared_->last);
   }
-  ServerContext::Counters& c = shared_->counters;
-  return std::make_unique<Session>(ssl, shared_, &c.handshakes, &c.resumed, &c.failed, Session::Role::kClient);
+  Counters& c = shared_->counters;
+  return std::make_unique<Session>(ssl, shared_, &c, Session::Role::kClient);
 }
 
 Stats ClientContext::stats() const {
-  const ServerContext::Counters& c = shared_->counters;
+  const Counters& c = shared_->counters;
   return Stats{c.handshakes.load(std::memory_order_relaxed), c.resumed.load(std::memory_order_relaxed),
                c.failed.load(std::memory_order_relaxed)};
 }

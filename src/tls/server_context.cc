@@ -139,6 +139,7 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
   uint64_t options = SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION;
   if (identity.prefer_server_ciphers) options |= SSL_OP_CIPHER_SERVER_PREFERENCE;
   if (!settings.tickets) options |= SSL_OP_NO_TICKET;
+  if (settings.kernel_tls && kernel_tls_available()) options |= SSL_OP_ENABLE_KTLS;
   SSL_CTX_set_options(ctx, options);
   // An idle connection gives its record buffers back (about 34 KiB).
   SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
@@ -184,7 +185,7 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
   return ctx;
 }
 
-std::shared_ptr<const Snapshot> load(Settings settings, std::shared_ptr<ServerContext::Counters> counters) {
+std::shared_ptr<const Snapshot> load(Settings settings, std::shared_ptr<Counters> counters) {
   if (settings.identities.empty()) throw std::runtime_error("no certificate");
   if (settings.default_identity >= settings.identities.size()) throw std::runtime_error("no default certificate");
   auto snapshot = std::make_shared<Snapshot>();
@@ -222,8 +223,8 @@ std::unique_ptr<net::SecureLayer> ServerContext::new_layer() {
     TERN_LOG_ERROR("TLS: cannot make a session: {}", openssl_reason());
     return nullptr;
   }
-  return std::make_unique<Session>(ssl, std::shared_ptr<const void>(snapshot), &snapshot->counters->handshakes,
-                                   &snapshot->counters->resumed, &snapshot->counters->failed);
+  Counters* counters = snapshot->counters.get();
+  return std::make_unique<Session>(ssl, std::shared_ptr<const void>(std::move(snapshot)), counters);
 }
 
 std::chrono::milliseconds ServerContext::handshake_timeout() const {
@@ -234,7 +235,8 @@ std::chrono::milliseconds ServerContext::handshake_timeout() const {
 Stats ServerContext::stats() const {
   return Stats{counters_->handshakes.load(std::memory_order_relaxed),
                counters_->resumed.load(std::memory_order_relaxed),
-               counters_->failed.load(std::memory_order_relaxed)};
+               counters_->failed.load(std::memory_order_relaxed),
+               counters_->kernel.load(std::memory_order_relaxed)};
 }
 
 std::vector<std::string> certificate_warnings(const CertificatePair& pair) {

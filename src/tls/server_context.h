@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "net/secure_layer.h"
+#include "tls/session.h"
 #include "tls/ticket_keys.h"
 
 namespace tern::tls {
@@ -70,13 +71,19 @@ struct Settings {
   size_t session_cache_entries = 20000;  // 0: no session cache
   std::chrono::seconds session_lifetime{3600};
   std::chrono::milliseconds handshake_timeout{10000};
+  // Connections hand their sending to the kernel (files leave by sendfile)
+  // where it has TLS (kernel_tls_available()) and the cipher agreed is one
+  // it has.
+  bool kernel_tls = true;
 };
 
-// Handshakes so far, and how many resumed a session.
+// Handshakes so far, how many resumed a session, and how many connections
+// handed their sending to kernel TLS.
 struct Stats {
   uint64_t handshakes = 0;
   uint64_t resumed = 0;
   uint64_t failed = 0;
+  uint64_t kernel = 0;
 };
 
 class ServerContext final : public net::SecureContext {
@@ -96,11 +103,6 @@ class ServerContext final : public net::SecureContext {
   Stats stats() const;
 
   struct Snapshot;  // the loaded settings (server_context.cc)
-  struct Counters {
-    std::atomic<uint64_t> handshakes{0};
-    std::atomic<uint64_t> resumed{0};
-    std::atomic<uint64_t> failed{0};
-  };
 
  private:
   std::shared_ptr<Counters> counters_ = std::make_shared<Counters>();  // before current_

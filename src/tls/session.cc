@@ -3,9 +3,16 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <linux/tls.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <string_view>
 
 #include "base/log.h"
@@ -22,6 +29,28 @@ constexpr std::string_view kPlainHttpBody =
 
 // Plaintext read per SSL_read: a whole record.
 constexpr size_t kRecordSize = 16 * 1024;
+
+// The controls OpenSSL sends a BIO about kernel TLS. Their numbers are
+// reserved in <openssl/bio.h> ("internal BIO"), which names only the two
+// questions (BIO_CTRL_GET_KTLS_SEND, BIO_CTRL_GET_KTLS_RECV).
+constexpr int kSetKernelTls = 72;        // the keys of one direction: hand them over
+constexpr int kNextRecordType = 74;      // the next write is one record of this type
+constexpr int kClearNextRecordType = 75;
+
+constexpr uint8_t kHandshakeRecord = 22;
+constexpr uint8_t kKeyUpdateMessage = 24;
+
+// The size of the kernel's key structure for the cipher it names; 0 for
+// one we do not know.
+size_t crypto_info_size(const tls_crypto_info* info) {
+  switch (info->cipher_type) {
+    case TLS_CIPHER_AES_GCM_128: return sizeof(tls12_crypto_info_aes_gcm_128);
+    case TLS_CIPHER_AES_GCM_256: return sizeof(tls12_crypto_info_aes_gcm_256);
+    case TLS_CIPHER_AES_CCM_128: return sizeof(tls12_crypto_info_aes_ccm_128);
+    case TLS_CIPHER_CHACHA20_POLY1305: return sizeof(tls12_crypto_info_chacha20_poly1305);
+    default: return 0;
+  }
+}
 
 // A scope that lends the session its buffers for one call.
 class Lend {
@@ -63,6 +92,7 @@ int Session::bio_write(BIO* bio, const char* data, int length) {
     BIO_set_retry_write(bio);
     return -1;
   }
+  if (self->kernel_sends_) return self->append_clear_record(data, static_cast<size_t>(length)) ? length : -1;
   self->out_->append(data, static_cast<size_t>(length));
   return length;
 }
@@ -80,17 +110,79 @@ int Session::bio_read(BIO* bio, char* data, int length) {
   return static_cast<int>(n);
 }
 
-long Session::bio_ctrl(BIO* /*bio*/, int command, long /*number*/, void* /*pointer*/) {
-  return command == BIO_CTRL_FLUSH ? 1 : 0;
+long Session::bio_ctrl(BIO* bio, int command, long number, void* pointer) {
+  auto* self = static_cast<Session*>(BIO_get_data(bio));
+  switch (command) {
+    case BIO_CTRL_FLUSH: return 1;  // records leave with the connection's output
+    case BIO_CTRL_GET_KTLS_SEND: return self->kernel_sends_ ? 1 : 0;
+    case BIO_CTRL_GET_KTLS_RECV: return 0;  // receiving stays in OpenSSL
+    case kSetKernelTls: return number != 0 && self->hand_to_kernel(pointer) ? 1 : 0;
+    case kNextRecordType: self->record_type_ = static_cast<uint8_t>(number); return 1;
+    case kClearNextRecordType: self->record_type_ = 0; return 1;
+    default: return 0;
+  }
 }
 
-Session::Session(SSL* ssl, std::shared_ptr<const void> keep, std::atomic<uint64_t>* handshakes,
-                 std::atomic<uint64_t>* resumed, std::atomic<uint64_t>* failed, Role role)
+bool Session::hand_to_kernel(const void* crypto_info) {
+  // Once only: a second hand-over would be a renegotiation or a key update,
+  // which OpenSSL would then do in its own records under the kernel's.
+  if (kernel_sends_) {
+    broken_ = true;
+    return false;
+  }
+  if (socket_ < 0 || out_ == nullptr) return false;
+  const auto* info = static_cast<const tls_crypto_info*>(crypto_info);
+  const size_t size = crypto_info_size(info);
+  if (size == 0) return false;
+  if (::setsockopt(socket_, SOL_TCP, TCP_ULP, "tls", sizeof "tls") != 0) {
+    TERN_LOG_DEBUG("TLS: no kernel TLS for this connection: {}", std::strerror(errno));
+    return false;
+  }
+  // The records made so far (the handshake's) leave now, under OpenSSL's
+  // keys: after the switch the kernel would encrypt them again. A socket
+  // that cannot take them all at once (it could on a new connection) keeps
+  // the rest, and the connection stays with OpenSSL.
+  while (!out_->empty()) {
+    const ssize_t n = ::send(socket_, out_->peek(), out_->readable_bytes(), MSG_NOSIGNAL);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return false;
+    }
+    out_->retrieve(static_cast<size_t>(n));
+    written_ += static_cast<size_t>(n);
+  }
+  if (::setsockopt(socket_, SOL_TLS, TLS_TX, crypto_info, static_cast<socklen_t>(size)) != 0) {
+    TERN_LOG_DEBUG("TLS: the kernel refused the keys ({}): {}", info->cipher_type, std::strerror(errno));
+    return false;
+  }
+  kernel_sends_ = true;
+  counters_->kernel.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Session::append_clear_record(const char* data, size_t n) {
+  // OpenSSL names the type of each record it makes after the switch; data
+  // of its own it does not make here (the connection writes that).
+  const uint8_t type = std::exchange(record_type_, 0);
+  if (type == 0 || n > 0xffff) {
+    broken_ = true;
+    return false;
+  }
+  if (type == kHandshakeRecord && n > 0 && static_cast<uint8_t>(data[0]) == kKeyUpdateMessage) {
+    TERN_LOG_DEBUG("TLS: a key update of our own under kernel TLS, which cannot take new keys: closing");
+    broken_ = true;
+    return false;
+  }
+  const uint8_t header[5] = {type, 3, 3, static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(n)};
+  out_->append(header, sizeof header);
+  out_->append(data, n);
+  return true;
+}
+
+Session::Session(SSL* ssl, std::shared_ptr<const void> keep, Counters* counters, Role role)
     : ssl_(ssl),
       keep_(std::move(keep)),
-      handshakes_(handshakes),
-      resumed_(resumed),
-      failed_(failed),
+      counters_(counters),
       first_bytes_checked_(role == Role::kClient) {
   BIO* bio = BIO_new(bio_method());
   BIO_set_data(bio, this);
@@ -118,7 +210,7 @@ net::SecureLayer::Status Session::receive(net::Buffer& from_peer, net::Buffer& p
     const auto first = static_cast<unsigned char>(from_peer.peek()[0]);
     if (first != 0x16) {  // a TLS handshake record starts with its type, 22
       from_peer.retrieve_all();
-      failed_->fetch_add(1, std::memory_order_relaxed);
+      counters_->failed.fetch_add(1, std::memory_order_relaxed);
       if (first >= 'A' && first <= 'Z') return refuse_plain_http(to_send);
       TERN_LOG_DEBUG("TLS: the first bytes are not a handshake record");
       return Status::kFailed;
@@ -137,7 +229,17 @@ net::SecureLayer::Status Session::receive(net::Buffer& from_peer, net::Buffer& p
       continue;
     }
     const int error = SSL_get_error(ssl_, n);
-    if (error == SSL_ERROR_WANT_READ) return Status::kOk;
+    if (error == SSL_ERROR_WANT_READ) {
+      // The peer asks us to update our keys (TLS 1.3), which the kernel,
+      // holding them, cannot: OpenSSL would answer before our next write,
+      // and we write no more through it.
+      if (kernel_sends_ && SSL_get_key_update_type(ssl_) != SSL_KEY_UPDATE_NONE) {
+        TERN_LOG_DEBUG("TLS: the peer asked for a key update, which kernel TLS cannot make: closing");
+        broken_ = true;
+        return Status::kFailed;
+      }
+      return Status::kOk;
+    }
     if (error == SSL_ERROR_ZERO_RETURN) return Status::kPeerClosed;
     return failed("read", to_send);
   }
@@ -158,8 +260,8 @@ net::SecureLayer::Status Session::handshake(net::Buffer& to_send) {
     return failed("handshake", to_send);
   }
   established_ = true;
-  handshakes_->fetch_add(1, std::memory_order_relaxed);
-  if (SSL_session_reused(ssl_) == 1) resumed_->fetch_add(1, std::memory_order_relaxed);
+  counters_->handshakes.fetch_add(1, std::memory_order_relaxed);
+  if (SSL_session_reused(ssl_) == 1) counters_->resumed.fetch_add(1, std::memory_order_relaxed);
   return Status::kOk;
 }
 
@@ -200,7 +302,7 @@ net::SecureLayer::Status Session::failed(const char* what, net::Buffer& to_send)
   TERN_LOG_DEBUG("TLS {} failed: {}", what, error_);
   ERR_clear_error();
   broken_ = true;
-  if (!established_) failed_->fetch_add(1, std::memory_order_relaxed);
+  if (!established_) counters_->failed.fetch_add(1, std::memory_order_relaxed);
   // An alert the peer should see goes out before the close.
   return to_send.empty() ? Status::kFailed : Status::kFinish;
 }
@@ -225,6 +327,21 @@ std::string_view Session::application_protocol() const {
 }
 
 bool Session::resumed() const { return SSL_session_reused(ssl_) == 1; }
+
+bool kernel_tls_available() {
+  static const bool available = [] {
+    // The kernel refuses TLS on a socket not yet connected (ENOTCONN) once
+    // it has it, after loading its module where the process may (root, or
+    // CAP_NET_ADMIN: at start, before privileges drop); ENOENT: it has none.
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    const int rc = ::setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof "tls");
+    const int err = errno;
+    ::close(fd);
+    return rc == 0 || err == ENOTCONN;
+  }();
+  return available;
+}
 
 std::string openssl_reason() {
   const unsigned long code = ERR_get_error();

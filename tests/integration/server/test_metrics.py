@@ -58,6 +58,7 @@ FAMILIES = {
     "tern_tls_handshakes_total": "counter",
     "tern_tls_resumed_total": "counter",
     "tern_tls_handshake_failures_total": "counter",
+    "tern_tls_kernel_connections_total": "counter",
     "tern_upstream_requests_total": "counter",
     "tern_upstream_failures_total": "counter",
     "tern_upstream_response_seconds_total": "counter",

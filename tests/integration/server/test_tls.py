@@ -433,6 +433,7 @@ def test_tls_config_mistakes_are_one_line_and_exit_2(tmp_path, pki):
         "only \"TLSv1.2\" and \"TLSv1.3\"": f'[tls]\ncert = "{cert}"\nkey = "{key}"\nprotocols = ["TLSv1.1"]\n',
         "as many key files": f'[tls]\ncert = ["{cert}", "{other_cert}"]\nkey = "{key}"\n',
         "tls.cert": f'[tls]\ncert = "{tmp_path}/missing.pem"\nkey = "{key}"\n',
+        "kernel_tls": f'[tls]\ncert = "{cert}"\nkey = "{key}"\nkernel_tls = "yes"\n',
     }
     for needle, tls in cases.items():
         out = tern_check(tmp_path, head + tls)
