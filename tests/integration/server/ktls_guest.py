@@ -1,6 +1,6 @@
 """The kernel TLS checks, run inside the test machine that test_ktls.py
-boots (tests/vm): a kernel with TLS, the host's files read-only, this
-process as root. For each I/O backend, tern serves HTTPS with kernel_tls on
+boots (tests/vm): a kernel with TLS, the host's files read-only, a
+writable $TMPDIR, this process as root. For each I/O backend, tern serves HTTPS with kernel_tls on
 and real clients (curl, openssl s_client, Python's ssl) fetch files on
 every cipher the kernel takes, resume by ticket, read the closing alert and
 ask for a key update; the kernel's own counters (/proc/net/tls_stat) say
@@ -17,6 +17,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -62,7 +63,7 @@ def curl(port, paths, *args):
     outputs = []
     command = ["curl", "-sS", "--cacert", CA, "--resolve", f"a.test:{port}:127.0.0.1", *args]
     for i, path in enumerate(paths):
-        out = f"/tmp/curl-{i}.out"
+        out = os.path.join(tempfile.gettempdir(), f"curl-{i}.out")
         outputs.append(out)
         command += [f"https://a.test:{port}{path}", "-o", out]
     done = subprocess.run(command, capture_output=True, timeout=120)
@@ -103,7 +104,7 @@ def read_response(conn):
 
 
 def start_tern(name, kernel_tls):
-    workdir = Path("/tmp") / name
+    workdir = Path(tempfile.gettempdir()) / name
     root = workdir / "www"
     root.mkdir(parents=True)
     for file, size in SIZES.items():

@@ -38,7 +38,7 @@ def machine():
 
 
 def boot(vm, work):
-    """Boots the machine on `work` (its /tmp/work); the console's output."""
+    """Boots the machine on `work` (its /run/work); the console's output."""
     command = [
         "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "3072", "-smp", "2",
         "-nographic", "-no-reboot", "-kernel", f"{vm}/vmlinuz", "-initrd", f"{vm}/initrd.gz",
@@ -56,20 +56,21 @@ def test_kernel_tls_sends_files_tickets_and_alerts(tmp_path):
     cert, key = pki.issue("a.test")
     work = tmp_path / "vm"
     work.mkdir()
-    # The guest sees `work` at /tmp/work and every other path as the host does.
+    # The guest sees `work` at /run/work and every other path as the host
+    # does, read-only.
     for path in (pki.ca, cert, key):
         (work / os.path.basename(path)).write_bytes(open(path, "rb").read())
     os.chmod(work / os.path.basename(key), 0o600)
     params = {
-        "binary": str(TERN_BIN), "ca": "/tmp/work/ca.pem", "cert": f"/tmp/work/{os.path.basename(cert)}",
-        "key": f"/tmp/work/{os.path.basename(key)}",
+        "binary": str(TERN_BIN), "ca": "/run/work/ca.pem", "cert": f"/run/work/{os.path.basename(cert)}",
+        "key": f"/run/work/{os.path.basename(key)}",
         "runs": [["epoll", True], ["io_uring", True], ["epoll, kernel_tls off", False]],
         "io": {"epoll": "epoll", "io_uring": "io_uring", "epoll, kernel_tls off": "epoll"},
     }
     (work / "params.json").write_text(json.dumps(params))
     run = work / "run"
     run.write_text("#!/bin/sh\n"
-                   f"python3 {GUEST} /tmp/work/params.json /tmp/work/results.json > /tmp/work/guest.log 2>&1\n")
+                   f"python3 {GUEST} /run/work/params.json /run/work/results.json > /run/work/guest.log 2>&1\n")
     run.chmod(0o755)
 
     console = boot(vm, work)
