@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/log.h"
+#include "net/sockets.h"
 
 namespace tern::tls {
 namespace {
@@ -143,11 +144,9 @@ bool Session::hand_to_kernel(const void* crypto_info) {
   // that cannot take them all at once (it could on a new connection) keeps
   // the rest, and the connection stays with OpenSSL.
   while (!out_->empty()) {
-    const ssize_t n = ::send(socket_, out_->peek(), out_->readable_bytes(), MSG_NOSIGNAL);
-    if (n <= 0) {
-      if (n < 0 && errno == EINTR) continue;
-      return false;
-    }
+    int err = 0;
+    const ssize_t n = net::sockets::write(socket_, out_->peek(), out_->readable_bytes(), &err);
+    if (n <= 0) return false;
     out_->retrieve(static_cast<size_t>(n));
     written_ += static_cast<size_t>(n);
   }
