@@ -166,6 +166,11 @@ class TcpConnection final : public OutputStream {
   void handle_sent(ssize_t n);
   bool sends_by_completion() const;
   void schedule_send();
+  // Edge-triggered, a writer whose socket keeps room would write on until
+  // its queue is empty; after kWriteTurn bytes it lets the round's other
+  // connections have theirs and goes on after the loop's next poll.
+  static constexpr size_t kWriteTurn = 512 * 1024;
+  void yield_writing();
   void submit_send();
   void start_send();
   void abandon_send();
@@ -239,6 +244,7 @@ class TcpConnection final : public OutputStream {
   bool received_while_paused_ = false;  // io_uring received bytes while not reading
   bool send_in_flight_ = false;  // sending_ is the kernel's (io_uring)
   bool send_scheduled_ = false;  // submit_send() runs at the end of this round
+  bool write_yielded_ = false;  // flush_output() runs again after the next poll
   bool idle_timer_on_ = false;  // set_idle_timeout() with a positive time
   mutable bool local_known_ = false;
   Socket socket_;

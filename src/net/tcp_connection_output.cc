@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "base/log.h"
+#include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/sockets.h"
 #include "net/tcp_connection.h"
@@ -136,6 +137,7 @@ void TcpConnection::handle_write() {
 void TcpConnection::flush_output() {
   if (encrypts()) return secure_flush();
   int err = 0;
+  size_t turn = 0;  // file bytes written in this call
   for (;;) {
     // The kernel has bytes of ours: what follows them waits for its report.
     if (send_in_flight_) return;
@@ -180,8 +182,11 @@ void TcpConnection::flush_output() {
       count_sent(static_cast<uint64_t>(n));
       if (region.length > 0) {
         if (static_cast<size_t>(n) < chunk) break;  // the socket buffer is full
-        // Edge-triggered, no new edge comes while the socket has room: go on.
+        // Edge-triggered, no new edge comes while the socket has room: go
+        // on, for a turn.
         if (trigger_ == TriggerMode::kLevel) break;
+        turn += static_cast<size_t>(n);
+        if (turn >= kWriteTurn) return yield_writing();
         continue;
       }
       pop_sent_file();
@@ -216,6 +221,24 @@ void TcpConnection::schedule_send() {
   });
 }
 
+void TcpConnection::yield_writing() {
+  if (trigger_ == TriggerMode::kLevel) {
+    // The socket has room: the next poll reports it again.
+    if (!channel_.is_writing()) channel_.enable_writing();
+    return;
+  }
+  if (write_yielded_) return;
+  write_yielded_ = true;
+  // After the poll (posted work runs then, and work posted while it runs
+  // wakes the next one): the connections writing at once take turns.
+  loop()->queue_in_loop([id = id()] {
+    TcpConnection* conn = id.loop->connections().find(id);
+    if (conn == nullptr) return;
+    conn->write_yielded_ = false;
+    if (!conn->close_scheduled_ && conn->has_pending_output()) conn->flush_output();
+  });
+}
+
 void TcpConnection::submit_send() {
   send_scheduled_ = false;
   if (close_scheduled_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
@@ -231,10 +254,10 @@ void TcpConnection::submit_send() {
 
 void TcpConnection::start_send() {
   send_in_flight_ = true;
-  // Not with kernel TLS: a send request the kernel completes in part
-  // could leave its record held back for more (see flush_output).
-  const bool more = (!files_.empty() || close_after_write_ || (secure_ && !output_.empty())) &&
-                    !(secure_ && secure_->kernel);
+  // Plain bytes only: ciphertext goes in whole records (see secure_flush),
+  // and with kernel TLS a send request the kernel completes in part could
+  // leave its record held back for more (see flush_output).
+  const bool more = !secure_ && (!files_.empty() || close_after_write_);
   loop()->poller().start_send(channel_, sending_.peek(), sending_.readable_bytes(), more);
 }
 
@@ -248,7 +271,14 @@ void TcpConnection::handle_sent(ssize_t n) {
   sending_.retrieve(static_cast<size_t>(n));
   count_sent(static_cast<uint64_t>(n));
   if (!sending_.empty()) return start_send();  // the socket took part of it
-  loop()->buffers().drain(sending_);
+  // The storage goes back to what fills it (a large file's next step needs
+  // as much), else to the pool.
+  Buffer& wire = encrypts() ? secure_->out : output_;
+  if (wire.capacity() == 0) {
+    wire.swap(sending_);
+  } else {
+    loop()->buffers().drain(sending_);
+  }
   flush_output();
 }
 

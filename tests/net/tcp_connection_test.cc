@@ -142,6 +142,42 @@ std::string trigger_name(const ::testing::TestParamInfo<TriggerMode>& trigger) {
 INSTANTIATE_TEST_SUITE_P(Triggers, QueueOrderTest,
                          ::testing::Values(TriggerMode::kLevel, TriggerMode::kEdge), trigger_name);
 
+// A socket with room for the whole file (a fast reader) does not keep its
+// connection writing: after a turn (TcpConnection::kWriteTurn) the loop's
+// other connections have theirs, and the writer goes on after the next poll
+// with no event of its socket to wake it.
+TEST_P(QueueOrderTest, AWriterWhoseSocketKeepsRoomTakesTurns) {
+  const std::string file_content = random_bytes(6 * 1024 * 1024 + 5, 3);
+  TempFile file(file_content);
+  TcpServerOptions options;
+  options.trigger = GetParam();
+  std::promise<size_t> queued_after_first_turn;
+  bool room = true;
+  start(
+      [&](TcpServer& server) {
+        server.set_connection_callback([&](TcpConnection& conn) {
+          if (!conn.connected()) return;
+          room = tern::testing::force_send_room(conn.fd(), 2 * file_content.size());
+          conn.send_file(FileRegion{file.fd(), 0, file_content.size(), nullptr, nullptr});
+          queued_after_first_turn.set_value(conn.pending_output_bytes());
+          conn.shutdown();
+        });
+      },
+      options);
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  const size_t queued = queued_after_first_turn.get_future().get();
+  runner_.run([] {});
+  if (!room) GTEST_SKIP() << "SO_SNDBUFFORCE needs CAP_NET_ADMIN";
+  EXPECT_GT(queued, 0u);
+  EXPECT_LT(queued, file_content.size());
+  bool eof = false;
+  std::string got = client.read_to_eof(&eof, 30s);
+  EXPECT_TRUE(eof);
+  ASSERT_EQ(got.size(), file_content.size());
+  EXPECT_TRUE(got == file_content);
+}
+
 
 TEST_F(TcpConnectionTest, ShutdownWaitsForQueuedOutputBeforeHalfClosing) {
   const std::string payload = random_bytes(8 * 1024 * 1024, 2);

@@ -17,6 +17,17 @@
 
 namespace tern::testing {
 
+// Gives the socket `fd` a send buffer of more than `bytes` (as a reader
+// faster than the writer would leave it room); false where the process may
+// not (SO_SNDBUFFORCE needs CAP_NET_ADMIN).
+inline bool force_send_room(int fd, size_t bytes) {
+  const int wanted = 64 * 1024 * 1024;
+  int got = 0;
+  socklen_t len = sizeof got;
+  return ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &wanted, sizeof wanted) == 0 &&
+         ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got, &len) == 0 && static_cast<size_t>(got) > bytes;
+}
+
 class RawClient {
  public:
   // Connects to 127.0.0.1:port; fd() < 0 on failure.

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -475,6 +476,40 @@ TEST_F(TlsFixture, EdgeTriggeredConnectionsCarryTlsToo) {
   EXPECT_TRUE(client.read(data.size()) == data);
   ASSERT_TRUE(client.write("file"));
   EXPECT_TRUE(client.read(content.size()) == content);
+}
+
+// A reader faster than the writer (here: a socket with room for the whole
+// file) does not keep the loop on one connection: after a turn it encrypts
+// and writes the rest after the next poll, with no event of its socket to
+// wake it. (io_uring sends a step per completion: turns come by themselves.)
+TEST_F(TlsFixture, AWriterWhoseSocketKeepsRoomTakesTurns) {
+  const std::string content = random_bytes(6 * 1024 * 1024 + 3, 6);
+  const int fd = open_file(content);
+  net::TcpServerOptions options;
+  options.trigger = net::TriggerMode::kEdge;
+  std::promise<size_t> queued_after_first_turn;
+  bool room = true;
+  start(
+      one_identity(make_cert(dir(), "a.test")),
+      [&](net::TcpServer& server) {
+        server.set_message_callback([&](net::TcpConnection& conn, net::Buffer& in) {
+          in.retrieve_all();
+          room = tern::testing::force_send_room(conn.fd(), 3 * content.size());
+          conn.send_file(net::FileRegion{fd, 0, content.size(), nullptr, nullptr});
+          queued_after_first_turn.set_value(conn.pending_output_bytes());
+        });
+      },
+      options);
+  Client client(port_, Client::Options());
+  ASSERT_TRUE(client.connected());
+  ASSERT_TRUE(client.write("file"));
+  const size_t queued = queued_after_first_turn.get_future().get();
+  const bool by_completion = runner_.run([&] { return runner_.loop()->io_backend() == net::IoBackend::kIoUring; });
+  EXPECT_TRUE(client.read(content.size()) == content);
+  if (by_completion) GTEST_SKIP() << "io_uring: a send request per step";
+  if (!room) GTEST_SKIP() << "SO_SNDBUFFORCE needs CAP_NET_ADMIN";
+  EXPECT_GT(queued, 0u);
+  EXPECT_LT(queued, content.size());
 }
 
 TEST(ServerContextTest, AKeyThatDoesNotMatchItsCertificateIsRefusedByName) {
