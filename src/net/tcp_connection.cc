@@ -137,6 +137,7 @@ void TcpConnection::recycle() {
   owner_ = nullptr;
   reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = write_complete_asked_ = false;
   received_while_paused_ = send_in_flight_ = send_scheduled_ = false;
+  write_yielded_ = false;  // its posted turn finds the old generation gone
   idle_timeout_ = std::chrono::milliseconds(0);
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();

@@ -179,6 +179,47 @@ TEST_P(QueueOrderTest, AWriterWhoseSocketKeepsRoomTakesTurns) {
 }
 
 
+// A connection closed while its turn is posted: the turn finds it gone, and
+// the connection object, recycled for the next client, takes turns again.
+TEST_P(QueueOrderTest, AConnectionClosedBetweenTurnsIsRecycledWithTurnsOfItsOwn) {
+  const std::string file_content = random_bytes(6 * 1024 * 1024 + 1, 8);
+  TempFile file(file_content);
+  TcpServerOptions options;
+  options.trigger = GetParam();
+  int served = 0;
+  bool room = true;
+  start(
+      [&](TcpServer& server) {
+        server.set_connection_callback([&](TcpConnection& conn) {
+          if (!conn.connected()) return;
+          room = room && tern::testing::force_send_room(conn.fd(), 2 * file_content.size());
+          conn.send_file(FileRegion{file.fd(), 0, file_content.size(), nullptr, nullptr});
+          if (served++ == 0) {
+            conn.force_close();
+          } else {
+            conn.shutdown();
+          }
+        });
+      },
+      options);
+  {
+    RawClient first(port_);
+    ASSERT_TRUE(first.ok());
+    bool eof = false;
+    (void)first.read_to_eof(&eof, 10s);
+    EXPECT_TRUE(eof);
+  }
+  RawClient second(port_);
+  ASSERT_TRUE(second.ok());
+  bool eof = false;
+  std::string got = second.read_to_eof(&eof, 10s);
+  EXPECT_TRUE(eof);
+  EXPECT_EQ(runner_.run([&] { return served; }), 2);
+  if (!room) GTEST_SKIP() << "SO_SNDBUFFORCE needs CAP_NET_ADMIN";
+  ASSERT_EQ(got.size(), file_content.size());
+  EXPECT_TRUE(got == file_content);
+}
+
 TEST_F(TcpConnectionTest, ShutdownWaitsForQueuedOutputBeforeHalfClosing) {
   const std::string payload = random_bytes(8 * 1024 * 1024, 2);
   start([&](TcpServer& server) {
