@@ -52,6 +52,10 @@ class SecureLayer {
   virtual void close(Buffer& to_send) = 0;
   // The handshake is over: plaintext flows both ways.
   virtual bool established() const = 0;
+  // The connection is quiet: memory kept for records in flight goes back
+  // (taken again for the next record). Anything the layer still holds, it
+  // keeps.
+  virtual void release_buffers() {}
 
   // For logs and applications (CGI variables): "TLSv1.3", the cipher's
   // name, the server name the client asked for (SNI; empty without), the

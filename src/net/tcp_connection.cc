@@ -38,7 +38,7 @@ TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
 TcpConnection::~TcpConnection() {
   // Only the loop's ConnectionTable destroys connections, on the loop thread,
   // either pooled ones or, at loop shutdown, live ones (without callbacks).
-  if (secure_) secure_->handshake_timer.cancel();
+  if (secure_) secure_->timer.cancel();
   if (state_ != State::kIdle && state_ != State::kDisconnected) {
     if (idle_timer_) idle_timer_->cancel();
     abandon_send();
@@ -125,7 +125,7 @@ void TcpConnection::recycle() {
   loop()->buffers().drain(sending_);
   files_.clear();
   if (secure_) {
-    secure_->handshake_timer.cancel();
+    secure_->timer.cancel();
     secure_->in.retrieve_all();
     secure_->out.retrieve_all();
     loop()->buffers().drain(secure_->in);
@@ -364,7 +364,7 @@ void TcpConnection::handle_close() {
   channel_.forget();
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();
-  if (secure_) secure_->handshake_timer.cancel();
+  if (secure_) secure_->timer.cancel();
   const bool announced = !secure_ || secure_->announced;
   if (callbacks_->on_connection && announced) callbacks_->on_connection(*this);
   if (callbacks_->on_close) callbacks_->on_close(*this);

@@ -138,11 +138,16 @@ class TcpConnection final : public OutputStream {
 
   // An encrypted connection's side (tcp_connection_secure.cc).
   struct SecureState {
-    explicit SecureState(TcpConnection* conn) : handshake_timer(&TcpConnection::handshake_timed_out, conn) {}
+    explicit SecureState(TcpConnection* conn) : timer(&TcpConnection::secure_timer_fired, conn) {}
     std::unique_ptr<SecureLayer> layer;
     Buffer in{0};   // ciphertext received, not through the layer yet
     Buffer out{0};  // ciphertext to send, ahead of output_
-    Timeout handshake_timer;
+    // The handshake's deadline; once established, when a quiet connection
+    // gives back its layer's buffers (secure_idle).
+    Timeout timer;
+    uint64_t idle_since_ms = 0;  // its output drained, after a request; 0: busy
+    bool requested = false;   // plaintext has come since the handshake
+    bool back_to_back = false;  // its last request came right after a response
     bool close_sent = false;  // the closing alert is queued
     bool client = false;      // we began the handshake
     bool announced = true;    // on_connection has run (a client's waits for the handshake)
@@ -202,7 +207,8 @@ class TcpConnection final : public OutputStream {
   bool send_clear_records(int* err);
   // Sending is ours to encrypt (TLS in OpenSSL, not in the kernel).
   bool encrypts() const { return secure_ && !secure_->kernel; }
-  static void handshake_timed_out(void* self);
+  void secure_idle();
+  static void secure_timer_fired(void* self);
 
   bool has_pending_output() const {
     return send_in_flight_ || !output_.empty() || !files_.empty() || (secure_ && !secure_->out.empty());

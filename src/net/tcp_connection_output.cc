@@ -294,7 +294,8 @@ void TcpConnection::output_drained() {
   if (trigger_ == TriggerMode::kLevel && channel_.is_writing()) channel_.disable_writing();
   if (wants_write_complete()) defer_callback(Deferred::kWriteComplete);
   if (peer_closed_ || close_after_write_) return close_at_round_end();
-  if (state_ == State::kDisconnecting) (void)sockets::shutdown_write(socket_.fd());
+  if (state_ == State::kDisconnecting) return (void)sockets::shutdown_write(socket_.fd());
+  if (secure_) secure_idle();
 }
 
 bool TcpConnection::wants_write_complete() const {

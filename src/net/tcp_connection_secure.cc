@@ -39,6 +39,14 @@ constexpr size_t kRecordHeader = 5;
 constexpr size_t kRecordOverhead = 64;
 constexpr size_t kRecordPlaintext = 16 * 1024;
 
+// A request that comes this soon after the response before it marks a
+// client sending back to back (a load balancer, a benchmark, a pipeline of
+// fetches): its connection keeps the layer's buffers between requests
+// until it has been quiet for kKeepBuffers. Any other gives them back as
+// soon as its response is written.
+constexpr uint64_t kBackToBackMs = 10;
+constexpr std::chrono::milliseconds kKeepBuffers{1000};
+
 // Room for the ciphertext of `n` bytes of plaintext, so that a step's
 // records land in the buffer without it growing (and copying) on the way.
 size_t ciphertext_room(size_t n) {
@@ -71,7 +79,7 @@ void TcpConnection::use_secure_layer(std::unique_ptr<SecureLayer> layer,
   secure_->layer = std::move(layer);
   secure_->client = client;
   secure_->announced = !client;
-  secure_->handshake_timer.arm(handshake_timeout);
+  secure_->timer.arm(handshake_timeout);
 }
 
 void TcpConnection::secure_start() {
@@ -91,9 +99,27 @@ std::string TcpConnection::secure_handshake_failure() const {
   return error.empty() ? "TLS handshake: the connection closed" : "TLS handshake: " + std::string(error);
 }
 
-void TcpConnection::handshake_timed_out(void* self) {
+void TcpConnection::secure_idle() {
+  // All is written (a response, or a flight of the handshake, which waits a
+  // round trip for the peer's next). The layer's buffers (OpenSSL's record
+  // buffers, about 34 KiB) go back now, or, for a connection whose requests
+  // come back to back, once it has been quiet for kKeepBuffers; 10,000
+  // idle connections hold none of them.
+  SecureState& s = *secure_;
+  if (!input_.empty() || !s.in.empty()) return;
+  if (s.requested) s.idle_since_ms = loop()->clock().now_ms();
+  if (s.back_to_back) return s.timer.arm(kKeepBuffers);
+  s.layer->release_buffers();
+}
+
+void TcpConnection::secure_timer_fired(void* self) {
   auto* conn = static_cast<TcpConnection*>(self);
-  if (conn->disconnected() || !conn->secure_ || conn->secure_->layer->established()) return;
+  if (conn->disconnected() || !conn->secure_) return;
+  if (conn->secure_->layer->established()) {
+    // Quiet for kKeepBuffers (the layer keeps what it still holds).
+    conn->secure_->layer->release_buffers();
+    return;
+  }
   TERN_LOG_DEBUG("conn {} {}: TLS handshake not over in time, closing", conn->slot_,
                  conn->peer_.to_ip_port());
   conn->secure_->timed_out = true;
@@ -145,6 +171,10 @@ void TcpConnection::secure_input() {
   const size_t plain_before = input_.readable_bytes();
   loop()->buffers().fill(input_);
   if (!was_established) s.layer->offer_socket(send_in_flight_ ? -1 : socket_.fd());
+  if (was_established) {
+    s.back_to_back = s.idle_since_ms != 0 && loop()->clock().now_ms() - s.idle_since_ms <= kBackToBackMs;
+    s.idle_since_ms = 0;
+  }
   const SecureLayer::Status status = s.layer->receive(s.in, input_, s.out);
   loop()->buffers().drain(s.in);
   if (!was_established) {
@@ -173,7 +203,7 @@ void TcpConnection::secure_input() {
     return secure_flush();
   }
   if (!was_established && s.layer->established()) {
-    s.handshake_timer.cancel();
+    s.timer.cancel();
     TERN_LOG_DEBUG("conn {} {}: {} {}{}{}", slot_, peer_.to_ip_port(), s.layer->protocol(),
                    s.layer->cipher(), s.layer->resumed() ? " (resumed)" : "",
                    s.layer->server_name().empty() ? std::string()
@@ -188,6 +218,7 @@ void TcpConnection::secure_input() {
   // Handshake records (a TLS 1.3 ticket), and output that waited for the
   // handshake. Where a request came with the handshake's last message, they
   // wait for its response and leave in its write.
+  if (input_.readable_bytes() > plain_before) s.requested = true;
   const bool to_deliver = reading_ && input_.readable_bytes() > plain_before;
   const bool held = to_deliver && has_pending_output();
   if (has_pending_output() && !held) secure_flush();
@@ -212,6 +243,7 @@ bool TcpConnection::secure_encrypt_more() {
   // Plaintext in order: bytes, then each file region and the bytes queued
   // behind it. False when a file turned out shorter than promised.
   SecureState& s = *secure_;
+  loop()->buffers().fill(s.out);  // pooled storage first, grown only if a step needs it
   while (s.out.readable_bytes() < kEncryptLowWater) {
     if (!output_.empty()) {
       const size_t step = std::min(output_.readable_bytes(), kEncryptStep);

@@ -53,7 +53,6 @@ ClientContext::ClientContext(ClientSettings settings)
   SSL_CTX_set_app_data(ctx, shared_.get());
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   if (settings_.verify) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
     if (settings_.ca.empty()) {

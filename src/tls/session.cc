@@ -273,6 +273,8 @@ net::SecureLayer::Status Session::send(const char* data, size_t n, net::Buffer& 
   return Status::kOk;
 }
 
+void Session::release_buffers() { (void)SSL_free_buffers(ssl_); }
+
 void Session::close(net::Buffer& to_send) {
   Lend lend(&in_, nullptr, &out_, &to_send);
   (void)SSL_shutdown(ssl_);

@@ -64,6 +64,9 @@ class Session final : public net::SecureLayer {
   Status send(const char* data, size_t n, net::Buffer& to_send) override;
   void close(net::Buffer& to_send) override;
   bool established() const override { return established_; }
+  // OpenSSL's read and write buffers (SSL_free_buffers), unless they hold
+  // part of a record.
+  void release_buffers() override;
 
   std::string_view protocol() const override;
   std::string_view cipher() const override;
