@@ -105,8 +105,9 @@ void TcpConnection::secure_idle() {
   // buffers, about 34 KiB) go back now, or, for a connection whose requests
   // come back to back, once it has been quiet for kKeepBuffers; 10,000
   // idle connections hold none of them.
+  // Bytes still waiting (a request written back while it is delivered,
+  // a pipelined one) do not stop it: the layer keeps what it holds.
   SecureState& s = *secure_;
-  if (!input_.empty() || !s.in.empty()) return;
   if (s.requested) s.idle_since_ms = loop()->clock().now_ms();
   if (s.back_to_back) return s.timer.arm(kKeepBuffers);
   s.layer->release_buffers();
