@@ -19,7 +19,8 @@ void BufferPool::fill(Buffer& buffer) {
 void BufferPool::drain(Buffer& buffer) {
   if (buffer.capacity() == 0 || !buffer.empty()) return;
   Buffer::Storage storage = buffer.release_storage();
-  if (storage.capacity > kMaxPooledCapacity || bytes_ + storage.capacity > kMaxPooledBytes) {
+  if (storage.capacity < kFreshCapacity || storage.capacity > kMaxPooledCapacity ||
+      bytes_ + storage.capacity > kMaxPooledBytes) {
     return;  // freed here
   }
   bytes_ += storage.capacity;

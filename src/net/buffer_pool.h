@@ -7,7 +7,10 @@
 // request: it moves a pointer in and out of this pool.
 //
 // Bounded: storage larger than kMaxPooledCapacity is freed rather than kept,
-// and the pool keeps at most kMaxPooledBytes.
+// and the pool keeps at most kMaxPooledBytes. Storage smaller than
+// kFreshCapacity (a buffer that grew from nothing to fit a few bytes) is
+// freed too: pooled, it would be handed to the next buffer that needs room
+// and grown there, which is an allocation the pool exists to save.
 //
 // Owned by EventLoop. Loop thread only.
 #pragma once
@@ -31,7 +34,7 @@ class BufferPool {
 
   // Gives `buffer` storage if it has none (pooled, else fresh).
   void fill(Buffer& buffer);
-  // Takes the storage of `buffer` if it is empty.
+  // Takes the storage of `buffer` if it is empty: into the pool, or freed.
   void drain(Buffer& buffer);
 
   size_t pooled() const { return free_.size(); }

@@ -16,6 +16,7 @@
 
 #include "base/assert.h"
 #include "base/log.h"
+#include "net/buffer_pool.h"
 #include "net/event_loop.h"
 #include "net/sockets.h"
 #include "net/tcp_connection.h"
@@ -51,6 +52,13 @@ constexpr std::chrono::milliseconds kKeepBuffers{1000};
 // records land in the buffer without it growing (and copying) on the way.
 size_t ciphertext_room(size_t n) {
   return n + (n / kRecordPlaintext + 1) * kRecordOverhead;
+}
+
+// Makes that room in `out`, in the loop's pooled storage when `out` has none:
+// grown from nothing it would be just big enough for one small response.
+void make_ciphertext_room(BufferPool& pool, Buffer& out, size_t plaintext) {
+  pool.fill(out);
+  out.ensure_writable(ciphertext_room(plaintext));
 }
 
 // File bytes on their way to the layer: one area per loop thread, filled and
@@ -219,12 +227,12 @@ void TcpConnection::secure_input() {
   // Handshake records (a TLS 1.3 ticket), and output that waited for the
   // handshake. Where a request came with the handshake's last message, they
   // wait for its response and leave in its write.
-  if (input_.readable_bytes() > plain_before) s.requested = true;
-  const bool to_deliver = reading_ && input_.readable_bytes() > plain_before;
-  const bool held = to_deliver && has_pending_output();
+  const bool plaintext_came = input_.readable_bytes() > plain_before;
+  if (plaintext_came) s.requested = true;
+  const bool held = reading_ && plaintext_came && has_pending_output();
   if (has_pending_output() && !held) secure_flush();
   if (disconnected() || close_scheduled_) return;
-  if (input_.readable_bytes() > plain_before) {
+  if (plaintext_came) {
     if (reading_) {
       deliver_input();
       // No response yet (it comes later, or not at all): they go alone.
@@ -244,11 +252,10 @@ bool TcpConnection::secure_encrypt_more() {
   // Plaintext in order: bytes, then each file region and the bytes queued
   // behind it. False when a file turned out shorter than promised.
   SecureState& s = *secure_;
-  loop()->buffers().fill(s.out);  // pooled storage first, grown only if a step needs it
   while (s.out.readable_bytes() < kEncryptLowWater) {
     if (!output_.empty()) {
       const size_t step = std::min(output_.readable_bytes(), kEncryptStep);
-      s.out.ensure_writable(ciphertext_room(step));
+      make_ciphertext_room(loop()->buffers(), s.out, step);
       if (s.layer->send(output_.peek(), step, s.out) != SecureLayer::Status::kOk) return false;
       output_.retrieve(step);
       continue;
@@ -276,7 +283,7 @@ bool TcpConnection::secure_encrypt_more() {
                       peer_.to_ip_port(), region.fd, region.length);
         return false;
       }
-      s.out.ensure_writable(ciphertext_room(static_cast<size_t>(n)));
+      make_ciphertext_room(loop()->buffers(), s.out, static_cast<size_t>(n));
       if (s.layer->send(data, static_cast<size_t>(n), s.out) != SecureLayer::Status::kOk) return false;
       region.offset += n;
       region.length -= static_cast<size_t>(n);
