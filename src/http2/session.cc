@@ -13,6 +13,9 @@
 namespace tern::http2 {
 namespace {
 
+// A frame's header: length, type, flags, stream id (RFC 9113 4.1).
+constexpr size_t kFrameHeader = 9;
+
 std::string_view view(const uint8_t* data, size_t length) {
   return {reinterpret_cast<const char*>(data), length};
 }
@@ -195,19 +198,40 @@ struct Session::Glue {
     return 0;
   }
 
-  static ssize_t read_body(nghttp2_session* /*s*/, int32_t /*stream_id*/, uint8_t* out, size_t length,
+  // How much of a stream's body the next DATA frame carries. The bytes are
+  // not copied here but in send_data, straight into the connection's
+  // output behind the frame's header (NGHTTP2_DATA_FLAG_NO_COPY), so file
+  // data is copied once on its way out, not into nghttp2's frame first.
+  static ssize_t read_body(nghttp2_session* /*s*/, int32_t /*stream_id*/, uint8_t* /*out*/, size_t length,
                            uint32_t* data_flags, nghttp2_data_source* source, void* /*user_data*/) {
     Stream& stream = *static_cast<Stream*>(source->ptr);
-    const long copied = stream.fill(out, length);
-    if (copied < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
-    stream.session_->data_sent_ += static_cast<uint64_t>(copied);
-    if (stream.queued_ == 0 && stream.ended_) {
+    const size_t n = std::min(length, stream.queued_);
+    if (n == stream.queued_ && stream.ended_) {
       *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-    } else if (copied == 0) {
+    } else if (n == 0) {
       stream.deferred_ = true;
       return NGHTTP2_ERR_DEFERRED;
     }
-    return copied;
+    if (n > 0) *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    return static_cast<ssize_t>(n);
+  }
+
+  static int send_data(nghttp2_session* /*s*/, nghttp2_frame* frame, const uint8_t* header, size_t length,
+                       nghttp2_data_source* source, void* user_data) {
+    Session& session = *static_cast<Session*>(user_data);
+    Stream& stream = *static_cast<Stream*>(source->ptr);
+    TERN_DCHECK(session.out_ != nullptr && frame->data.padlen == 0);  // no padding is chosen
+    net::Buffer& out = *session.out_;
+    out.ensure_writable(kFrameHeader + length);
+    // The body first: if a file cannot be read, nothing of the frame is
+    // written and nghttp2 resets the stream instead.
+    auto* body = reinterpret_cast<uint8_t*>(out.begin_write()) + kFrameHeader;
+    if (stream.fill(body, length) != static_cast<long>(length)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    std::memcpy(out.begin_write(), header, kFrameHeader);
+    out.has_written(kFrameHeader + length);
+    session.data_sent_ += length;
+    // The rest waits for the next send(): its budget is spent.
+    return out.readable_bytes() >= session.out_limit_ ? NGHTTP2_ERR_PAUSE : 0;
   }
 };
 
@@ -251,6 +275,7 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(glue, &Glue::on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(glue, &Glue::on_stream_close);
   nghttp2_session_callbacks_set_on_frame_send_callback(glue, &Glue::on_frame_send);
+  nghttp2_session_callbacks_set_send_data_callback(glue, &Glue::send_data);
   nghttp2_option* options = nullptr;
   TERN_CHECK(nghttp2_option_new(&options) == 0);
   // Request bodies are credited as handlers take them (pause_body).
@@ -323,7 +348,11 @@ void Session::send(net::Buffer& out, size_t budget) {
     fatal_sent_ = true;
     return;
   }
-  for (size_t made = 0; made < budget;) {
+  // DATA frames are written into `out` by Glue::send_data, the other
+  // frames are copied from nghttp2's.
+  out_ = &out;
+  out_limit_ = budget >= SIZE_MAX - out.readable_bytes() ? SIZE_MAX : out.readable_bytes() + budget;
+  while (out.readable_bytes() < out_limit_) {
     const uint8_t* data = nullptr;
     const ssize_t length = nghttp2_session_mem_send(session_, &data);
     if (length <= 0) {
@@ -331,8 +360,8 @@ void Session::send(net::Buffer& out, size_t budget) {
       break;
     }
     out.append(data, static_cast<size_t>(length));
-    made += static_cast<size_t>(length);
   }
+  out_ = nullptr;
   // Producers waiting for their streams to drain (collected first: a
   // callback may write, or reset a stream).
   std::vector<int32_t> drained;

@@ -151,6 +151,9 @@ class Session {
   bool fatal_sent_ = false;
   uint64_t data_sent_ = 0;
   uint64_t data_received_ = 0;
+  // Inside send(): where frames go, and the size of it that ends the call.
+  net::Buffer* out_ = nullptr;
+  size_t out_limit_ = 0;
   // The control frame budget (a token bucket) and when it was last filled.
   double control_tokens_;
   std::chrono::steady_clock::time_point control_filled_;

@@ -230,6 +230,67 @@ TEST_F(SessionTest, AFileRegionIsReadIntoDataFrames) {
   EXPECT_TRUE(client.seen[id].body == content.substr(1000, 150000));
 }
 
+TEST_F(SessionTest, AFileCutShortResetsItsStreamAndTheOthersGoOn) {
+  // The file shrinks after its region was queued (a site being updated):
+  // what was framed is the file's own bytes, then RST_STREAM
+  // INTERNAL_ERROR; no frame of made-up bytes, and the connection serves on.
+  tern::testing::TempDir dir;
+  std::string content(200 * 1024, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % 239);
+  ASSERT_TRUE(dir.write("f.bin", content));
+  const std::string path = dir.path() + "/f.bin";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  on_request = [&](Stream& stream) {
+    if (stream.request().path() != "/f.bin") return respond(stream, 200, "other");
+    http::ResponseWriter::Context context;
+    context.stream = &stream;
+    http::ResponseWriter writer(context);
+    net::FileRegion region;
+    region.fd = fd;
+    region.length = content.size();
+    writer.start(200).file(std::move(region));
+    ASSERT_EQ(::truncate(path.c_str(), 40000), 0);
+  };
+  const int32_t cut = client.get("/f.bin");
+  ASSERT_TRUE(exchange());
+  const int32_t other = client.get("/other");
+  ASSERT_TRUE(exchange());
+  ::close(fd);
+  const H2Response& seen = client.seen[cut];
+  EXPECT_TRUE(seen.closed);
+  EXPECT_EQ(seen.error_code, static_cast<uint32_t>(NGHTTP2_INTERNAL_ERROR));
+  EXPECT_LE(seen.body.size(), 40000u);
+  EXPECT_TRUE(seen.body == content.substr(0, seen.body.size())) << "bytes that are not the file's";
+  EXPECT_EQ(client.seen[other].body, "other");
+  EXPECT_EQ(client.seen[other].error_code, 0u);
+}
+
+TEST_F(SessionTest, SendStopsNearItsBudgetAndTheNextCallsGoOn) {
+  // A call makes about `budget` bytes (a frame more at most), so a
+  // connection's output stays bounded whatever the client's windows allow.
+  const std::string big(1 << 20, 'b');
+  on_request = [&](Stream& stream) { respond(stream, 200, big); };
+  const int32_t id = client.get("/big");
+  ASSERT_TRUE(session_->receive(client.output()));
+  constexpr size_t kBudget = 20000;
+  constexpr size_t kMaxFrame = 9 + 16384;
+  size_t calls = 0;
+  for (; calls < 1000 && session_->wants_to_send(); ++calls) {
+    net::Buffer out;
+    session_->send(out, kBudget);
+    EXPECT_LE(out.readable_bytes(), kBudget + kMaxFrame);
+    client.input(out.view());
+    const std::string to_server = client.output();  // WINDOW_UPDATEs
+    if (!to_server.empty()) {
+      ASSERT_TRUE(session_->receive(to_server));
+    }
+  }
+  EXPECT_GT(calls, big.size() / (kBudget + kMaxFrame));
+  EXPECT_TRUE(client.seen[id].closed);
+  EXPECT_TRUE(client.seen[id].body == big) << client.seen[id].body.size() << " bytes arrived";
+}
+
 TEST_F(SessionTest, AStreamedBodyWaitsForItsProducerAndTellsItWhenDrained) {
   int drained = 0;
   Stream* open = nullptr;
