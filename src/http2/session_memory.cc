@@ -2,6 +2,7 @@
 
 #include <sanitizer/asan_interface.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace {
 // so that what nghttp2 gets is aligned as malloc's.
 struct alignas(16) Header {
   uint32_t size_class;  // kUnpooled for a block from malloc alone
-  size_t capacity;      // what the block can hold, past the header
+  size_t size;          // what nghttp2 asked for (realloc copies this much)
 };
 static_assert(sizeof(Header) == 16);
 
@@ -37,6 +38,13 @@ static_assert(class_of(1) == 0 && class_of(64) == 0 && class_of(65) == 1 && clas
 Header* header_of(void* p) { return reinterpret_cast<Header*>(static_cast<char*>(p) - sizeof(Header)); }
 void* payload_of(Header* h) { return reinterpret_cast<char*>(h) + sizeof(Header); }
 
+// Under AddressSanitizer only the bytes asked for can be used: the rest of
+// the block, and all of a kept block, are poisoned (no-ops otherwise).
+void mark_in_use(void* p, size_t size, size_t capacity) {
+  ASAN_UNPOISON_MEMORY_REGION(p, size);
+  ASAN_POISON_MEMORY_REGION(static_cast<char*>(p) + size, capacity - size);
+}
+
 // A kept block links to the next through its payload's first word.
 struct FreeLists {
   std::array<void*, kClasses> head{};
@@ -56,10 +64,15 @@ struct FreeLists {
   }
 
   static void* pop_link(void* p) {
-    ASAN_UNPOISON_MEMORY_REGION(p, class_capacity(header_of(p)->size_class));
+    ASAN_UNPOISON_MEMORY_REGION(p, sizeof(void*));
     void* next;
     std::memcpy(&next, p, sizeof next);
     return next;
+  }
+  static void push_link(void* p, void* next, size_t capacity) {
+    ASAN_UNPOISON_MEMORY_REGION(p, sizeof(void*));
+    std::memcpy(p, &next, sizeof next);
+    ASAN_POISON_MEMORY_REGION(p, capacity);
   }
 };
 
@@ -72,13 +85,16 @@ void* allocate(size_t size, void* /*user_data*/) {
     lists.head[c] = FreeLists::pop_link(p);
     lists.kept.blocks -= 1;
     lists.kept.bytes -= class_capacity(c);
+    header_of(p)->size = size;
+    mark_in_use(p, size, class_capacity(c));
     return p;
   }
   const size_t capacity = c < kClasses ? class_capacity(c) : size;
   auto* h = static_cast<Header*>(std::malloc(sizeof(Header) + capacity));
   if (h == nullptr) return nullptr;
   h->size_class = c < kClasses ? c : kUnpooled;
-  h->capacity = capacity;
+  h->size = size;
+  mark_in_use(payload_of(h), size, capacity);
   return payload_of(h);
 }
 
@@ -86,9 +102,11 @@ void release(void* p, void* /*user_data*/) {
   if (p == nullptr) return;
   Header* h = header_of(p);
   const uint32_t c = h->size_class;
-  if (c == kUnpooled || lists.kept.bytes + class_capacity(c) > kMaxKeptBytes) return std::free(h);
-  std::memcpy(p, &lists.head[c], sizeof(void*));
-  ASAN_POISON_MEMORY_REGION(p, class_capacity(c));
+  if (c == kUnpooled || lists.kept.bytes + class_capacity(c) > kMaxKeptBytes) {
+    if (c != kUnpooled) ASAN_UNPOISON_MEMORY_REGION(p, class_capacity(c));  // malloc's own again
+    return std::free(h);
+  }
+  FreeLists::push_link(p, lists.head[c], class_capacity(c));
   lists.head[c] = p;
   lists.kept.blocks += 1;
   lists.kept.bytes += class_capacity(c);
@@ -103,11 +121,15 @@ void* allocate_zeroed(size_t count, size_t size, void* user_data) {
 
 void* reallocate(void* p, size_t size, void* user_data) {
   if (p == nullptr) return allocate(size, user_data);
-  const size_t capacity = header_of(p)->capacity;
-  if (size <= capacity) return p;
+  Header* h = header_of(p);
+  if (h->size_class != kUnpooled && size <= class_capacity(h->size_class)) {
+    mark_in_use(p, size, class_capacity(h->size_class));
+    h->size = size;
+    return p;
+  }
   void* q = allocate(size, user_data);
   if (q == nullptr) return nullptr;
-  std::memcpy(q, p, capacity);
+  std::memcpy(q, p, std::min(h->size, size));
   release(p, user_data);
   return q;
 }

@@ -6,6 +6,14 @@
 #include <string>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TERN_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TERN_UNDER_ASAN 1
+#endif
+#endif
+
 namespace tern::http2 {
 namespace {
 
@@ -73,7 +81,10 @@ TEST_F(SessionMemoryTest, ReallocKeepsTheBytesAcrossClassesAndPastThem) {
   ASSERT_NE(large, nullptr);
   EXPECT_EQ(std::string(large, 50), text);
   EXPECT_EQ(std::string(large + 50, 2950), std::string(2950, 'r'));
-  release(large);
+  auto* shrunk = static_cast<char*>(reallocate(large, 20));  // a large block shrinks into a pooled one
+  ASSERT_NE(shrunk, nullptr);
+  EXPECT_EQ(std::string(shrunk, 20), text.substr(0, 20));
+  release(shrunk);
   auto* fresh = static_cast<char*>(reallocate(nullptr, 10));
   ASSERT_NE(fresh, nullptr);
   release(fresh);
@@ -90,6 +101,28 @@ TEST_F(SessionMemoryTest, LargeBlocksAreNotKeptAndTheKeptTotalIsBounded) {
   EXPECT_LE(kept_memory().bytes, kMaxKeptBytes);
   EXPECT_GE(kept_memory().bytes, kMaxKeptBytes - 4096);
 }
+
+#ifdef TERN_UNDER_ASAN
+TEST_F(SessionMemoryTest, UnderAsanABytePastTheSizeAndAKeptBlockAreReported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<volatile char*>(allocate(100));
+        p[100] = 1;  // inside the 128-byte block, past what was asked for
+      },
+      "use-after-poison");
+  EXPECT_DEATH(
+      {
+        void* block = allocate(100);
+        release(block);
+        static_cast<volatile char*>(block)[10] = 1;  // kept, not given out
+      },
+      "use-after-poison");
+  void* ok = allocate(100);
+  static_cast<volatile char*>(ok)[99] = 1;
+  release(ok);
+}
+#endif
 
 }  // namespace
 }  // namespace tern::http2
