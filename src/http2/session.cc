@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "base/assert.h"
-#include "http2/session_memory.h"
 
 namespace tern::http2 {
 namespace {
@@ -286,10 +285,10 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
   // says INTERNAL_ERROR) stays behind it as a second line.
   nghttp2_option_set_stream_reset_rate_limit(options, 2 * uint64_t{limits_.control_burst},
                                              2 * uint64_t{limits_.control_rate});
-  const int made = nghttp2_session_server_new3(&session_, glue, this, options, session_memory());
+  const int made = nghttp2_session_server_new2(&session_, glue, this, options);
   nghttp2_option_del(options);
   nghttp2_session_callbacks_del(glue);
-  TERN_CHECK_MSG(made == 0, "nghttp2_session_server_new3 failed");
+  TERN_CHECK_MSG(made == 0, "nghttp2_session_server_new2 failed");
 
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
