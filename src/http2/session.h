@@ -29,6 +29,8 @@
 // handler wrote. One session per connection; loop thread only.
 #pragma once
 
+#include <nghttp2/nghttp2.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -39,14 +41,13 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "http/request.h"
 #include "http/request_parser.h"
 #include "http/response_stream.h"
 #include "net/buffer.h"
 #include "net/file_region.h"
-
-struct nghttp2_session;
 
 namespace tern::http2 {
 
@@ -126,6 +127,8 @@ class Session {
   bool charge_control_frame();
   void start(Stream& stream, bool end_stream);
   void submit_head(Stream& stream, const http::ResponseFraming& framing);
+  // What nghttp2 reads a stream's body through (Glue's read_body).
+  static nghttp2_data_provider body_provider(Stream& stream);
   void resume(Stream& stream);
 
   const SessionLimits limits_;
@@ -137,8 +140,11 @@ class Session {
   std::vector<std::unique_ptr<Stream>> spare_streams_;
   // submit_head's room (the lowered names, the field list), kept from one
   // head to the next.
-  struct HeadScratch;
-  std::unique_ptr<HeadScratch> head_scratch_;
+  struct HeadScratch {
+    std::string names;
+    std::vector<nghttp2_nv> fields;
+  };
+  HeadScratch head_scratch_;
   http::RequestParser parser_;
   std::string error_;
   // The highest stream id the client opened, and the last streams closed.
