@@ -136,7 +136,7 @@ void TcpConnection::recycle() {
   callbacks_ = nullptr;
   owner_ = nullptr;
   reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = write_complete_asked_ = false;
-  received_while_paused_ = send_in_flight_ = send_scheduled_ = false;
+  received_while_paused_ = eof_waiting_ = send_in_flight_ = send_scheduled_ = false;
   write_yielded_ = false;  // its posted turn finds the old generation gone
   idle_timeout_ = std::chrono::milliseconds(0);
   idle_timer_on_ = false;
@@ -173,12 +173,14 @@ void TcpConnection::start_reading() {
   if (reading_ || (state_ != State::kConnected && state_ != State::kDisconnecting)) return;
   if (peer_closed_) return;
   reading_ = true;
+  // Bytes received for us while paused (io_uring, or decrypted) are handed
+  // over after this round, not from inside the caller, and the peer's end,
+  // if it came behind them, after them: nothing more is to be read then.
+  if (received_while_paused_ || eof_waiting_) defer_callback(Deferred::kDeliverWaitingInput);
+  if (eof_waiting_) return;
   // For edge-triggered channels EPOLL_CTL_MOD re-checks readiness, so input
   // that arrived while we were not reading is reported again.
   channel_.enable_reading();
-  // Bytes received for us while paused (io_uring) are handed over after
-  // this round, not from inside the caller.
-  if (received_while_paused_) defer_callback(Deferred::kDeliverWaitingInput);
 }
 
 void TcpConnection::stop_reading() {
@@ -297,15 +299,29 @@ void TcpConnection::deliver_input() {
 }
 
 void TcpConnection::deliver_waiting_input() {
-  if (!received_while_paused_) return;
-  received_while_paused_ = false;
-  if (reading_ && !input_.empty() && !close_scheduled_ &&
-      (state_ == State::kConnected || state_ == State::kDisconnecting)) {
-    deliver_input();
+  const auto open = [this] {
+    return reading_ && !close_scheduled_ && (state_ == State::kConnected || state_ == State::kDisconnecting);
+  };
+  if (received_while_paused_) {
+    received_while_paused_ = false;
+    if (open() && !input_.empty()) deliver_input();
+  }
+  // The end comes once what came before it was delivered, and only to a
+  // reader: one that paused again in the delivery is told later.
+  if (eof_waiting_ && open()) {
+    eof_waiting_ = false;
+    handle_peer_eof();
   }
 }
 
 void TcpConnection::handle_peer_eof() {
+  if (received_while_paused_ || eof_waiting_) {
+    // Bytes received before the end still wait for start_reading(): the end
+    // waits behind them (deliver_waiting_input), as a socket that was not
+    // read would keep its FIN behind its data.
+    eof_waiting_ = true;
+    return;
+  }
   if (!has_pending_output()) return handle_close();
   // The peer half-closed; finish writing what we owe, then close.
   peer_closed_ = true;

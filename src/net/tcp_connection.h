@@ -248,6 +248,7 @@ class TcpConnection final : public OutputStream {
   bool write_complete_asked_ = false;
   bool accepted_ = false;  // counted in the loop's load (ConnectionTable)
   bool received_while_paused_ = false;  // io_uring received bytes while not reading
+  bool eof_waiting_ = false;  // the peer's end came behind bytes not delivered yet
   bool send_in_flight_ = false;  // sending_ is the kernel's (io_uring)
   bool send_scheduled_ = false;  // submit_send() runs at the end of this round
   bool write_yielded_ = false;  // flush_output() runs again after the next poll

@@ -32,6 +32,7 @@
 #include "net/tcp_connection.h"
 #include "support/eventually.h"
 #include "support/loop_runner.h"
+#include "support/random_bytes.h"
 #include "support/raw_socket.h"
 
 namespace tern::net {
@@ -366,6 +367,49 @@ TEST_P(BothBackends, AConnectionClosedWithOutputStillQueuedClosesItsSocket) {
   tern::testing::RawClient second(server->listen_address().port());
   EXPECT_TRUE(second.ok());
   runner.run([&] { server.reset(); });
+}
+
+TEST_P(BothBackends, BytesReceivedWhilePausedAreAllDeliveredBeforeThePeersEnd) {
+  // A reader that pauses after every delivery and resumes a moment later
+  // (a proxy whose client is slower than its upstream), and a peer that
+  // sends 5 MiB and closes at once: with io_uring the bytes received while
+  // paused and the end of the stream come together, and every byte must be
+  // delivered before the close is.
+  LoopRunner runner(GetParam());
+  const std::string payload = tern::testing::random_bytes(5 << 20, 3);
+  std::string received;
+  std::atomic<bool> closed{false};
+  size_t received_at_close = 0;
+  std::unique_ptr<TcpServer> server;
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_connection_callback([&](TcpConnection& conn) {
+      if (conn.connected()) return;
+      received_at_close = received.size();
+      closed = true;
+    });
+    server->set_message_callback([&](TcpConnection& conn, Buffer& input) {
+      received.append(input.peek(), input.readable_bytes());
+      input.retrieve_all();
+      conn.stop_reading();
+      const ConnectionId id = conn.id();
+      runner.loop()->run_after(1ms, [id] {
+        if (TcpConnection* c = id.loop->connections().find(id)) c->start_reading();
+      });
+    });
+    ASSERT_TRUE(server->start().ok());
+  });
+  {
+    tern::testing::RawClient client(server->listen_address().port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client.send_all(payload));
+  }  // closed: the end follows the last bytes
+  ASSERT_TRUE(eventually([&] { return closed.load(); }, 20s));
+  runner.run([&] {
+    EXPECT_EQ(received_at_close, payload.size());
+    EXPECT_TRUE(received == payload) << "the bytes came changed or out of order";
+    server.reset();
+  });
 }
 
 // io_uring_setup refused (ENOSYS), as by a seccomp profile or an old kernel.
