@@ -33,7 +33,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   params.add("SERVER_SOFTWARE", cgi.server_software);
   params.add("SERVER_PROTOCOL", http::version_name(request.version()));
   params.add("REQUEST_METHOD", request.method_text());
-  params.add("REQUEST_URI", request.target());
+  params.add("REQUEST_URI", request.uri());
   params.add("REQUEST_ID", request.id());
   params.add("DOCUMENT_URI", cgi.document_uri);
   params.add("DOCUMENT_ROOT", cgi.document_root);
@@ -61,10 +61,13 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
     if (!cgi.ssl_cipher.empty()) params.add("SSL_CIPHER", cgi.ssl_cipher);
   }
 
+  // The request's host, which an absolute-form target sets in place of
+  // the Host field (RFC 9112 3.2.2).
+  if (!request.host().empty()) params.add("HTTP_HOST", request.host());
   std::string name;
   for (const http::Header& header : request.headers()) {
     if (!cgi_safe_name(header.name)) continue;
-    if (http::iequals(header.name, "Proxy")) continue;
+    if (http::iequals(header.name, "Proxy") || http::iequals(header.name, "Host")) continue;
     name.assign("HTTP_");
     for (char c : header.name) {
       name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);

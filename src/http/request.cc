@@ -82,12 +82,14 @@ bool valid_authority(std::string_view s, bool need_port) {
 struct TargetParts {
   std::string_view path;
   std::string_view query;
+  std::string_view origin;     // path and query: the target in origin-form
+  std::string_view authority;  // an absolute-form target's; empty otherwise
 };
 
 TargetParts split_query(std::string_view s) {
   size_t q = s.find('?');
-  if (q == npos) return {s, {}};
-  return {s.substr(0, q), s.substr(q + 1)};
+  if (q == npos) return {s, {}, s, {}};
+  return {s.substr(0, q), s.substr(q + 1), s, {}};
 }
 
 // absolute-form (RFC 9112 3.2.2): scheme "://" authority path-abempty
@@ -104,11 +106,13 @@ Verdict split_absolute(std::string_view target, TargetParts* parts) {
   }
   std::string_view rest = target.substr(sep + 3);
   size_t authority_end = std::min(rest.find_first_of("/?"), rest.size());
-  if (!valid_authority(rest.substr(0, authority_end), false)) {
+  const std::string_view authority = rest.substr(0, authority_end);
+  if (!valid_authority(authority, false)) {
     return bad("malformed authority in request-target");
   }
   *parts = split_query(rest.substr(authority_end));
-  if (parts->path.empty()) parts->path = "/";
+  parts->authority = authority;
+  if (parts->path.empty()) parts->path = "/";  // origin stays "" or "?query": see interpret_head
   return kFine;
 }
 
@@ -126,7 +130,7 @@ Verdict split_target(Method method, std::string_view target, TargetParts* parts)
   }
   if (target == "*") {
     if (method != Method::kOptions) return bad("asterisk-form outside OPTIONS");
-    *parts = {target, {}};
+    *parts = {target, {}, target, {}};
     return kFine;
   }
   return split_absolute(target, parts);
@@ -316,6 +320,9 @@ std::string_view Request::id() const {
 
 int Request::interpret_head(std::string_view* reason) {
   id_kind_ = 0;  // a new request, a new id
+  absolute_ = false;
+  uri_ = {};
+  uri_made_.clear();
   TargetParts parts;
   Verdict v = split_target(method_, target_, &parts);
   HeadFacts facts;
@@ -326,7 +333,17 @@ int Request::interpret_head(std::string_view* reason) {
   }
   path_ = parts.path;
   query_ = parts.query;
-  host_ = facts.host;
+  // RFC 9112 3.2.2: an absolute-form target's authority is the request's
+  // host; the Host field is ignored (it was still checked above).
+  host_ = parts.authority.empty() ? facts.host : parts.authority;
+  absolute_ = !parts.authority.empty();
+  uri_ = parts.origin;
+  if (absolute_ && (uri_.empty() || uri_.front() != '/')) {
+    // "http://a.example" or "http://a.example?x": the path is "/".
+    uri_made_.reserve(1 + uri_.size());
+    uri_made_.push_back('/');
+    uri_made_.append(uri_);
+  }
   keep_alive_ = facts.keep_alive;
   framing_ = facts.framing;
   content_length_ = facts.content_length.value_or(0);

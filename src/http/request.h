@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -65,9 +66,16 @@ class Request {
 
   Method method() const { return method_; }
   std::string_view method_text() const { return method_text_; }
-  // The request-target exactly as sent ("/a%20b?x=1").
+  // The request-target exactly as sent ("/a%20b?x=1", or in absolute-form
+  // "http://a.example/a%20b?x=1"): the request line's, for logs.
   std::string_view target() const { return target_; }
-  // The part of an origin-form target before '?', still percent-encoded.
+  // The target in origin-form, path and query as sent ("/a%20b?x=1" for
+  // both of those): $request_uri, REQUEST_URI, what goes upstream.
+  std::string_view uri() const { return uri_made_.empty() ? uri_ : std::string_view(uri_made_); }
+  // Whether the target came in absolute-form (its authority is host()).
+  bool absolute_form() const { return absolute_; }
+  // The path before '?', still percent-encoded ("/" for an absolute-form
+  // target without one).
   std::string_view path() const { return path_; }
   // The part after '?', without the '?'; empty if none.
   std::string_view query() const { return query_; }
@@ -78,7 +86,8 @@ class Request {
   std::string_view header(std::string_view name) const;
   bool has_header(std::string_view name) const;
 
-  // The Host field (HTTP/1.1 requires exactly one; may be empty in 1.0).
+  // The request's host: an absolute-form target's authority, else the Host
+  // field (HTTP/1.1 requires exactly one; may be empty in 1.0).
   std::string_view host() const { return host_; }
   // Persistent connection after this request, per RFC 9112 section 9.3:
   // HTTP/1.1 unless "Connection: close"; HTTP/1.0 only with
@@ -146,8 +155,13 @@ class Request {
   BodyFraming framing_ = BodyFraming::kNone;
   bool keep_alive_ = true;
   bool expect_continue_ = false;
+  bool absolute_ = false;
   std::string_view method_text_;
   std::string_view target_;
+  std::string_view uri_;
+  // uri() when it is not a part of the target (an absolute-form target with
+  // no path); empty otherwise. Keeps its capacity, as headers_ does.
+  std::string uri_made_;
   std::string_view path_;
   std::string_view query_;
   std::string_view host_;

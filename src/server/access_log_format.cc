@@ -118,6 +118,10 @@ void append_json_optional(fmt::memory_buffer& out, std::string_view value) {
   }
 }
 
+// $request_uri: the target in origin-form; for a request refused before
+// its target was understood, the target as sent.
+std::string_view request_uri(const http::Request& r) { return r.uri().empty() ? r.target() : r.uri(); }
+
 void append_request_line(fmt::memory_buffer& out, const http::Request& request) {
   if (request.method_text().empty()) return out.push_back('-');
   append_text(out, request.method_text());
@@ -149,7 +153,7 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
     case Variable::kRequestMethod:
       return append_text(out, r.method_text());
     case Variable::kRequestUri:
-      return append_text(out, r.target());
+      return append_text(out, request_uri(r));
     case Variable::kUri:
       return append_text(out, r.path());
     case Variable::kArgs:
@@ -194,7 +198,7 @@ void append_json(fmt::memory_buffer& out, const AccessLogEntry& e) {
   out.append(std::string_view(",\"request_method\":"));
   append_json_optional(out, r.method_text());
   out.append(std::string_view(",\"request_uri\":"));
-  append_json_optional(out, r.target());
+  append_json_optional(out, request_uri(r));
   out.append(std::string_view(",\"server_protocol\":"));
   append_json_optional(out, parsed ? http::version_name(r.version()) : std::string_view());
   fmt::format_to(std::back_inserter(out), ",\"status\":{},\"body_bytes_sent\":{},\"request_time\":", e.writer.status(),

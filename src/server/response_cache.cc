@@ -81,10 +81,10 @@ ResponseCache::ResponseCache(size_t max_bytes, std::chrono::milliseconds default
 
 std::string ResponseCache::key(const http::Request& request) {
   std::string key;
-  key.reserve(request.host().size() + 1 + request.target().size());
+  key.reserve(request.host().size() + 1 + request.uri().size());
   key.append(request.host());
   key.push_back(' ');
-  key.append(request.target());
+  key.append(request.uri());
   return key;
 }
 

@@ -139,6 +139,23 @@ TEST(CgiParams, EveryVariableIsPresentWithItsValue) {
   EXPECT_EQ(p.pairs.size(), expected.size() + 1) << "unexpected extra variables";
 }
 
+TEST(CgiParams, AnAbsoluteFormTargetGivesItsAuthorityAsHostAndItsOriginFormAsUri) {
+  // RFC 9112 3.2.2: the target's authority wins over the Host field.
+  ParsedRequest r("GET http://admin.example/secret/index.php?x=1 HTTP/1.1\r\nHost: public.example\r\n\r\n");
+  ASSERT_EQ(r.status, http::ParseStatus::kComplete);
+  Params p = write(r.request, context());
+  EXPECT_EQ(p.get("HTTP_HOST"), "admin.example");
+  EXPECT_EQ(p.get("REQUEST_URI"), "/secret/index.php?x=1");
+  EXPECT_EQ(p.get("QUERY_STRING"), "x=1");
+  size_t hosts = 0;
+  for (const auto& [name, value] : p.pairs) hosts += name == "HTTP_HOST";
+  EXPECT_EQ(hosts, 1u);
+
+  ParsedRequest bare("GET http://admin.example?y=2 HTTP/1.1\r\nHost: public.example\r\n\r\n");
+  ASSERT_EQ(bare.status, http::ParseStatus::kComplete);
+  EXPECT_EQ(write(bare.request, context()).get("REQUEST_URI"), "/?y=2");
+}
+
 TEST(CgiParams, RequestIdIsTheClientsWhenWellFormedElseMadeHere) {
   ParsedRequest given("GET / HTTP/1.1\r\nHost: a\r\nX-Request-Id: abc-123_x.y\r\n\r\n");
   ASSERT_EQ(given.status, http::ParseStatus::kComplete);

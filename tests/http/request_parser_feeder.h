@@ -22,7 +22,7 @@ using Limits = RequestParser::Limits;
 // different buffers can be compared after those buffers are gone.
 struct Parsed {
   Method method = Method::kOther;
-  std::string method_text, target, path, query, host;
+  std::string method_text, target, path, query, host, uri;
   Version version = Version::kHttp11;
   std::vector<std::pair<std::string, std::string>> headers;
   bool keep_alive = false;
@@ -34,7 +34,7 @@ struct Parsed {
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Parsed& p) {
-  os << "{" << p.method_text << " " << p.target << " path=" << p.path << " query=" << p.query
+  os << "{" << p.method_text << " " << p.target << " path=" << p.path << " query=" << p.query << " uri=" << p.uri
      << " v1." << (p.version == Version::kHttp11 ? 1 : 0) << " host=" << p.host
      << " keep_alive=" << p.keep_alive << " framing=" << static_cast<int>(p.framing)
      << " length=" << p.content_length << " expect=" << p.expect_continue
@@ -46,6 +46,7 @@ inline std::ostream& operator<<(std::ostream& os, const Parsed& p) {
 inline Parsed snapshot(const Request& r) {
   Parsed p{r.method(),       std::string(r.method_text()), std::string(r.target()),
            std::string(r.path()), std::string(r.query()),  std::string(r.host()),
+           std::string(r.uri()),
            r.version(),      {},                           r.keep_alive(),
            r.body_framing(), r.content_length(),           r.expect_continue(),
            r.head_size()};

@@ -106,11 +106,27 @@ TEST(RequestParser, AcceptsAbsoluteForm) {
   EXPECT_EQ(p.target, "http://example.com:8080/a/b?x=1");
   EXPECT_EQ(p.path, "/a/b");
   EXPECT_EQ(p.query, "x=1");
+  // RFC 9112 3.2.2: the target's authority is the request's host, and the
+  // Host field is ignored; the URI is the target's origin-form.
+  EXPECT_EQ(p.host, "example.com:8080");
+  EXPECT_EQ(p.uri, "/a/b?x=1");
   ASSERT_TRUE(parses("GET http://example.com HTTP/1.1\r\nHost: h\r\n\r\n", &p));
   EXPECT_EQ(p.path, "/");
+  EXPECT_EQ(p.uri, "/");
+  EXPECT_EQ(p.host, "example.com");
   ASSERT_TRUE(parses("GET HTTP://[::1]?q HTTP/1.1\r\nHost: h\r\n\r\n", &p));
   EXPECT_EQ(p.path, "/");
   EXPECT_EQ(p.query, "q");
+  EXPECT_EQ(p.uri, "/?q");
+  EXPECT_EQ(p.host, "[::1]");
+  // HTTP/1.0 without a Host field takes its host from the target too.
+  ASSERT_TRUE(parses("GET http://a.example/x HTTP/1.0\r\n\r\n", &p));
+  EXPECT_EQ(p.host, "a.example");
+  EXPECT_EQ(p.uri, "/x");
+  // An origin-form target is its own URI.
+  ASSERT_TRUE(parses("GET /a%20b?c HTTP/1.1\r\nHost: h\r\n\r\n", &p));
+  EXPECT_EQ(p.uri, "/a%20b?c");
+  EXPECT_EQ(p.host, "h");
 }
 
 TEST(RequestParser, RejectsMalformedAbsoluteForm) {

@@ -84,7 +84,7 @@ void expand_variables(std::string_view text, const Route& route, bool url, std::
       auto host = normalize_host(request.host(), buffer);
       out->append(host ? *host : std::string_view());
     } else if (name == "request_uri") {
-      out->append(request.target());
+      out->append(request.uri());
     } else if (name == "uri") {
       if (url) {
         http::append_percent_encoded_path(route.path, out);
