@@ -18,6 +18,7 @@ namespace {
 // The chain's own answers: a path that cannot be decoded, a dotfile, no
 // location, too many internal redirects.
 StatusHandler kBadRequest(400), kForbidden(403), kNotFound(404), kLoop(500);
+SlashHandler kAddSlash;
 
 // Internal redirects one request may take (nginx allows 10).
 constexpr int kMaxRedirects = 10;
@@ -121,6 +122,11 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
   if (!path) return refuse(400);
   if (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path)) return refuse(403);
   r.path = *path;
+  if (r.site->wants_slash(r.path)) {
+    claim_ = Claim::kRespond;
+    handler_ = &kAddSlash;
+    return;
+  }
   for (;;) {
     r.captures.clear();
     r.location = r.site->match(r.path, &r.captures);
@@ -241,6 +247,9 @@ bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int st
   query.normalized = true;
   StaticResult result = stores_[target->store]->serve(query, net::EventLoop::current()->clock().now());
   if (result.status != 200 || result.listing) return false;
+  // An internal redirect, as with nginx: the page's own location's fields
+  // (its `always` ones, for an error status), not the failed request's.
+  writer.set_extra_fields(target->fields.empty() ? nullptr : &target->fields);
   writer.start(status).header("Content-Type", result.content_type);
   if (!allow.empty()) writer.header("Allow", allow);
   if (result.file->has_content()) {

@@ -80,6 +80,16 @@ std::string_view Site::error_page(const Location* location, int status) const {
   return {};
 }
 
+bool Site::wants_slash(std::string_view path) const {
+  for (const Location* l : slash_redirects_) {
+    const std::string_view pattern = l->config.pattern;
+    if (pattern.size() == path.size() + 1 && pattern.starts_with(path)) {
+      return std::none_of(exact_.begin(), exact_.end(), [path](const Location* e) { return e->config.pattern == path; });
+    }
+  }
+  return false;
+}
+
 const Location* Site::match(std::string_view path, Captures* captures) const {
   if (everything_ != nullptr) return everything_;  // one location for every path
   for (const Location* l : exact_) {
@@ -155,6 +165,12 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config, Metric
   for (const Location& l : site->locations_) {
     if (l.config.match == LocationConfig::Match::kExact) site->exact_.push_back(&l);
     if (l.config.match == LocationConfig::Match::kPrefix) site->prefixes_.push_back(&l);
+    // nginx's auto_redirect: a proxy or FastCGI location "/p/" takes "/p"
+    // as a 301 to "/p/" (a static location finds the directory itself).
+    if (l.config.match == LocationConfig::Match::kPrefix && l.config.pattern.size() > 1 &&
+        l.config.pattern.back() == '/' && (l.config.proxy || !l.config.fastcgi.empty())) {
+      site->slash_redirects_.push_back(&l);
+    }
     if (is_regex(l.config)) site->regexes_.push_back(&l);
   }
   std::stable_sort(site->prefixes_.begin(), site->prefixes_.end(), [](const Location* a, const Location* b) {

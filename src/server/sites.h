@@ -75,6 +75,10 @@ struct Location {
 class Site {
  public:
   const Location* match(std::string_view path, Captures* captures) const;
+  // Whether `path` is a proxy or FastCGI location's prefix without its
+  // final slash ("/app" for "/app/") and no exact location is `path`: as
+  // nginx, such a request is 301 to the slash, before any location.
+  bool wants_slash(std::string_view path) const;
   const SiteConfig& config() const { return config_; }
   // The page for `status` of `location` (its own error pages, else the
   // site's), or an empty view.
@@ -92,6 +96,7 @@ class Site {
   std::vector<const Location*> prefixes_;  // longest first
   std::vector<const Location*> regexes_;   // in file order
   const Location* everything_ = nullptr;   // the only location, when it is prefix "/"
+  std::vector<const Location*> slash_redirects_;  // wants_slash()
 };
 
 class Sites {

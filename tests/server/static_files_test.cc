@@ -97,6 +97,21 @@ TEST_F(StaticFilesTest, OtherMethodsAreNotAllowed) {
   }
 }
 
+TEST_F(StaticFilesTest, APostIsLookedUpBeforeItIsRefused) {
+  // As nginx: only where there is something to serve is a POST 405.
+  EXPECT_EQ(serve(request_for(Method::kPost, "/missing.txt")).status, 404);
+  StaticResult moved = serve(request_for(Method::kPost, "/sub"));
+  EXPECT_EQ(moved.status, 301);
+  EXPECT_EQ(moved.location, "/sub/");
+  EXPECT_EQ(serve(request_for(Method::kPost, "/noindex/")).status, 403);
+  StaticResult file = serve(request_for(Method::kPost, "/sub/"));
+  EXPECT_EQ(file.status, 405);
+  EXPECT_EQ(file.allow, "GET, HEAD");
+  EXPECT_FALSE(file.file);
+  // Other methods are refused before any lookup.
+  EXPECT_EQ(serve(request_for(Method::kPut, "/missing.txt")).status, 405);
+}
+
 TEST_F(StaticFilesTest, MissingFileIsNotFound) {
   EXPECT_EQ(get("/nope.txt").status, 404);
   EXPECT_EQ(get("/nope/deeper.txt").status, 404);

@@ -18,6 +18,16 @@ void StatusHandler::respond(const Route& route, http::ResponseWriter& writer) {
   http::write_error_page(writer, route.status != 0 ? route.status : status_);
 }
 
+void SlashHandler::respond(const Route& route, http::ResponseWriter& writer) {
+  std::string location;
+  http::append_percent_encoded_path(route.path, &location);
+  location.push_back('/');
+  if (!route.request->query().empty()) location.append("?").append(route.request->query());
+  writer.start(301).header("Location", location);
+  writer.header("Content-Type", "text/html; charset=utf-8");
+  writer.body("<!DOCTYPE html>\n<html><body>Moved Permanently</body></html>\n");
+}
+
 AccessHandler::AccessHandler(const LocationConfig& config)
     : deny_all_(config.deny_all), allow_(config.allow), deny_(config.deny) {}
 

@@ -31,6 +31,14 @@ class StatusHandler final : public Handler {
   int status_;
 };
 
+// 301 to the request's path with a slash added, its query kept: for "/app"
+// where a proxy or FastCGI location is "/app/" (Site::wants_slash).
+class SlashHandler final : public Handler {
+ public:
+  Claim claim(Route&) override { return Claim::kRespond; }
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+};
+
 // allow / deny: 403 for a client the location does not admit.
 class AccessHandler final : public Handler {
  public:

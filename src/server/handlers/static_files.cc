@@ -96,14 +96,23 @@ StaticFiles::StaticFiles(StaticFilesOptions options)
 
 StaticResult StaticFiles::serve(const StaticRequest& request, Clock::time_point now) {
   StaticResult result;
-  if (request.method != http::Method::kGet && request.method != http::Method::kHead) {
+  const auto refuse_method = [&result] {
+    result = StaticResult{};
     result.status = 405;
     result.allow = kAllow;
     return result;
+  };
+  // As nginx: a POST is looked up first (a missing file is 404, a
+  // directory without its slash 301), and refused only where there is
+  // something to serve; other methods at once.
+  const bool post = request.method == http::Method::kPost;
+  if (request.method != http::Method::kGet && request.method != http::Method::kHead && !post) {
+    return refuse_method();
   }
   std::string_view name;
   result.status = open_target(request, now, &result, &name);
   if (result.status != 0) return result;
+  if (post) return refuse_method();
   if (result.listing) {
     result.status = 200;
     result.send_body = request.method == http::Method::kGet;
@@ -209,6 +218,12 @@ int StaticFiles::find_index(std::string_view path, Clock::time_point now, FilePt
     }
   }
   return kNoIndex;
+}
+
+std::string_view StaticFiles::index_name(std::string_view path, Clock::time_point now) {
+  FilePtr file;
+  if (path.empty() || path.back() != '/' || find_index(path, now, &file) != 0) return {};
+  return std::string_view(index_path_).substr(path.size());
 }
 
 void StaticFiles::select_encoding(const StaticRequest& request, std::string_view name,

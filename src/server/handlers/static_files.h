@@ -11,7 +11,9 @@
 //
 // The rules follow nginx (static, index and gzip_static modules) and
 // RFC 9110:
-//   - Only GET and HEAD; anything else is 405 with "Allow: GET, HEAD".
+//   - Only GET and HEAD; anything else is 405 with "Allow: GET, HEAD" (a
+//     POST once the path is found to name something: a missing file is
+//     still 404, a directory without its slash still 301).
 //   - The path is decoded and normalised (http::normalize_path); a bad escape,
 //     a NUL or ".." above the root is 400.
 //   - A directory requested without the trailing slash is 301 to the same
@@ -138,6 +140,13 @@ class StaticFiles {
 
   // `now` is the loop's cached clock; it drives cache revalidation.
   StaticResult serve(const StaticRequest& request, Clock::time_point now);
+
+  // The first index name that is a regular file in the directory `path`
+  // (decoded and normalised, ending in '/'): what the web server redirects
+  // a directory's request to, internally (path + name), as nginx's index
+  // does. Empty when none is, or when one cannot be read: serve() then
+  // answers (403, a listing, the error). Valid until the next call.
+  std::string_view index_name(std::string_view path, Clock::time_point now);
 
   OpenFileCache& cache() { return cache_; }
   bool hides_dotfiles() const { return options_.deny_dotfiles; }

@@ -145,20 +145,51 @@ bool alias_file_path(std::string_view prefix, std::string_view path, std::string
   return true;
 }
 
+Claim StaticHandler::claim(Route& route) {
+  if (!try_files_.empty()) {
+    const Claim claim = try_files(route);
+    if (claim != Claim::kRespond || route.status != 0) return claim;
+  }
+  return index(route);
+}
+
+Claim StaticHandler::index(Route& route) const {
+  // nginx's index module takes GET, HEAD and POST; serve() answers the rest.
+  const http::Method method = route.request->method();
+  if (route.path.empty() || route.path.back() != '/' ||
+      (method != http::Method::kGet && method != http::Method::kHead && method != http::Method::kPost)) {
+    return Claim::kRespond;
+  }
+  std::string directory;
+  if (!file_path(route.path, &directory)) return Claim::kRespond;
+  const std::string_view name = route.files->index_name(directory, net::EventLoop::current()->clock().now());
+  if (name.empty()) return Claim::kRespond;  // 403, a listing, or 404: serve() says
+  std::string target;  // route.path may view route.target
+  target.reserve(route.path.size() + name.size());
+  target.append(route.path).append(name);
+  route.target = std::move(target);
+  route.path = route.target;
+  return Claim::kRedirect;
+}
+
 Claim StaticHandler::try_files(Route& route) {
   std::string candidate, file;
   const auto now = net::EventLoop::current()->clock().now();
   for (size_t i = 0; i + 1 < try_files_.size(); ++i) {
+    // As nginx: an entry written with a final '/' ("$uri/") wants a
+    // directory, any other a file, whatever the expansion ends with; the
+    // slash itself is not part of the URI tried, so that "/docs" found as a
+    // directory is 301 to "/docs/" (relative links work) and "/docs/" goes
+    // on to its index.
+    std::string_view entry = try_files_[i];
+    const bool directory = entry.size() > 1 && entry.back() == '/';
+    if (directory) entry.remove_suffix(1);
     candidate.clear();
-    expand_variables(try_files_[i], route, false, &candidate);
-    // "$uri/" for "/docs/" is "/docs//": one slash is enough.
+    expand_variables(entry, route, false, &candidate);
     for (size_t at = candidate.find("//"); at != std::string::npos; at = candidate.find("//", at)) {
       candidate.erase(at, 1);
     }
     if (candidate.empty() || candidate.front() != '/' || !file_path(candidate, &file)) continue;
-    // As nginx: an entry written with a final '/' ("$uri/") wants a
-    // directory, any other a file, whatever the expansion ends with.
-    const bool directory = try_files_[i].back() == '/';
     OpenFileCache::FileResult found = route.files->cache().find(file, now);
     if (found && (directory ? found.value()->is_directory() : found.value()->is_regular())) {
       route.target = std::move(candidate);

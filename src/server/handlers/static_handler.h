@@ -44,20 +44,23 @@ bool alias_file_path(std::string_view prefix, std::string_view path, std::string
 
 // The static files of a location on the handler chain: the file the path
 // names beneath the location's root (or, with an alias, what follows the
-// location's prefix beneath the alias), its index for a directory, or
-// with try_files the first candidate that exists ("$uri", "$uri/",
-// "/index.html" for a single-page app), then the last entry: a status
-// ("=404") or a URI matched again against the site's locations.
+// location's prefix beneath the alias), or with try_files the first
+// candidate that exists ("$uri", "$uri/", "/index.html" for a single-page
+// app), then the last entry: a status ("=404") or a URI matched again
+// against the site's locations. As with nginx, a directory's index file is
+// an internal redirect too ("/wiki/" to "/wiki/doku.php", which a PHP
+// location then takes; "/" to "/index.html", with that location's
+// fields), and a directory named without its slash ("/wiki", by the path
+// or by try_files' "$uri/") is 301 to the slash.
 class StaticHandler final : public Handler {
  public:
   StaticHandler(const Location& location, bool use_mmap);
-  Claim claim(Route& route) override {
-    return try_files_.empty() ? Claim::kRespond : try_files(route);
-  }
+  Claim claim(Route& route) override;
   void respond(const Route& route, http::ResponseWriter& writer) override;
 
  private:
   Claim try_files(Route& route);
+  Claim index(Route& route) const;
   // The path beneath the store's root; false when an alias location's
   // prefix does not end at a segment ("/imgx" for "/img").
   bool file_path(std::string_view path, std::string* out) const;
