@@ -39,7 +39,8 @@ void CgiHeadParser::reset() {
   reason_ = {};
   content_length_.reset();
   error_ = {};
-  header_count_ = 0;
+  spans_.clear();
+  headers_.clear();
 }
 
 CgiHeadParser::Status CgiHeadParser::fail(std::string_view reason) {
@@ -85,7 +86,7 @@ CgiHeadParser::Status CgiHeadParser::end_of_line() {
 // line (obs-fold) makes the name invalid, so no continuation line can turn
 // into a field of its own.
 CgiHeadParser::Status CgiHeadParser::add_field(std::string_view line, size_t line_start) {
-  if (++field_lines_ > kMaxHeaders) return fail("too many fields in CGI response head");
+  if (++field_lines_ > max_fields_) return fail("too many fields in CGI response head");
   size_t colon = line.find(':');
   if (colon == npos) return fail("CGI response line without a colon");
   std::string_view name = trim_right(line.substr(0, colon));
@@ -107,12 +108,12 @@ CgiHeadParser::Status CgiHeadParser::add_field(std::string_view line, size_t lin
   } else if (http::iequals(name, "Location") && !value.empty()) {
     has_location_ = true;
   }
-  spans_[header_count_++] = {
+  spans_.push_back({
       .name = static_cast<uint32_t>(line_start),
       .name_len = static_cast<uint32_t>(name.size()),
       .value = static_cast<uint32_t>(value_start),
       .value_len = static_cast<uint32_t>(value.size()),
-  };
+  });
   return kNeedMore;
 }
 
@@ -150,10 +151,10 @@ CgiHeadParser::Status CgiHeadParser::note_content_length(std::string_view value)
 // head_ stops changing here, so views into it can be handed out.
 void CgiHeadParser::complete() {
   state_ = kComplete;
-  for (size_t i = 0; i < header_count_; ++i) {
-    const FieldSpan& f = spans_[i];
-    headers_[i] = {.name = std::string_view(head_).substr(f.name, f.name_len),
-                   .value = std::string_view(head_).substr(f.value, f.value_len)};
+  headers_.clear();
+  for (const FieldSpan& f : spans_) {
+    headers_.push_back({.name = std::string_view(head_).substr(f.name, f.name_len),
+                        .value = std::string_view(head_).substr(f.value, f.value_len)});
   }
   reason_ = std::string_view(head_).substr(reason_start_, reason_len_);
   if (!has_status_) status_ = has_location_ ? 302 : 200;

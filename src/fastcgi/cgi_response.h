@@ -10,15 +10,16 @@
 // RecordParser), so the head is copied, line by line as it arrives, into
 // storage the parser owns; feed() reports how many bytes of each piece
 // belonged to the head, and the rest of the piece is body. Header views stay
-// valid until reset() or destruction. The storage is bounded by max_head and
-// keeps its capacity across reset(), so a parser reused for request after
-// request stops allocating.
+// valid until reset() or destruction. The storage is bounded by the
+// limits and keeps its capacity across reset(), so a parser reused for
+// request after request stops allocating.
 //
 // Lines end with "\r\n" or "\n"; the head ends with an empty line. Each line
 // is checked when it is complete: errors are a line without a colon, leading
 // whitespace (obs-fold), a field name that is not a token, a CTL other than
 // HTAB in a value, an invalid Status or Content-Length (or conflicting
-// ones), more than kMaxHeaders fields, and a head over max_head bytes.
+// ones), more than the limit's fields (Status included), and a head over
+// its bytes.
 //
 // The response status is that of the Status field; without one, 302 when
 // there is a Location field (RFC 3875 6.2.3; a local redirect, 6.2.2, is
@@ -29,15 +30,16 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/request.h"
+#include "http/response_parser.h"
 
 namespace tern::fastcgi {
 
@@ -45,12 +47,11 @@ class CgiHeadParser {
  public:
   enum Status : uint8_t { kNeedMore, kComplete, kError };
 
-  static constexpr size_t kDefaultMaxHead = 32 * 1024;
-  static constexpr size_t kMaxHeaders = 100;  // field lines, Status included
-
-  // Field positions are kept as 32-bit offsets, so max_head is capped at 4 GiB.
-  explicit CgiHeadParser(size_t max_head = kDefaultMaxHead)
-      : max_head_(std::min<size_t>(max_head, UINT32_MAX)) {}
+  // The bounds of an upstream's response head (bytes, fields), shared with
+  // the reverse proxy's. Field positions are kept as 32-bit offsets, so
+  // the bytes are capped at 4 GiB.
+  explicit CgiHeadParser(http::ResponseParser::Limits limits = {})
+      : max_head_(std::min<size_t>(limits.max_head_bytes, UINT32_MAX)), max_fields_(limits.max_headers) {}
   CgiHeadParser(const CgiHeadParser&) = delete;
   CgiHeadParser& operator=(const CgiHeadParser&) = delete;
 
@@ -66,7 +67,7 @@ class CgiHeadParser {
   // The reason phrase of the Status field; may be empty.
   std::string_view reason() const { return reason_; }
   // Every field but Status, in order, names and values trimmed of SP/HTAB.
-  std::span<const http::Header> headers() const { return {headers_.data(), header_count_}; }
+  std::span<const http::Header> headers() const { return headers_; }
   // The first field with this name (case-insensitive), or "" if absent.
   std::string_view header(std::string_view name) const;
   std::optional<uint64_t> content_length() const { return content_length_; }
@@ -92,6 +93,7 @@ class CgiHeadParser {
   Status fail(std::string_view reason);
 
   const size_t max_head_;
+  const size_t max_fields_;
   Status state_ = kNeedMore;
   std::string head_;        // the head so far; capacity kept across reset()
   size_t line_start_ = 0;   // offset in head_ of the line being collected
@@ -104,9 +106,9 @@ class CgiHeadParser {
   std::string_view reason_;
   std::optional<uint64_t> content_length_;
   std::string_view error_;
-  size_t header_count_ = 0;
-  std::array<FieldSpan, kMaxHeaders> spans_{};
-  std::array<http::Header, kMaxHeaders> headers_{};
+  // Grown as fields come, capacity kept across reset().
+  std::vector<FieldSpan> spans_;
+  std::vector<http::Header> headers_;
 };
 
 }  // namespace tern::fastcgi

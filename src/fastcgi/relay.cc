@@ -12,8 +12,9 @@ constexpr size_t kMaxStderrLine = 4096;
 
 }  // namespace
 
-Codec::Codec(RequestHeadWriter head_writer, std::string_view log_name, std::string_view request_id)
-    : head_writer_(std::move(head_writer)), log_name_(log_name) {
+Codec::Codec(RequestHeadWriter head_writer, std::string_view log_name, std::string_view request_id,
+             http::ResponseParser::Limits limits)
+    : head_writer_(std::move(head_writer)), log_name_(log_name), head_(limits) {
   request_id_size_ = static_cast<uint8_t>(std::min(request_id.size(), request_id_.size()));
   std::copy_n(request_id.data(), request_id_size_, request_id_.data());
 }
@@ -124,7 +125,7 @@ void Codec::log_stderr_line() const {
 void relay(http::Exchange& exchange, upstream::Group& group, const upstream::CallOptions& options,
            RequestHeadWriter head_writer, std::unique_ptr<upstream::ResponseTap> tap) {
   upstream::Call::start<Codec>(exchange, group, options, std::move(tap), std::move(head_writer),
-                               options.log_name, exchange.request().id());
+                               options.log_name, exchange.request().id(), options.response_head);
 }
 
 }  // namespace tern::fastcgi

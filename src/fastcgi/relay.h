@@ -42,7 +42,8 @@ class Codec final : public upstream::Codec {
  public:
   // `log_name` names the application in its stderr lines (kept as a
   // view), which end with `request_id` (copied; at most 64 bytes kept).
-  Codec(RequestHeadWriter head_writer, std::string_view log_name, std::string_view request_id);
+  Codec(RequestHeadWriter head_writer, std::string_view log_name, std::string_view request_id,
+        http::ResponseParser::Limits limits = {});
 
   void write_head(net::Buffer& out, std::optional<uint64_t> content_length) override;
   void write_body(net::Buffer& out, std::string_view piece, bool last) override;

@@ -74,9 +74,13 @@ struct ResponseHead {
 
 class ResponseParser {
  public:
+  // What bounds a response head: its bytes, as nginx's proxy_buffer_size
+  // does; the count of fields is only a backstop (an application that sends
+  // a hundred cookies is within it).
   struct Limits {
     size_t max_head_bytes = 32 * 1024;
-    size_t max_headers = 100;
+    size_t max_headers = Request::kDefaultMaxHeaders;
+    bool operator==(const Limits&) const = default;
   };
 
   ResponseParser() = default;

@@ -184,8 +184,9 @@ void ConnectionPool::release(User* user, bool reusable) {
   user->slot_ = nullptr;
   slot->user = nullptr;
   TcpConnection* conn = slot->client->connection();
-  if (reusable && conn != nullptr && conn->connected() && conn->input().empty() &&
-      !(retired_ && waiting_.empty())) {
+  // Kept for the next user: one who waits, or while few enough are idle.
+  const bool wanted = !waiting_.empty() || (!retired_ && idle_.size() < options_.max_idle);
+  if (reusable && conn != nullptr && conn->connected() && conn->input().empty() && wanted) {
     slot->state = Slot::State::kIdle;
     idle_.push_back(slot);
   } else {

@@ -8,9 +8,11 @@
 //   pool.release(&job, /*reusable=*/true);
 //
 // Connections open on demand with TcpClient (non-blocking connect with a
-// timeout), up to max_connections. When all are busy a user waits in a
-// bounded FIFO queue, for at most queue_timeout; a full queue or a timeout is
-// reported as kOverloaded. A connect that fails is reported to the user it
+// timeout), up to max_connections (no bound by default); a connection given
+// back stays open for the next user while fewer than max_idle are idle, and
+// closes otherwise (nginx's upstream keepalive). When max_connections are
+// busy a user waits in a bounded FIFO queue, for at most queue_timeout; a
+// full queue or a timeout is reported as kOverloaded. A connect that fails is reported to the user it
 // was opened for (kConnectFailed); the next waiter gets a fresh attempt, so
 // requests fail fast while the upstream is down and succeed again as soon as
 // it is back, without any restart. A connection the upstream closes while
@@ -27,6 +29,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -47,8 +50,10 @@ class TcpConnection;
 struct ConnectionPoolOptions {
   SocketAddress address = InetAddress();
   std::string name = "upstream";  // for log lines
-  size_t max_connections = 8;
-  size_t max_waiting = 256;  // users waiting while every connection is busy
+  static constexpr size_t kNoLimit = SIZE_MAX;
+  size_t max_connections = kNoLimit;
+  size_t max_idle = 8;       // connections kept open while nobody uses them
+  size_t max_waiting = 256;  // users waiting while max_connections are busy
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds queue_timeout{10000};
   // TLS to the server (a tls::ClientContext): a connection is lent once its

@@ -36,6 +36,8 @@ bool forwarded_as_is(const http::Header& h, const http::Request& request, bool c
   for (std::string_view name : kNotForwarded) {
     if (iequals(h.name, name)) return false;
   }
+  // Proxy-Authorization and the rest: for this hop only.
+  if (h.name.size() > 6 && iequals(h.name.substr(0, 6), "Proxy-")) return false;
   // Appended to below, with this hop added.
   if (iequals(h.name, "X-Forwarded-For") || iequals(h.name, "Forwarded") || iequals(h.name, "Via")) {
     return false;
@@ -70,7 +72,9 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   out.append(" ");
   out.append(options.target);
   out.append(" HTTP/1.1\r\n");
-  const std::string_view host = options.host.empty() ? request.host() : options.host;
+  const std::string_view host = !options.host.empty()     ? options.host
+                                : !request.host().empty() ? request.host()
+                                                          : options.upstream_host;
   field(out, "Host", host);
   bool connection = false;
   for (const http::Header& h : request.headers()) connection = connection || iequals(h.name, "Connection");

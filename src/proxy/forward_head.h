@@ -11,7 +11,10 @@
 // answers 100-continue itself); Content-Length (written again for the body
 // as it is sent on); X-Real-IP, X-Forwarded-Proto and X-Forwarded-Host
 // (replaced, so that a client cannot claim another address or scheme).
-// Added: Host (the client's, or the one the location sets), X-Real-IP,
+// Nor any other Proxy-* field (Proxy-Authorization is for this hop: a
+// credential the client meant for a proxy, not for the application).
+// Added: Host (the client's, or the one the location sets; for a request
+// without one, an HTTP/1.0 client's, the upstream's name), X-Real-IP,
 // X-Forwarded-For (the client's list with its address appended, as nginx's
 // $proxy_add_x_forwarded_for), X-Forwarded-Proto, X-Forwarded-Host, RFC
 // 7239 Forwarded (appended to the client's), Via (RFC 9110 7.6.3,
@@ -37,6 +40,7 @@ namespace tern::proxy {
 struct ForwardOptions {
   std::string_view target;  // the request-target to send (the client's, or rewritten)
   std::string_view host;    // the Host to send; empty: the client's
+  std::string_view upstream_host;  // sent when neither names one (nginx's $proxy_host)
   const net::InetAddress* client = nullptr;  // the client's address
   bool secure = false;                       // the client came over TLS
   std::string_view via = "tern";             // this proxy's name in Via and Forwarded by

@@ -31,11 +31,13 @@ bool asks_to_upgrade(const http::Request& request) {
 
 }  // namespace
 
-HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options)
+HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options,
+                     http::ResponseParser::Limits limits)
     : request_(request),
       options_(options),
       target_(options.target),
       head_request_(request.method() == http::Method::kHead),
+      parser_(limits),
       chunked_(response_chunk_limits()) {
   options_.target = target_;
   options_.upgrade = asks_to_upgrade(request);
@@ -173,10 +175,12 @@ bool HttpCodec::ends_at_close() const {
 }
 
 bool HttpCodec::hop_field(std::string_view name) const {
-  if (http::iequals(name, "Proxy-Connection") || http::iequals(name, "TE") ||
-      http::iequals(name, "Trailer") || http::iequals(name, "Upgrade")) {
+  if (http::iequals(name, "TE") || http::iequals(name, "Trailer") || http::iequals(name, "Upgrade")) {
     return true;
   }
+  // Proxy-Connection, Proxy-Authenticate and the rest: between the
+  // upstream and us.
+  if (name.size() > 6 && http::iequals(name.substr(0, 6), "Proxy-")) return true;
   // And every field the upstream's Connection names (RFC 9110 7.6.1).
   if (!connection_field_) return false;
   bool named = false;

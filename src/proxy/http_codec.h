@@ -36,7 +36,8 @@ class HttpCodec final : public upstream::Codec {
  public:
   // `request` (the exchange's) outlives the codec, and so do the views in
   // `options` but its target and client, which the codec copies.
-  HttpCodec(const http::Request& request, const ForwardOptions& options);
+  HttpCodec(const http::Request& request, const ForwardOptions& options,
+            http::ResponseParser::Limits limits = {});
   HttpCodec(const HttpCodec&) = delete;
   HttpCodec& operator=(const HttpCodec&) = delete;
 

@@ -337,6 +337,8 @@ FastCgiConfig read_fastcgi(Section s, int line, const char* default_match) {
   s.get_bool("response_buffering", &f.response_buffering);
   s.get_size("response_buffer", &f.response_buffer, 0);
   s.get_size("max_temp_file", &f.max_temp_file, 0);
+  s.get_size("response_header_bytes", &f.response_head.max_head_bytes, 1024);
+  s.get_int("response_headers", &f.response_head.max_headers, 1, 100000);
   if (auto methods = s.get_strings("methods")) {
     f.methods.clear();
     for (const auto& [name, node] : *methods) {

@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "http/compression.h"
 #include "http/http_limits.h"
+#include "http/response_parser.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
 #include "net/poller.h"
@@ -80,6 +81,8 @@ struct FastCgiConfig {
   bool response_buffering = true;
   size_t response_buffer = 64 * 1024;
   uint64_t max_temp_file = uint64_t{1} << 30;
+  // The response head's bounds: its bytes, and a backstop on its fields.
+  http::ResponseParser::Limits response_head;
   // Methods passed to the application; others get 405 (TRACE is not among
   // them unless listed).
   std::vector<std::string> methods = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
@@ -118,7 +121,11 @@ struct UpstreamConfig {
   enum class Method { kRoundRobin, kLeastConnections, kHash } method = Method::kRoundRobin;
   // kHash: "$remote_addr", "$request_uri", "$http_NAME" or "$cookie_NAME".
   std::string hash = "$remote_addr";
-  size_t connections = 64;  // per worker and server, busy or idle (kept alive)
+  // Per worker and server: connections kept open while idle (nginx's
+  // keepalive: a cache, not a cap), and a cap on all of them, busy or idle
+  // (0: none; with one, requests beyond it wait in `queue`).
+  size_t keepalive = 64;
+  size_t connections = 0;
   size_t queue = 256;       // requests waiting for one, per worker and server
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds queue_timeout{10000};
@@ -144,6 +151,7 @@ struct ProxyConfig {
   bool response_buffering = true;
   size_t response_buffer = 64 * 1024;
   uint64_t max_temp_file = uint64_t{1} << 30;
+  http::ResponseParser::Limits response_head;  // as FastCgiConfig's
   bool next_upstream = true;  // a failed attempt goes on to another server
   unsigned next_upstream_tries = 0;  // 0: every server once
   std::chrono::milliseconds next_upstream_timeout{0};  // 0: no bound

@@ -145,7 +145,8 @@ void read_upstreams(Section& top, const toml::node& node, Config& c) {
     if (const toml::node* hash = s.node("hash"); hash != nullptr && !valid_hash_key(u.hash)) {
       s.fail(*hash, "hash", "expected \"$remote_addr\", \"$request_uri\", \"$http_NAME\" or \"$cookie_NAME\"");
     }
-    s.get_int("connections", &u.connections, 1, 100000);
+    s.get_int("keepalive", &u.keepalive, 0, 100000);
+    s.get_int("connections", &u.connections, 0, 1'000'000);
     s.get_int("queue", &u.queue, 0, 1'000'000);
     s.get_duration("connect_timeout", &u.connect_timeout);
     s.get_duration("queue_timeout", &u.queue_timeout);
@@ -207,6 +208,8 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   s.get_bool("response_buffering", &p.response_buffering);
   s.get_size("response_buffer", &p.response_buffer, 0);
   s.get_size("max_temp_file", &p.max_temp_file, 0);
+  s.get_size("response_header_bytes", &p.response_head.max_head_bytes, 1024);
+  s.get_int("response_headers", &p.response_head.max_headers, 1, 100000);
   s.get_bool("next_upstream", &p.next_upstream);
   s.get_int("next_upstream_tries", &p.next_upstream_tries, 0, 64);
   s.get_duration("next_upstream_timeout", &p.next_upstream_timeout);

@@ -76,6 +76,7 @@
 
 #include "base/spool.h"
 #include "http/exchange.h"
+#include "http/response_parser.h"
 #include "net/buffer.h"
 #include "net/connection_pool.h"
 #include "net/timer_wheel.h"
@@ -158,6 +159,8 @@ struct CallOptions {
   size_t response_memory = 64 * 1024;  // of a buffered response, before a temp file
   uint64_t max_temp_file = uint64_t{1} << 30;  // of a buffered response
   std::string_view temp_dir = "/tmp";
+  // The response head's bounds (beyond them: 502).
+  http::ResponseParser::Limits response_head;
   // The key a hashing group places the request by.
   std::string hash_key;
   // A failed attempt goes on to another server (see above).

@@ -34,9 +34,12 @@ void PrintTo(const Outcome& o, std::ostream* os) {
 
 // Feeds pieces ending at each offset of `arrivals`, each piece in its own
 // string that is destroyed after the call (so the parser must copy).
-Outcome feed(std::string_view input, const std::vector<size_t>& arrivals,
-             size_t max_head = CgiHeadParser::kDefaultMaxHead) {
-  CgiHeadParser parser(max_head);
+constexpr size_t kDefaultMaxHead = http::ResponseParser::Limits{}.max_head_bytes;
+constexpr size_t kDefaultMaxFields = http::ResponseParser::Limits{}.max_headers;
+
+Outcome feed(std::string_view input, const std::vector<size_t>& arrivals, size_t max_head = kDefaultMaxHead,
+             size_t max_fields = kDefaultMaxFields) {
+  CgiHeadParser parser({max_head, max_fields});
   Outcome out;
   size_t fed = 0;
   for (size_t arrived : arrivals) {
@@ -74,7 +77,7 @@ std::vector<std::vector<size_t>> deliveries(size_t size) {
 
 // The input must give `want` whole, split at every offset, and byte by byte.
 testing::AssertionResult gives(std::string_view input, const Outcome& want,
-                               size_t max_head = CgiHeadParser::kDefaultMaxHead) {
+                               size_t max_head = kDefaultMaxHead) {
   for (const auto& arrivals : deliveries(input.size())) {
     Outcome got = feed(input, arrivals, max_head);
     if (got != want) {
@@ -259,16 +262,27 @@ TEST(CgiHeadParser, RejectsInvalidStatus) {
 TEST(CgiHeadParser, LimitsTheNumberOfFields) {
   std::string head;
   for (int i = 0; i < 99; ++i) head += "X-" + std::to_string(i) + ": v\r\n";
-  Outcome ok = feed(head + "Status: 200\r\n\r\n", {head.size() + 15});
+  Outcome ok = feed(head + "Status: 200\r\n\r\n", {head.size() + 15}, kDefaultMaxHead, 100);
   EXPECT_EQ(ok.status, CgiHeadParser::kComplete);
   EXPECT_EQ(ok.fields.size(), 99u);
-  ok = feed(head + "X-last: v\r\n\r\n", {head.size() + 13});
+  ok = feed(head + "X-last: v\r\n\r\n", {head.size() + 13}, kDefaultMaxHead, 100);
   EXPECT_EQ(ok.status, CgiHeadParser::kComplete);
   EXPECT_EQ(ok.fields.size(), 100u);
   EXPECT_EQ(ok.fields.back(), std::make_pair("X-last"s, "v"s));
   const std::string over = head + "Status: 200\r\nX-last: v\r\n\r\n";
-  EXPECT_EQ(feed(over, {over.size()}), error("too many fields in CGI response head"));
-  EXPECT_EQ(feed(over, {1000, over.size()}), error("too many fields in CGI response head"));
+  EXPECT_EQ(feed(over, {over.size()}, kDefaultMaxHead, 100), error("too many fields in CGI response head"));
+  EXPECT_EQ(feed(over, {1000, over.size()}, kDefaultMaxHead, 100), error("too many fields in CGI response head"));
+}
+
+TEST(CgiHeadParser, TheDefaultBoundIsTheHeadsBytesNotAHundredFields) {
+  // An application that sets many cookies: 300 fields, 5 KiB.
+  std::string head;
+  for (int i = 0; i < 300; ++i) head += "Set-Cookie: c" + std::to_string(i) + "=1\r\n";
+  head += "\r\n";
+  const Outcome ok = feed(head, {head.size()});
+  EXPECT_EQ(ok.status, CgiHeadParser::kComplete);
+  EXPECT_EQ(ok.fields.size(), 300u);
+  EXPECT_EQ(feed(head, {7, 1000, head.size()}), ok);
 }
 
 TEST(CgiHeadParser, LimitsTheHeadSize) {

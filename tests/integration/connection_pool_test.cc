@@ -284,6 +284,35 @@ TEST_F(ConnectionPoolTest, OpensAtMostMaxConnectionsAndServesWaitersInOrder) {
   EXPECT_EQ(on_pool([&] { return pool_->waiting(); }), 0u);
 }
 
+TEST_F(ConnectionPoolTest, WithoutACapEveryUserGetsAConnectionAndMaxIdleAreKept) {
+  // nginx's upstream keepalive: a cache of idle connections, not a cap.
+  start_upstream();
+  auto options = options_for(upstream_->port());
+  options.max_idle = 1;
+  make_pool(options);
+  TestUser& a = user("a");
+  TestUser& b = user("b");
+  TestUser& c = user("c");
+  on_pool([&] {
+    for (TestUser* u : {&a, &b, &c}) pool_->acquire(u);
+  });
+  ASSERT_TRUE(eventually([&] { return on_pool([&] { return a.leases + b.leases + c.leases; }) == 3; }));
+  EXPECT_EQ(on_pool([&] { return pool_->connections(); }), 3u);
+  EXPECT_EQ(on_pool([&] { return a.failures + b.failures + c.failures; }), 0);
+  release(a, true);
+  release(b, true);  // one idle already: this one closes
+  release(c, true);
+  ASSERT_TRUE(upstream_reaches(upstream_->closes, 2));
+  EXPECT_EQ(on_pool([&] { return pool_->idle(); }), 1u);
+  EXPECT_EQ(on_pool([&] { return pool_->connections(); }), 1u);
+  // The kept one serves the next user.
+  TestUser& d = user("d");
+  acquire(d);
+  ASSERT_TRUE(eventually([&] { return on_pool([&] { return d.leases; }) == 1; }));
+  EXPECT_TRUE(on_pool([&] { return d.conn_id == a.conn_id; }));
+  EXPECT_EQ(upstream_->accepts.load(), 3);
+}
+
 TEST_F(ConnectionPoolTest, ARetiredPoolFailsNobodyAndKeepsNoIdleConnection) {
   start_upstream();
   auto options = options_for(upstream_->port());

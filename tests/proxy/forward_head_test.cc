@@ -50,6 +50,29 @@ TEST(ForwardHeadTest, HopByHopFieldsStayBehindAndTheRestGoesOnInOrder) {
   EXPECT_TRUE(head.ends_with("\r\n\r\n"));
 }
 
+TEST(ForwardHeadTest, ProxyFieldsAreForThisHopAndStayBehind) {
+  // A credential the client meant for a proxy (us) is not the application's.
+  const std::string head = forward(
+      "GET / HTTP/1.1\r\nHost: shop.test\r\nProxy-Authorization: Basic dXNlcjpwYXNz\r\n"
+      "proxy-authorization: Basic eA==\r\nProxy-Foo: 1\r\nX-Proxy: kept\r\n\r\n",
+      ForwardOptions{}, kClient);
+  EXPECT_EQ(head.find("dXNlcjpwYXNz"), std::string::npos) << head;
+  EXPECT_EQ(head.find("eA=="), std::string::npos) << head;
+  EXPECT_EQ(head.find("Proxy-Foo"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Proxy: kept\r\n"), std::string::npos) << head;
+}
+
+TEST(ForwardHeadTest, ARequestWithoutAHostGetsTheUpstreamsName) {
+  // HTTP/1.0 needs no Host; the upstream (HTTP/1.1) must get one.
+  const std::string head = forward("GET /x HTTP/1.0\r\n\r\n",
+                                   with([](ForwardOptions& o) { o.upstream_host = "app:3000"; }), kClient);
+  EXPECT_TRUE(head.starts_with("GET /x HTTP/1.1\r\nHost: app:3000\r\n")) << head;
+  // A client's Host wins over it, and the location's over both.
+  const std::string client = forward("GET /x HTTP/1.0\r\nHost: shop.test\r\n\r\n",
+                                     with([](ForwardOptions& o) { o.upstream_host = "app:3000"; }), kClient);
+  EXPECT_TRUE(client.starts_with("GET /x HTTP/1.1\r\nHost: shop.test\r\n")) << client;
+}
+
 TEST(ForwardHeadTest, TheClientsAddressIsAppendedAndClaimsAreReplaced) {
   const std::string head = forward(
       "GET / HTTP/1.1\r\nHost: shop.test\r\nX-Forwarded-For: 203.0.113.9\r\nX-Real-IP: 10.0.0.1\r\n"

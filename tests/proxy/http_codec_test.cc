@@ -35,10 +35,11 @@ class CodecTest : public ::testing::Test {
   }
 
   // Feeds `response` in pieces of `step` bytes (0: whole), as reads would.
-  Outcome read(const std::string& response, size_t step, bool close_at_end = false) {
+  Outcome read(const std::string& response, size_t step, bool close_at_end = false,
+               http::ResponseParser::Limits limits = {}) {
     ForwardOptions options;
     options.target = request_.target();
-    HttpCodec codec(request_, options);
+    HttpCodec codec(request_, options, limits);
     codec.reset();
     net::Buffer input;
     Outcome out;
@@ -174,6 +175,36 @@ TEST_F(CodecTest, WhatCannotBeRelayedSafelyIsAnError) {
     Outcome out = read_every_way(bad);
     EXPECT_TRUE(out.failed) << bad;
     EXPECT_FALSE(out.error.empty()) << bad;
+  }
+}
+
+TEST_F(CodecTest, AHeadIsBoundedByItsBytesAndTheLimitsGiven) {
+  request("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  // An application that sets many cookies: 300 fields in 5 KiB are fine.
+  std::string many = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n";
+  for (int i = 0; i < 300; ++i) many += "Set-Cookie: c" + std::to_string(i) + "=1\r\n";
+  many += "\r\nok";
+  const Outcome ok = read_every_way(many);
+  EXPECT_TRUE(ok.ended) << ok.error;
+  EXPECT_EQ(ok.body, "ok");
+  // The location's settings bound it.
+  const Outcome fields = read(many, 0, false, {32 * 1024, 100});
+  EXPECT_TRUE(fields.failed);
+  EXPECT_EQ(fields.error.find("too many fields") != std::string::npos, true) << fields.error;
+  const Outcome bytes = read(many, 0, false, {2048, 1000});
+  EXPECT_TRUE(bytes.failed);
+}
+
+TEST_F(CodecTest, ProxyFieldsAreForThisHopOnly) {
+  request("GET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+  ForwardOptions options;
+  options.target = request_.target();
+  HttpCodec codec(request_, options);
+  for (const char* name : {"Proxy-Authenticate", "proxy-authenticate", "Proxy-Connection", "Proxy-Status2", "TE"}) {
+    EXPECT_TRUE(codec.hop_field(name)) << name;
+  }
+  for (const char* name : {"Proxy", "X-Proxy-Id", "Content-Type", "Set-Cookie"}) {
+    EXPECT_FALSE(codec.hop_field(name)) << name;
   }
 }
 

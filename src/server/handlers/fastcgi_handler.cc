@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "base/log.h"
@@ -64,7 +65,8 @@ struct FastCgiRoutes::Block {
   std::string allow;  // the methods, for a 405's Allow
   std::unique_ptr<ResponseCache> cache;
   http::ExchangeHandler handler;
-  size_t index = 0;  // position in blocks_ and in each LoopState's vectors
+  size_t index = 0;  // position in blocks_ and in each LoopState's script caches
+  size_t pool = 0;   // position in pools_ and in each LoopState's groups
 
   bool matches(std::string_view path) const {
     if (suffix) return path.ends_with(*suffix);
@@ -87,7 +89,7 @@ struct FastCgiRoutes::LoopState {
     int status = 0;         // 0, or the error to answer (404, 403)
   };
 
-  std::vector<std::unique_ptr<upstream::Group>> groups;  // one per block: its pool
+  std::vector<std::unique_ptr<upstream::Group>> groups;  // one per pool (pools_)
   std::vector<std::unique_ptr<OpenFileCache>> scripts;      // one per block: what exists
   std::string path;   // scratch for the normalised path
   std::string probe;  // scratch for a candidate script
@@ -148,6 +150,19 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
                   block_config.cache ? ", response cache on" : "");
     Block* raw = block.get();
     block->handler = [this, raw](http::Exchange& exchange) { handle(*raw, exchange); };
+    // The application and how it is pooled: blocks alike share one pool.
+    const FastCgiConfig& c = block_config;
+    const std::string key = fmt::format("{}|{}|{}|{}|{}", c.group.empty() ? c.address.to_string() : "group " + c.group,
+                                        c.pool, c.queue, c.connect_timeout.count(), c.queue_timeout.count());
+    auto pool = std::find_if(pools_.begin(), pools_.end(), [&key](const Pool& p) { return p.key == key; });
+    if (pool == pools_.end()) {
+      block->pool = pools_.size();
+      pools_.push_back({key, raw});
+    } else {
+      block->pool = static_cast<size_t>(pool - pools_.begin());
+      TERN_LOG_INFO("fastcgi: {} shares the connections of the block at line {}", block_config.match,
+                    pool->first->config.line);
+    }
     blocks_.push_back(std::move(block));
   }
 }
@@ -156,19 +171,23 @@ FastCgiRoutes::~FastCgiRoutes() = default;
 
 void FastCgiRoutes::init_loop(net::EventLoop* loop) {
   LoopState* state = &loops_.emplace(loop);
-  for (const auto& block : blocks_) {
+  for (const Pool& pool : pools_) {
+    const Block& block = *pool.first;
     net::ConnectionPoolOptions options;
-    options.max_connections = block->config.pool;
-    options.max_waiting = block->config.queue;
-    options.connect_timeout = block->config.connect_timeout;
-    options.queue_timeout = block->config.queue_timeout;
+    options.max_connections = block.config.pool;
+    options.max_idle = block.config.pool;
+    options.max_waiting = block.config.queue;
+    options.connect_timeout = block.config.connect_timeout;
+    options.queue_timeout = block.config.queue_timeout;
     state->groups.push_back(
-        std::make_unique<upstream::Group>(loop, block->log_name, block->servers, block->balance, options));
+        std::make_unique<upstream::Group>(loop, block.log_name, block.servers, block.balance, options));
     if (metrics_ != nullptr) {
-      const FastCgiConfig& c = block->config;
+      const FastCgiConfig& c = block.config;
       metrics_->count_group(loop, "fastcgi", c.group.empty() ? c.address.to_string() : c.group,
-                            *state->groups.back(), block->servers);
+                            *state->groups.back(), block.servers);
     }
+  }
+  for (const auto& block : blocks_) {
     OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
     scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
@@ -210,15 +229,17 @@ const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view
   const auto& block = blocks_[index];
   {
     int error = 404;
-    if (path.back() == '/') {
-      if (block->config.index.empty()) return nullptr;
+    if (path.back() == '/' && !block->config.index.empty()) {
       state->probe.assign(path).append(block->config.index);
-      if (!block->matches(state->probe) || !is_script(*block, state->probe, &error)) return nullptr;
-      route = {block.get(), state->probe, {}, 0};
-      return &block->handler;
+      if (block->matches(state->probe) && is_script(*block, state->probe, &error)) {
+        route = {block.get(), state->probe, {}, 0};
+        return &block->handler;
+      }
+      error = 404;
     }
     // The longest prefix ending at a segment boundary that the block would
-    // run and that exists; the whole path first.
+    // run and that exists; the whole path first ("/doku.php/" runs
+    // /doku.php with PATH_INFO "/", as nginx's fastcgi_split_path_info).
     const bool whole = block->matches(path);
     for (size_t end = path.size(); end > 0; end = path.rfind('/', end - 1)) {
       std::string_view prefix(path.data(), end);
@@ -310,6 +331,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   options.response_buffering = block.config.response_buffering;
   options.response_memory = block.config.response_buffer;
   options.max_temp_file = block.config.max_temp_file;
+  options.response_head = block.config.response_head;
   options.temp_dir = temp_dir_;
   options.internal_redirect = std::move(redirect);
   if (block.cache) {
@@ -345,7 +367,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };
-  fastcgi::relay(exchange, *state.groups[block.index], options, std::move(head_writer),
+  fastcgi::relay(exchange, *state.groups[block.pool], options, std::move(head_writer),
                        std::move(tap));
 }
 

@@ -21,9 +21,13 @@
 // exists (the chain refuses dotfiles before any handler runs).
 // A method the block does not list (TRACE by default) is 405.
 //
-// Each loop has its own connection pool per block (an upstream::Group of one) (created by init_loop()
-// on that loop's thread, closed by shutdown()); blocks with `cache` on
-// share one ResponseCache between loops.
+// Each loop has its own connection pools (upstream::Groups, created by
+// init_loop() on that loop's thread, closed by shutdown()), one per
+// application: blocks that pass to the same address or [[upstream]] with
+// the same pool settings (pool, queue, timeouts) share it, whichever
+// locations they are in, so `pool` x workers is what php-fpm must have
+// children for, however many locations pass to it. Blocks with `cache`
+// on share one ResponseCache between loops.
 #pragma once
 
 #include <memory>
@@ -86,10 +90,16 @@ class FastCgiRoutes {
 
  private:
   struct Block;
+  // The pool settings and servers blocks share a pool by.
+  struct Pool {
+    std::string key;
+    const Block* first;  // its settings and servers
+  };
 
   void handle(const Block& block, http::Exchange& exchange, InternalRedirect redirect = nullptr);
 
   std::vector<std::unique_ptr<Block>> blocks_;
+  std::vector<Pool> pools_;
   const std::string software_;
   const std::string server_name_;
   const std::string temp_dir_;

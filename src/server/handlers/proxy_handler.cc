@@ -149,8 +149,11 @@ ProxyRoutes::ProxyRoutes(const Config& config)
                                    : ", verified against " + settings.ca) +
             ")";
     }
-    TERN_LOG_INFO("proxy: upstream {}{}: {}; up to {} connection(s) per worker and server", group.name, tls,
-                  servers, group.connections);
+    TERN_LOG_INFO("proxy: upstream {}{}: {}; per worker and server, {} idle connection(s) kept, {}", group.name,
+                  tls, servers, group.keepalive,
+                  group.connections == 0 ? std::string("no cap on connections")
+                                         : fmt::format("up to {} connection(s), then a queue of {}", group.connections,
+                                                       group.queue));
   }
 }
 
@@ -186,7 +189,8 @@ void ProxyRoutes::init_loop(net::EventLoop* loop) {
   for (size_t i = 0; i < groups_.size(); ++i) {
     const UpstreamConfig& config = groups_[i];
     net::ConnectionPoolOptions options;
-    options.max_connections = config.connections;
+    options.max_connections = config.connections == 0 ? net::ConnectionPoolOptions::kNoLimit : config.connections;
+    options.max_idle = config.keepalive;
     options.max_waiting = config.queue;
     options.connect_timeout = config.connect_timeout;
     options.queue_timeout = config.queue_timeout;
@@ -247,7 +251,7 @@ std::string ProxyHandler::hash_key(const Route& route) const {
   if (hash_.empty()) return {};
   const http::Request& request = *route.request;
   if (hash_ == "$remote_addr") return route.peer->to_ip();
-  if (hash_ == "$request_uri") return std::string(request.target());
+  if (hash_ == "$request_uri") return std::string(request.uri());
   if (hash_.starts_with("$cookie_")) return std::string(cookie_value(request, std::string_view(hash_).substr(8)));
   const std::string_view variable = std::string_view(hash_).substr(6);  // "$http_"
   for (const http::Header& field : request.headers()) {
@@ -275,11 +279,14 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
     http::append_percent_encoded_path(rest, &target);
     if (!request.query().empty()) target.append("?").append(request.query());
   } else {
-    target = std::string(request.target());
+    target = std::string(request.uri());
   }
   proxy::ForwardOptions forward;
   forward.target = target;
   forward.host = config_.host;
+  // nginx's $proxy_host, for a request without a host (HTTP/1.0).
+  forward.upstream_host = config_.group.starts_with("unix:") ? std::string_view("localhost")
+                                                            : std::string_view(config_.group);
   forward.client = &exchange.peer_address();
   forward.secure = exchange.secure() != nullptr;
 
@@ -300,7 +307,9 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
     options.rewrite_from = rewrite_from_;
     options.rewrite_to = prefix_;
   }
-  upstream::Call::start<proxy::HttpCodec>(exchange, *group, options, nullptr, request, forward);
+  options.response_head = config_.response_head;
+  upstream::Call::start<proxy::HttpCodec>(exchange, *group, options, nullptr, request, forward,
+                                          options.response_head);
 }
 
 }  // namespace tern::server

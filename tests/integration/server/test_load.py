@@ -196,3 +196,51 @@ def test_ab_reports_no_failed_or_non_2xx_requests(tern_factory, keep_alive):
     if keep_alive:
         assert re.search(rf"^Keep-Alive requests:\s+{n}$", out, re.M), out
     assert re.search(r"^Document Length:\s+508 bytes$", out, re.M), out
+
+
+def raise_hard_fd_limit(needed):
+    """As root, the hard limit too (tern raises its soft limit to the hard
+    one at start); the soft limit this process and its children get."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, needed))
+        except (ValueError, OSError):
+            pass
+    return raise_fd_limit(needed)
+
+
+def run_wrk(url, connections, seconds):
+    cmd = ["wrk", "-t1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "30s", url]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("clients", [1000, 10000])
+def test_a_proxy_with_the_default_pool_answers_every_request_of_many_keepalive_clients(tern_factory, clients):
+    """An [[upstream]] with its defaults keeps idle connections as nginx's
+    keepalive does and opens more as the load needs: a thousand or ten
+    thousand keep-alive clients through a proxy location get no 503 (queue
+    full) and no other error, with one worker."""
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed; scripts/test installs it")
+    clients = scaled(clients, 200)
+    # tern holds the clients' connections and up to as many to the upstream;
+    # max_connections counts both (as nginx's worker_connections). Where
+    # the hard limit is lower (20,000 here), what fits.
+    limit = raise_hard_fd_limit(2 * clients + 1024)
+    assert limit >= clients + 1024, "cannot raise RLIMIT_NOFILE"
+    upstream = tern_factory({"workers": 1, "max_connections": clients + 100}, name="upstream")
+    upstream.write_file("small.html", b"<p>" + b"x" * 500 + b"</p>\n")
+    srv = tern_factory({"workers": 1, "max_connections": min(2 * clients + 100, limit - 200),
+                        "upstream": [{"name": "app", "servers": [{"address": f"127.0.0.1:{upstream.port}"}]}],
+                        "server": [{"location": [{"prefix": "/", "proxy": {"pass": "http://app"}}]}]},
+                       name="proxy")
+    assert srv.get("/small.html").status == 200
+    rc, out = run_wrk(srv.url("/small.html"), clients, scaled(6, 4))
+    assert rc == 0, out
+    requests = re.search(r"(\d+) requests in", out)
+    assert requests and int(requests.group(1)) > 0, out
+    assert "Non-2xx or 3xx responses" not in out, out
+    assert "Socket errors" not in out, out
+    assert "too many requests waiting" not in srv.stderr()
