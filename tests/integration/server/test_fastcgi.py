@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -135,6 +136,29 @@ def test_get_with_query_string_passes_the_cgi_params(php):
     assert data["cookie"] == {"a": "1", "b": "two"}
     assert data["get"] == {"a": "1", "b": "two words", "arr": ["x", "y"], "empty": ""}
     assert data["headers"]["X-Custom-Header"] == "yes, it is"
+
+
+def test_an_absolute_form_target_reaches_php_in_origin_form(php):
+    """REQUEST_URI is the target in origin form and HTTP_HOST its authority
+    (RFC 9112 3.2.2), whatever the Host field says."""
+    with php.connect() as conn:
+        resp = conn.request(b"GET http://php.example/echo.php?a=1 HTTP/1.1\r\nHost: other.example\r\n\r\n")
+    data = get_json(resp)
+    env = data["server"]
+    assert env["REQUEST_URI"] == "/echo.php?a=1"
+    assert env["HTTP_HOST"] == "php.example"
+    assert env["SCRIPT_NAME"] == "/echo.php" and env["QUERY_STRING"] == "a=1"
+    assert data["headers"]["Host"] == "php.example"
+
+
+def test_a_script_path_ending_in_a_slash_runs_the_script_with_path_info_slash(php):
+    data = get_json(php.get("/echo.php/"))
+    env = data["server"]
+    assert env["SCRIPT_NAME"] == "/echo.php"
+    assert env["PATH_INFO"] == "/"
+    assert env["REQUEST_URI"] == "/echo.php/"
+    data = get_json(php.get("/echo.php/a/b/?x=1"))
+    assert data["server"]["PATH_INFO"] == "/a/b/" and data["get"] == {"x": "1"}
 
 
 def test_post_form_is_parsed_by_php(php):
@@ -410,6 +434,84 @@ def test_upstream_dying_mid_response_closes_the_client_connection(php, query):
     # php-fpm replaces the child; the server carries on.
     assert wait_until(lambda: status_of(php, "/hello.php") == 200, timeout=10)
     assert php.get("/hello.php").body == b"hello\n"
+
+
+class ClosingResponder:
+    """A FastCGI responder that answers each request with a head and
+    `body` on STDOUT, FCGI_END_REQUEST, and closes the connection at once."""
+
+    def __init__(self, body):
+        self.body = body
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    @staticmethod
+    def record(rtype, request_id, content=b""):
+        return struct.pack(">BBHHBB", 1, rtype, request_id, len(content), 0, 0) + content
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(30)
+                try:
+                    request_id = self.read_request(conn)
+                    out = [self.record(6, request_id, b"Content-Type: application/octet-stream\r\n\r\n")]
+                    for i in range(0, len(self.body), 65535):
+                        out.append(self.record(6, request_id, self.body[i:i + 65535]))
+                    out += [self.record(6, request_id), self.record(3, request_id, bytes(8))]
+                    conn.sendall(b"".join(out))
+                except OSError:
+                    pass
+
+    @staticmethod
+    def read_request(conn):
+        """Reads records up to the empty FCGI_STDIN; returns the request id."""
+        data = b""
+        while True:
+            while len(data) < 8 or len(data) < 8 + struct.unpack(">H", data[4:6])[0] + data[6]:
+                piece = conn.recv(65536)
+                if not piece:
+                    raise OSError("closed before the request's end")
+                data += piece
+            _, rtype, request_id, length, padding, _ = struct.unpack(">BBHHBB", data[:8])
+            data = data[8 + length + padding:]
+            if rtype == 5 and length == 0:  # the empty FCGI_STDIN: the request is whole
+                return request_id
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.mark.parametrize("backend", ["epoll", "io_uring"])
+def test_an_unbuffered_response_keeps_its_last_bytes_when_the_responder_closes_at_once(tern_factory, backend):
+    """A responder sends 5 MiB, its end of request, and closes at once while
+    tern, its client behind, has stopped reading from it: the client gets
+    every byte and the chunked body's end."""
+    from test_proxy import BURST_ROUNDS, on_backend, slow_client
+    body = os.urandom(5 * MIB)
+    responder = ClosingResponder(body)
+    try:
+        srv = start_fastcgi_server(tern_factory, [fastcgi_block(responder.address, response_buffering=False)],
+                                   {"io": backend})
+        on_backend(srv, backend)
+        for round_ in range(BURST_ROUNDS):
+            with slow_client(srv, b"GET /hello.php HTTP/1.1\r\nHost: x\r\n\r\n") as conn:
+                try:
+                    resp = conn.read_response()
+                except ConnectionClosed as e:
+                    raise AssertionError(f"round {round_}: the response was cut: {e}") from None
+            assert resp.status == 200 and resp.header("Transfer-Encoding") == "chunked"
+            assert len(resp.body) == len(body), f"round {round_}: {len(resp.body)} of {len(body)} bytes"
+            assert sha256(resp.body) == sha256(body), f"round {round_}: the body came changed"
+    finally:
+        responder.close()
 
 
 # -- concurrency -------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The reverse proxy over real sockets: tern in front of real aiohttp
 applications (upstream_app.py, each in its own process) and of tern
 itself: balancing, header rewriting, bodies both ways, failures, retries,
-passive health, consistent hashing, and upstreams that misbehave."""
+passive health, consistent hashing, upstreams that misbehave, and
+upstreams that send everything and close at once, on both I/O backends."""
 
+import base64
 import hashlib
 import json
 import os
@@ -218,6 +220,35 @@ def test_a_path_in_pass_replaces_the_prefix_and_redirects_come_back(tern_factory
     resp = srv.get("/api/redirect")
     assert resp.status == 302
     assert resp.header("Location") == "/api/v1/there"
+
+
+def test_an_absolute_form_target_goes_upstream_in_origin_form(tern_factory, apps):
+    """A pass without a URI forwards the target as the client sent it, in
+    origin form, and the target's authority as Host (RFC 9112 3.2.2)."""
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": "http://app"}}, [group("app", [a])]))
+    with srv.connect() as conn:
+        resp = conn.request(b"GET http://api.example/echo/a%20b?q=1 HTTP/1.1\r\nHost: public.example\r\n\r\n")
+    assert resp.status == 200, resp
+    seen = json.loads(resp.body)
+    assert seen["raw_path"] == "/echo/a%20b?q=1"
+    headers = [(name.lower(), value) for name, value in seen["headers"]]
+    assert [v for n, v in headers if n == "host"] == ["api.example"]
+    assert [v for n, v in headers if n == "x-forwarded-host"] == ["api.example"]
+
+
+def test_a_proxy_prefix_named_without_its_slash_is_redirected_to_it(tern_factory, apps):
+    """`/p` where a proxy location is `prefix = "/p/"` is 301 to `/p/`, its
+    query kept, as nginx's auto-redirect; `/p/` goes upstream."""
+    (a,) = apps("a")
+    srv = tern_factory(site([{"prefix": "/"}, {"prefix": "/p/", "proxy": {"pass": "http://app/"}}],
+                            [group("app", [a])]))
+    resp = srv.get("/p?x=1")
+    assert resp.status == 301 and resp.header("Location") == "/p/?x=1"
+    resp = srv.get("/p")
+    assert resp.status == 301 and resp.header("Location") == "/p/"
+    assert json.loads(srv.get("/p/echo?x=1").body)["raw_path"] == "/echo?x=1"
+    assert srv.get("/px").status == 404  # another name, left to the static files
 
 
 @pytest.mark.parametrize("buffering", [True, False], ids=["buffered", "streamed"])
@@ -685,3 +716,153 @@ def test_a_101_without_an_upgrade_asked_is_502(tern_factory):
         assert resp.header("Connection").lower() == "upgrade"
     finally:
         bad.close()
+
+
+# ---- An upstream that sends everything and closes at once ----
+
+BACKENDS = ["epoll", "io_uring"]
+BURST_BYTES = 5 << 20
+# Each round is another chance for the end of the stream to come while
+# tern is not reading.
+BURST_ROUNDS = 3
+
+
+def on_backend(srv, backend):
+    """Skips the test when tern could not use the backend it was given (a
+    kernel or sandbox without io_uring falls back to epoll, which the log
+    says before its "listening on" line)."""
+    assert srv.wait_for_log("listening on"), srv.stderr()
+    if backend == "io_uring" and "io_uring unavailable" in srv.stderr():
+        pytest.skip("io_uring is not available here")
+
+
+class SlowConn(HttpConn):
+    """An HttpConn that reads at most `step` bytes at a time, sleeping
+    `pause` after each read."""
+
+    def __init__(self, sock, step=32 << 10, pause=0.002):
+        super().__init__(sock)
+        self.step, self.pause = step, pause
+
+    def _fill(self):
+        chunk = self.sock.recv(self.step)
+        if not chunk:
+            raise ConnectionClosed(f"connection closed with {len(self.buf)} unparsed bytes")
+        self.buf += chunk
+        time.sleep(self.pause)
+
+
+def slow_client(srv, request, idle=0.5):
+    """Sends request, then reads nothing for `idle` seconds and slowly
+    after that (a SlowConn), so that tern's output to it stays full and
+    tern keeps stopping and resuming its reading of the upstream."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", srv.port))
+    sock.sendall(request)
+    time.sleep(idle)
+    return SlowConn(sock)
+
+
+def burst_response(framing, body):
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+    if framing == "content-length":
+        head += b"Content-Length: %d\r\nConnection: close\r\n" % len(body)
+    elif framing == "x-accel-buffering":
+        head += b"X-Accel-Buffering: no\r\n"
+    return head + b"\r\n" + body
+
+
+@pytest.mark.parametrize("framing, buffering", [("close-delimited", False), ("content-length", False),
+                                                ("x-accel-buffering", True)],
+                         ids=["close-delimited", "content-length", "x-accel-buffering"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_streamed_response_keeps_its_last_bytes_when_the_upstream_closes_at_once(tern_factory, backend,
+                                                                                   framing, buffering):
+    """An upstream sends 5 MiB and closes at once while tern, its client
+    behind, has stopped reading from it: the client gets every byte, and a
+    body delimited by the close is framed whole (chunked) to it."""
+    body = os.urandom(BURST_BYTES)
+    upstream = BadUpstream(burst_response(framing, body))  # sends its answer, then closes
+    try:
+        srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://127.0.0.1:{upstream.port}",
+                                                          "response_buffering": buffering}}, io=backend))
+        on_backend(srv, backend)
+        for round_ in range(BURST_ROUNDS):
+            with slow_client(srv, b"GET /burst HTTP/1.1\r\nHost: x\r\n\r\n") as conn:
+                try:
+                    resp = conn.read_response()
+                except ConnectionClosed as e:
+                    raise AssertionError(f"round {round_}: the response was cut: {e}") from None
+            assert resp.status == 200
+            if framing == "content-length":
+                assert resp.header("Content-Length") == str(BURST_BYTES)
+            else:
+                assert resp.header("Transfer-Encoding") == "chunked"
+            assert len(resp.body) == BURST_BYTES, f"round {round_}: {len(resp.body)} of {BURST_BYTES} bytes"
+            assert sha256(resp.body) == sha256(body), f"round {round_}: the body came changed"
+    finally:
+        upstream.close()
+
+
+def websocket_frame(opcode, payload):
+    """A server's (unmasked) WebSocket frame."""
+    if len(payload) < 126:
+        return bytes([0x80 | opcode, len(payload)]) + payload
+    if len(payload) < 1 << 16:
+        return bytes([0x80 | opcode, 126]) + len(payload).to_bytes(2, "big") + payload
+    return bytes([0x80 | opcode, 127]) + len(payload).to_bytes(8, "big") + payload
+
+
+def read_websocket_frame(conn):
+    """(opcode, payload) of the next unmasked frame on an HttpConn."""
+    first, second = conn._take(2)
+    assert not second & 0x80, "a server's frame must not be masked"
+    length = second & 0x7F
+    if length == 126:
+        length = int.from_bytes(conn._take(2), "big")
+    elif length == 127:
+        length = int.from_bytes(conn._take(8), "big")
+    return first & 0x0F, conn._take(length)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_websocket_tunnel_keeps_the_last_frames_when_the_upstream_closes_at_once(tern_factory, backend):
+    """An upstream accepts the upgrade, sends 200 frames of 64 KiB and a
+    close frame, and closes at once, while tern's client is behind: the
+    client gets every frame, then the close frame."""
+    key = "dGhlIHNhbXBsZSBub25jZQ=="
+    accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+    frames = [os.urandom(64 << 10) for _ in range(200)]
+    close = websocket_frame(0x8, (1000).to_bytes(2, "big"))
+    upstream = BadUpstream(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                           b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" +
+                           b"".join(websocket_frame(0x2, f) for f in frames) + close)
+    try:
+        srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://127.0.0.1:{upstream.port}"}},
+                                io=backend))
+        on_backend(srv, backend)
+        request = (f"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+        for round_ in range(BURST_ROUNDS):
+            with slow_client(srv, request) as conn:
+                head = conn.read_head()
+                assert head.status == 101, head
+                got = []
+                try:
+                    while True:
+                        opcode, payload = read_websocket_frame(conn)
+                        if opcode == 0x8:
+                            break
+                        assert opcode == 0x2 and len(payload) == 64 << 10, (opcode, len(payload))
+                        got.append(payload)
+                except ConnectionClosed:
+                    raise AssertionError(f"round {round_}: the tunnel closed after {len(got)} of {len(frames)} "
+                                         "frames, without the close frame") from None
+                assert len(got) == len(frames)
+                assert got == frames, f"round {round_}: the frames came changed or out of order"
+                assert payload == (1000).to_bytes(2, "big")
+                assert conn.is_closed()
+    finally:
+        upstream.close()

@@ -110,7 +110,7 @@ def site(tern_factory, tmp_path):
          "return": {"status": 200, "body": "local\n"}},
         {"prefix": "/ro/", "methods": ["GET"], "return": {"status": 200, "body": "read only\n"}},
         {"regex": "^/(conf|bin|inc)/", "deny": True},
-        {"prefix": "/errors/", "internal": True},
+        {"prefix": "/errors/", "internal": True, "headers_always": {"X-Page-From": "errors"}},
         {"prefix": "/fallback/", "try_files": ["$uri", "/errors/gone.html"]},
         {"prefix": "/files/", "autoindex": True},
     ]}]}
@@ -155,7 +155,9 @@ def test_error_page_answers_with_a_file_of_the_site(site):
     # A location's own pages replace the site's.
     resp = srv.get("/docs/none.txt")
     assert resp.status == 404 and resp.body == b"no such document\n"
-    assert resp.header("X-Served-By") == "docs"
+    # The page is an internal redirect: its own location's fields, not the failed one's.
+    assert resp.header("X-Served-By") is None
+    assert resp.header("X-Page-From") == "errors"
     # A page that does not exist: the built-in one.
     resp = srv.get("/gone")
     assert resp.status == 410 and b"410 Gone" in resp.body
@@ -200,7 +202,15 @@ def test_headers_on_success_or_always(site):
     missing = srv.get("/docs/none.txt")
     assert missing.status == 404
     assert missing.header("X-Frame-Options") is None  # 2xx and 3xx only
-    assert missing.header("X-Served-By") == "docs"     # every status
+    # Its error page comes from /errors/, whose headers_always apply (every status), not /docs/'s.
+    assert missing.header("X-Served-By") is None
+    assert missing.header_all("X-Page-From") == ["errors"]
+    denied = srv.get("/private/secret.txt")  # an error page of the site, for a location without fields
+    assert denied.status == 403 and denied.header_all("X-Page-From") == ["errors"]
+    # Without an error page (/docs/ has one for 404 only), the location's own error has its fields.
+    refused = srv.get("/docs/a.txt", method="DELETE")
+    assert refused.status == 405 and refused.header("X-Served-By") == "docs"
+    assert refused.header("X-Page-From") is None
     # A 304 is a success too; a directory's 301 as well.
     etag = ok.header("ETag")
     assert srv.get("/docs/a.txt", headers=[("If-None-Match", etag)]).header("X-Frame-Options") == "DENY"
@@ -505,3 +515,127 @@ def test_sighup_applies_new_fastcgi_blocks_and_lets_requests_in_flight_finish(te
     # Once no request uses them, the replaced blocks' pools are closed.
     assert srv.wait_for_log("pools of replaced blocks are closed", timeout=15), srv.stderr()[-2000:]
     assert srv.get("/hello.php").body == b"hello\n"
+
+
+# ---- Absolute-form targets ----
+
+def test_an_absolute_form_target_chooses_the_site_by_its_authority(tern_factory, tmp_path):
+    """`GET http://admin.example/...` is admin.example's request whatever
+    the Host field says (RFC 9112 3.2.2): it gets that site's answer."""
+    public = tmp_path / "public"
+    public.mkdir()
+    (public / "secret").write_text("public page\n")
+    srv = tern_factory({"server": [
+        {"names": ["public.example"], "default": True, "root": str(public), "location": [{"prefix": "/"}]},
+        {"names": ["admin.example"], "root": str(public), "location": [{"prefix": "/", "deny": True}]},
+    ]}, name="absolute")
+    for target in ("http://admin.example/secret", "http://ADMIN.example:8080/secret", "http://admin.example"):
+        with srv.connect() as conn:
+            resp = conn.request(f"GET {target} HTTP/1.1\r\nHost: public.example\r\n\r\n")
+        assert resp.status == 403 and b"public page" not in resp.body, (target, resp)
+    with srv.connect() as conn:
+        resp = conn.request(b"GET http://public.example/secret HTTP/1.1\r\nHost: admin.example\r\n\r\n")
+    assert resp.status == 200 and resp.body == b"public page\n"
+    assert srv.get("/secret", headers=host("admin.example")).status == 403  # origin-form: the Host field
+
+
+def test_an_absolute_form_target_is_its_origin_form_in_variables(tern_factory):
+    """$host is the target's authority, $request_uri and $uri its path (and
+    query) in origin form, as nginx."""
+    srv = tern_factory({"server": [
+        {"names": ["other.example"], "default": True, "location": [{"prefix": "/"}]},
+        {"names": ["a.example.test"], "location": [
+            {"prefix": "/", "return": {"status": 301, "url": "https://$host$request_uri"}},
+            {"exact": "/vars", "return": {"status": 200, "body": "$host $uri $request_uri\n"}},
+        ]},
+    ]}, name="absolute-vars")
+    with srv.connect() as conn:
+        for field in (b"a.example.test", b"other.example"):
+            resp = conn.request(b"GET http://a.example.test/old?x=1 HTTP/1.1\r\nHost: %s\r\n\r\n" % field)
+            assert resp.status == 301 and resp.header("Location") == "https://a.example.test/old?x=1", resp
+        resp = conn.request(b"GET http://a.example.test/vars?y=2 HTTP/1.1\r\nHost: other.example\r\n\r\n")
+        assert resp.status == 200 and resp.body == b"a.example.test /vars /vars?y=2\n"
+        resp = conn.request(b"GET http://a.example.test?z=3 HTTP/1.1\r\nHost: other.example\r\n\r\n")
+        assert resp.status == 301 and resp.header("Location") == "https://a.example.test/?z=3"
+
+
+# ---- A directory's index and try_files' "$uri/" ----
+
+DOKU = ("<?php echo 'ran ', $_SERVER['SCRIPT_NAME'], ' PATH_INFO=[', $_SERVER['PATH_INFO'] ?? '', '] id=', "
+        "$_GET['id'] ?? '', ' REQUEST_URI=', $_SERVER['REQUEST_URI'], \"\\n\";\n")
+
+
+@pytest.fixture
+def wiki(tern_factory, fpm):
+    """README's PHP site: index doku.php, a bare "/" location and FastCGI
+    only in a regex location; doku.php at the root and in /dokuwiki/."""
+    srv = tern_factory({"server": [{"names": ["wiki.example.org"], "index": ["doku.php"], "location": [
+        {"prefix": "/"},
+        {"regex": "^/(conf|data|bin|inc|vendor)/", "deny": True},
+        {"regex": r"\.php(/|$)", "fastcgi": {"pass": fpm.pass_address, "pool": 2}},
+    ]}]}, name="wiki")
+    srv.write_file("doku.php", DOKU)
+    srv.write_file("dokuwiki/doku.php", DOKU)
+    return srv
+
+
+def test_a_directorys_index_script_is_run_by_the_php_location(wiki):
+    """The index is an internal redirect, matched against the locations
+    again: /dokuwiki/ runs /dokuwiki/doku.php, never sends its source."""
+    resp = wiki.get("/dokuwiki/?id=start")
+    assert resp.status == 200, resp
+    assert resp.body == b"ran /dokuwiki/doku.php PATH_INFO=[] id=start REQUEST_URI=/dokuwiki/?id=start\n"
+    resp = wiki.get("/")
+    assert resp.status == 200 and resp.body == b"ran /doku.php PATH_INFO=[] id= REQUEST_URI=/\n"
+    resp = wiki.get("/dokuwiki/", method="HEAD")
+    assert resp.status == 200 and resp.body == b""
+    resp = wiki.get("/dokuwiki")  # the directory without its slash
+    assert resp.status == 301 and resp.header("Location") == "/dokuwiki/"
+
+
+def test_a_script_path_ending_in_a_slash_runs_with_path_info_slash(wiki):
+    resp = wiki.get("/doku.php/")
+    assert resp.status == 200 and resp.body == b"ran /doku.php PATH_INFO=[/] id= REQUEST_URI=/doku.php/\n"
+    resp = wiki.get("/dokuwiki/doku.php/wiki:page/")
+    assert resp.status == 200, resp
+    assert resp.body == (b"ran /dokuwiki/doku.php PATH_INFO=[/wiki:page/] id= "
+                         b"REQUEST_URI=/dokuwiki/doku.php/wiki:page/\n")
+
+
+def test_a_directorys_index_file_gets_the_fields_of_its_own_location(tern_factory):
+    """GET / is served by `location = /index.html` and /dir/ by a regex
+    location for \\.html$, with their headers."""
+    srv = tern_factory({"server": [{"location": [
+        {"prefix": "/"},
+        {"exact": "/index.html", "headers": {"X-From": "exact index"}},
+        {"regex": r"\.html$", "headers": {"X-From": "html regex"}},
+    ]}]}, name="index-fields")
+    srv.write_file("index.html", "home\n")
+    srv.write_file("dir/index.html", "dir home\n")
+    srv.write_file("dir/a.txt", "a\n")
+    resp = srv.get("/")
+    assert resp.status == 200 and resp.body == b"home\n"
+    assert resp.header_all("X-From") == ["exact index"]
+    resp = srv.get("/dir/")
+    assert resp.status == 200 and resp.body == b"dir home\n"
+    assert resp.header_all("X-From") == ["html regex"]
+    assert srv.get("/dir/a.txt").header("X-From") is None
+
+
+def test_try_files_redirects_a_directory_named_without_its_slash(tern_factory):
+    """try_files' "$uri/" finds a directory: without its slash it is 301 to
+    the slash (query kept), with it the directory's index is served."""
+    srv = tern_factory({"server": [{"location": [
+        {"prefix": "/", "try_files": ["$uri", "$uri/", "=404"]},
+    ]}]}, name="try-dir")
+    srv.write_file("docs/index.html", "docs index\n")
+    srv.write_file("docs/a.txt", "a\n")
+    (srv.root / "empty").mkdir()
+    for path, location in (("/docs", "/docs/"), ("/docs?x=1", "/docs/?x=1"), ("/empty", "/empty/")):
+        resp = srv.get(path)
+        assert resp.status == 301 and resp.header("Location") == location, (path, resp)
+    resp = srv.get("/docs/")
+    assert resp.status == 200 and resp.body == b"docs index\n"
+    assert srv.get("/docs/a.txt").body == b"a\n"
+    assert srv.get("/empty/").status == 403  # no index, no listing
+    assert srv.get("/nothing").status == 404
