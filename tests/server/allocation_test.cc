@@ -207,6 +207,7 @@ class RelayedAllocations : public ::testing::Test {
       net::ConnectionPoolOptions pool;
       pool.address = net::InetAddress(upstream_->port(), true);
       pool.max_connections = kClients;
+      pool.max_idle = kClients;  // all kept between rounds (as an [[upstream]] with keepalive = 200)
       upstream::GroupServer server;
       server.address = pool.address;
       server.spec.address = pool.address.to_string();
