@@ -13,8 +13,9 @@ namespace tern::net {
 
 Buffer::Buffer(size_t initial_size) {
   if (initial_size == 0) return;
+  TERN_CHECK(initial_size <= kMaxCapacity - kCheapPrepend);
   data_ = std::make_unique_for_overwrite<char[]>(kCheapPrepend + initial_size);
-  capacity_ = kCheapPrepend + initial_size;
+  capacity_ = static_cast<uint32_t>(kCheapPrepend + initial_size);
   reader_ = writer_ = kCheapPrepend;
 }
 
@@ -37,7 +38,7 @@ const char* Buffer::find_eol() const {
 void Buffer::retrieve(size_t len) {
   TERN_DCHECK(len <= readable_bytes());
   if (len < readable_bytes()) {
-    reader_ += len;
+    reader_ += static_cast<uint32_t>(len);
   } else {
     retrieve_all();
   }
@@ -63,12 +64,12 @@ void Buffer::append_slow(const void* data, size_t len) {
 
 void Buffer::unwrite(size_t len) {
   TERN_DCHECK(len <= readable_bytes());
-  writer_ -= len;
+  writer_ -= static_cast<uint32_t>(len);
 }
 
 void Buffer::prepend(const void* data, size_t len) {
   TERN_CHECK(len <= prependable_bytes());
-  reader_ -= len;
+  reader_ -= static_cast<uint32_t>(len);
   std::memcpy(data_.get() + reader_, data, len);
 }
 
@@ -114,15 +115,17 @@ void Buffer::make_space(size_t len) {
     // Enough room overall: slide the readable bytes to the front.
     std::memmove(data_.get() + kCheapPrepend, peek(), readable);
   } else {
-    size_t wanted = kCheapPrepend + readable + len;
-    size_t capacity = std::max(capacity_ * 2, wanted);
+    TERN_CHECK_MSG(len <= kMaxCapacity - kCheapPrepend - readable, "a Buffer holds at most {} bytes",
+                   kMaxCapacity);
+    const size_t wanted = kCheapPrepend + readable + len;
+    const size_t capacity = std::min(std::max(size_t{capacity_} * 2, wanted), kMaxCapacity);
     auto data = std::make_unique_for_overwrite<char[]>(capacity);
     if (readable > 0) std::memcpy(data.get() + kCheapPrepend, peek(), readable);
     data_ = std::move(data);
-    capacity_ = capacity;
+    capacity_ = static_cast<uint32_t>(capacity);
   }
   reader_ = kCheapPrepend;
-  writer_ = kCheapPrepend + readable;
+  writer_ = static_cast<uint32_t>(kCheapPrepend + readable);
 }
 
 void Buffer::shrink(size_t reserve) {
@@ -135,10 +138,10 @@ void Buffer::shrink(size_t reserve) {
   }
   auto data = std::make_unique_for_overwrite<char[]>(wanted);
   if (readable_bytes() > 0) std::memcpy(data.get() + kCheapPrepend, peek(), readable_bytes());
-  writer_ = kCheapPrepend + readable_bytes();
+  writer_ = static_cast<uint32_t>(kCheapPrepend + readable_bytes());
   reader_ = kCheapPrepend;
   data_ = std::move(data);
-  capacity_ = wanted;
+  capacity_ = static_cast<uint32_t>(wanted);
 }
 
 Buffer::Storage Buffer::release_storage() {
@@ -149,9 +152,9 @@ Buffer::Storage Buffer::release_storage() {
 }
 
 void Buffer::adopt_storage(Storage storage) {
-  TERN_DCHECK(capacity_ == 0 && storage.capacity > kCheapPrepend);
+  TERN_DCHECK(capacity_ == 0 && storage.capacity > kCheapPrepend && storage.capacity <= kMaxCapacity);
   data_ = std::move(storage.data);
-  capacity_ = storage.capacity;
+  capacity_ = static_cast<uint32_t>(storage.capacity);
   reader_ = writer_ = kCheapPrepend;
 }
 

@@ -34,6 +34,9 @@ class Buffer {
   static constexpr size_t kCheapPrepend = 8;
   static constexpr size_t kInitialSize = 2048;
   static constexpr size_t kSpillSize = 64 * 1024;
+  // What one buffer holds at most (its offsets are 32 bits: a buffer is
+  // 24 bytes, and a connection has several). Larger bodies go to files.
+  static constexpr size_t kMaxCapacity = UINT32_MAX;
 
   // initial_size 0 allocates nothing until the first append.
   explicit Buffer(size_t initial_size = kInitialSize);
@@ -73,7 +76,7 @@ class Buffer {
     // Inline fast path: the response writer appends many short pieces.
     if (len <= writable_bytes() && len > 0) {
       std::memcpy(begin_write(), data, len);
-      writer_ += len;
+      writer_ += static_cast<uint32_t>(len);
       return;
     }
     append_slow(data, len);
@@ -82,7 +85,7 @@ class Buffer {
     if (writable_bytes() < len) make_space(len);
   }
   char* begin_write() { return data_.get() + writer_; }
-  void has_written(size_t len) { writer_ += len; }
+  void has_written(size_t len) { writer_ += static_cast<uint32_t>(len); }
   void unwrite(size_t len);
 
   // Prepending into the reserved front space; len must fit.
@@ -125,9 +128,9 @@ class Buffer {
 
   // With no storage yet (capacity 0), reader_ == writer_ == 0.
   std::unique_ptr<char[]> data_;
-  size_t capacity_ = 0;
-  size_t reader_ = 0;
-  size_t writer_ = 0;
+  uint32_t capacity_ = 0;
+  uint32_t reader_ = 0;
+  uint32_t writer_ = 0;
 };
 
 }  // namespace tern::net

@@ -197,6 +197,15 @@ TimerId EventLoop::run_after(Millis delay, Functor f) {
   return id;
 }
 
+TimerId EventLoop::run_after(Millis delay, TimerWheel::Function fn, void* arg) {
+  assert_in_loop_thread();
+  uint64_t ms = delay.count() > 0 ? static_cast<uint64_t>(delay.count()) : 0;
+  uint64_t expire = clock_.now_ms() + ms;
+  TimerId id = wheel_.add(expire, fn, arg);
+  arm_timer_at(expire);
+  return id;
+}
+
 TimerId EventLoop::run_every(Millis interval, Functor f) {
   assert_in_loop_thread();
   TERN_CHECK_MSG(interval.count() > 0, "run_every needs a positive interval");

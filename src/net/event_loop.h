@@ -81,6 +81,8 @@ class EventLoop {
   // Timers. Loop thread only (from another thread, wrap in run_in_loop).
   // Deadlines count from the loop's cached clock and have 1 ms resolution.
   TimerId run_after(Millis delay, Functor f);
+  // fn(arg) after delay: no std::function is kept (TimerWheel::add).
+  TimerId run_after(Millis delay, TimerWheel::Function fn, void* arg);
   TimerId run_every(Millis interval, Functor f);
   bool cancel(TimerId id);
   // Moves a pending timer's deadline to now + delay. O(1), no system call

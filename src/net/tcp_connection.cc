@@ -1,5 +1,6 @@
 #include "net/tcp_connection.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -31,7 +32,7 @@ const ChannelHandler TcpConnection::kChannelHandler = {
 };
 
 TcpConnection::TcpConnection(EventLoop* loop, uint32_t slot)
-    : channel_(loop, -1), slot_(slot) {
+    : slot_(slot), channel_(loop, -1) {
   channel_.set_handler(&kChannelHandler, this);
 }
 
@@ -57,7 +58,7 @@ void TcpConnection::open(Socket socket, const InetAddress& peer,
   callbacks_ = callbacks;
   owner_ = owner;
   trigger_ = trigger;
-  high_water_mark_ = callbacks->high_water_mark;
+  high_water_mark_ = static_cast<uint32_t>(std::min<size_t>(callbacks->high_water_mark, UINT32_MAX));
   state_ = State::kConnected;
 }
 
@@ -138,7 +139,7 @@ void TcpConnection::recycle() {
   reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = write_complete_asked_ = false;
   received_while_paused_ = eof_waiting_ = send_in_flight_ = send_scheduled_ = false;
   write_yielded_ = false;  // its posted turn finds the old generation gone
-  idle_timeout_ = std::chrono::milliseconds(0);
+  idle_timeout_ms_ = 0;
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();
   bytes_received_ = bytes_sent_ = 0;
@@ -192,7 +193,7 @@ void TcpConnection::stop_reading() {
 
 void TcpConnection::set_idle_timeout(std::chrono::milliseconds timeout) {
   loop()->assert_in_loop_thread();
-  idle_timeout_ = timeout;
+  idle_timeout_ms_ = static_cast<uint32_t>(std::clamp<int64_t>(timeout.count(), 0, UINT32_MAX));
   if (idle_timer_) idle_timer_->cancel();
   idle_timer_on_ = false;
   if (timeout.count() <= 0 || state_ == State::kDisconnected || state_ == State::kIdle) return;
@@ -205,13 +206,13 @@ void TcpConnection::idle_timed_out(void* self) {
   auto* conn = static_cast<TcpConnection*>(self);
   if (conn->disconnected()) return;
   TERN_LOG_DEBUG("conn {} {}: idle for {} ms, closing", conn->slot_, conn->peer_.to_ip_port(),
-                 conn->idle_timeout_.count());
+                 conn->idle_timeout_ms_);
   conn->handle_close();
 }
 
 void TcpConnection::set_high_water_mark(size_t bytes) {
   loop()->assert_in_loop_thread();
-  high_water_mark_ = bytes;
+  high_water_mark_ = static_cast<uint32_t>(std::min<size_t>(bytes, UINT32_MAX));
 }
 
 Buffer& TcpConnection::input() {
@@ -243,7 +244,7 @@ void TcpConnection::count_sent(uint64_t bytes) {
 
 void TcpConnection::note_activity(uint64_t bytes) {
   loop()->load().bytes_this_period += bytes;
-  if (idle_timer_on_) idle_timer_->arm(idle_timeout_);
+  if (idle_timer_on_) idle_timer_->arm(std::chrono::milliseconds(idle_timeout_ms_));
 }
 
 void TcpConnection::handle_read() {

@@ -238,23 +238,30 @@ class TcpConnection final : public OutputStream {
   // byte counts; the two buffers), what follows is for setup and rare paths.
   // With thousands of connections every cache line touched per request is a
   // likely miss. (Not alignas(64): aligned allocation costs more idle memory
-  // than the line it saves.)
+  // than the line it saves.) Flags are bits and counts 32-bit so that the
+  // object takes a 304-byte allocation: idle connections are mostly this.
   State state_ = State::kIdle;
   TriggerMode trigger_ = TriggerMode::kLevel;
-  bool reading_ = false;
-  bool peer_closed_ = false;
-  bool close_after_write_ = false;
-  bool close_scheduled_ = false;
-  bool write_complete_asked_ = false;
-  bool accepted_ = false;  // counted in the loop's load (ConnectionTable)
-  bool received_while_paused_ = false;  // io_uring received bytes while not reading
-  bool eof_waiting_ = false;  // the peer's end came behind bytes not delivered yet
-  bool send_in_flight_ = false;  // sending_ is the kernel's (io_uring)
-  bool send_scheduled_ = false;  // submit_send() runs at the end of this round
-  bool write_yielded_ = false;  // flush_output() runs again after the next poll
-  bool idle_timer_on_ = false;  // set_idle_timeout() with a positive time
-  mutable bool local_known_ = false;
+  bool reading_ : 1 = false;
+  bool peer_closed_ : 1 = false;
+  bool close_after_write_ : 1 = false;
+  bool close_scheduled_ : 1 = false;
+  bool write_complete_asked_ : 1 = false;
+  bool accepted_ : 1 = false;  // counted in the loop's load (ConnectionTable)
+  bool received_while_paused_ : 1 = false;  // io_uring received bytes while not reading
+  bool eof_waiting_ : 1 = false;  // the peer's end came behind bytes not delivered yet
+  bool send_in_flight_ : 1 = false;  // sending_ is the kernel's (io_uring)
+  bool send_scheduled_ : 1 = false;  // submit_send() runs at the end of this round
+  bool write_yielded_ : 1 = false;  // flush_output() runs again after the next poll
+  bool idle_timer_on_ : 1 = false;  // set_idle_timeout() with a positive time
+  mutable bool local_known_ : 1 = false;
+  uint32_t generation_ = 0;
+  // set_idle_timeout()'s, in milliseconds (up to 49 days).
+  uint32_t idle_timeout_ms_ = 0;
+  // Queued output above which on_high_water_mark runs (at most 4 GiB).
+  uint32_t high_water_mark_ = 0;
   Socket socket_;
+  const uint32_t slot_;
   const ConnectionCallbacks* callbacks_ = nullptr;  // not owned; outlives us
   std::any context_;
   // A queue, usually of zero or one entries: a vector keeps its capacity
@@ -270,11 +277,7 @@ class TcpConnection final : public OutputStream {
   Buffer output_{0};
   Buffer sending_{0};  // with io_uring: bytes of the send in flight, ahead of output_
 
-  const uint32_t slot_;
-  uint32_t generation_ = 0;
   const void* owner_ = nullptr;  // the server or client
-  size_t high_water_mark_ = 0;
-  std::chrono::milliseconds idle_timeout_{0};
   // Made by the first set_idle_timeout() and kept for the pooled object's
   // next lives: connections without one (HTTP has its own) do not carry it.
   std::unique_ptr<Timeout> idle_timer_;

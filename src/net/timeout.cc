@@ -31,7 +31,8 @@ void Timeout::cancel() {
 
 void Timeout::place(EventLoop* loop, uint64_t now) {
   placed_ = deadline_;
-  timer_ = loop->run_after(std::chrono::milliseconds(deadline_ - now), [this] { on_timer(); });
+  timer_ = loop->run_after(
+      std::chrono::milliseconds(deadline_ - now), [](void* self) { static_cast<Timeout*>(self)->on_timer(); }, this);
 }
 
 void Timeout::on_timer() {

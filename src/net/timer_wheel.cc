@@ -19,11 +19,34 @@ TimerWheel::TimerWheel(uint64_t now) : now_(now) {
 }
 
 TimerId TimerWheel::add(uint64_t expire, Callback cb, uint64_t interval) {
+  uint32_t extra;
+  if (!free_extras_.empty()) {
+    extra = free_extras_.back();
+    free_extras_.pop_back();
+  } else {
+    TERN_CHECK(extras_.size() < kNil);
+    extra = static_cast<uint32_t>(extras_.size());
+    extras_.emplace_back();
+  }
+  extras_[extra] = Extra{std::move(cb), interval};
   uint32_t index = allocate();
   Node& node = nodes_[index];
-  node.callback = std::move(cb);
+  node.fn = nullptr;
+  node.extra = extra;
   node.expire = expire > now_ ? expire : now_ + 1;
-  node.interval = interval;
+  node.state = State::kPending;
+  insert(index);
+  ++size_;
+  return TimerId{index, node.generation};
+}
+
+TimerId TimerWheel::add(uint64_t expire, Function fn, void* arg) {
+  TERN_DCHECK(fn != nullptr);
+  uint32_t index = allocate();
+  Node& node = nodes_[index];
+  node.fn = fn;
+  node.arg = arg;
+  node.expire = expire > now_ ? expire : now_ + 1;
   node.state = State::kPending;
   insert(index);
   ++size_;
@@ -149,7 +172,12 @@ uint32_t TimerWheel::allocate() {
 
 void TimerWheel::release(uint32_t index) {
   Node& node = nodes_[index];
-  node.callback = nullptr;
+  if (node.fn == nullptr) {
+    extras_[node.extra].callback = nullptr;
+    free_extras_.push_back(node.extra);
+  }
+  node.fn = nullptr;
+  node.arg = nullptr;
   node.state = State::kFree;
   ++node.generation;
   node.prev = kNil;
@@ -251,27 +279,30 @@ void TimerWheel::expire_current_slot() {
 void TimerWheel::run(uint32_t index) {
   unlink(index);
   nodes_[index].state = State::kRunning;
-  // The callback may add timers and so reallocate nodes_: hold no reference
-  // to the node across the call.
-  Callback callback = std::move(nodes_[index].callback);
-  callback();
+  // The callback may add timers and so reallocate nodes_ and extras_: hold
+  // no reference to either across the call.
+  const Function fn = nodes_[index].fn;
+  uint64_t interval = 0;
+  Callback callback;
+  if (fn != nullptr) {
+    fn(nodes_[index].arg);
+  } else {
+    const uint32_t extra = nodes_[index].extra;
+    callback = std::move(extras_[extra].callback);
+    interval = extras_[extra].interval;
+    callback();
+  }
 
   Node& node = nodes_[index];
-  if (node.state == State::kCancelledWhileRunning) {
-    release(index);
-  } else if (node.state == State::kRearmed) {
-    node.callback = std::move(callback);
-    node.state = State::kPending;
-    insert(index);
-  } else if (node.interval > 0) {
-    node.callback = std::move(callback);
-    node.state = State::kPending;
-    const uint64_t next = node.expire + node.interval;
+  const bool again = node.state == State::kRearmed || (node.state == State::kRunning && interval > 0);
+  if (!again) return release(index);
+  if (fn == nullptr) extras_[node.extra].callback = std::move(callback);
+  if (node.state == State::kRunning) {
+    const uint64_t next = node.expire + interval;
     node.expire = next > now_ ? next : now_ + 1;
-    insert(index);
-  } else {
-    release(index);
   }
+  node.state = State::kPending;
+  insert(index);
 }
 
 int TimerWheel::find_slot(int level, int from) const {

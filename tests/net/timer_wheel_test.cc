@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <random>
@@ -494,12 +495,57 @@ TEST(TimerWheel, SizeCountsPendingTimers) {
 }
 
 // Random add/cancel/refresh/advance against a plain ordered map.
+TEST(TimerWheel, AFunctionTimerRunsOnceAndMayRearmOrCancelItself) {
+  TimerWheel w(0);
+  struct Probe {
+    TimerWheel* wheel;
+    TimerId id;
+    std::vector<uint64_t> ticks;
+    int rearms = 0;
+  } probe{&w, {}, {}, 0};
+  auto fire = [](void* arg) {
+    auto* p = static_cast<Probe*>(arg);
+    p->ticks.push_back(p->wheel->now());
+    if (p->rearms-- > 0) EXPECT_TRUE(p->wheel->refresh(p->id, p->wheel->now() + 10));
+  };
+  probe.rearms = 2;
+  probe.id = w.add(5, fire, &probe);
+  EXPECT_TRUE(w.pending(probe.id));
+  w.advance(100);
+  EXPECT_EQ(probe.ticks, (std::vector<uint64_t>{5, 15, 25}));
+  EXPECT_FALSE(w.pending(probe.id));
+  EXPECT_FALSE(w.cancel(probe.id));
+  EXPECT_EQ(w.size(), 0u);
+  // Cancelled before its tick, it never runs; its node serves the next timer.
+  probe.ticks.clear();
+  probe.rearms = 0;
+  const TimerId cancelled = w.add(150, fire, &probe);
+  EXPECT_TRUE(w.cancel(cancelled));
+  const TimerId next = w.add(160, fire, &probe);
+  EXPECT_EQ(next.index, cancelled.index);
+  EXPECT_FALSE(w.pending(cancelled));
+  w.advance(200);
+  EXPECT_EQ(probe.ticks, (std::vector<uint64_t>{160}));
+}
+
 TEST(TimerWheel, MatchesReferenceModelUnderRandomOperations) {
+  // Half the timers are function timers (fn, arg), half std::functions:
+  // both kinds share the nodes and the lists.
   TimerWheel w(12345);
   std::mt19937_64 rng(7);
   std::vector<TimerId> ids;
   std::map<int, uint64_t> live;  // id -> deadline
   std::vector<Fired> fired;
+  struct Context {
+    std::vector<Fired>* fired;
+    TimerWheel* wheel;
+    int id;
+  };
+  std::deque<Context> contexts;  // stable addresses
+  auto fire = [](void* arg) {
+    auto* c = static_cast<Context*>(arg);
+    c->fired->push_back({c->id, c->wheel->now()});
+  };
   auto random_delay = [&] {
     static constexpr uint64_t kSpans[] = {k8, k16, uint64_t{1} << 22, uint64_t{1} << 25};
     const uint64_t span = kSpans[rng() % 4];
@@ -516,7 +562,12 @@ TEST(TimerWheel, MatchesReferenceModelUnderRandomOperations) {
     if (kind < 4) {  // add
       const int id = static_cast<int>(ids.size());
       const uint64_t d = now - std::min(now, uint64_t{3}) + random_delay();
-      ids.push_back(w.add(d, [&fired, &w, id] { fired.push_back({id, w.now()}); }));
+      if (rng() % 2) {
+        ids.push_back(w.add(d, [&fired, &w, id] { fired.push_back({id, w.now()}); }));
+      } else {
+        contexts.push_back({&fired, &w, id});
+        ids.push_back(w.add(d, fire, &contexts.back()));
+      }
       live[id] = std::max(d, now + 1);
     } else if (kind < 5 && !ids.empty()) {  // cancel, live or not
       const int id = rng() % 2 && !live.empty() ? random_live()

@@ -89,7 +89,6 @@ std::unique_ptr<IoUringPoller> IoUringPoller::create(int* err) {
     TERN_LOG_DEBUG("io_uring: no provided buffer rings; connections poll for input");
   }
   // Sized so that steady state does not allocate (fds grow the table).
-  poller->registrations_.resize(1024);
   poller->completed_.reserve(1024);
   poller->lent_.reserve(kBuffers);
   return poller;
@@ -145,9 +144,17 @@ IoUringPoller::~IoUringPoller() {
 
 IoUringPoller::Registration& IoUringPoller::registration(int fd) {
   TERN_DCHECK(fd >= 0);
-  auto index = static_cast<size_t>(fd);
-  if (index >= registrations_.size()) registrations_.resize(index + 1 + index / 2);
-  return registrations_[index];
+  const auto page = static_cast<size_t>(fd) >> kPageShift;
+  if (page >= pages_.size()) pages_.resize(page + 1);
+  if (!pages_[page]) pages_[page] = std::make_unique<Registration[]>(size_t{1} << kPageShift);
+  return pages_[page][static_cast<size_t>(fd) & ((size_t{1} << kPageShift) - 1)];
+}
+
+IoUringPoller::Registration* IoUringPoller::find(int fd) {
+  if (fd < 0) return nullptr;
+  const auto page = static_cast<size_t>(fd) >> kPageShift;
+  if (page >= pages_.size() || !pages_[page]) return nullptr;
+  return &pages_[page][static_cast<size_t>(fd) & ((size_t{1} << kPageShift) - 1)];
 }
 
 uint32_t IoUringPoller::next_generation() {
@@ -169,7 +176,8 @@ io_uring_sqe* IoUringPoller::next_sqe() {
 
 void IoUringPoller::arm_poll(int fd, Registration& reg, uint32_t events, bool multishot) {
   reg.poll_generation = next_generation();
-  reg.poll_events = events;
+  TERN_DCHECK(events <= UINT16_MAX);
+  reg.poll_events = static_cast<uint16_t>(events);
   reg.multishot = multishot;
   reg.poll_armed = true;
   io_uring_sqe* sqe = next_sqe();
@@ -254,9 +262,9 @@ void IoUringPoller::unregister(int fd, Registration& reg) {
 bool IoUringPoller::drop(Channel* channel) {
   channel->set_poller_state(Channel::PollerState::kNew);
   const int fd = channel->fd();
-  if (fd < 0 || static_cast<size_t>(fd) >= registrations_.size()) return false;
-  Registration& reg = registrations_[static_cast<size_t>(fd)];
-  if (reg.channel != channel) return false;
+  Registration* found = find(fd);
+  if (found == nullptr || found->channel != channel) return false;
+  Registration& reg = *found;
   const bool armed = reg.poll_armed || reg.recv_armed;
   unregister(fd, reg);
   return armed;
@@ -286,8 +294,10 @@ bool IoUringPoller::receives_for(const Channel& channel, int fd) const {
 
 bool IoUringPoller::can_send(const Channel& channel) const {
   const int fd = channel.fd();
-  return fd >= 0 && fd <= kMaxRecvFd && static_cast<size_t>(fd) < registrations_.size() &&
-         registrations_[static_cast<size_t>(fd)].channel == &channel && channel.takes_sent();
+  if (fd < 0 || fd > kMaxRecvFd || !channel.takes_sent()) return false;
+  const auto page = static_cast<size_t>(fd) >> kPageShift;
+  return page < pages_.size() && pages_[page] &&
+         pages_[page][static_cast<size_t>(fd) & ((size_t{1} << kPageShift) - 1)].channel == &channel;
 }
 
 void IoUringPoller::start_send(Channel& channel, const char* data, size_t length, bool more) {
@@ -321,8 +331,9 @@ void IoUringPoller::collect_send(const io_uring_cqe& cqe, std::vector<ReadyEvent
   }
   const auto fd = static_cast<int>(data & 0xffffffu);
   const auto generation = static_cast<uint32_t>(data >> 32);
-  if (static_cast<size_t>(fd) >= registrations_.size()) return;
-  Registration& reg = registrations_[static_cast<size_t>(fd)];
+  Registration* found = find(fd);
+  if (found == nullptr) return;
+  Registration& reg = *found;
   if (reg.channel == nullptr || reg.generation != generation || !reg.send_armed) return;
   reg.send_armed = false;
   ready->push_back({reg.channel, ReadyEvent::kSent, cqe.res, nullptr});
@@ -334,7 +345,7 @@ void IoUringPoller::rearm_completed() {
   // kernel ended, are armed again where their channel still wants them; a
   // poll armed on a ready file completes at once.
   for (int fd : completed_) {
-    Registration& reg = registrations_[static_cast<size_t>(fd)];
+    Registration& reg = *find(fd);  // completed_ holds registered fds only
     if (reg.channel != nullptr) sync(fd, reg);
   }
   completed_.clear();
@@ -364,7 +375,6 @@ void IoUringPoller::return_lent_buffers() {
 int IoUringPoller::poll(int timeout_ms, std::vector<ReadyEvent>* ready) {
   return_lent_buffers();
   rearm_completed();
-  ++round_;
   io_uring_cqe* cqe = nullptr;
   int ret;
   if (timeout_ms < 0) {
@@ -401,8 +411,9 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
     }
     const auto fd = static_cast<int>(data & 0x3fffffffu);
     const auto generation = static_cast<uint32_t>(data >> 32);
-    if (static_cast<size_t>(fd) >= registrations_.size()) continue;
-    Registration& reg = registrations_[static_cast<size_t>(fd)];
+    Registration* found = find(fd);
+    if (found == nullptr) continue;
+    Registration& reg = *found;
     if (reg.poll_generation != generation || reg.channel == nullptr) continue;  // stale
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
       reg.poll_armed = false;
@@ -423,13 +434,14 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
       revents &= ~(kInputEvents | EPOLLHUP);
     }
     if (revents == 0) continue;
-    if (reg.round == round_ && reg.ready_index < ready->size() &&
-        (*ready)[reg.ready_index].channel == reg.channel &&
-        (*ready)[reg.ready_index].revents != ReadyEvent::kReceived) {
+    // The list is new each round, and a channel has at most one poll entry
+    // in it (beside its receives and sends): a poll entry of this channel
+    // at the index it noted is this round's.
+    if (reg.ready_index < ready->size() && (*ready)[reg.ready_index].channel == reg.channel &&
+        ((*ready)[reg.ready_index].revents & (ReadyEvent::kReceived | ReadyEvent::kSent)) == 0) {
       (*ready)[reg.ready_index].revents |= revents;
       continue;
     }
-    reg.round = round_;
     reg.ready_index = static_cast<uint32_t>(ready->size());
     ready->push_back({reg.channel, revents});
     ++*count;
@@ -445,9 +457,7 @@ void IoUringPoller::collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent
   const auto generation = static_cast<uint32_t>(data >> 32);
   const bool has_buffer = (cqe.flags & IORING_CQE_F_BUFFER) != 0;
   const auto buffer_id = static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-  Registration* reg = static_cast<size_t>(fd) < registrations_.size()
-                          ? &registrations_[static_cast<size_t>(fd)]
-                          : nullptr;
+  Registration* reg = find(fd);
   if (reg == nullptr || reg->channel == nullptr || reg->generation != generation) {
     // The channel is gone (closed): its bytes with it.
     if (has_buffer) give_back(buffer_id);

@@ -18,7 +18,9 @@
 // the round's batch), so a keep-alive request and its response cost no
 // system call of their own.
 //
-// A completion finds its channel through a table indexed by fd; its
+// A completion finds its channel through a table indexed by fd (in pages
+// made as descriptors reach them, 24 bytes an entry: with ten thousand
+// idle connections it is a part of what each costs); its
 // user_data carries a generation, so a completion for a registration
 // cancelled or replaced since (or for an fd since closed and reused) is
 // dropped. A receive's completions carry the registration's generation
@@ -60,20 +62,26 @@ class IoUringPoller final : public Poller {
     Channel* channel = nullptr;    // registered (kAdded), or detached with a receive winding down
     uint32_t generation = 0;       // of the channel's registration; 0 is never used
     uint32_t poll_generation = 0;  // of the poll request in flight
-    uint32_t poll_events = 0;      // what that request polls for
-    uint32_t round = 0;            // the round its ready event was queued in
-    uint32_t ready_index = 0;      // and where, to merge later completions
-    uint8_t recv_sequence = 0;     // of the receive in flight
-  bool send_armed = false;
-    bool poll_armed = false;
-    bool multishot = false;
-    bool recv_armed = false;
+    // Where this round's ready event of the channel may be, to merge later
+    // completions into it: it is, if the entry there is the channel's.
+    uint32_t ready_index = 0;
+    uint16_t poll_events = 0;  // what the poll request in flight polls for (poll bits, all below 1 << 16)
+    uint8_t recv_sequence = 0;  // of the receive in flight
+    bool send_armed : 1 = false;
+    bool poll_armed : 1 = false;
+    bool multishot : 1 = false;
+    bool recv_armed : 1 = false;
   };
+  static_assert(sizeof(Registration) <= 24);
+  static constexpr int kPageShift = 10;  // 1,024 registrations a page
 
   IoUringPoller() = default;
   bool setup_buffers();
   void grow_buffers(unsigned count);
+  // The registration of fd, its page made if need be; find(): null where
+  // no page holds fd yet.
   Registration& registration(int fd);
+  Registration* find(int fd);
   uint32_t next_generation();
   // Brings the requests in flight for fd in line with what its channel wants.
   void sync(int fd, Registration& reg);
@@ -96,8 +104,7 @@ class IoUringPoller final : public Poller {
 
   io_uring ring_{};
   uint32_t next_generation_ = 1;
-  uint32_t round_ = 0;
-  std::vector<Registration> registrations_;  // by fd
+  std::vector<std::unique_ptr<Registration[]>> pages_;  // by fd >> kPageShift
   std::vector<int> completed_;  // fds with a request ended this round: re-armed next round
   // The ring of provided buffers for receives (absent on kernels before 5.19).
   io_uring_buf_ring* buffer_ring_ = nullptr;
