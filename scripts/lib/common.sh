@@ -6,6 +6,8 @@ TERN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # ccache hits across clones in different folders (CI builds a fresh clone).
 export CCACHE_BASEDIR="$TERN_ROOT"
 export CCACHE_NOHASHDIR=1
+# Precompiled headers (TERN_PCH) are cached only with these.
+export CCACHE_SLOPPINESS=pch_defines,time_macros
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
@@ -38,6 +40,9 @@ BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 libu
   libssl-dev openssl libnghttp2-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
   libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev
   libbrotli-dev libsystemd-dev wrk)
+# What scripts/run adds: php-fpm for the demo's PHP page (www/info.php).
+RUN_PACKAGES=(php8.2-fpm)
+
 # What the tests, fuzzers and benchmarks need on top (php8.2-fpm and
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own;
 # nginx-light, h2o and lighttpd (with its TLS module): the peers of

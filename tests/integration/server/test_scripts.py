@@ -1,5 +1,6 @@
 """What scripts/run works out from the arguments it passes on to tern: the
-addresses it says it serves and the workers it sizes php-fpm for
+addresses it says it serves, the workers it sizes php-fpm for, and the
+sizes of its demo config for the descriptor limit it finds
 (scripts/lib/run_args.sh; building and serving is left to scripts/run)."""
 
 import os
@@ -61,3 +62,41 @@ def test_readme_building_by_hand_names_what_the_scripts_install_to_build():
     assert needed - named == set(), "README's Building by hand lacks these"
     # And nothing there that neither script installs.
     assert named - packages("BUILD_PACKAGES") - packages("TEST_PACKAGES") == set()
+
+
+def demo_limits(workers, limit):
+    script = ('source scripts/lib/run_args.sh; demo_limits "$1" "$2"; '
+              'printf "%s\\n---\\n%s\\n" "$DEMO_TOP" "$DEMO_STATIC"')
+    out = subprocess.run(["bash", "-c", script, "run", str(workers), str(limit)], cwd=REPO_ROOT,
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    top, static = out.split("---\n")
+    return top.strip(), static.strip()
+
+
+@pytest.mark.parametrize("workers,limit", [(1, 1024), (2, 4096), (4, 20000), (2, 20000)])
+def test_the_demo_config_fits_the_descriptor_limit_it_finds(tern_factory, workers, limit):
+    """scripts/run's demo (two addresses, PHP with a pool of 4) sized by
+    demo_limits starts without tern's warning that the descriptor limit is
+    too low for its connections and caches."""
+    import resource
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < limit:
+        pytest.skip(f"the hard descriptor limit here is below {limit}")
+    top, static = demo_limits(workers, limit)
+    assert top.startswith("max_connections = ") and static.startswith("[static]\ncache_entries = ")
+    connections = int(top.split("= ")[1])
+    assert 100 <= connections < 10000
+    config = {"workers": workers, "max_connections": connections,
+              "static": {"cache_entries": int(static.split("= ")[1])},
+              "fastcgi": [{"match": r"\.php$", "pass": "unix:/nonexistent/php.sock", "pool": 4}]}
+
+    def lower_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    srv = tern_factory(config, preexec_fn=lower_limit)
+    assert srv.get("/").status in (200, 403, 404)
+    assert "descriptors: the limit" not in srv.stderr(), srv.stderr()
+
+
+def test_the_demo_config_keeps_the_defaults_where_they_fit():
+    assert demo_limits(2, 1 << 20) == ("", "")
+    assert demo_limits(2, "unlimited") == ("", "")
