@@ -29,23 +29,22 @@ TimerId TimerWheel::add(uint64_t expire, Callback cb, uint64_t interval) {
     extras_.emplace_back();
   }
   extras_[extra] = Extra{std::move(cb), interval};
-  uint32_t index = allocate();
-  Node& node = nodes_[index];
-  node.fn = nullptr;
-  node.extra = extra;
-  node.expire = expire > now_ ? expire : now_ + 1;
-  node.state = State::kPending;
-  insert(index);
-  ++size_;
-  return TimerId{index, node.generation};
+  const uint32_t index = allocate();
+  nodes_[index].fn = nullptr;
+  nodes_[index].extra = extra;
+  return schedule(index, expire);
 }
 
 TimerId TimerWheel::add(uint64_t expire, Function fn, void* arg) {
   TERN_DCHECK(fn != nullptr);
-  uint32_t index = allocate();
+  const uint32_t index = allocate();
+  nodes_[index].fn = fn;
+  nodes_[index].arg = arg;
+  return schedule(index, expire);
+}
+
+TimerId TimerWheel::schedule(uint32_t index, uint64_t expire) {
   Node& node = nodes_[index];
-  node.fn = fn;
-  node.arg = arg;
   node.expire = expire > now_ ? expire : now_ + 1;
   node.state = State::kPending;
   insert(index);

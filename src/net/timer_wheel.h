@@ -116,6 +116,8 @@ class TimerWheel {
   Node* lookup(TimerId id);
   const Node* lookup(TimerId id) const;
   uint32_t allocate();
+  // A node just allocated and given its callback, made pending at expire.
+  TimerId schedule(uint32_t index, uint64_t expire);
   void release(uint32_t index);
 
   void insert(uint32_t index);

@@ -506,7 +506,9 @@ TEST(TimerWheel, AFunctionTimerRunsOnceAndMayRearmOrCancelItself) {
   auto fire = [](void* arg) {
     auto* p = static_cast<Probe*>(arg);
     p->ticks.push_back(p->wheel->now());
-    if (p->rearms-- > 0) EXPECT_TRUE(p->wheel->refresh(p->id, p->wheel->now() + 10));
+    if (p->rearms-- > 0) {
+      EXPECT_TRUE(p->wheel->refresh(p->id, p->wheel->now() + 10));
+    }
   };
   probe.rearms = 2;
   probe.id = w.add(5, fire, &probe);
