@@ -1,7 +1,9 @@
 #include "http2/http2_connection.h"
 
+#include <malloc.h>
 #include <nghttp2/nghttp2.h>
 
+#include <algorithm>
 #include <string>
 
 #include "base/log.h"
@@ -10,13 +12,64 @@
 #include "http/handler.h"
 #include "net/buffer.h"
 #include "net/event_loop.h"
+#include "net/loop_local.h"
 #include "net/tcp_connection.h"
 
 namespace tern::http2 {
 
+// Memory a burst of connections took goes back to the system once they are
+// gone. glibc keeps what is freed in its heaps for the next allocations and
+// gives back by itself only the free top of the main heap: after thousands
+// of connections or streams, the peak would stay resident for good. So
+// once a loop's HTTP/2 connections have fallen to half their peak or fewer,
+// and stay there a moment, the loop's buffer pool lets go of most of what
+// it holds and the heaps are trimmed (malloc_trim: the free pages anywhere
+// in them go back). A loop whose load holds steady is never
+// trimmed. One per loop; loop thread only.
+class Http2Connection::BurstRelease {
+ public:
+  explicit BurstRelease(net::EventLoop* loop) : loop_(loop) {}
+
+  static BurstRelease& of(net::EventLoop* loop) {
+    static net::LoopLocal<BurstRelease> loops;
+    BurstRelease* mine = loops.get(loop);
+    return mine != nullptr ? *mine : loops.emplace(loop, loop);
+  }
+
+  void opened() { peak_ = std::max(peak_, ++live_); }
+
+  void closed() {
+    --live_;
+    if (scheduled_ || peak_ < kBurst || 2 * live_ > peak_) return;
+    scheduled_ = true;
+    loop_->run_after(kQuiet, [this] { check(); });
+  }
+
+ private:
+  // Fewer connections at their peak are no burst worth a trim.
+  static constexpr size_t kBurst = 32;
+  static constexpr std::chrono::milliseconds kQuiet{500};
+  // What the loop's buffer pool keeps of what the burst left in it.
+  static constexpr size_t kKeptBufferBytes = 256 * 1024;
+
+  void check() {
+    scheduled_ = false;
+    if (2 * live_ > peak_) return;  // busy again: not over
+    loop_->buffers().trim(kKeptBufferBytes);
+    ::malloc_trim(0);
+    peak_ = live_;
+  }
+
+  net::EventLoop* const loop_;
+  size_t live_ = 0;
+  size_t peak_ = 0;
+  bool scheduled_ = false;
+};
+
 // One stream's request on its way through the handler chain, and the
-// transport of its exchange. Outlives its stream until the end of the round
-// (the stream may close while one of its methods runs).
+// transport of its exchange. Outlives its stream until the read that closed
+// it is through, or the end of the round (the stream may close while one of
+// its methods runs): see retire().
 class Http2Connection::Task final : public http::ExchangeTransport {
  public:
   Task(Http2Connection* owner, Stream* stream) : owner_(owner), stream_(stream) {}
@@ -92,15 +145,18 @@ Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnect
                            .on_drained = [this](Stream& stream) { on_drained(stream); },
                            .on_close = [this](Stream& stream) { on_stream_close(stream); },
                        }),
-      last_active_(conn->loop()->clock().now()) {}
+      last_active_(conn->loop()->clock().now()),
+      burst_(&BurstRelease::of(conn->loop())) {
+  burst_->opened();
+}
 
-Http2Connection::~Http2Connection() = default;
+Http2Connection::~Http2Connection() { burst_->closed(); }
 
 void Http2Connection::on_message(net::Buffer& input) {
   if (lingering_) return input.retrieve_all();  // after our GOAWAY: read and dropped
   // Responses made while the input is read (every stream a read brought)
   // leave together, in one write, after it.
-  in_message_ = true;
+  in_message_ = in_entry_ = true;
   const bool ok = session_.receive(input.view());
   in_message_ = false;
   input.retrieve_all();
@@ -112,9 +168,30 @@ void Http2Connection::on_message(net::Buffer& input) {
     closing_ = true;
   }
   flush();
+  leave_entry();
 }
 
-void Http2Connection::on_write_complete() { flush(); }
+void Http2Connection::on_write_complete() {
+  in_entry_ = true;
+  flush();
+  leave_entry();
+}
+
+void Http2Connection::retire(std::shared_ptr<Task> task) {
+  task->stream_ = nullptr;
+  if (in_entry_) {
+    retired_.push_back(std::move(task));
+  } else {
+    conn_->loop()->release_after_round(std::move(task));
+  }
+}
+
+void Http2Connection::leave_entry() {
+  in_entry_ = false;
+  retired_.clear();
+  // No more room kept than the next read is likely to need.
+  if (retired_.capacity() > kKeptTasks) std::vector<std::shared_ptr<Task>>().swap(retired_);
+}
 
 void Http2Connection::on_close() {
   // The streams in progress end with the connection: their exchanges are
@@ -128,7 +205,9 @@ void Http2Connection::on_close() {
   tasks_.clear();
 }
 
-bool Http2Connection::busy() const { return !tasks_.empty() || conn_->pending_output_bytes() > 0; }
+bool Http2Connection::busy() const {
+  return session_.open_streams() > 0 || !tasks_.empty() || conn_->pending_output_bytes() > 0;
+}
 
 void Http2Connection::close_if_idle() {
   session_.shutdown();
@@ -167,6 +246,7 @@ std::chrono::milliseconds Http2Connection::on_timer() {
   if (tasks_.empty() && session_.open_streams() == 0 && conn_->pending_output_bytes() == 0) {
     send_stall_since_.reset();
     body_stall_since_.reset();
+    session_.release_spares();
     // Keep-alive: no stream for the whole time (PINGs do not count) ends
     // the connection gracefully (GOAWAY).
     const auto idle = std::chrono::duration_cast<milliseconds>(now - last_active_);
@@ -227,7 +307,9 @@ void Http2Connection::flush() {
   while (conn_->pending_output_bytes() < kOutputHighWater && session_.wants_to_send()) {
     net::Buffer& out = conn_->output_tail_buffer();
     const size_t before = out.readable_bytes();
-    session_.send(out, kSendStep);
+    // No more than the room left under the mark: what waits here for a
+    // client that does not read is bounded by it, not by it and a step.
+    session_.send(out, std::min(kSendStep, kOutputHighWater - conn_->pending_output_bytes()));
     const bool made = out.readable_bytes() != before;
     conn_->flush();
     if (!made) break;
@@ -323,6 +405,17 @@ void Http2Connection::dispatch(Task& task) {
   task.gathering = false;
   task.body.clear();
   flush();
+  // Answered, and the request is whole: what is left of the stream is its
+  // response on its way, which needs neither the task nor the request.
+  if (task.stream_ != nullptr && task.stream_->body_complete()) {
+    task.stream_->release_request();
+    auto it = tasks_.find(task.stream_->id());
+    if (it != tasks_.end()) {
+      std::shared_ptr<Task> done = std::move(it->second);
+      tasks_.erase(it);
+      retire(std::move(done));
+    }
+  }
 }
 
 void Http2Connection::begin_exchange(Task& task, bool has_body) {
@@ -383,7 +476,7 @@ void Http2Connection::on_stream_close(Stream& stream) {
   task->stream_ = nullptr;
   // Reset by the client before the answer was complete: the handler lets go.
   if (task->exchange.active()) task->exchange.cancel();
-  conn_->loop()->release_after_round(std::move(task));
+  retire(std::move(task));
 }
 
 http::ProtocolFactory http2_protocol(SessionLimits limits) {

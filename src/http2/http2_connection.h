@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "http/http_connection.h"
 #include "http2/session.h"
@@ -44,13 +45,20 @@ class Http2Connection final : public http::ConnectionProtocol {
   // is made between two writes: small enough for the output buffer to stay
   // in its pool's size (a larger one would be mapped and unmapped again
   // with every burst).
-  static constexpr size_t kOutputHighWater = 64 * 1024;
-  static constexpr size_t kSendStep = 32 * 1024;
+  static constexpr size_t kOutputHighWater = 16 * 1024;
+  static constexpr size_t kSendStep = 16 * 1024;
+  // Room for retired tasks kept from one read to the next.
+  static constexpr size_t kKeptTasks = 64;
 
   void on_request(Stream& stream);
   void on_body(Stream& stream, std::string_view piece, bool last);
   void on_drained(Stream& stream);
   void on_stream_close(Stream& stream);
+  // A task no longer needed: destroyed as on_message or on_write_complete
+  // returns (none of its methods can be running then), else at the end of
+  // the round.
+  void retire(std::shared_ptr<Task> task);
+  void leave_entry();
   void dispatch(Task& task);
   void begin_exchange(Task& task, bool has_body);
   http::ResponseWriter::Context writer_context(Stream& stream) const;
@@ -64,6 +72,10 @@ class Http2Connection final : public http::ConnectionProtocol {
   Session session_;
   bool flushing_ = false;
   bool in_message_ = false;  // on_message is reading the input
+  // Inside on_message or on_write_complete, and the tasks retired there
+  // (a rapid reset retires thousands a read: freed with it, not a round later).
+  bool in_entry_ = false;
+  std::vector<std::shared_ptr<Task>> retired_;
   bool closing_ = false;
   bool lingering_ = false;  // our side is closed (after the GOAWAY)
   // Progress as the timer last saw it, and when a stream last began or ended.
@@ -77,6 +89,8 @@ class Http2Connection final : public http::ConnectionProtocol {
   // without progress (as the timer saw it).
   std::optional<Clock::time_point> send_stall_since_;
   std::optional<Clock::time_point> body_stall_since_;
+  class BurstRelease;
+  BurstRelease* const burst_;  // the loop's, outlives us
 };
 
 // What HttpServerOptions::http2 takes: HTTP/2 with these limits (the

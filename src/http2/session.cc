@@ -15,6 +15,11 @@ namespace {
 
 // A frame's header: length, type, flags, stream id (RFC 9113 4.1).
 constexpr size_t kFrameHeader = 9;
+// What a header block may carry on the wire beside its fields: padding, a
+// priority, table size updates.
+constexpr size_t kBlockPadding = 512;
+// The least a DATA frame carries when send()'s budget is nearly spent.
+constexpr size_t kSmallestDataFrame = 4096;
 
 std::string_view view(const uint8_t* data, size_t length) {
   return {reinterpret_cast<const char*>(data), length};
@@ -49,8 +54,9 @@ struct Session::Glue {
   static Session& of(void* user_data) { return *static_cast<Session*>(user_data); }
 
   static int on_begin_headers(nghttp2_session* /*s*/, const nghttp2_frame* frame, void* user_data) {
-    if (!is_request_headers(frame)) return 0;
     Session& session = of(user_data);
+    session.block_bytes_ = 0;
+    if (!is_request_headers(frame)) return 0;
     const int32_t id = frame->hd.stream_id;
     session.open_stream(id);
     session.highest_stream_ = std::max(session.highest_stream_, id);
@@ -60,41 +66,43 @@ struct Session::Glue {
   static int on_header(nghttp2_session* /*s*/, const nghttp2_frame* frame, const uint8_t* name_data,
                        size_t name_length, const uint8_t* value_data, size_t value_length, uint8_t /*flags*/,
                        void* user_data) {
+    Session& session = of(user_data);
+    // What a header block may decode to is bounded, counted as RFC 9113
+    // sizes a field list (trailers too). An HPACK bomb names a large entry
+    // of the dynamic table again and again, a byte each: nghttp2 would
+    // copy and check every field for us to throw away. Past the head limit
+    // decoding stops there, and the connection ends (as nginx ends it).
+    session.block_bytes_ += name_length + value_length + 32;
+    if (session.block_bytes_ > session.limits_.parser.max_head_bytes) {
+      session.error_ = "a header block decodes past the head limit";
+      session.fatal_code_ = NGHTTP2_ENHANCE_YOUR_CALM;
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
     // Trailers (a second HEADERS) are not passed on.
     if (!is_request_headers(frame)) return 0;
-    Session& session = of(user_data);
     Stream* stream = session.find(frame->hd.stream_id);
     if (stream == nullptr) return 0;
     const std::string_view name = view(name_data, name_length);
     const std::string_view value = view(value_data, value_length);
-    // What a head may decode to is bounded (an HPACK bomb: a few bytes a
-    // field, each naming a large entry of the dynamic table), counted as
-    // RFC 9113 sizes a field list; past it nothing more is kept, and the
-    // request is answered 431.
-    stream->field_bytes_ += name.size() + value.size() + 32;
-    if (stream->field_bytes_ > session.limits_.parser.max_head_bytes) {
-      stream->too_large_ = true;
-      return 0;
-    }
     // nghttp2 has checked the names and values (no CR, LF or NUL, lower
     // case) and put the pseudo-fields first.
     if (name.starts_with(':')) {
-      if (name == ":method") stream->method_ = value;
-      if (name == ":path") stream->path_ = value;
-      if (name == ":authority") stream->authority_ = value;
-      if (name == ":scheme") stream->scheme_ = value;
+      if (name == ":method") stream->req_->method = value;
+      if (name == ":path") stream->req_->path = value;
+      if (name == ":authority") stream->req_->authority = value;
+      if (name == ":scheme") stream->req_->scheme = value;
       return 0;
     }
-    std::string& text = stream->head_text_;
+    std::string& text = stream->req_->head_text;
     if (name == "cookie") {
       // Split into several fields to compress better (RFC 9113 8.2.3); one
       // for HTTP/1 handlers.
-      if (!stream->cookies_.empty()) stream->cookies_ += "; ";
-      stream->cookies_ += value;
+      if (!stream->req_->cookies.empty()) stream->req_->cookies += "; ";
+      stream->req_->cookies += value;
       return 0;
     }
-    if (name == "host" && !stream->authority_.empty()) return 0;  // :authority wins
-    if (name == "content-length") stream->has_length_field_ = true;
+    if (name == "host" && !stream->req_->authority.empty()) return 0;  // :authority wins
+    if (name == "content-length") stream->req_->has_length_field = true;
     text.append(name).append(": ").append(value).append("\r\n");
     return 0;
   }
@@ -103,6 +111,7 @@ struct Session::Glue {
   // would ignore, on a closed stream say, are counted too).
   static int on_begin_frame(nghttp2_session* s, const nghttp2_frame_hd* hd, void* user_data) {
     Session& session = of(user_data);
+    if (session.replaying_) return 0;  // counted when they came
     if (is_control(*hd) && !session.charge_control_frame() && session.error_.empty()) {
       session.error_ = "flood of control frames (SETTINGS, PING, PRIORITY, RST_STREAM or empty DATA)";
       nghttp2_session_terminate_session(s, NGHTTP2_ENHANCE_YOUR_CALM);
@@ -127,8 +136,17 @@ struct Session::Glue {
     if (stream == nullptr) return 0;
     const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     if (is_request_headers(frame)) {
-      session.start(*stream, end_stream);
+      // Handed over once the read is through (start_waiting).
+      stream->started_ = stream->waiting_start_ = true;
+      stream->body_complete_ = end_stream;
+      session.starts_.push_back(stream->id_);
     } else if (end_stream && (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS)) {
+      if (stream->waiting_start_) {
+        // Its head is read as one that a body follows: the end comes with
+        // the body held (deliver_held).
+        stream->end_held_ = true;
+        return 0;
+      }
       stream->body_complete_ = true;
       if (stream->paused_) return 0;  // resume_body() ends it
       session.callbacks_.on_body(*stream, {}, true);
@@ -145,7 +163,7 @@ struct Session::Glue {
       nghttp2_session_consume_connection(s, length);
       return 0;
     }
-    if (stream->paused_) {
+    if (stream->paused_ || stream->waiting_start_) {
       // Held, not credited: the client runs out of window.
       stream->held_.append(reinterpret_cast<const char*>(data), length);
       return 0;
@@ -181,7 +199,7 @@ struct Session::Glue {
     std::unique_ptr<Stream> stream = std::move(it->second);
     session.streams_.erase(it);
     session.recently_closed_[session.closed_count_++ % session.recently_closed_.size()] = stream_id;
-    if (stream->started_ && session.callbacks_.on_close) session.callbacks_.on_close(*stream);
+    if (stream->handed_over() && session.callbacks_.on_close) session.callbacks_.on_close(*stream);
     session.close_stream(std::move(stream));
     return 0;
   }
@@ -202,6 +220,19 @@ struct Session::Glue {
     }
     if (n > 0) *data_flags |= NGHTTP2_DATA_FLAG_NO_COPY;
     return static_cast<ssize_t>(n);
+  }
+
+  // A DATA frame no longer than what is left of send()'s budget (a few KiB
+  // at least, so that frames stay worth their header): what waits in the
+  // output for a client that does not read is bounded by the budget.
+  static ssize_t data_length(nghttp2_session* /*s*/, uint8_t /*type*/, int32_t /*stream_id*/,
+                             int32_t connection_window, int32_t stream_window, uint32_t max_frame, void* user_data) {
+    const Session& session = of(user_data);
+    const size_t queued = session.out_ != nullptr ? session.out_->readable_bytes() : 0;
+    const size_t left = session.out_limit_ > queued ? session.out_limit_ - queued : 0;
+    const size_t most = std::min({size_t{max_frame}, static_cast<size_t>(std::max(connection_window, 1)),
+                                  static_cast<size_t>(std::max(stream_window, 1))});
+    return static_cast<ssize_t>(std::min(most, std::max(left, kSmallestDataFrame)));
   }
 
   static int send_data(nghttp2_session* /*s*/, nghttp2_frame* frame, const uint8_t* header, size_t length,
@@ -240,7 +271,7 @@ Stream* Session::open_stream(int32_t id) {
 }
 
 void Session::close_stream(std::unique_ptr<Stream> stream) {
-  if (spare_streams_.size() < limits_.max_concurrent_streams) spare_streams_.push_back(std::move(stream));
+  if (spare_streams_.size() < kSpareStreams) spare_streams_.push_back(std::move(stream));
 }
 
 Session::Session(const SessionLimits& limits, Callbacks callbacks)
@@ -248,7 +279,9 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
       callbacks_(std::move(callbacks)),
       parser_(limits.parser),
       control_tokens_(limits.control_burst),
-      control_filled_(std::chrono::steady_clock::now()) {
+      control_filled_(std::chrono::steady_clock::now()) {}
+
+void Session::make_nghttp2_session() {
   nghttp2_session_callbacks* glue = nullptr;
   TERN_CHECK(nghttp2_session_callbacks_new(&glue) == 0);
   nghttp2_session_callbacks_set_on_begin_frame_callback(glue, &Glue::on_begin_frame);
@@ -259,6 +292,7 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
   nghttp2_session_callbacks_set_on_stream_close_callback(glue, &Glue::on_stream_close);
   nghttp2_session_callbacks_set_on_frame_send_callback(glue, &Glue::on_frame_send);
   nghttp2_session_callbacks_set_send_data_callback(glue, &Glue::send_data);
+  nghttp2_session_callbacks_set_data_source_read_length_callback(glue, &Glue::data_length);
   nghttp2_option* options = nullptr;
   TERN_CHECK(nghttp2_option_new(&options) == 0);
   // Request bodies are credited as handlers take them (pause_body).
@@ -287,16 +321,43 @@ Session::~Session() {
   // The streams still open end with the session.
   auto streams = std::move(streams_);
   for (auto& [id, stream] : streams) {
-    if (stream->started_ && callbacks_.on_close) callbacks_.on_close(*stream);
+    if (stream->handed_over() && callbacks_.on_close) callbacks_.on_close(*stream);
   }
   nghttp2_session_del(session_);
 }
 
 bool Session::receive(std::string_view bytes) {
   if (fatal_code_ >= 0) return false;
+  if (session_ != nullptr) return feed(bytes);
+  // Asleep: answered by hand while it can be (session_heads.cc).
+  if (asleep_.in.size() + bytes.size() <= kAsleepBytes) {
+    asleep_.in.append(bytes);
+    if (answer_asleep()) return fatal_code_ < 0;
+    bytes = {};  // in asleep_.in
+  }
+  const std::string rest = wake();
+  return fatal_code_ < 0 && feed(rest) && (bytes.empty() || feed(bytes));
+}
+
+bool Session::feed(std::string_view bytes) {
+  if (bytes.empty()) return true;
+  const size_t passed = scan(bytes);
   const ssize_t taken =
-      nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+      nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(bytes.data()), passed);
+  const bool ok = after_read(taken, passed < bytes.size());
+  start_waiting();
+  return ok;
+}
+
+bool Session::after_read(ssize_t taken, bool cut) {
+  if (taken >= 0 && cut) {
+    error_ = "a header block larger than the head limit";
+    fatal_code_ = NGHTTP2_ENHANCE_YOUR_CALM;
+    return false;
+  }
   if (taken < 0) {
+    // A callback ended it, and said why.
+    if (fatal_code_ >= 0) return false;
     // nghttp2 gives up on the session (it has sent its own GOAWAY for the
     // errors it can go on from): ours says why, and nothing else goes out.
     error_ = nghttp2_strerror(static_cast<int>(taken));
@@ -316,20 +377,62 @@ bool Session::receive(std::string_view bytes) {
   return true;
 }
 
+// A header block larger on the wire than the head limit decodes past it
+// (a field takes fewer bytes on the wire than in RFC 9113's measure, which
+// on_header holds to the limit). Such a block is stopped here, before
+// nghttp2 decodes any of it: where nghttp2 decodes a block only to keep its
+// table (on a refused or closed stream) no on_header is called to stop it,
+// nor on_begin_frame for its CONTINUATION frames.
+size_t Session::scan(std::string_view bytes) {
+  size_t at = 0;
+  if (scan_.preface > 0) {
+    const size_t n = std::min(scan_.preface, bytes.size());
+    scan_.preface -= n;
+    at = n;
+  }
+  while (at < bytes.size()) {
+    if (scan_.payload > 0) {
+      const size_t n = std::min(scan_.payload, bytes.size() - at);
+      scan_.payload -= n;
+      at += n;
+      continue;
+    }
+    const size_t n = std::min(kFrameHeader - scan_.have, bytes.size() - at);
+    std::memcpy(scan_.header + scan_.have, bytes.data() + at, n);
+    scan_.have += n;
+    at += n;
+    if (scan_.have < kFrameHeader) break;
+    scan_.have = 0;
+    const uint8_t* h = scan_.header;
+    scan_.payload = size_t{h[0]} << 16 | size_t{h[1]} << 8 | h[2];
+    if (h[3] == NGHTTP2_HEADERS) {
+      scan_.block = scan_.payload;
+    } else if (h[3] == NGHTTP2_CONTINUATION) {
+      scan_.block += scan_.payload;
+    } else {
+      continue;
+    }
+    // Up to the start of this frame (nghttp2 may have had the first bytes
+    // of its header, which decode nothing).
+    if (scan_.block > limits_.parser.max_head_bytes + kBlockPadding) return at < kFrameHeader ? 0 : at - kFrameHeader;
+  }
+  return bytes.size();
+}
+
 void Session::send(net::Buffer& out, size_t budget) {
   if (fatal_code_ >= 0) {
     if (fatal_sent_) return;
     // GOAWAY (RFC 9113 6.8): last stream id, error code.
-    const uint32_t last = static_cast<uint32_t>(nghttp2_session_get_last_proc_stream_id(session_));
-    const uint32_t code = static_cast<uint32_t>(fatal_code_);
-    const uint8_t frame[17] = {0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0,
-                               static_cast<uint8_t>(last >> 24 & 0x7f), static_cast<uint8_t>(last >> 16),
-                               static_cast<uint8_t>(last >> 8), static_cast<uint8_t>(last),
-                               static_cast<uint8_t>(code >> 24), static_cast<uint8_t>(code >> 16),
-                               static_cast<uint8_t>(code >> 8), static_cast<uint8_t>(code)};
-    out.append(frame, sizeof frame);
+    const int32_t last = session_ != nullptr ? nghttp2_session_get_last_proc_stream_id(session_) : 0;
+    out.append(goaway_frame(last, static_cast<uint32_t>(fatal_code_)));
     fatal_sent_ = true;
     return;
+  }
+  // Answers made by hand (asleep, or before waking) go first.
+  if (session_ == nullptr) return send_asleep(out);
+  if (!asleep_.out.empty()) {
+    out.append(asleep_.out);
+    std::string().swap(asleep_.out);
   }
   // DATA frames are written into `out` by Glue::send_data, the other
   // frames are copied from nghttp2's.
@@ -361,17 +464,36 @@ void Session::send(net::Buffer& out, size_t budget) {
 
 bool Session::wants_to_send() const {
   if (fatal_code_ >= 0) return !fatal_sent_;
-  return nghttp2_session_want_write(session_) != 0;
+  if (session_ == nullptr) return !asleep_.greeted || !asleep_.out.empty();
+  return !asleep_.out.empty() || nghttp2_session_want_write(session_) != 0;
 }
 
 bool Session::done() const {
   if (fatal_code_ >= 0) return fatal_sent_;
-  return nghttp2_session_want_read(session_) == 0 && nghttp2_session_want_write(session_) == 0;
+  if (session_ == nullptr) return asleep_.gone && asleep_.out.empty();
+  return asleep_.out.empty() && nghttp2_session_want_read(session_) == 0 &&
+         nghttp2_session_want_write(session_) == 0;
 }
 
 void Session::shutdown() {
+  if (session_ == nullptr) {
+    // No stream was ever opened: the GOAWAY says so.
+    if (!asleep_.gone) asleep_.out.append(goaway_frame(0, NGHTTP2_NO_ERROR));
+    asleep_.gone = true;
+    return;
+  }
   nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
                         NGHTTP2_NO_ERROR, nullptr, 0);
+}
+
+std::string Session::goaway_frame(int32_t last_stream, uint32_t code) {
+  const auto last = static_cast<uint32_t>(last_stream);
+  const char frame[17] = {0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0,
+                          static_cast<char>(last >> 24 & 0x7f), static_cast<char>(last >> 16),
+                          static_cast<char>(last >> 8), static_cast<char>(last),
+                          static_cast<char>(code >> 24), static_cast<char>(code >> 16),
+                          static_cast<char>(code >> 8), static_cast<char>(code)};
+  return std::string(frame, sizeof frame);
 }
 
 bool Session::charge_control_frame() {
@@ -382,6 +504,29 @@ bool Session::charge_control_frame() {
   if (control_tokens_ < 1) return false;
   control_tokens_ -= 1;
   return true;
+}
+
+// The streams whose heads came in the last read, handed over now that it
+// is through: a stream the client reset in the same read (a rapid reset)
+// costs nghttp2's decoding and no more. A connection that is ending starts
+// none.
+void Session::start_waiting() {
+  if (fatal_code_ >= 0 || !error_.empty()) starts_.clear();
+  for (const int32_t id : starts_) {
+    Stream* stream = find(id);
+    if (stream == nullptr || !stream->waiting_start_) continue;
+    stream->waiting_start_ = false;
+    start(*stream);
+    stream = find(id);  // (a handler resets a stream by asking nghttp2: it is still here)
+    if (stream != nullptr && !stream->paused_) stream->deliver_held();
+  }
+  starts_.clear();
+  if (starts_.capacity() > kKeptStarts) std::vector<int32_t>().swap(starts_);
+}
+
+void Session::release_spares() {
+  std::vector<std::unique_ptr<Stream>>().swap(spare_streams_);
+  head_scratch_ = HeadScratch{};
 }
 
 size_t Session::queued_bytes() const {

@@ -35,7 +35,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,7 +56,9 @@ struct SessionLimits {
   // per stream, and for the whole connection.
   uint32_t stream_window = 256 * 1024;
   uint32_t connection_window = 1024 * 1024;
-  // The request head as HTTP/1 text is held to these (431 past them).
+  // The request head as HTTP/1 text is held to these (431 for too many
+  // fields, 414 for a long target); a header block that decodes past
+  // max_head_bytes ends the connection (ENHANCE_YOUR_CALM) where it is.
   http::RequestParser::Limits parser;
   // Queued response bytes of a stream above which its producer should wait
   // for on_drained.
@@ -106,6 +107,11 @@ class Session {
   // A graceful end: GOAWAY with the last stream taken; the streams in
   // progress finish.
   void shutdown();
+  // Whether nghttp2's session is made yet. A connection that has sent
+  // only its preface (SETTINGS, PINGs, WINDOW_UPDATEs on the connection)
+  // is answered by hand and holds none: it is made when the first frame
+  // that needs it comes (a request, or anything doubtful).
+  bool awake() const { return session_ != nullptr; }
   // The reason of the last failure, for the log.
   std::string_view error() const { return error_; }
   size_t open_streams() const { return streams_.size(); }
@@ -115,6 +121,8 @@ class Session {
   uint64_t data_received() const { return data_received_; }
   // Response bytes queued by all streams and not yet framed.
   size_t queued_bytes() const;
+  // Lets go of the room kept for the next streams (an idle connection).
+  void release_spares();
 
  private:
   friend class Stream;
@@ -123,9 +131,28 @@ class Session {
   void close_stream(std::unique_ptr<Stream> stream);
 
   Stream* find(int32_t id);
+  // Bytes for nghttp2 (awake).
+  bool feed(std::string_view bytes);
+  void make_nghttp2_session();
+  // Asleep (session_heads.cc): what came is answered by hand if it can be
+  // (false when something needs nghttp2); what is to go out; and waking,
+  // which returns the bytes received that nghttp2 has yet to read.
+  bool answer_asleep();
+  bool answerable(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_view payload,
+                  uint64_t* window) const;
+  void send_asleep(net::Buffer& out);
+  std::string wake();
+  static std::string goaway_frame(int32_t last_stream, uint32_t code);
+  // How many of `bytes` (the input as it comes) nghttp2 may have: all, or
+  // those before a frame that makes a header block too large.
+  size_t scan(std::string_view bytes);
   // A control frame arrived: false once the client spent its budget.
   bool charge_control_frame();
-  void start(Stream& stream, bool end_stream);
+  void start(Stream& stream);
+  void start_waiting();
+  // What nghttp2_session_mem_recv's result means (`cut`: scan() held bytes
+  // back); false when the connection cannot go on.
+  bool after_read(ssize_t taken, bool cut);
   void submit_head(Stream& stream, const http::ResponseFraming& framing);
   // What nghttp2 reads a stream's body through (Glue's read_body).
   static nghttp2_data_provider body_provider(Stream& stream);
@@ -135,8 +162,10 @@ class Session {
   Callbacks callbacks_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
-  // Closed streams kept for the next ones (their strings and buffers keep
-  // their room), at most max_concurrent_streams of them.
+  // Closed streams kept for the next ones (their strings keep their room),
+  // a few: a client that had many streams open does not leave them all
+  // behind.
+  static constexpr size_t kSpareStreams = 4;
   std::vector<std::unique_ptr<Stream>> spare_streams_;
   // submit_head's room (the lowered names, the field list), kept from one
   // head to the next.
@@ -149,6 +178,38 @@ class Session {
   std::string error_;
   // The highest stream id the client opened, and the last streams closed.
   int32_t highest_stream_ = 0;
+  // What the header block being read decodes to so far (RFC 9113's measure).
+  size_t block_bytes_ = 0;
+  // The input's framing as scan() follows it: preface bytes still to come,
+  // payload bytes of the current frame still to come, a frame header
+  // begun, and the size on the wire of the last header block.
+  struct Scan {
+    size_t preface = 24;
+    size_t payload = 0;
+    uint8_t header[9] = {};
+    size_t have = 0;
+    size_t block = 0;
+  };
+  Scan scan_;
+  // The streams whose heads came in the read under way.
+  static constexpr size_t kKeptStarts = 64;
+  std::vector<int32_t> starts_;
+  // Before nghttp2's session is made: the bytes received (kAsleepBytes at
+  // most, else it is made), how many of them were answered (to be read
+  // again by nghttp2, for its state, once it is made), the answers not
+  // sent yet, whether our SETTINGS went out, the client's connection
+  // window, and whether our GOAWAY is queued.
+  static constexpr size_t kAsleepBytes = 512;
+  struct Asleep {
+    std::string in;
+    size_t answered = 0;
+    std::string out;
+    bool greeted = false;
+    bool gone = false;
+    uint64_t window = 65535;
+  };
+  Asleep asleep_;
+  bool replaying_ = false;  // nghttp2 reads again what was answered by hand
   std::array<int32_t, 32> recently_closed_{};
   size_t closed_count_ = 0;
   // After a fatal error (receive() said false): the GOAWAY code, and
@@ -169,8 +230,9 @@ class Session {
 class Stream final : public http::ResponseStream {
  public:
   int32_t id() const { return id_; }
-  const http::Request& request() const { return request_; }
-  http::Request& request() { return request_; }
+  // Until release_request().
+  const http::Request& request() const { return req_->request; }
+  http::Request& request() { return req_->request; }
   // The client ended its side (the whole body, if any, was delivered).
   bool body_complete() const { return body_complete_; }
   // Body pieces stop being credited (the client stops once its window is
@@ -184,9 +246,12 @@ class Stream final : public http::ResponseStream {
   // stream ends with RST_STREAM NO_ERROR (RFC 9113 8.1).
   void reset_after_response() { reset_after_response_ = true; }
   size_t held_bytes() const { return held_.size(); }
+  // The request, answered and whole, is not needed any more: its memory
+  // goes (a stream may wait long for its client to take the response).
+  void release_request();
 
   // ResponseStream.
-  net::Buffer& head_buffer() override { return head_; }
+  net::Buffer& head_buffer() override;
   bool end_head(const http::ResponseFraming& framing) override;
   void data(std::string_view bytes) override;
   void file(net::FileRegion region) override;
@@ -200,6 +265,9 @@ class Stream final : public http::ResponseStream {
  private:
   friend class Session;
   friend struct Session::Glue;
+  bool handed_over() const { return started_ && !waiting_start_; }
+  // Passes on the body held while paused (or while waiting to start).
+  void deliver_held();
   // A piece of the body in order: `bytes` of bytes_, or a file region.
   struct Piece {
     size_t bytes = 0;
@@ -207,30 +275,40 @@ class Stream final : public http::ResponseStream {
     size_t taken = 0;  // of the region
   };
 
+  // Room a response head is given at first (ResponseWriter's appends).
+  static constexpr size_t kHeadRoom = 512;
+
   Stream(Session* session, int32_t id) : session_(session), id_(id) {}
   // As new for stream `id`, keeping what its buffers hold room for.
   void recycle(int32_t id);
   // Up to `length` body bytes into `out`; what was copied, or -1 if a file
   // could not be read.
   long fill(uint8_t* out, size_t length);
+  void pop_piece();
 
   Session* session_;
   int32_t id_;
   // The request: its head as HTTP/1 text, what was parsed from it.
-  std::string head_text_;
-  std::string authority_, method_, path_, scheme_, cookies_;
-  size_t field_bytes_ = 0;  // of the head as decoded (RFC 9113's measure)
-  bool too_large_ = false;
-  bool has_length_field_ = false;
-  http::Request request_;
-  bool started_ = false;  // handed to on_request
+  // In an allocation of its own, which a stream answered and whole lets go.
+  struct RequestSide {
+    std::string head_text;
+    std::string authority, method, path, scheme, cookies;
+    bool has_length_field = false;
+    http::Request request;
+  };
+  std::unique_ptr<RequestSide> req_ = std::make_unique<RequestSide>();
+  bool started_ = false;  // its head is whole (handed to on_request, unless refused)
+  bool waiting_start_ = false;  // and waits for the end of the read (start_waiting)
+  bool end_held_ = false;       // the client's end came while it waited
   bool body_complete_ = false;
   bool paused_ = false;
   std::string held_;  // body bytes that arrived while paused
   size_t uncredited_ = 0;
-  // The response.
-  net::Buffer head_{256};
-  std::deque<Piece> pieces_;
+  // The response: its head until submitted (no room held otherwise), its
+  // body's pieces from pieces_[front_] on.
+  net::Buffer head_{0};
+  std::vector<Piece> pieces_;
+  size_t front_ = 0;
   net::Buffer bytes_{0};  // the body bytes of pieces_, in their order
   size_t queued_ = 0;
   bool ended_ = false;     // end() came

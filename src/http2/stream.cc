@@ -15,24 +15,35 @@ namespace tern::http2 {
 
 void Stream::recycle(int32_t id) {
   id_ = id;
-  head_text_.clear();
-  authority_.clear();
-  method_.clear();
-  path_.clear();
-  scheme_.clear();
-  cookies_.clear();
-  field_bytes_ = 0;
-  too_large_ = has_length_field_ = false;
-  request_.set_body({});
-  request_.set_version(http::Version::kHttp11);
-  started_ = body_complete_ = paused_ = false;
+  if (req_ == nullptr) {
+    req_ = std::make_unique<RequestSide>();
+  } else {
+    req_->head_text.clear();
+    req_->authority.clear();
+    req_->method.clear();
+    req_->path.clear();
+    req_->scheme.clear();
+    req_->cookies.clear();
+    req_->has_length_field = false;
+    req_->request.set_body({});
+    req_->request.set_version(http::Version::kHttp11);
+  }
+  started_ = waiting_start_ = end_held_ = body_complete_ = paused_ = false;
   held_.clear();
   uncredited_ = 0;
   head_.retrieve_all();
   pieces_.clear();
+  front_ = 0;
   bytes_.retrieve_all();
   queued_ = 0;
   ended_ = deferred_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
+}
+
+void Stream::release_request() { req_.reset(); }
+
+net::Buffer& Stream::head_buffer() {
+  if (head_.capacity() == 0) head_.ensure_writable(kHeadRoom);
+  return head_;
 }
 
 bool Stream::end_head(const http::ResponseFraming& framing) {
@@ -42,7 +53,7 @@ bool Stream::end_head(const http::ResponseFraming& framing) {
 
 void Stream::data(std::string_view bytes) {
   if (bytes.empty()) return;
-  if (pieces_.empty() || pieces_.back().region.length != 0) pieces_.emplace_back();
+  if (pieces_.size() == front_ || pieces_.back().region.length != 0) pieces_.emplace_back();
   pieces_.back().bytes += bytes.size();
   bytes_.append(bytes);
   queued_ += bytes.size();
@@ -72,9 +83,24 @@ void Stream::pause_body() { paused_ = true; }
 void Stream::resume_body() {
   if (!paused_) return;
   paused_ = false;
+  deliver_held();
+}
+
+void Stream::deliver_held() {
   std::string held = std::move(held_);
   held_.clear();
+  if (end_held_) {
+    end_held_ = false;
+    body_complete_ = true;
+  }
+  if (!started_) {
+    // Refused from its head (a 4xx): what came of its body is dropped.
+    session_->data_received_ += held.size();
+    nghttp2_session_consume_connection(session_->session_, held.size());
+    return;
+  }
   if (!held.empty()) {
+    session_->data_received_ += held.size();
     nghttp2_session_consume(session_->session_, id_, held.size());
     session_->callbacks_.on_body(*this, held, false);
   }
@@ -83,8 +109,8 @@ void Stream::resume_body() {
 
 long Stream::fill(uint8_t* out, size_t length) {
   size_t done = 0;
-  while (done < length && !pieces_.empty()) {
-    Piece& piece = pieces_.front();
+  while (done < length && front_ < pieces_.size()) {
+    Piece& piece = pieces_[front_];
     if (piece.region.length == 0) {
       const size_t n = std::min(length - done, piece.bytes);
       std::memcpy(out + done, bytes_.peek(), n);
@@ -92,7 +118,7 @@ long Stream::fill(uint8_t* out, size_t length) {
       piece.bytes -= n;
       done += n;
       queued_ -= n;
-      if (piece.bytes == 0) pieces_.pop_front();
+      if (piece.bytes == 0) pop_piece();
       continue;
     }
     size_t n = std::min(length - done, piece.region.length - piece.taken);
@@ -106,9 +132,21 @@ long Stream::fill(uint8_t* out, size_t length) {
     piece.taken += n;
     done += n;
     queued_ -= n;
-    if (piece.taken == piece.region.length) pieces_.pop_front();
+    if (piece.taken == piece.region.length) pop_piece();
   }
   return static_cast<long>(done);
+}
+
+void Stream::pop_piece() {
+  pieces_[front_++] = Piece{};  // lets go of its file
+  if (front_ == pieces_.size()) {
+    pieces_.clear();
+    front_ = 0;
+  } else if (front_ >= 16 && 2 * front_ >= pieces_.size()) {
+    // A producer that keeps a piece queued ahead: the sent ones go.
+    pieces_.erase(pieces_.begin(), pieces_.begin() + static_cast<std::ptrdiff_t>(front_));
+    front_ = 0;
+  }
 }
 
 }  // namespace tern::http2

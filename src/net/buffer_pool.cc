@@ -27,4 +27,12 @@ void BufferPool::drain(Buffer& buffer) {
   free_.push_back(std::move(storage));
 }
 
+void BufferPool::trim(size_t keep_bytes) {
+  while (bytes_ > keep_bytes) {
+    bytes_ -= free_.back().capacity;
+    free_.pop_back();
+  }
+  if (free_.empty()) std::vector<Buffer::Storage>().swap(free_);
+}
+
 }  // namespace tern::net

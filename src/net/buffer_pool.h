@@ -37,6 +37,10 @@ class BufferPool {
   // Takes the storage of `buffer` if it is empty: into the pool, or freed.
   void drain(Buffer& buffer);
 
+  // Frees pooled storage until at most `keep_bytes` stay (after a burst
+  // of connections, so that its peak is not kept for good).
+  void trim(size_t keep_bytes);
+
   size_t pooled() const { return free_.size(); }
   size_t pooled_bytes() const { return bytes_; }
 

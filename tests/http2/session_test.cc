@@ -167,6 +167,39 @@ TEST_F(SessionTest, ARequestBodyArrivesWholeAndInOrder) {
   EXPECT_EQ(client.seen[id].body, "got it");
 }
 
+// A small body comes in the same read as its head (as curl sends a POST):
+// the head still says a body follows, and the body and its end come after.
+TEST_F(SessionTest, ABodyInTheSameReadAsItsHeadIsDeliveredAfterIt) {
+  std::vector<std::string> events;
+  on_request = [&](Stream& stream) {
+    events.push_back("head");
+    EXPECT_FALSE(stream.body_complete());
+    EXPECT_NE(stream.request().body_framing(), http::BodyFraming::kNone);
+  };
+  on_body = [&](Stream& stream, std::string_view piece, bool last) {
+    if (!piece.empty()) events.push_back("body");
+    if (last) {
+      events.push_back("end");
+      respond(stream, 200, "got it");
+    }
+  };
+  std::string small = R"({"username":"alice"})";
+  const int32_t chunked =
+      client.request({{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/a"}}, &small);
+  const int32_t sized = client.request({{":method", "POST"},
+                                        {":scheme", "http"},
+                                        {":authority", "x"},
+                                        {":path", "/b"},
+                                        {"content-length", std::to_string(small.size())}},
+                                       &small);
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(events, (std::vector<std::string>{"head", "body", "end", "head", "body", "end"}));
+  EXPECT_EQ(bodies[chunked], small);
+  EXPECT_EQ(bodies[sized], small);
+  EXPECT_EQ(client.seen[chunked].body, "got it");
+  EXPECT_EQ(client.seen[sized].body, "got it");
+}
+
 TEST_F(SessionTest, APausedBodyStopsTheClientAtItsWindow) {
   std::string body(1024 * 1024, 'b');
   Stream* paused = nullptr;
@@ -328,35 +361,43 @@ TEST_F(SessionTest, ManyStreamsAtOnceAreEachAnswered) {
 }
 
 TEST_F(SessionTest, AHeadTheParserRefusesIsAnsweredWithItsStatusAndNeverSeen) {
+  limits.parser.max_headers = 10;
+  make();
   // A target longer than HTTP/1 allows: 414.
   const int32_t bad = client.request(
       {{":method", "GET"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/" + std::string(9000, 'p')}});
-  // Fields past the head limit: 431.
-  const int32_t huge = client.request({{":method", "GET"},
-                                       {":scheme", "https"},
-                                       {":authority", "x"},
-                                       {":path", "/"},
-                                       {"x-big", std::string(limits.parser.max_head_bytes, 'h')}});
+  // More fields than the parser takes: 431.
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {":method", "GET"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/"}};
+  for (int i = 0; i < 11; ++i) fields.emplace_back("x-field-" + std::to_string(i), "v");
+  const int32_t many = client.request(fields);
   ASSERT_TRUE(exchange());
   EXPECT_TRUE(requests.empty());
   EXPECT_EQ(client.seen[bad].fields.at(":status"), "414");
-  EXPECT_EQ(client.seen[huge].fields.at(":status"), "431");
+  EXPECT_EQ(client.seen[many].fields.at(":status"), "431");
   EXPECT_TRUE(closed.empty());  // the handlers never had them
+  EXPECT_EQ(client.goaway_code, -1);
 }
 
-TEST_F(SessionTest, AHeadThatDecodesPastTheLimitIsRefusedHoweverSmallOnTheWire) {
+TEST_F(SessionTest, AHeadThatDecodesPastTheLimitEndsTheConnectionHoweverSmallOnTheWire) {
   // An HPACK bomb: one 1,000-byte field, then the same field 40 times more,
   // each a one-byte reference to the dynamic table.
   std::vector<std::pair<std::string, std::string>> fields = {
       {":method", "GET"}, {":scheme", "https"}, {":authority", "x"}, {":path", "/"}};
   for (int i = 0; i < 41; ++i) fields.emplace_back("x-same", std::string(1000, 'v'));
-  const int32_t id = client.request(fields);
+  ASSERT_TRUE(exchange());  // the settings, both ways
+  client.request(fields);
+  nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
   const std::string wire = client.output();
   EXPECT_LT(wire.size(), 2000u) << "the client did not compress the copies";
-  ASSERT_TRUE(session_->receive(wire));
-  ASSERT_TRUE(exchange());
+  // Decoding stops at the limit: the PING behind the block is not read.
+  EXPECT_FALSE(session_->receive(wire));
+  exchange();
   EXPECT_TRUE(requests.empty());
-  EXPECT_EQ(client.seen[id].fields.at(":status"), "431");
+  EXPECT_EQ(client.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_EQ(client.pings_acked, 0);
+  EXPECT_NE(session_->error().find("head limit"), std::string_view::npos);
+  EXPECT_TRUE(session_->done());
 }
 
 TEST_F(SessionTest, AFieldHttp2ForbidsResetsTheStream) {
@@ -477,6 +518,59 @@ TEST_F(SessionTest, AContinuationFloodEndsTheConnection) {
   EXPECT_EQ(drain(*session_), "");
 }
 
+// An HPACK literal with incremental indexing, new name (RFC 7541 6.2.1):
+// it enters the dynamic table, where index 62 then names it.
+std::string indexed_literal(std::string_view name, std::string_view value) {
+  std::string out(1, '\x40');
+  out += static_cast<char>(name.size());
+  out.append(name);
+  // The value's length as a 7-bit prefix integer (RFC 7541 5.1).
+  size_t length = value.size();
+  if (length < 127) {
+    out += static_cast<char>(length);
+  } else {
+    out += '\x7f';
+    for (length -= 127; length >= 128; length /= 128) out += static_cast<char>(length % 128 + 128);
+    out += static_cast<char>(length);
+  }
+  return out.append(value);
+}
+
+TEST_F(SessionTest, TrailersThatDecodePastTheLimitEndTheConnection) {
+  on_request = [](Stream&) {};  // waits for the body
+  const std::string head = literal(":method", "POST") + literal(":scheme", "http") + literal(":path", "/") +
+                           literal(":authority", "x");
+  ASSERT_TRUE(session_->receive(kPreface + frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, head) +
+                                frame(NGHTTP2_DATA, 0, 1, "abc")));
+  EXPECT_EQ(requests.size(), 1u);
+  // One 1,000-byte field, then 40 one-byte references to it.
+  const std::string trailers = indexed_literal("x-trailer", std::string(1000, 't')) + std::string(40, '\xbe');
+  EXPECT_FALSE(session_->receive(
+      frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS | NGHTTP2_FLAG_END_STREAM, 1, trailers)));
+  EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_NE(session_->error().find("head limit"), std::string_view::npos);
+}
+
+TEST_F(SessionTest, AHeaderBlockLargerThanTheLimitOnTheWireEndsTheConnectionUndecoded) {
+  // One stream at a time: the second is refused, and nghttp2 would decode
+  // its block (for its table) with no on_header to stop it.
+  limits.max_concurrent_streams = 1;
+  limits.parser.max_head_bytes = 4096;
+  make();
+  on_request = [](Stream&) {};  // left open
+  std::string bytes = kPreface + frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, get_block("/"));
+  ASSERT_TRUE(session_->receive(bytes));
+  EXPECT_EQ(requests.size(), 1u);
+  std::string block = get_block("/");
+  while (block.size() < 6000) block += literal("x-filler", std::string(100, 'f'));
+  bytes = frame(NGHTTP2_HEADERS, 0, 3, block.substr(0, 3000)) +
+          frame(NGHTTP2_CONTINUATION, NGHTTP2_FLAG_END_HEADERS, 3, block.substr(3000));
+  EXPECT_FALSE(session_->receive(bytes + frame(NGHTTP2_PING, 0, 0, "12345678")));
+  const std::string out = drain(*session_);
+  EXPECT_EQ(goaway_code(out), NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_NE(session_->error().find("header block larger"), std::string_view::npos);
+}
+
 TEST_F(SessionTest, NotHttp2IsAProtocolErrorGoaway) {
   EXPECT_FALSE(session_->receive("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_PROTOCOL_ERROR);
@@ -546,6 +640,74 @@ TEST_F(SessionTest, APingIsAnswered) {
   nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
   ASSERT_TRUE(exchange());
   EXPECT_EQ(client.pings_acked, 1);
+}
+
+TEST_F(SessionTest, APrefaceAloneIsAnsweredWithoutNghttp2sSessionUntilARequest) {
+  // The client's settings, a PING, its acknowledgement of ours: all
+  // answered with no nghttp2 session made.
+  const nghttp2_settings_entry closed_window{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0};
+  nghttp2_submit_settings(client.session(), NGHTTP2_FLAG_NONE, &closed_window, 1);
+  nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
+  ASSERT_TRUE(exchange());
+  EXPECT_FALSE(session_->awake());
+  EXPECT_EQ(client.pings_acked, 1);
+  EXPECT_EQ(client.goaway_code, -1);
+  EXPECT_FALSE(session_->wants_to_send());
+  // A request makes it, and what was answered before counts: the client
+  // gave its streams no window, so the body waits.
+  on_request = [](Stream& stream) { respond(stream, 200, "held back"); };
+  const int32_t id = client.get("/a");
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(session_->awake());
+  EXPECT_EQ(client.seen[id].fields.at(":status"), "200");
+  EXPECT_EQ(client.seen[id].body, "");
+  EXPECT_EQ(session_->queued_bytes(), 9u);
+  // Opened, it comes.
+  nghttp2_submit_window_update(client.session(), NGHTTP2_FLAG_NONE, id, 100);
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[id].body, "held back");
+  EXPECT_EQ(client.pings_acked, 1);
+}
+
+TEST_F(SessionTest, ARequestInTheFirstBytesIsAnsweredByNghttp2Alone) {
+  on_request = [](Stream& stream) { respond(stream, 200, "at once"); };
+  const int32_t id = client.get("/a");
+  nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(session_->awake());
+  EXPECT_EQ(client.seen[id].body, "at once");
+  EXPECT_EQ(client.pings_acked, 1);
+}
+
+TEST_F(SessionTest, ShutdownBeforeAnyStreamSaysGoawayWithNoneTaken) {
+  ASSERT_TRUE(exchange());
+  EXPECT_FALSE(session_->awake());
+  session_->shutdown();
+  EXPECT_TRUE(session_->wants_to_send());
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.goaway_code, NGHTTP2_NO_ERROR);
+  EXPECT_TRUE(session_->done());
+  EXPECT_FALSE(session_->awake());
+}
+
+TEST_F(SessionTest, APingFloodBeforeAnyStreamEndsWithEnhanceYourCalm) {
+  limits.control_burst = 20;
+  limits.control_rate = 1;
+  make();
+  for (int i = 0; i < 40; ++i) nghttp2_submit_ping(client.session(), NGHTTP2_FLAG_NONE, nullptr);
+  exchange();
+  EXPECT_EQ(client.goaway_code, NGHTTP2_ENHANCE_YOUR_CALM);
+  EXPECT_TRUE(session_->done());
+}
+
+TEST_F(SessionTest, AFrameNotAnsweredByHandIsJudgedByNghttp2) {
+  ASSERT_TRUE(session_->receive(kPreface));
+  EXPECT_NE(drain(*session_), "");  // our settings, by hand
+  EXPECT_FALSE(session_->awake());
+  // SETTINGS acknowledged with a payload: a FRAME_SIZE_ERROR (RFC 9113 6.5).
+  session_->receive(frame(NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK, 0, "123456"));
+  EXPECT_TRUE(session_->awake());
+  EXPECT_EQ(goaway_code(drain(*session_)), NGHTTP2_FRAME_SIZE_ERROR);
 }
 
 TEST_F(SessionTest, ResponseAndBodyBytesAreCounted) {

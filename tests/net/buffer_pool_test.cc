@@ -1,8 +1,10 @@
 #include "net/buffer_pool.h"
 
+
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace tern::net {
 namespace {
@@ -88,6 +90,30 @@ TEST(BufferPoolTest, LargeStorageIsFreedAndThePoolHoldsABoundedTotal) {
   }
   EXPECT_EQ(pool.pooled(), fit);
   EXPECT_EQ(pool.pooled_bytes(), BufferPool::kMaxPooledBytes);
+}
+
+TEST(BufferPoolTest, TrimFreesWhatIsPooledDownToWhatItKeeps) {
+  BufferPool pool;
+  for (int i = 0; i < 10; ++i) {
+    Buffer buffer(0);
+    pool.fill(buffer);
+    pool.drain(buffer);
+    ASSERT_EQ(pool.pooled(), 1u);  // the same storage again
+  }
+  std::vector<Buffer> buffers;
+  for (int i = 0; i < 10; ++i) buffers.emplace_back(0);
+  for (Buffer& buffer : buffers) pool.fill(buffer);
+  for (Buffer& buffer : buffers) pool.drain(buffer);
+  ASSERT_EQ(pool.pooled(), 10u);
+  pool.trim(3 * BufferPool::kFreshCapacity + 1);
+  EXPECT_EQ(pool.pooled(), 3u);
+  EXPECT_EQ(pool.pooled_bytes(), 3 * BufferPool::kFreshCapacity);
+  pool.trim(0);
+  EXPECT_EQ(pool.pooled(), 0u);
+  EXPECT_EQ(pool.pooled_bytes(), 0u);
+  Buffer again(0);
+  pool.fill(again);  // fresh storage, as before
+  EXPECT_EQ(again.capacity(), BufferPool::kFreshCapacity);
 }
 
 }  // namespace

@@ -14,7 +14,9 @@ END_STREAM, ACK, END_HEADERS = 0x1, 0x1, 0x4
 
 SETTINGS_INITIAL_WINDOW_SIZE = 0x4
 
-NO_ERROR, PROTOCOL_ERROR, CANCEL, ENHANCE_YOUR_CALM = 0x0, 0x1, 0x8, 0xB
+NO_ERROR, PROTOCOL_ERROR, CANCEL, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x1, 0x8, 0x9, 0xB
+
+MAX_FRAME = 16384  # SETTINGS_MAX_FRAME_SIZE's initial value
 
 
 def frame(kind, flags, stream_id, payload=b""):
@@ -60,6 +62,16 @@ def headers(stream_id, block, end_stream=True, end_headers=True):
     return frame(HEADERS, flags, stream_id, block)
 
 
+def header_frames(stream_id, block, end_stream=True):
+    """A header block of any size: HEADERS, then CONTINUATION frames, each
+    at most MAX_FRAME."""
+    pieces = [block[i:i + MAX_FRAME] for i in range(0, len(block), MAX_FRAME)] or [b""]
+    out = headers(stream_id, pieces[0], end_stream=end_stream, end_headers=len(pieces) == 1)
+    for i, piece in enumerate(pieces[1:], 2):
+        out += frame(CONTINUATION, END_HEADERS if i == len(pieces) else 0, stream_id, piece)
+    return out
+
+
 def settings(**values):
     ids = {"initial_window_size": SETTINGS_INITIAL_WINDOW_SIZE}
     return frame(SETTINGS, 0, 0, b"".join(struct.pack(">HI", ids[k], v) for k, v in values.items()))
@@ -77,14 +89,21 @@ class H2Socket:
     """A raw HTTP/2 connection to a tern address marked h2c: frames out,
     frames in, parsed as far as the tests need."""
 
-    def __init__(self, port, host="127.0.0.1", initial_settings=b"", timeout=10):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port, host="127.0.0.1", initial_settings=b"", timeout=10, receive_buffer=None):
+        self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        if receive_buffer is not None:
+            # Before connecting, so that the window it offers is that small.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.timeout = timeout
+        self.sock.settimeout(timeout)
+        self.sock.connect((host, port))
         self.buffer = b""
         self.closed = False
         self.sock.sendall(PREFACE + (initial_settings or frame(SETTINGS, 0, 0)))
 
     def send(self, data):
         try:
+            self.sock.settimeout(self.timeout)  # a read may have shortened it
             self.sock.sendall(data)
             return True
         except (BrokenPipeError, ConnectionResetError):
@@ -114,6 +133,14 @@ class H2Socket:
         payload = self.buffer[9:9 + length]
         self.buffer = self.buffer[9 + length:]
         return kind, flags, stream_id, payload
+
+    def frames_now(self):
+        """The frames that have arrived, without waiting (marks the socket
+        closed once the server closed it)."""
+        out = []
+        while (f := self.read_frame(time.monotonic() + 0.001)) is not None:
+            out.append(f)
+        return out
 
     def frames_until_close(self, timeout=10):
         """Every frame until the server closes (or the timeout)."""
