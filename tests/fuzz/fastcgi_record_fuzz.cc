@@ -52,7 +52,7 @@ struct HeadOutcome {
 };
 
 // Feeds one piece; returns true once the head is complete or failed.
-bool feed_head(CgiHeadParser& parser, std::string_view piece, HeadOutcome* out) {
+bool feed_head(CgiHeadParser& parser, std::string_view piece, size_t max_fields, HeadOutcome* out) {
   if (out->status != CgiHeadParser::kNeedMore) return true;
   auto copy = std::make_unique<std::string>(piece);
   size_t used = 0;
@@ -69,7 +69,7 @@ bool feed_head(CgiHeadParser& parser, std::string_view piece, HeadOutcome* out) 
   }
   int code = parser.status();
   FUZZ_CHECK(code >= 100 && code <= 999);
-  FUZZ_CHECK(parser.headers().size() <= CgiHeadParser::kMaxHeaders);
+  FUZZ_CHECK(parser.headers().size() <= max_fields);
   std::string& s = out->fields;
   s = std::to_string(code) + ' ' + std::string(parser.reason()) + '\n';
   for (const auto& h : parser.headers()) {
@@ -82,11 +82,12 @@ bool feed_head(CgiHeadParser& parser, std::string_view piece, HeadOutcome* out) 
 }
 
 HeadOutcome parse_head(std::string_view input, const std::vector<size_t>& arrivals,
-                       size_t max_head) {
-  CgiHeadParser parser(max_head);
+                       tern::http::ResponseParser::Limits limits) {
+  const size_t max_head = limits.max_head_bytes;
+  CgiHeadParser parser(limits);
   HeadOutcome out;
   for (std::string_view piece : pieces(input, arrivals)) {
-    if (feed_head(parser, piece, &out)) break;
+    if (feed_head(parser, piece, limits.max_headers, &out)) break;
   }
   FUZZ_CHECK(out.head_size <= max_head);
   return out;
@@ -156,7 +157,7 @@ RecordOutcome parse_records(std::string_view input, const std::vector<size_t>& a
       }
       if (e.kind == Event::kStdout) {
         out.stdout_data.append(e.data);
-        feed_head(head_parser, e.data, &out.head);
+        feed_head(head_parser, e.data, tern::http::ResponseParser::Limits{}.max_headers, &out.head);
       }
       rest.remove_prefix(used);
     }
@@ -228,10 +229,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(whole == parse_records(input, bytes));
   FUZZ_CHECK(whole.consumed <= n);
 
-  for (size_t max_head : {size_t{64}, CgiHeadParser::kDefaultMaxHead}) {
-    HeadOutcome head = parse_head(input, {n}, max_head);
-    FUZZ_CHECK(head == parse_head(input, {cut, n}, max_head));
-    FUZZ_CHECK(head == parse_head(input, bytes, max_head));
+  // A small head with few fields, and the defaults.
+  for (const tern::http::ResponseParser::Limits limits :
+       {tern::http::ResponseParser::Limits{.max_head_bytes = 64, .max_headers = 4}, tern::http::ResponseParser::Limits{}}) {
+    HeadOutcome head = parse_head(input, {n}, limits);
+    FUZZ_CHECK(head == parse_head(input, {cut, n}, limits));
+    FUZZ_CHECK(head == parse_head(input, bytes, limits));
   }
 
   check_pairs(input);
