@@ -11,6 +11,7 @@
 #include "net/tcp_connection.h"
 
 namespace tern::http {
+
 namespace {
 
 // How long a graceful stop leaves an idle keep-alive connection open for a
@@ -26,7 +27,6 @@ void HttpConnection::attach(net::TcpConnection* conn) {
   request_started_ = continue_sent_ = head_timer_armed_ = false;
   body_spooled_ = output_paused_ = drain_when_written_ = false;
   first_request_ = true;
-  body_consumed_ = 0;
   arm_timer(shared_->limits->keepalive_timeout);
 }
 
@@ -83,6 +83,7 @@ void HttpConnection::begin_request() {
   req_ = shared_->states->acquire();
   req_->parser.set_limits(shared_->limits->parser);
   req_->parser.reset();
+  req_->body_consumed = 0;
 }
 
 void HttpConnection::end_request() {
@@ -194,7 +195,7 @@ bool HttpConnection::parse_head(net::Buffer& input) {
       h2c_first_ = false;
       break;
   }
-  body_consumed_ = 0;
+  req_->body_consumed = 0;
   body_spooled_ = continue_sent_ = false;
   return true;
 }
@@ -301,7 +302,7 @@ void HttpConnection::dispatch(net::Buffer& input) {
   }
   if (shared_->on_response) shared_->on_response(request, *conn_, writer);
 
-  if (!body_spooled_) input.retrieve(request.head_size() + body_consumed_);
+  if (!body_spooled_) input.retrieve(request.head_size() + req_->body_consumed);
   request.body_ = {};
   next_request(writer.keep_alive(), body_unread);
 }
@@ -309,7 +310,7 @@ void HttpConnection::dispatch(net::Buffer& input) {
 void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
   req_->parser.reset();
   req_->body.clear();
-  body_consumed_ = 0;
+  req_->body_consumed = 0;
   request_started_ = body_spooled_ = false;
   state_ = State::kHead;
   net::Buffer& input = conn_->input();

@@ -212,7 +212,6 @@ class HttpConnection final : public ExchangeTransport {
   bool drain_when_written_ : 1 = false;  // graceful stop: idle once the queued output is out
   bool first_request_ : 1 = true;      // nothing has come yet (HTTP/2 may take over)
   bool h2c_first_ : 1 = false;         // the first request on an address that also takes h2c
-  size_t body_consumed_ = 0;      // framing bytes of the body read so far
   // The low 32 bits of the bytes sent and received when the timer was
   // armed: progress is any change, and exactly 4 GiB between two timer
   // checks is the only change they miss.

@@ -39,7 +39,7 @@ bool HttpConnection::read_body(net::Buffer& input) {
     // parsed views are derived again once the buffer stops moving.
     const size_t head = request.head_size();
     complete = input.readable_bytes() - head >= request.content_length();
-    if (complete) body_consumed_ = request.content_length();
+    if (complete) req_->body_consumed = request.content_length();
   }
   if (!complete) {
     if (request.expect_continue() && !continue_sent_) send_continue();
@@ -69,12 +69,12 @@ bool HttpConnection::spool_body(net::Buffer& input, bool* complete) {
   Spool& body = req_->body;
   Result<void> stored;
   if (request.body_framing() == BodyFraming::kContentLength) {
-    const uint64_t left = request.content_length() - body_consumed_;
+    const uint64_t left = request.content_length() - req_->body_consumed;
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, input.readable_bytes()));
     stored = body.append(std::string_view(input.peek(), n));
     input.retrieve(n);
-    body_consumed_ += n;
-    *complete = body_consumed_ == request.content_length();
+    req_->body_consumed += n;
+    *complete = req_->body_consumed == request.content_length();
   } else {
     for (;;) {
       size_t used = 0;
@@ -86,7 +86,7 @@ bool HttpConnection::spool_body(net::Buffer& input, bool* complete) {
       }
       if (status == ChunkedDecoder::kData) stored = body.append(data);
       input.retrieve(used);  // `data` stays where it is until the next read
-      body_consumed_ += used;
+      req_->body_consumed += used;
       if (status != ChunkedDecoder::kData || !stored) {
         *complete = status == ChunkedDecoder::kDone;
         break;
@@ -126,10 +126,10 @@ bool HttpConnection::stream_body(net::Buffer& input) {
   if (exchange().body_paused()) return false;
   Request& request = req_->request;
   if (request.body_framing() == BodyFraming::kContentLength) {
-    const uint64_t left = request.content_length() - body_consumed_;
+    const uint64_t left = request.content_length() - req_->body_consumed;
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, input.readable_bytes()));
     if (n == 0 && left > 0) return false;
-    body_consumed_ += n;
+    req_->body_consumed += n;
     const bool last = n == left;
     if (last) state_ = State::kAwait;
     // Consumed first, so that the connection's state is right whatever the
@@ -171,10 +171,10 @@ bool HttpConnection::discard_body(net::Buffer& input) {
   const Request& request = req_->request;
   bool done = false;
   if (request.body_framing() == BodyFraming::kContentLength) {
-    const uint64_t left = request.content_length() - body_consumed_;
+    const uint64_t left = request.content_length() - req_->body_consumed;
     const size_t n = static_cast<size_t>(std::min<uint64_t>(left, input.readable_bytes()));
     input.retrieve(n);
-    body_consumed_ += n;
+    req_->body_consumed += n;
     done = n == left;
   } else {
     for (;;) {

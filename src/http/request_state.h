@@ -25,6 +25,7 @@ struct RequestState {
   Request request;
   Spool body;             // a body read for a Router handler, when spooled
   std::string head_copy;  // the head, when the input buffer cannot keep it
+  uint64_t body_consumed = 0;  // framing bytes of the body read so far
   Exchange exchange;      // for a request taken as one
   // Which handler claimed the request, how, and the route it was given.
   Route route;

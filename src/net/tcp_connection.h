@@ -135,6 +135,30 @@ class TcpConnection final : public OutputStream {
     FileRegion region;
     Buffer after{0};  // bytes queued behind this file
   };
+  // The files queued behind output_, in order: usually none, seldom more
+  // than one. The vector is made by the first file and kept, with its
+  // capacity, for the pooled object's next lives; until then the queue is
+  // one pointer (idle connections are mostly this object).
+  class FileQueue {
+   public:
+    bool empty() const { return files_ == nullptr || files_->empty(); }
+    size_t size() const { return files_ == nullptr ? 0 : files_->size(); }
+    PendingFile& front() { return files_->front(); }
+    PendingFile& back() { return files_->back(); }
+    void push_back(PendingFile file) {
+      if (files_ == nullptr) files_ = std::make_unique<std::vector<PendingFile>>();
+      files_->push_back(std::move(file));
+    }
+    void pop_front() { files_->erase(files_->begin()); }
+    void clear() {
+      if (files_ != nullptr) files_->clear();
+    }
+    const PendingFile* begin() const { return files_ == nullptr ? nullptr : files_->data(); }
+    const PendingFile* end() const { return files_ == nullptr ? nullptr : files_->data() + files_->size(); }
+
+   private:
+    std::unique_ptr<std::vector<PendingFile>> files_;
+  };
 
   // An encrypted connection's side (tcp_connection_secure.cc).
   struct SecureState {
@@ -239,7 +263,7 @@ class TcpConnection final : public OutputStream {
   // With thousands of connections every cache line touched per request is a
   // likely miss. (Not alignas(64): aligned allocation costs more idle memory
   // than the line it saves.) Flags are bits and counts 32-bit so that the
-  // object takes a 304-byte allocation: idle connections are mostly this.
+  // object takes a 288-byte allocation: idle connections are mostly this.
   State state_ = State::kIdle;
   TriggerMode trigger_ = TriggerMode::kLevel;
   bool reading_ : 1 = false;
@@ -264,9 +288,7 @@ class TcpConnection final : public OutputStream {
   const uint32_t slot_;
   const ConnectionCallbacks* callbacks_ = nullptr;  // not owned; outlives us
   std::any context_;
-  // A queue, usually of zero or one entries: a vector keeps its capacity
-  // across responses, where a deque would allocate a block each time.
-  std::vector<PendingFile> files_;
+  FileQueue files_;
 
   Channel channel_;  // knows the loop (loop())
   uint64_t bytes_received_ = 0;

@@ -95,7 +95,7 @@ void TcpConnection::pop_sent_file() {
     loop()->buffers().fill(output_);
     output_.append(after.view());
   }
-  files_.erase(files_.begin());
+  files_.pop_front();
 }
 
 void TcpConnection::flush() {
