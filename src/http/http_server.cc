@@ -1,11 +1,13 @@
 #include "http/http_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 
 #include "http/http_date.h"
 #include "net/buffer.h"
+#include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 
@@ -13,6 +15,9 @@ namespace tern::http {
 namespace {
 
 constexpr size_t kMaxPooled = 1024;
+// What the pool keeps once a burst of connections is over: more, scattered
+// through the heap among what the burst allocated, would pin its pages.
+constexpr size_t kKeptAfterBurst = 64;
 
 }  // namespace
 
@@ -70,7 +75,10 @@ HttpServer::~HttpServer() {
   // loop) must not ring for a context that goes with it; the others stop
   // with their threads, below.
   contexts_.for_each([](net::EventLoop* loop, LoopContext& context) {
-    if (loop->is_in_loop_thread()) loop->cancel(context.sampler);
+    if (loop->is_in_loop_thread()) {
+      loop->cancel(context.sampler);
+      loop->connections().remove_burst_listener(&context);
+    }
   });
 }
 
@@ -89,6 +97,12 @@ Result<void> HttpServer::start() {
     context->shared.clock = [context] { return context->current_clock(); };
     context->sampler = loop->run_every(std::chrono::seconds(1), [this, context] {
       if (count_phases_.load(std::memory_order_relaxed)) context->sample_phases();
+    });
+    // The spare connections and request states a burst left (as many as it
+    // had at once) go when it is over, not at the next request's period check.
+    loop->connections().add_burst_listener(context, [context] {
+      context->states.trim();
+      context->all.resize(std::min(context->all.size(), context->live + kKeptAfterBurst));
     });
     if (thread_init_) thread_init_(loop);
   });

@@ -26,4 +26,9 @@ void RequestStatePool::release(std::unique_ptr<RequestState> state, Time now) {
   period_start_ = now;
 }
 
+void RequestStatePool::trim() {
+  if (free_.size() > kMinSpare) free_.resize(kMinSpare);
+  fewest_idle_ = free_.size();
+}
+
 }  // namespace tern::http

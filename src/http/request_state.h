@@ -50,6 +50,8 @@ class RequestStatePool {
   std::unique_ptr<RequestState> acquire();
   // `now`: the loop's clock (the period is checked here, not by a timer).
   void release(std::unique_ptr<RequestState> state, Time now);
+  // A burst of connections is over: keeps kMinSpare spares at most.
+  void trim();
   size_t idle() const { return free_.size(); }
 
  private:

@@ -1,6 +1,5 @@
 #include "http2/http2_connection.h"
 
-#include <malloc.h>
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
@@ -12,59 +11,9 @@
 #include "http/handler.h"
 #include "net/buffer.h"
 #include "net/event_loop.h"
-#include "net/loop_local.h"
 #include "net/tcp_connection.h"
 
 namespace tern::http2 {
-
-// Memory a burst of connections took goes back to the system once they are
-// gone. glibc keeps what is freed in its heaps for the next allocations and
-// gives back by itself only the free top of the main heap: after thousands
-// of connections or streams, the peak would stay resident for good. So
-// once a loop's HTTP/2 connections have fallen to half their peak or fewer,
-// and stay there a moment, the loop's buffer pool lets go of most of what
-// it holds and the heaps are trimmed (malloc_trim: the free pages anywhere
-// in them go back). A loop whose load holds steady is never
-// trimmed. One per loop; loop thread only.
-class Http2Connection::BurstRelease {
- public:
-  explicit BurstRelease(net::EventLoop* loop) : loop_(loop) {}
-
-  static BurstRelease& of(net::EventLoop* loop) {
-    static net::LoopLocal<BurstRelease> loops;
-    BurstRelease* mine = loops.get(loop);
-    return mine != nullptr ? *mine : loops.emplace(loop, loop);
-  }
-
-  void opened() { peak_ = std::max(peak_, ++live_); }
-
-  void closed() {
-    --live_;
-    if (scheduled_ || peak_ < kBurst || 2 * live_ > peak_) return;
-    scheduled_ = true;
-    loop_->run_after(kQuiet, [this] { check(); });
-  }
-
- private:
-  // Fewer connections at their peak are no burst worth a trim.
-  static constexpr size_t kBurst = 32;
-  static constexpr std::chrono::milliseconds kQuiet{500};
-  // What the loop's buffer pool keeps of what the burst left in it.
-  static constexpr size_t kKeptBufferBytes = 256 * 1024;
-
-  void check() {
-    scheduled_ = false;
-    if (2 * live_ > peak_) return;  // busy again: not over
-    loop_->buffers().trim(kKeptBufferBytes);
-    ::malloc_trim(0);
-    peak_ = live_;
-  }
-
-  net::EventLoop* const loop_;
-  size_t live_ = 0;
-  size_t peak_ = 0;
-  bool scheduled_ = false;
-};
 
 // One stream's request on its way through the handler chain, and the
 // transport of its exchange. Outlives its stream until the read that closed
@@ -145,12 +94,9 @@ Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnect
                            .on_drained = [this](Stream& stream) { on_drained(stream); },
                            .on_close = [this](Stream& stream) { on_stream_close(stream); },
                        }),
-      last_active_(conn->loop()->clock().now()),
-      burst_(&BurstRelease::of(conn->loop())) {
-  burst_->opened();
-}
+      last_active_(conn->loop()->clock().now()) {}
 
-Http2Connection::~Http2Connection() { burst_->closed(); }
+Http2Connection::~Http2Connection() = default;
 
 void Http2Connection::on_message(net::Buffer& input) {
   if (lingering_) return input.retrieve_all();  // after our GOAWAY: read and dropped

@@ -89,8 +89,6 @@ class Http2Connection final : public http::ConnectionProtocol {
   // without progress (as the timer saw it).
   std::optional<Clock::time_point> send_stall_since_;
   std::optional<Clock::time_point> body_stall_since_;
-  class BurstRelease;
-  BurstRelease* const burst_;  // the loop's, outlives us
 };
 
 // What HttpServerOptions::http2 takes: HTTP/2 with these limits (the

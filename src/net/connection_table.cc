@@ -1,5 +1,9 @@
 #include "net/connection_table.h"
 
+#include <malloc.h>
+
+#include <algorithm>
+
 #include "base/assert.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
@@ -27,7 +31,7 @@ TcpConnection* ConnectionTable::open(Socket socket, const InetAddress& peer,
   if (!object) object = std::make_unique<TcpConnection>(loop_, slot);
   object->open(std::move(socket), peer, callbacks, owner, trigger);
   object->accepted_ = accepted;
-  ++live_;
+  peak_ = std::max(peak_, ++live_);
   if (accepted) loop_->load().connections.fetch_add(1, std::memory_order_relaxed);
   return object.get();
 }
@@ -57,6 +61,26 @@ void ConnectionTable::release(TcpConnection* conn) {
   --live_;
   if (conn->accepted_) loop_->load().connections.fetch_sub(1, std::memory_order_relaxed);
   closing_.push_back(conn->slot_);
+  if (release_scheduled_ || peak_ < kBurst || 2 * live_ > peak_) return;
+  release_scheduled_ = true;
+  loop_->run_after(kQuiet, [this] { release_burst(); });
+}
+
+void ConnectionTable::release_burst() {
+  release_scheduled_ = false;
+  if (2 * live_ > peak_) return;  // busy again: the burst is not over
+  loop_->buffers().trim(kKeptBufferBytes);
+  // The idle objects the burst left lie among what their connections
+  // allocated: each would pin pages the trim could give back. The next
+  // connections take them from the back of free_; those are kept.
+  size_t kept = 0;
+  for (auto slot = free_.rbegin(); slot != free_.rend(); ++slot) {
+    auto& object = slots_[*slot];
+    if (object && ++kept > kKeptIdle) object.reset();
+  }
+  for (auto& [key, fn] : burst_listeners_) fn();
+  ::malloc_trim(0);
+  peak_ = live_;
 }
 
 void ConnectionTable::reap() {
@@ -69,6 +93,14 @@ void ConnectionTable::reap() {
     free_.push_back(slot);
   }
   closing_.clear();
+}
+
+void ConnectionTable::add_burst_listener(const void* key, std::function<void()> fn) {
+  burst_listeners_.emplace_back(key, std::move(fn));
+}
+
+void ConnectionTable::remove_burst_listener(const void* key) {
+  std::erase_if(burst_listeners_, [key](const auto& listener) { return listener.first == key; });
 }
 
 }  // namespace tern::net

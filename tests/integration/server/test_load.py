@@ -15,7 +15,7 @@ import time
 import pytest
 
 from http_client import HttpConn, parse_responses
-from tern_server import link_into, scaled, sha256
+from tern_server import SCALE, link_into, scaled, sha256
 
 MIB = 1024 * 1024
 
@@ -171,6 +171,44 @@ def test_many_concurrent_connections_each_get_their_file_intact(tern_factory, co
         assert len(responses) == 1
         assert responses[0].status == 200, st["name"]
         assert sha256(responses[0].body) == files[st["name"]], st["name"]
+
+
+def test_memory_a_burst_of_connections_took_is_given_back(tern_factory):
+    """2,000 connections, each with most of a request head waiting in its
+    input buffer, then all closed: once they are gone tern's RSS goes back
+    near where it was (its buffer pool and the heaps are trimmed), as
+    nginx's does, rather than staying at the burst's peak."""
+    if SCALE < 1:
+        pytest.skip("a sanitizer's allocator gives memory back on its own terms, not glibc's")
+    count = 2000
+    assert raise_fd_limit(count + 256) >= count + 64, "cannot raise RLIMIT_NOFILE for the clients"
+    srv = tern_factory({"workers": 1})
+    srv.write_file("f.txt", b"x" * 1024)
+    assert srv.get("/f.txt").status == 200
+    time.sleep(0.7)  # the warm-up's connection gone, and its memory
+    baseline = srv.rss_kib()
+    head = b"GET /f.txt HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"a" * 6000
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.create_connection(("127.0.0.1", srv.port))
+            sock.sendall(head)  # the head's end never comes
+            socks.append(sock)
+        time.sleep(0.5)  # tern has read what they sent
+        growth = (srv.rss_kib() - baseline) / 1024
+        assert growth >= 8, f"the burst took only {growth:.1f} MiB: nothing to give back"
+    finally:
+        for sock in socks:
+            sock.close()
+    kept_allowed = max(3.0, growth / 5)
+    deadline = time.monotonic() + 4
+    while True:
+        after = (srv.rss_kib() - baseline) / 1024
+        if after <= kept_allowed or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    print(f"RSS +{growth:.1f} MiB at the peak, +{after:.1f} MiB once the connections were gone")
+    assert after <= kept_allowed, f"RSS stayed {after:.1f} MiB above its baseline (+{growth:.1f} at the peak)"
 
 
 def run_ab(url, n, keep_alive):
