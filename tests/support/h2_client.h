@@ -16,6 +16,17 @@
 
 namespace tern::testing {
 
+// nghttp2's view of a field list (the strings must outlive it).
+inline std::vector<nghttp2_nv> to_nv(const std::vector<std::pair<std::string, std::string>>& fields) {
+  std::vector<nghttp2_nv> nv;
+  for (const auto& [name, value] : fields) {
+    nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                  reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+                  NGHTTP2_NV_FLAG_NONE});
+  }
+  return nv;
+}
+
 // A response as the client saw it.
 struct H2Response {
   std::map<std::string, std::string> fields;  // ":status" among them
@@ -122,16 +133,6 @@ class H2Client {
     std::string bytes;
     size_t sent;
   };
-  static std::vector<nghttp2_nv> to_nv(const std::vector<std::pair<std::string, std::string>>& fields) {
-    std::vector<nghttp2_nv> nv;
-    for (const auto& [name, value] : fields) {
-      nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-                    NGHTTP2_NV_FLAG_NONE});
-    }
-    return nv;
-  }
-
   nghttp2_session* session_ = nullptr;
   std::deque<PendingBody> bodies_;
 };
