@@ -34,10 +34,10 @@ ensure_packages() {
 
 # What building libtern and the tern executable needs (liburing: the io_uring
 # backend; libssl-dev: HTTPS, and openssl to make the demo's self-signed
-# certificate; libnghttp2-dev: HTTP/2's frames; the users app: SQLite, MariaDB Connector/C, libsodium,
+# certificate; the users app: SQLite, MariaDB Connector/C, libsodium,
 # nlohmann-json; libsystemd-dev: sd_notify for the systemd unit; wrk for the training run of the profile-guided release build).
 BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 liburing-dev
-  libssl-dev openssl libnghttp2-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
+  libssl-dev openssl libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
   libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev
   libbrotli-dev libsystemd-dev wrk)
 # What scripts/run adds: php-fpm for the demo's PHP page (www/info.php).
@@ -47,12 +47,13 @@ RUN_PACKAGES=(php8.2-fpm)
 # mariadb-server: the tests start a php-fpm and a MariaDB of their own;
 # nginx-light, h2o and lighttpd (with its TLS module): the peers of
 # bench/compare; testssl.sh scans tern's HTTPS; python3-aiohttp: the
-# application the reverse proxy tests put behind tern; nghttp2-client:
+# application the reverse proxy tests put behind tern; libnghttp2-dev: the
+# reference HTTP/2 codec the unit tests check tern's own against; nghttp2-client:
 # nghttp and h2load, HTTP/2 clients; golang-go: to build h2spec; systemd:
 # systemd-analyze checks the unit in dist/systemd; logrotate and groff-base
 # check the logrotate snippet and the man page the packages install;
 # prometheus scrapes tern's metrics in the tests).
-TEST_PACKAGES=(libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+TEST_PACKAGES=(libgtest-dev libgmock-dev libnghttp2-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd
   logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod)

@@ -1,6 +1,5 @@
 #include "http2/http2_connection.h"
 
-#include <nghttp2/nghttp2.h>
 
 #include <algorithm>
 #include <string>
@@ -65,7 +64,7 @@ void Http2Connection::Task::finish_exchange() {
     if (!writer.started()) {
       http::write_error_page(writer, 500);
     } else {
-      stream_->reset(NGHTTP2_INTERNAL_ERROR);
+      stream_->reset(ErrorCode::kInternalError);
     }
   }
   if (owner_->shared_->on_response) owner_->shared_->on_response(exchange.request(), *owner_->conn_, writer);
@@ -75,7 +74,7 @@ void Http2Connection::Task::finish_exchange() {
 
 void Http2Connection::Task::abort_exchange() {
   // What was written goes out; the stream ends unfinished.
-  if (stream_ != nullptr) stream_->reset(NGHTTP2_INTERNAL_ERROR);
+  if (stream_ != nullptr) stream_->reset(ErrorCode::kInternalError);
   exchange.end();
   owner_->flush();
 }
@@ -226,7 +225,7 @@ std::chrono::milliseconds Http2Connection::on_timer() {
       if (task->stream_ == nullptr) continue;
       TERN_LOG_DEBUG("conn {} stream {}: body timeout", conn_->id().slot, task->stream_->id());
       if (task->stream_->response_sent()) {
-        task->stream_->reset(NGHTTP2_NO_ERROR);  // answered already: the rest is not wanted
+        task->stream_->reset(ErrorCode::kNoError);  // answered already: the rest is not wanted
         continue;
       }
       const bool started = task->exchange.active() && task->exchange.response().started();
@@ -234,7 +233,7 @@ std::chrono::milliseconds Http2Connection::on_timer() {
       if (task->exchange.active()) task->exchange.cancel();
       if (task->stream_ == nullptr) continue;
       if (started) {
-        task->stream_->reset(NGHTTP2_CANCEL);
+        task->stream_->reset(ErrorCode::kCancel);
       } else {
         task->stream_->reset_after_response();
         http::ResponseWriter writer(writer_context(*task->stream_));
@@ -343,7 +342,7 @@ void Http2Connection::dispatch(Task& task) {
     if (!writer.started()) {
       http::write_error_page(writer, 500);
     } else {
-      stream.reset(NGHTTP2_INTERNAL_ERROR);
+      stream.reset(ErrorCode::kInternalError);
     }
   }
   if (shared_->on_response) shared_->on_response(request, *conn_, writer);
@@ -383,7 +382,7 @@ void Http2Connection::on_body(Stream& stream, std::string_view piece, bool last)
       const bool answered = task.exchange.response().started();
       task.exchange.cancel();
       if (answered) {
-        stream.reset(NGHTTP2_CANCEL);
+        stream.reset(ErrorCode::kCancel);
       } else {
         http::ResponseWriter writer(writer_context(stream));
         http::write_error_page(writer, 413);

@@ -1,8 +1,12 @@
 // http2::Session: the server's side of one HTTP/2 connection, as bytes in
-// and bytes out. nghttp2 does the framing, HPACK, flow control and the
-// protocol's checks (RFC 9113 8.2: field names in lower case, no
-// connection-specific fields, pseudo-fields in place); the session turns
-// its streams into what tern's handlers know:
+// and bytes out, on tern's own frames (frame_reader.h, frame_writer.h) and
+// HPACK (hpack_decoder.h, hpack_encoder.h). It keeps the connection's state
+// (RFC 9113): the preface and SETTINGS, stream states (section 5.1), both
+// directions' flow-control windows (section 5.2), PING, GOAWAY,
+// RST_STREAM, header blocks across CONTINUATION frames, and the checks a
+// request's fields must pass (section 8.2: names in lower case, no
+// connection-specific fields, pseudo-fields first and once). Its streams
+// become what tern's handlers know:
 //
 //   - a request head is read back into HTTP/1.1 text ("GET /a HTTP/1.1",
 //     Host from :authority, cookies joined into one field) and parsed by
@@ -21,6 +25,11 @@
 // whose body is paused stops being credited, so a client can send at most
 // its window (stream_window) ahead of a handler that does not read.
 //
+// Priorities: PRIORITY frames and the HEADERS priority fields are checked
+// (a stream may not depend on itself) and otherwise ignored, as RFC 9113
+// section 5.3.2 allows; streams with body to send take turns, a frame
+// each, in the order they became ready.
+//
 //   http2::Session session(limits, callbacks);
 //   session.receive(bytes);      // from the socket; false: close after send()
 //   session.send(output);        // frames to write
@@ -28,8 +37,6 @@
 // Bytes leave only through send(); call it after receive() and after a
 // handler wrote. One session per connection; loop thread only.
 #pragma once
-
-#include <nghttp2/nghttp2.h>
 
 #include <array>
 #include <chrono>
@@ -45,6 +52,10 @@
 #include "http/request.h"
 #include "http/request_parser.h"
 #include "http/response_stream.h"
+#include "http2/frame.h"
+#include "http2/frame_reader.h"
+#include "http2/hpack_decoder.h"
+#include "http2/hpack_encoder.h"
 #include "net/buffer.h"
 #include "net/file_region.h"
 
@@ -107,11 +118,6 @@ class Session {
   // A graceful end: GOAWAY with the last stream taken; the streams in
   // progress finish.
   void shutdown();
-  // Whether nghttp2's session is made yet. A connection that has sent
-  // only its preface (SETTINGS, PINGs, WINDOW_UPDATEs on the connection)
-  // is answered by hand and holds none: it is made when the first frame
-  // that needs it comes (a request, or anything doubtful).
-  bool awake() const { return session_ != nullptr; }
   // The reason of the last failure, for the log.
   std::string_view error() const { return error_; }
   size_t open_streams() const { return streams_.size(); }
@@ -121,106 +127,145 @@ class Session {
   uint64_t data_received() const { return data_received_; }
   // Response bytes queued by all streams and not yet framed.
   size_t queued_bytes() const;
-  // Lets go of the room kept for the next streams (an idle connection).
+  // Lets go of the room kept for the next streams and frames (an idle
+  // connection).
   void release_spares();
 
  private:
   friend class Stream;
-  struct Glue;  // nghttp2's callbacks
-  Stream* open_stream(int32_t id);
-  void close_stream(std::unique_ptr<Stream> stream);
+  // A header block whose CONTINUATION frames are still to come.
+  struct OpenBlock {
+    uint32_t stream_id = 0;
+    bool end_stream = false;
+    FrameError stream_error;  // of its HEADERS frame (a bad priority)
+    std::string bytes;        // its fragments so far
+  };
+  // What a stream id names when a frame arrives for it.
+  enum class Known : uint8_t { kOpen, kIdle, kClosedByUs, kClosedByPeer, kForgotten };
 
-  Stream* find(int32_t id);
-  // Bytes for nghttp2 (awake).
-  bool feed(std::string_view bytes);
-  void make_nghttp2_session();
-  // Asleep (session_heads.cc): what came is answered by hand if it can be
-  // (false when something needs nghttp2); what is to go out; and waking,
-  // which returns the bytes received that nghttp2 has yet to read.
-  bool answer_asleep();
-  bool answerable(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_view payload,
-                  uint64_t* window) const;
-  void send_asleep(net::Buffer& out);
-  std::string wake();
-  static std::string goaway_frame(int32_t last_stream, uint32_t code);
-  // How many of `bytes` (the input as it comes) nghttp2 may have: all, or
-  // those before a frame that makes a header block too large.
-  size_t scan(std::string_view bytes);
+  // ---- input (session.cc) ----
+  // The bytes the preface, or the frame `begun` starts, takes in all.
+  size_t wanted(std::string_view begun) const;
+  // Reads the preface and whole frames at the front of `input`; returns
+  // how many bytes it took.
+  size_t read_input(std::string_view input);
+  bool on_frame(const Frame& frame);
+  bool on_data(const Frame& frame);
+  bool on_headers(const Frame& frame);
+  bool on_continuation(const Frame& frame);
+  bool on_settings(const Frame& frame);
+  bool on_rst_stream(const Frame& frame);
+  bool on_window_update(const Frame& frame);
+  // A connection error: the GOAWAY that says so, and nothing more read.
+  bool fail(ErrorCode code, std::string_view reason);
   // A control frame arrived: false once the client spent its budget.
   bool charge_control_frame();
+  Known known(uint32_t id, Stream** stream);
+  Stream* find(uint32_t id);
+  Stream* open_stream(uint32_t id);
+  // Takes the stream out (on_close for one handed over): `by_us` when we
+  // ended it, so the client's frames that crossed it are not errors.
+  void close_stream(Stream* stream, bool by_us);
+  void remember_closed(uint32_t id, bool by_us);
+  // A stream error (RST_STREAM); the stream closes at the next send().
+  void reset_stream(uint32_t id, ErrorCode code);
+  // Both sides are done with it: it closes.
+  void close_if_done(Stream& stream);
+
+  // ---- heads (session_heads.cc) ----
+  // A complete header block for `id`: decoded (always, for HPACK's state),
+  // then a new request, trailers, or dropped. False on a connection error.
+  bool on_block(uint32_t id, std::string_view block, bool end_stream, FrameError stream_error);
+  bool decode_request(Stream& stream, std::string_view block, bool* valid);
+  bool decode_trailers(std::string_view block, bool* valid);
+  bool decode_and_drop(std::string_view block);
+  bool hpack_failed(HpackError error);
   void start(Stream& stream);
   void start_waiting();
-  // What nghttp2_session_mem_recv's result means (`cut`: scan() held bytes
-  // back); false when the connection cannot go on.
-  bool after_read(ssize_t taken, bool cut);
   void submit_head(Stream& stream, const http::ResponseFraming& framing);
-  // What nghttp2 reads a stream's body through (Glue's read_body).
-  static nghttp2_data_provider body_provider(Stream& stream);
-  void resume(Stream& stream);
+
+  // ---- output (session_output.cc) ----
+  // Our SETTINGS, and the connection's window opened to ours.
+  void greet();
+  // Body bytes the application took: the windows reopen, in steps of half.
+  void credit(Stream* stream, size_t bytes);
+  void credit_connection(size_t bytes);
+  void make_ready(Stream& stream);
+  void pop_ready();
+  bool can_send(const Stream& stream) const;
+  // One DATA frame of the front ready stream into out; false when none
+  // could be made.
+  bool send_data(net::Buffer& out, size_t left);
+  void close_finished();
+  // False (and a connection error) once the frames made for a client that
+  // does not read them pass their bound.
+  bool check_pending();
+  void call_drained();
 
   const SessionLimits limits_;
   Callbacks callbacks_;
-  nghttp2_session* session_ = nullptr;
-  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  HpackDecoder decoder_;
+  HpackEncoder encoder_;
+  http::RequestParser parser_;
+  std::unordered_map<uint32_t, std::unique_ptr<Stream>> streams_;
   // Closed streams kept for the next ones (their strings keep their room),
   // a few: a client that had many streams open does not leave them all
   // behind.
   static constexpr size_t kSpareStreams = 4;
   std::vector<std::unique_ptr<Stream>> spare_streams_;
-  // submit_head's room (the lowered names, the field list), kept from one
-  // head to the next.
-  struct HeadScratch {
-    std::string names;
-    std::vector<nghttp2_nv> fields;
-  };
-  HeadScratch head_scratch_;
-  http::RequestParser parser_;
   std::string error_;
-  // The highest stream id the client opened, and the last streams closed.
-  int32_t highest_stream_ = 0;
-  // What the header block being read decodes to so far (RFC 9113's measure).
-  size_t block_bytes_ = 0;
-  // The input's framing as scan() follows it: preface bytes still to come,
-  // payload bytes of the current frame still to come, a frame header
-  // begun, and the size on the wire of the last header block.
-  struct Scan {
-    size_t preface = 24;
-    size_t payload = 0;
-    uint8_t header[9] = {};
-    size_t have = 0;
-    size_t block = 0;
-  };
-  Scan scan_;
-  // The streams whose heads came in the read under way.
-  static constexpr size_t kKeptStarts = 64;
-  std::vector<int32_t> starts_;
-  // Before nghttp2's session is made: the bytes received (kAsleepBytes at
-  // most, else it is made), how many of them were answered (to be read
-  // again by nghttp2, for its state, once it is made), the answers not
-  // sent yet, whether our SETTINGS went out, the client's connection
-  // window, and whether our GOAWAY is queued.
-  static constexpr size_t kAsleepBytes = 512;
-  struct Asleep {
-    std::string in;
-    size_t answered = 0;
-    std::string out;
-    bool greeted = false;
-    bool gone = false;
-    uint64_t window = 65535;
-  };
-  Asleep asleep_;
-  bool replaying_ = false;  // nghttp2 reads again what was answered by hand
-  std::array<int32_t, 32> recently_closed_{};
+
+  // Input: the bytes of a frame not yet whole, and where the connection is.
+  std::string partial_;
+  bool preface_done_ = false;
+  bool settings_seen_ = false;    // the client's first SETTINGS came
+  bool settings_acked_ = false;   // the client took ours
+  ContinuationCheck continuation_;
+  OpenBlock block_;
+  uint32_t highest_stream_ = 0;   // the highest stream id the client opened
+  int no_rfc7540_priorities_ = -1;  // as the client set it, -1 before
+  // The last streams closed, and by whom (kept to tell a frame that
+  // crossed our RST_STREAM from a client's mistake): the id, and
+  // kClosedByUsBit when we ended it.
+  static constexpr uint32_t kClosedByUsBit = 0x80000000;
+  std::array<uint32_t, 32> recently_closed_{};
   size_t closed_count_ = 0;
-  // After a fatal error (receive() said false): the GOAWAY code, and
-  // whether it went out.
+  // The streams whose heads came in the read under way: handed over once
+  // it is through (a stream reset in the same read costs its decoding and
+  // no more).
+  static constexpr size_t kKeptStarts = 64;
+  std::vector<uint32_t> starts_;
+  // Scratch for a response's lowered names and encoded block, kept from
+  // one head to the next.
+  std::string names_;
+  net::Buffer block_out_{0};
+
+  // Output: frames other than DATA (answers, HEADERS, RST_STREAM, GOAWAY)
+  // in the order they were made, ahead of DATA; the streams with DATA to
+  // send, in turn; those reset or answered, to close at the next send().
+  net::Buffer pending_{0};
+  std::vector<uint32_t> ready_;  // from ready_front_ on
+  size_t ready_front_ = 0;
+  std::vector<uint32_t> closing_;
+  bool greeted_ = false;  // our SETTINGS went out
+  // The client's windows for our DATA (the connection's, and its setting
+  // for new streams), and the frame size it takes.
+  int64_t send_window_ = kDefaultInitialWindowSize;
+  int64_t peer_initial_window_ = kDefaultInitialWindowSize;
+  uint32_t peer_max_frame_ = kDefaultMaxFrameSize;
+  // Our window for the client's DATA, and what was taken and not yet
+  // credited back.
+  int64_t recv_window_ = kDefaultInitialWindowSize;
+  size_t uncredited_ = 0;
+  // GOAWAY: ours queued (graceful, the last stream it took), the client's
+  // received; after a fatal error its code and whether it went out.
+  bool goaway_sent_ = false;
+  uint32_t goaway_last_ = kStreamIdMask;
+  bool goaway_received_ = false;
   int64_t fatal_code_ = -1;
   bool fatal_sent_ = false;
   uint64_t data_sent_ = 0;
   uint64_t data_received_ = 0;
-  // Inside send(): where frames go, and the size of it that ends the call.
-  net::Buffer* out_ = nullptr;
-  size_t out_limit_ = 0;
   // The control frame budget (a token bucket) and when it was last filled.
   double control_tokens_;
   std::chrono::steady_clock::time_point control_filled_;
@@ -229,7 +274,7 @@ class Session {
 // One request and its response.
 class Stream final : public http::ResponseStream {
  public:
-  int32_t id() const { return id_; }
+  int32_t id() const { return static_cast<int32_t>(id_); }
   // Until release_request().
   const http::Request& request() const { return req_->request; }
   http::Request& request() { return req_->request; }
@@ -259,12 +304,11 @@ class Stream final : public http::ResponseStream {
 
   // Response bytes queued and not yet framed.
   size_t pending_output_bytes() const { return queued_; }
-  // Ends the stream with RST_STREAM and `error_code` (an RFC 9113 code).
-  void reset(uint32_t error_code);
+  // Ends the stream with RST_STREAM and `code`.
+  void reset(ErrorCode code);
 
  private:
   friend class Session;
-  friend struct Session::Glue;
   bool handed_over() const { return started_ && !waiting_start_; }
   // Passes on the body held while paused (or while waiting to start).
   void deliver_held();
@@ -278,16 +322,16 @@ class Stream final : public http::ResponseStream {
   // Room a response head is given at first (ResponseWriter's appends).
   static constexpr size_t kHeadRoom = 512;
 
-  Stream(Session* session, int32_t id) : session_(session), id_(id) {}
+  Stream(Session* session, uint32_t id) : session_(session), id_(id) {}
   // As new for stream `id`, keeping what its buffers hold room for.
-  void recycle(int32_t id);
+  void recycle(uint32_t id);
   // Up to `length` body bytes into `out`; what was copied, or -1 if a file
   // could not be read.
-  long fill(uint8_t* out, size_t length);
+  long fill(char* out, size_t length);
   void pop_piece();
 
   Session* session_;
-  int32_t id_;
+  uint32_t id_;
   // The request: its head as HTTP/1 text, what was parsed from it.
   // In an allocation of its own, which a stream answered and whole lets go.
   struct RequestSide {
@@ -302,8 +346,18 @@ class Stream final : public http::ResponseStream {
   bool end_held_ = false;       // the client's end came while it waited
   bool body_complete_ = false;
   bool paused_ = false;
+  bool remote_ended_ = false;   // the client sent END_STREAM
+  bool reset_ = false;          // we reset it: it closes at the next send()
+  bool in_ready_ = false;       // in Session::ready_
   std::string held_;  // body bytes that arrived while paused
+  // Flow control: the client's window for our DATA, ours for its DATA,
+  // and body bytes taken and not yet credited back.
+  int64_t send_window_ = 0;
+  int64_t recv_window_ = 0;
   size_t uncredited_ = 0;
+  // content-length as the client sent it (-1: none), and the DATA so far.
+  int64_t expected_length_ = -1;
+  uint64_t data_in_ = 0;
   // The response: its head until submitted (no room held otherwise), its
   // body's pieces from pieces_[front_] on.
   net::Buffer head_{0};
@@ -311,8 +365,8 @@ class Stream final : public http::ResponseStream {
   size_t front_ = 0;
   net::Buffer bytes_{0};  // the body bytes of pieces_, in their order
   size_t queued_ = 0;
+  bool has_body_ = false;  // the final head went without END_STREAM
   bool ended_ = false;     // end() came
-  bool deferred_ = false;  // nghttp2 waits for more body
   bool waiting_drain_ = false;
   bool response_sent_ = false;
   bool reset_after_response_ = false;

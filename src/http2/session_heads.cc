@@ -1,44 +1,19 @@
-// http2::Session's heads: the connection's (the client's preface and what
-// comes with it, answered by hand until a stream needs nghttp2), and each
-// stream's, both ways: a request's decoded fields read back as HTTP/1.1
-// text and parsed as HTTP/1 parses it (start), and a response's HTTP/1
-// head, as the ResponseWriter wrote it, turned into HEADERS fields
-// (submit_head). See session.h.
+// http2::Session's header blocks, both ways: a request's block decoded
+// with HPACK, its fields checked as RFC 9113 section 8.2 asks and read
+// back as HTTP/1.1 text for the same parser HTTP/1 uses (start); trailers
+// checked and dropped; and a response's HTTP/1 head, as the ResponseWriter
+// wrote it, encoded as a HEADERS frame (submit_head). See session.h.
 #include "http2/session.h"
 
-#include <nghttp2/nghttp2.h>
-
-#include <charconv>
 #include <chrono>
-#include <string>
-#include <vector>
+#include <charconv>
 
 #include "base/assert.h"
+#include "http/chars.h"
+#include "http2/frame_writer.h"
 
 namespace tern::http2 {
 namespace {
-
-constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-constexpr size_t kFrameHeader = 9;
-// The initial window of a connection (RFC 9113 6.9.2), and the largest.
-constexpr uint64_t kInitialWindow = 65535;
-constexpr uint64_t kMaxWindow = 0x7fffffff;
-
-uint32_t read_u32(const char* p) {
-  return uint32_t{static_cast<uint8_t>(p[0])} << 24 | uint32_t{static_cast<uint8_t>(p[1])} << 16 |
-         uint32_t{static_cast<uint8_t>(p[2])} << 8 | uint32_t{static_cast<uint8_t>(p[3])};
-}
-
-void append_u32(std::string& out, uint32_t value) {
-  out += {static_cast<char>(value >> 24), static_cast<char>(value >> 16), static_cast<char>(value >> 8),
-          static_cast<char>(value)};
-}
-
-void append_frame_header(std::string& out, size_t length, uint8_t type, uint8_t flags) {
-  out += {static_cast<char>(length >> 16), static_cast<char>(length >> 8), static_cast<char>(length),
-          static_cast<char>(type), static_cast<char>(flags)};
-  append_u32(out, 0);  // the connection's frames only
-}
 
 // HTTP/1 fields that describe a connection, which HTTP/2 forbids (RFC 9113
 // 8.2.2); the names as lowered.
@@ -47,21 +22,198 @@ bool is_connection_field(std::string_view name) {
          name == "transfer-encoding" || name == "upgrade";
 }
 
-nghttp2_nv field(std::string_view name, std::string_view value) {
-  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
+// A field name as HTTP/2 carries it: a token, in lower case (8.2.1).
+bool valid_name(std::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!http::chars::is_tchar(c) || (c >= 'A' && c <= 'Z')) return false;
+  }
+  return true;
+}
+
+// No NUL, CR or LF in a value (8.2.1).
+bool valid_value(std::string_view value) {
+  for (char c : value) {
+    if (c == '\0' || c == '\r' || c == '\n') return false;
+  }
+  return true;
 }
 
 }  // namespace
+
+bool Session::hpack_failed(HpackError error) {
+  if (error == HpackError::kHeaderListTooLarge) {
+    return fail(ErrorCode::kEnhanceYourCalm, "a header block decodes past the head limit");
+  }
+  error_ = std::string("HPACK: ") + to_string(error);
+  fatal_code_ = static_cast<int64_t>(ErrorCode::kCompressionError);
+  return false;
+}
+
+bool Session::decode_and_drop(std::string_view block) {
+  const HpackError error = decoder_.decode(block, [](const HpackField&) {});
+  return error == HpackError::kOk || hpack_failed(error);
+}
+
+bool Session::on_block(uint32_t id, std::string_view block, bool end_stream, FrameError stream_error) {
+  Stream* stream = nullptr;
+  switch (known(id, &stream)) {
+    case Known::kOpen: {
+      // Trailers: they end the stream (8.1), and are checked, not passed on.
+      bool valid = true;
+      if (!decode_trailers(block, &valid)) return false;
+      if (stream->reset_) return true;
+      if (stream->remote_ended_) {
+        reset_stream(id, ErrorCode::kStreamClosed);
+        return true;
+      }
+      if (!end_stream) return fail(ErrorCode::kProtocolError, "a second HEADERS without END_STREAM");
+      if (!valid || !stream_error.ok() ||
+          (stream->expected_length_ >= 0 && stream->data_in_ != static_cast<uint64_t>(stream->expected_length_))) {
+        reset_stream(id, stream_error.ok() ? ErrorCode::kProtocolError : stream_error.code);
+        return true;
+      }
+      stream->remote_ended_ = true;
+      if (stream->waiting_start_) {
+        stream->end_held_ = true;
+      } else if (!stream->body_complete_) {
+        stream->body_complete_ = true;
+        if (stream->started_ && !stream->paused_) callbacks_.on_body(*stream, {}, true);
+      }
+      close_if_done(*stream);
+      return true;
+    }
+    case Known::kClosedByUs:
+      return decode_and_drop(block);  // crossed our RST_STREAM
+    case Known::kClosedByPeer:
+      return decode_and_drop(block) && fail(ErrorCode::kStreamClosed, "HEADERS on a closed stream");
+    case Known::kForgotten:
+      return decode_and_drop(block) && fail(ErrorCode::kProtocolError, "HEADERS on a stream id below one already used");
+    case Known::kIdle:
+      break;
+  }
+  // A new stream (section 5.1.1): odd, and above every one before it.
+  if (id % 2 == 0) return fail(ErrorCode::kProtocolError, "a client opened an even stream id");
+  highest_stream_ = id;
+  if (goaway_sent_ && id > goaway_last_) return decode_and_drop(block);  // after our GOAWAY: not taken
+  if (streams_.size() >= limits_.max_concurrent_streams) {
+    if (!decode_and_drop(block)) return false;
+    // Before the client took our limit it may not know it (5.1.2).
+    if (settings_acked_) return fail(ErrorCode::kProtocolError, "more streams than SETTINGS_MAX_CONCURRENT_STREAMS");
+    write_rst_stream(pending_, id, ErrorCode::kRefusedStream);
+    remember_closed(id, true);
+    return true;
+  }
+  stream = open_stream(id);
+  stream->remote_ended_ = end_stream;
+  bool valid = true;
+  if (!decode_request(*stream, block, &valid)) return false;
+  // A body announced and none sent (8.1.1).
+  if (end_stream && stream->expected_length_ > 0) valid = false;
+  if (!valid || !stream_error.ok()) {
+    reset_stream(id, stream_error.ok() ? ErrorCode::kProtocolError : stream_error.code);
+    return true;
+  }
+  // Handed over once the read is through (start_waiting).
+  stream->started_ = stream->waiting_start_ = true;
+  stream->body_complete_ = end_stream;
+  starts_.push_back(id);
+  return true;
+}
+
+bool Session::decode_request(Stream& stream, std::string_view block, bool* valid) {
+  Stream::RequestSide& req = *stream.req_;
+  bool regular_seen = false;
+  bool has_method = false, has_scheme = false, has_path = false, has_authority = false;
+  bool bad = false;
+  const HpackError error = decoder_.decode(block, [&](const HpackField& f) {
+    if (bad) return;
+    const std::string_view name = f.name;
+    const std::string_view value = f.value;
+    if (!valid_value(value)) {
+      bad = true;
+      return;
+    }
+    if (name.starts_with(':')) {
+      // Pseudo-fields: the four of a request, each once, before the others.
+      bool* seen = nullptr;
+      std::string* into = nullptr;
+      if (name == ":method") {
+        seen = &has_method, into = &req.method;
+      } else if (name == ":path") {
+        seen = &has_path, into = &req.path;
+      } else if (name == ":scheme") {
+        seen = &has_scheme, into = &req.scheme;
+      } else if (name == ":authority") {
+        seen = &has_authority, into = &req.authority;
+      }
+      if (seen == nullptr || *seen || regular_seen) {
+        bad = true;
+        return;
+      }
+      *seen = true;
+      into->assign(value);
+      return;
+    }
+    regular_seen = true;
+    if (!valid_name(name) || is_connection_field(name) || (name == "te" && value != "trailers")) {
+      bad = true;
+      return;
+    }
+    if (name == "cookie") {
+      // Split into several fields to compress better (8.2.3); one for
+      // HTTP/1 handlers.
+      if (!req.cookies.empty()) req.cookies += "; ";
+      req.cookies += value;
+      return;
+    }
+    if (name == "host" && has_authority) return;  // :authority wins
+    if (name == "content-length") {
+      req.has_length_field = true;
+      uint64_t length = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);
+      if (ec == std::errc() && end == value.data() + value.size() && !value.empty()) {
+        if (stream.expected_length_ >= 0 && static_cast<uint64_t>(stream.expected_length_) != length) {
+          bad = true;
+          return;
+        }
+        stream.expected_length_ = static_cast<int64_t>(length);
+      }
+    }
+    req.head_text.append(name).append(": ").append(value).append("\r\n");
+  });
+  if (error != HpackError::kOk) return hpack_failed(error);
+  if (!bad) {
+    if (!has_method) {
+      bad = true;
+    } else if (req.method == "CONNECT") {
+      bad = !has_authority || has_scheme || has_path;
+    } else {
+      bad = !has_scheme || !has_path || req.path.empty() || (req.path.front() != '/' && req.path != "*");
+    }
+  }
+  *valid = !bad;
+  return true;
+}
+
+bool Session::decode_trailers(std::string_view block, bool* valid) {
+  bool bad = false;
+  const HpackError error = decoder_.decode(block, [&](const HpackField& f) {
+    if (f.name.starts_with(':') || !valid_name(f.name) || !valid_value(f.value)) bad = true;
+  });
+  if (error != HpackError::kOk) return hpack_failed(error);
+  *valid = !bad;
+  return true;
+}
 
 // The request head, complete: read back as HTTP/1.1 and parsed.
 void Session::start(Stream& stream) {
   const bool end_stream = stream.body_complete_;
   Stream::RequestSide& req = *stream.req_;
   std::string text;
-  text.reserve(req.head_text.size() + req.cookies.size() + req.path.size() + 96);
-  text.append(req.method).append(" ").append(req.path).append(" HTTP/1.1\r\n");
+  text.reserve(req.head_text.size() + req.cookies.size() + req.path.size() + req.authority.size() + 96);
+  const std::string_view target = req.method == "CONNECT" ? std::string_view(req.authority) : req.path;
+  text.append(req.method).append(" ").append(target).append(" HTTP/1.1\r\n");
   if (!req.authority.empty()) text.append("Host: ").append(req.authority).append("\r\n");
   text.append(req.head_text);
   if (!req.cookies.empty()) text.append("Cookie: ").append(req.cookies).append("\r\n");
@@ -78,9 +230,18 @@ void Session::start(Stream& stream) {
     const int code = status == http::ParseStatus::kError ? parser_.error_status() : 431;
     char digits[3] = {static_cast<char>('0' + code / 100), static_cast<char>('0' + code / 10 % 10),
                       static_cast<char>('0' + code % 10)};
-    const nghttp2_nv fields[] = {field(":status", std::string_view(digits, 3)), field("content-length", "0")};
-    nghttp2_submit_response(session_, stream.id_, fields, std::size(fields), nullptr);
+    block_out_.retrieve_all();
+    encoder_.encode(":status", std::string_view(digits, 3), block_out_);
+    encoder_.encode("content-length", "0", block_out_);
+    write_headers(pending_, stream.id_, block_out_.view(), true, peer_max_frame_);
     stream.started_ = false;  // the handlers never see it
+    stream.response_sent_ = true;
+    if (!stream.remote_ended_) stream.reset_after_response_ = true;
+    if (stream.reset_after_response_) {
+      reset_stream(stream.id_, ErrorCode::kNoError);
+    } else {
+      close_if_done(stream);
+    }
     return;
   }
   req.request.set_version(http::Version::kHttp2);
@@ -89,18 +250,32 @@ void Session::start(Stream& stream) {
   callbacks_.on_request(stream);
 }
 
+// The streams whose heads came in the last read, handed over now that it
+// is through: a stream the client reset in the same read (a rapid reset)
+// costs its decoding and no more. A connection that is ending starts none.
+void Session::start_waiting() {
+  if (fatal_code_ >= 0) starts_.clear();
+  for (const uint32_t id : starts_) {
+    Stream* stream = find(id);
+    if (stream == nullptr || !stream->waiting_start_) continue;
+    stream->waiting_start_ = false;
+    if (stream->reset_) continue;
+    start(*stream);
+    stream = find(id);
+    if (stream != nullptr && !stream->paused_ && !stream->reset_) stream->deliver_held();
+  }
+  starts_.clear();
+  if (starts_.capacity() > kKeptStarts) std::vector<uint32_t>().swap(starts_);
+}
+
 void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) {
   // "HTTP/1.1 200 OK\r\n", then "Name: value\r\n" per field (ResponseWriter's form).
   const std::string_view text = stream.head_.view();
   const size_t status_end = text.find("\r\n");
   TERN_CHECK_MSG(status_end != std::string_view::npos && status_end >= 12, "malformed response head");
   const std::string_view status = text.substr(9, 3);
-  // The lowered names, and the fields pointing into it and into the head.
-  std::string& names = head_scratch_.names;
-  names.assign(text.size(), '\0');
-  std::vector<nghttp2_nv>& fields = head_scratch_.fields;
-  fields.clear();
-  fields.push_back(field(":status", status));
+  block_out_.retrieve_all();
+  encoder_.encode(":status", status, block_out_);
   size_t at = status_end + 2;
   while (at < text.size()) {
     size_t end = text.find("\r\n", at);
@@ -108,191 +283,38 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
     const std::string_view line = text.substr(at, end - at);
     const size_t colon = line.find(':');
     if (colon != std::string_view::npos) {
-      char* lowered = names.data() + at;
-      for (size_t i = 0; i < colon; ++i) lowered[i] = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] + 32) : line[i];
-      const std::string_view name(lowered, colon);
+      names_.resize(colon);
+      for (size_t i = 0; i < colon; ++i) {
+        names_[i] = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] + 32) : line[i];
+      }
       std::string_view value = line.substr(colon + 1);
       while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-      if (!is_connection_field(name) && name != "content-length") fields.push_back(field(name, value));
+      if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, block_out_);
     }
     at = end + 2;
   }
-  char length_digits[24];
   if (framing.kind == http::ResponseFraming::Kind::kLength) {
-    auto [end, ec] = std::to_chars(length_digits, length_digits + sizeof length_digits, framing.length);
-    fields.push_back(field("content-length", std::string_view(length_digits, end)));
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, framing.length);
+    encoder_.encode("content-length", std::string_view(digits, end), block_out_);
   }
   const bool interim = status.front() == '1';
   const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
-  if (interim) {
-    nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream.id_, nullptr, fields.data(), fields.size(), nullptr);
-  } else {
-    nghttp2_data_provider body = body_provider(stream);
-    nghttp2_submit_response(session_, stream.id_, fields.data(), fields.size(), has_body ? &body : nullptr);
-  }
-  // nghttp2 copied the fields: the head's room goes (a stream may wait
-  // long for its client to take the rest).
+  const bool end_stream = !interim && !has_body;
+  write_headers(pending_, stream.id_, block_out_.view(), end_stream, peer_max_frame_);
+  // The head's room goes (a stream may wait long for its client to take
+  // the rest).
   stream.head_ = net::Buffer(0);
-}
-
-// ---- the connection's preface, by hand ----
-//
-// A connection that sends its preface and nothing more costs the memory of
-// nghttp2's session (some 25 KiB with its buffers and tables) for as long as
-// it stays. Until the first frame that needs it, the client's frames are
-// answered here as nghttp2 would answer them: our SETTINGS, the
-// connection's window opened, SETTINGS and PING acknowledged. What was
-// answered is kept (PINGs aside) and read by nghttp2 once it is made, for
-// its state; its own answers to it, sent already, are dropped.
-
-// Every whole frame received since the last call is one answered here, or
-// none is (false: the session is made, and nghttp2 reads them all).
-bool Session::answer_asleep() {
-  std::string& in = asleep_.in;
-  if (asleep_.answered == 0) {
-    const std::string_view start = std::string_view(in).substr(0, kPreface.size());
-    if (!kPreface.starts_with(start)) return false;  // nghttp2 says what is wrong
-    if (start.size() < kPreface.size()) return true;
-    asleep_.answered = kPreface.size();
-  }
-  const auto frame_at = [&in](size_t at, size_t* length) {
-    if (in.size() - at < kFrameHeader) return false;
-    *length = size_t{static_cast<uint8_t>(in[at])} << 16 | size_t{static_cast<uint8_t>(in[at + 1])} << 8 |
-              static_cast<uint8_t>(in[at + 2]);
-    return in.size() - at - kFrameHeader >= *length;
-  };
-  uint64_t window = asleep_.window;
-  size_t length = 0;
-  for (size_t at = asleep_.answered; frame_at(at, &length); at += kFrameHeader + length) {
-    if (!answerable(static_cast<uint8_t>(in[at + 3]), static_cast<uint8_t>(in[at + 4]),
-                    read_u32(in.data() + at + 5) & 0x7fffffff, std::string_view(in).substr(at + kFrameHeader, length),
-                    &window)) {
-      return false;
+  if (interim) return;
+  stream.has_body_ = has_body;
+  if (end_stream) {
+    stream.response_sent_ = true;
+    if (stream.reset_after_response_ && !stream.remote_ended_) {
+      reset_stream(stream.id_, ErrorCode::kNoError);
+    } else {
+      closing_.push_back(stream.id_);  // at the next send(): a handler may be writing
     }
   }
-  asleep_.window = window;
-  for (size_t at = asleep_.answered; frame_at(at, &length);) {
-    const auto type = static_cast<uint8_t>(in[at + 3]);
-    const auto flags = static_cast<uint8_t>(in[at + 4]);
-    if (type != NGHTTP2_WINDOW_UPDATE && !charge_control_frame()) {
-      error_ = "flood of control frames (SETTINGS, PING, PRIORITY, RST_STREAM or empty DATA)";
-      fatal_code_ = NGHTTP2_ENHANCE_YOUR_CALM;
-      return true;
-    }
-    if (type == NGHTTP2_PING) {
-      // Answered with its payload, and not kept: it changes no state.
-      append_frame_header(asleep_.out, 8, NGHTTP2_PING, NGHTTP2_FLAG_ACK);
-      asleep_.out.append(in, at + kFrameHeader, 8);
-      in.erase(at, kFrameHeader + length);
-      continue;
-    }
-    if (type == NGHTTP2_SETTINGS && (flags & NGHTTP2_FLAG_ACK) == 0) {
-      append_frame_header(asleep_.out, 0, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK);
-    }
-    at += kFrameHeader + length;
-    asleep_.answered = at;
-  }
-  return true;
-}
-
-// Valid settings (or their acknowledgement), a PING, a WINDOW_UPDATE of
-// the connection's window: all the connection's, changing nothing a stream
-// would see. Anything doubtful is nghttp2's to judge.
-bool Session::answerable(uint8_t type, uint8_t flags, uint32_t stream_id, std::string_view payload,
-                         uint64_t* window) const {
-  if (stream_id != 0) return false;
-  switch (type) {
-    case NGHTTP2_SETTINGS:
-      if ((flags & NGHTTP2_FLAG_ACK) != 0) return payload.empty();
-      if (payload.size() % 6 != 0 || payload.size() > 10 * 6) return false;
-      for (size_t i = 0; i < payload.size(); i += 6) {
-        const unsigned id = static_cast<uint8_t>(payload[i]) << 8 | static_cast<uint8_t>(payload[i + 1]);
-        const uint32_t value = read_u32(payload.data() + i + 2);
-        switch (id) {
-          case NGHTTP2_SETTINGS_ENABLE_PUSH:
-          case NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL:
-            if (value > 1) return false;
-            break;
-          case NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE:
-            if (value > kMaxWindow) return false;
-            break;
-          case NGHTTP2_SETTINGS_MAX_FRAME_SIZE:
-            if (value < (1u << 14) || value >= (1u << 24)) return false;
-            break;
-          case NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES:
-            return false;  // may not change once said: nghttp2 keeps track
-          default:
-            break;  // the others take any value; unknown ones are ignored
-        }
-      }
-      return true;
-    case NGHTTP2_PING:
-      return (flags & NGHTTP2_FLAG_ACK) == 0 && payload.size() == 8;
-    case NGHTTP2_WINDOW_UPDATE: {
-      if (payload.size() != 4) return false;
-      const uint32_t increment = read_u32(payload.data()) & 0x7fffffff;
-      if (increment == 0 || *window + increment > kMaxWindow) return false;
-      *window += increment;
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
-void Session::send_asleep(net::Buffer& out) {
-  if (!asleep_.greeted) {
-    // What nghttp2 sends first: our SETTINGS, and the connection's window
-    // opened to ours.
-    const std::pair<uint16_t, uint32_t> settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits_.stream_window},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(limits_.parser.max_head_bytes)},
-    };
-    std::string greeting;
-    append_frame_header(greeting, 6 * std::size(settings), NGHTTP2_SETTINGS, NGHTTP2_FLAG_NONE);
-    for (const auto& [id, value] : settings) {
-      greeting += {static_cast<char>(id >> 8), static_cast<char>(id)};
-      append_u32(greeting, value);
-    }
-    if (limits_.connection_window > kInitialWindow) {
-      append_frame_header(greeting, 4, NGHTTP2_WINDOW_UPDATE, NGHTTP2_FLAG_NONE);
-      append_u32(greeting, static_cast<uint32_t>(limits_.connection_window - kInitialWindow));
-    }
-    out.append(greeting);
-    asleep_.greeted = true;
-  }
-  out.append(asleep_.out);
-  asleep_.out.clear();
-}
-
-std::string Session::wake() {
-  make_nghttp2_session();
-  std::string rest;
-  if (asleep_.greeted) {
-    // What was answered, read again for nghttp2's state (the client's
-    // settings and window); its answers went out already, by hand.
-    replaying_ = true;
-    const ssize_t read = nghttp2_session_mem_recv(
-        session_, reinterpret_cast<const uint8_t*>(asleep_.in.data()), asleep_.answered);
-    replaying_ = false;
-    for (const uint8_t* data = nullptr; nghttp2_session_mem_send(session_, &data) > 0;) {
-    }
-    if (read != static_cast<ssize_t>(asleep_.answered)) {
-      // Cannot be (each was checked first); should it be, the connection ends.
-      error_ = "nghttp2 refused what was answered by hand";
-      fatal_code_ = NGHTTP2_INTERNAL_ERROR;
-    }
-    if (asleep_.answered > 0) scan_.preface = 0;
-    rest = asleep_.in.substr(asleep_.answered);
-  } else {
-    // Nothing went out: nghttp2 answers all of it itself.
-    asleep_.out.clear();
-    asleep_.greeted = true;
-    rest = std::move(asleep_.in);
-  }
-  std::string().swap(asleep_.in);
-  return rest;
 }
 
 }  // namespace tern::http2

@@ -1,10 +1,8 @@
 // http2::Stream: one request's response side (its body queued as bytes and
 // file regions, framed as the client's windows allow) and its request
-// body's pacing. The session (session.cc) drives it from nghttp2's
-// callbacks.
+// body's pacing. The session (session*.cc) drives it.
 #include "http2/session.h"
 
-#include <nghttp2/nghttp2.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +11,7 @@
 
 namespace tern::http2 {
 
-void Stream::recycle(int32_t id) {
+void Stream::recycle(uint32_t id) {
   id_ = id;
   if (req_ == nullptr) {
     req_ = std::make_unique<RequestSide>();
@@ -29,14 +27,18 @@ void Stream::recycle(int32_t id) {
     req_->request.set_version(http::Version::kHttp11);
   }
   started_ = waiting_start_ = end_held_ = body_complete_ = paused_ = false;
+  remote_ended_ = reset_ = in_ready_ = false;
   held_.clear();
+  send_window_ = recv_window_ = 0;
   uncredited_ = 0;
+  expected_length_ = -1;
+  data_in_ = 0;
   head_.retrieve_all();
   pieces_.clear();
   front_ = 0;
   bytes_.retrieve_all();
   queued_ = 0;
-  ended_ = deferred_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
+  has_body_ = ended_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
 }
 
 void Stream::release_request() { req_.reset(); }
@@ -47,36 +49,34 @@ net::Buffer& Stream::head_buffer() {
 }
 
 bool Stream::end_head(const http::ResponseFraming& framing) {
-  session_->submit_head(*this, framing);
+  if (!reset_) session_->submit_head(*this, framing);
   return true;  // HTTP/2 ends a body without ending the connection
 }
 
 void Stream::data(std::string_view bytes) {
-  if (bytes.empty()) return;
+  if (bytes.empty() || reset_) return;
   if (pieces_.size() == front_ || pieces_.back().region.length != 0) pieces_.emplace_back();
   pieces_.back().bytes += bytes.size();
   bytes_.append(bytes);
   queued_ += bytes.size();
   if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
-  session_->resume(*this);
+  session_->make_ready(*this);
 }
 
 void Stream::file(net::FileRegion region) {
-  if (region.length == 0) return;
+  if (region.length == 0 || reset_) return;
   queued_ += region.length;
   pieces_.push_back(Piece{0, std::move(region), 0});
   if (queued_ >= session_->limits_.stream_high_water) waiting_drain_ = true;
-  session_->resume(*this);
+  session_->make_ready(*this);
 }
 
 void Stream::end() {
   ended_ = true;
-  session_->resume(*this);
+  session_->make_ready(*this);
 }
 
-void Stream::reset(uint32_t error_code) {
-  nghttp2_submit_rst_stream(session_->session_, NGHTTP2_FLAG_NONE, id_, error_code);
-}
+void Stream::reset(ErrorCode code) { session_->reset_stream(id_, code); }
 
 void Stream::pause_body() { paused_ = true; }
 
@@ -93,21 +93,21 @@ void Stream::deliver_held() {
     end_held_ = false;
     body_complete_ = true;
   }
-  if (!started_) {
-    // Refused from its head (a 4xx): what came of its body is dropped.
+  if (!started_ || reset_) {
+    // Refused from its head (a 4xx), or reset: what came of its body is dropped.
     session_->data_received_ += held.size();
-    nghttp2_session_consume_connection(session_->session_, held.size());
+    session_->credit_connection(held.size());
     return;
   }
   if (!held.empty()) {
     session_->data_received_ += held.size();
-    nghttp2_session_consume(session_->session_, id_, held.size());
+    session_->credit(this, held.size());
     session_->callbacks_.on_body(*this, held, false);
   }
-  if (body_complete_ && !paused_) session_->callbacks_.on_body(*this, {}, true);
+  if (body_complete_ && !paused_ && !reset_) session_->callbacks_.on_body(*this, {}, true);
 }
 
-long Stream::fill(uint8_t* out, size_t length) {
+long Stream::fill(char* out, size_t length) {
   size_t done = 0;
   while (done < length && front_ < pieces_.size()) {
     Piece& piece = pieces_[front_];
