@@ -69,7 +69,9 @@ void HpackEncoder::encode(std::string_view name, std::string_view value, net::Bu
   const HpackStaticMatch in_static = hpack_static_find(name, value);
   const bool secret = sensitive(name, value);
   if (in_static.full && !secret) return encode_indexed(in_static.index, out);
-  const HpackDynamicTable::Match in_table = table_.find(name, value);
+  // content-length is never indexed (below): nothing to find.
+  const HpackDynamicTable::Match in_table =
+      name == "content-length" ? HpackDynamicTable::Match{} : table_.find(name, value);
   if (in_table.full && !secret) return encode_indexed(in_table.full + kHpackStaticCount, out);
   uint32_t name_index = in_static.index;
   if (name_index == 0 && in_table.name != 0) name_index = in_table.name + kHpackStaticCount;

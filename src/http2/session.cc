@@ -58,7 +58,9 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
 Session::~Session() {
   // The streams still open end with the session.
   auto streams = std::move(streams_);
-  for (auto& [id, stream] : streams) {
+  streams_.clear();
+  stream_ids_.clear();
+  for (auto& stream : streams) {
     if (stream->handed_over() && callbacks_.on_close) callbacks_.on_close(*stream);
   }
 }
@@ -326,7 +328,7 @@ bool Session::on_settings(const Frame& frame) {
         // Section 6.9.2: every stream's window moves by the difference.
         const int64_t delta = int64_t{setting.value} - peer_initial_window_;
         peer_initial_window_ = setting.value;
-        for (auto& [id, stream] : streams_) {
+        for (auto& stream : streams_) {
           stream->send_window_ += delta;
           if (stream->send_window_ > kMaxWindowSize) {
             return fail(ErrorCode::kFlowControlError, "SETTINGS_INITIAL_WINDOW_SIZE overflows a window");
@@ -421,9 +423,11 @@ Session::Known Session::known(uint32_t id, Stream** stream) {
   return Known::kForgotten;
 }
 
-Stream* Session::find(uint32_t id) {
-  auto it = streams_.find(id);
-  return it != streams_.end() ? it->second.get() : nullptr;
+Stream* Session::find(uint32_t id) const {
+  for (size_t i = 0; i < stream_ids_.size(); ++i) {
+    if (stream_ids_[i] == id) return streams_[i].get();
+  }
+  return nullptr;
 }
 
 Stream* Session::open_stream(uint32_t id) {
@@ -440,7 +444,8 @@ Stream* Session::open_stream(uint32_t id) {
   // default window.
   stream->recv_window_ = std::max<int64_t>(limits_.stream_window, kDefaultInitialWindowSize);
   Stream* raw = stream.get();
-  streams_.emplace(id, std::move(stream));
+  streams_.push_back(std::move(stream));
+  stream_ids_.push_back(id);
   return raw;
 }
 
@@ -449,10 +454,13 @@ void Session::remember_closed(uint32_t id, bool by_us) {
 }
 
 void Session::close_stream(Stream* stream, bool by_us) {
-  auto it = streams_.find(stream->id_);
-  TERN_DCHECK(it != streams_.end());
-  std::unique_ptr<Stream> owned = std::move(it->second);
-  streams_.erase(it);
+  const size_t at = static_cast<size_t>(std::find(stream_ids_.begin(), stream_ids_.end(), stream->id_) - stream_ids_.begin());
+  TERN_DCHECK(at < streams_.size());
+  std::unique_ptr<Stream> owned = std::move(streams_[at]);
+  streams_[at] = std::move(streams_.back());
+  streams_.pop_back();
+  stream_ids_[at] = stream_ids_.back();
+  stream_ids_.pop_back();
   remember_closed(owned->id_, by_us);
   if (owned->in_ready_) {
     ready_.erase(std::find(ready_.begin() + static_cast<std::ptrdiff_t>(ready_front_), ready_.end(), owned->id_));
@@ -491,12 +499,16 @@ bool Session::done() const {
 
 size_t Session::queued_bytes() const {
   size_t total = 0;
-  for (const auto& [id, stream] : streams_) total += stream->queued_;
+  for (const auto& stream : streams_) total += stream->queued_;
   return total;
 }
 
 void Session::release_spares() {
   std::vector<std::unique_ptr<Stream>>().swap(spare_streams_);
+  if (streams_.empty()) {
+    std::vector<std::unique_ptr<Stream>>().swap(streams_);
+    std::vector<uint32_t>().swap(stream_ids_);
+  }
   std::string().swap(names_);
   block_out_ = net::Buffer(0);
   if (pending_.readable_bytes() == 0) pending_ = net::Buffer(0);

@@ -46,7 +46,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "http/request.h"
@@ -161,7 +160,7 @@ class Session {
   // A control frame arrived: false once the client spent its budget.
   bool charge_control_frame();
   Known known(uint32_t id, Stream** stream);
-  Stream* find(uint32_t id);
+  Stream* find(uint32_t id) const;
   Stream* open_stream(uint32_t id);
   // Takes the stream out (on_close for one handed over): `by_us` when we
   // ended it, so the client's frames that crossed it are not errors.
@@ -207,11 +206,15 @@ class Session {
   HpackDecoder decoder_;
   HpackEncoder encoder_;
   http::RequestParser parser_;
-  std::unordered_map<uint32_t, std::unique_ptr<Stream>> streams_;
+  // The open streams, in no order, and their ids at the same positions: a
+  // connection has a few to max_concurrent_streams, which a scan of the
+  // ids finds as fast as a hash would, without a node per stream.
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<uint32_t> stream_ids_;
   // Closed streams kept for the next ones (their strings keep their room),
-  // a few: a client that had many streams open does not leave them all
-  // behind.
-  static constexpr size_t kSpareStreams = 4;
+  // as many as a busy client keeps open at once; all go when the
+  // connection is idle (release_spares).
+  static constexpr size_t kSpareStreams = 16;
   std::vector<std::unique_ptr<Stream>> spare_streams_;
   std::string error_;
 

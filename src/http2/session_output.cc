@@ -170,8 +170,8 @@ void Session::call_drained() {
   // Producers waiting for their streams to drain (collected first: a
   // callback may write, or reset a stream).
   std::vector<uint32_t> drained;
-  for (auto& [id, stream] : streams_) {
-    if (stream->waiting_drain_ && stream->queued_ < limits_.stream_high_water) drained.push_back(id);
+  for (auto& stream : streams_) {
+    if (stream->waiting_drain_ && stream->queued_ < limits_.stream_high_water) drained.push_back(stream->id_);
   }
   for (const uint32_t id : drained) {
     Stream* stream = find(id);
@@ -186,9 +186,9 @@ bool Session::wants_to_send() const {
   if (pending_.readable_bytes() > 0 || !closing_.empty()) return true;
   for (size_t i = ready_front_; i < ready_.size(); ++i) {
     const uint32_t id = ready_[i];
-    auto it = streams_.find(id);
-    if (it == streams_.end() || !can_send(*it->second)) continue;
-    if (send_window_ > 0 || it->second->queued_ == 0) return true;
+    const Stream* stream = find(id);
+    if (stream == nullptr || !can_send(*stream)) continue;
+    if (send_window_ > 0 || stream->queued_ == 0) return true;
   }
   return false;
 }
