@@ -159,6 +159,8 @@ class Session {
   bool fail(ErrorCode code, std::string_view reason);
   // A control frame arrived: false once the client spent its budget.
   bool charge_control_frame();
+
+  // ---- streams (session_streams.cc) ----
   Known known(uint32_t id, Stream** stream);
   Stream* find(uint32_t id) const;
   Stream* open_stream(uint32_t id);
