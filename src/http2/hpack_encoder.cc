@@ -19,6 +19,9 @@ struct Literal {
   size_t room(std::string_view s) const { return kMaxIntBytes + (huffman ? huffman_size : s.size()); }
 };
 
+// The static table's content-length (RFC 7541 Appendix A).
+constexpr uint8_t kContentLength = 28;
+
 bool sensitive(std::string_view name, std::string_view value) {
   if (name == "authorization" || name == "proxy-authorization") return true;
   return value.size() < 20 && (name == "cookie" || name == "set-cookie");
@@ -64,21 +67,43 @@ void HpackEncoder::write_size_updates(net::Buffer& out) {
 }
 
 void HpackEncoder::encode(std::string_view name, std::string_view value, net::Buffer& out) {
+  encode(name, value, hpack_static_name(name), out);
+}
+
+uint32_t HpackEncoder::recent(uint8_t static_name, std::string_view value) const {
+  if (recent_ == nullptr || recent_[static_name] == 0) return 0;
+  const uint32_t position = table_.inserted() - recent_[static_name] + 1;
+  if (position > table_.count()) return 0;  // evicted
+  return table_.at(position - 1).value == value ? position : 0;
+}
+
+void HpackEncoder::encode(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out) {
   write_size_updates(out);
   const Coding coding = settings_.huffman ? Coding::kShorter : Coding::kRaw;
-  const HpackStaticMatch in_static = hpack_static_find(name, value);
+  const HpackStaticMatch in_static = hpack_static_find(static_name, value);
   const bool secret = sensitive(name, value);
   if (in_static.full && !secret) return encode_indexed(in_static.index, out);
+  if (static_name != 0 && !secret) {
+    if (const uint32_t at = recent(static_name, value); at != 0) return encode_indexed(at + kHpackStaticCount, out);
+  }
   // content-length is never indexed (below): nothing to find.
   const HpackDynamicTable::Match in_table =
-      name == "content-length" ? HpackDynamicTable::Match{} : table_.find(name, value);
-  if (in_table.full && !secret) return encode_indexed(in_table.full + kHpackStaticCount, out);
+      static_name == kContentLength ? HpackDynamicTable::Match{} : table_.find(name, value);
+  if (in_table.full && !secret) {
+    if (static_name != 0 && recent_ != nullptr) recent_[static_name] = table_.inserted() - in_table.full + 1;
+    return encode_indexed(in_table.full + kHpackStaticCount, out);
+  }
   uint32_t name_index = in_static.index;
   if (name_index == 0 && in_table.name != 0) name_index = in_table.name + kHpackStaticCount;
   if (secret) return literal(name, value, name_index, Indexing::kNever, coding, out);
   const uint64_t entry = uint64_t{name.size()} + value.size() + kHpackEntryOverhead;
-  const bool worth = entry <= table_.max_size() / 2 && name != "content-length";
+  const bool worth = entry <= table_.max_size() / 2 && static_name != kContentLength;
+  const uint32_t before = table_.inserted();
   literal(name, value, name_index, worth ? Indexing::kIncremental : Indexing::kNone, coding, out);
+  if (static_name != 0 && table_.inserted() != before) {
+    if (recent_ == nullptr) recent_ = std::make_unique<uint32_t[]>(kHpackStaticCount + 1);
+    recent_[static_name] = table_.inserted();
+  }
 }
 
 void HpackEncoder::encode_indexed(uint32_t index, net::Buffer& out) {

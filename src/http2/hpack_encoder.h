@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "http2/hpack_table.h"
@@ -72,6 +73,12 @@ class HpackEncoder {
 
   // Appends one field, in the representation the policy above picks.
   void encode(std::string_view name, std::string_view value, net::Buffer& out);
+  // The same for a name the caller knows to be the static table's, at
+  // `static_name` (the first entry with that name, hpack_static_name):
+  // the name is not looked up, and the newest entry this encoder inserted
+  // with that name is tried before the dynamic table is searched (a
+  // response's server, content-type or etag is mostly the one before).
+  void encode(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out);
 
   // Appends an indexed field (section 6.1); index is 1..61 static, 62 and
   // up dynamic, and must exist.
@@ -91,8 +98,15 @@ class HpackEncoder {
                Coding coding, net::Buffer& out);
   void write_size_updates(net::Buffer& out);
 
+  // The position (1 the newest) of the entry recent_[static_name] names,
+  // if it is still in the table and has this value; 0 otherwise.
+  uint32_t recent(uint8_t static_name, std::string_view value) const;
+
   Settings settings_;
   HpackDynamicTable table_;
+  // Per static name (1..61): the insertion number + 1 of the newest entry
+  // inserted with that name (0: none). Made with the first such entry.
+  std::unique_ptr<uint32_t[]> recent_;
   // A size change to announce at the next block: the final size, and the
   // smallest one since the last announcement.
   bool update_pending_ = false;

@@ -137,13 +137,19 @@ HpackEntry hpack_static_entry(uint32_t index) {
 }
 
 HpackStaticMatch hpack_static_find(std::string_view name, std::string_view value) {
-  const uint8_t first = static_name_index(name);
+  return hpack_static_find(static_name_index(name), value);
+}
+
+HpackStaticMatch hpack_static_find(uint8_t first, std::string_view value) {
   if (first == 0) return {};
+  assert(first <= kHpackStaticCount);
   for (uint32_t i = first; i < first + kRuns[first]; ++i) {
     if (kStatic[i - 1].value == value) return {static_cast<uint8_t>(i), true};
   }
   return {first, false};
 }
+
+uint8_t hpack_static_name(std::string_view name) { return static_name_index(name); }
 
 void HpackDynamicTable::set_max_size(uint32_t max_size) {
   max_size_ = max_size;
@@ -176,6 +182,7 @@ void HpackDynamicTable::insert(std::string_view name, std::string_view value, ui
   slots_[(first_ + count_) & (slot_cap_ - 1)] = {tail_, name_len, value_len, static_name, last(name), last(value)};
   tail_ += name_len + value_len;
   ++count_;
+  ++inserted_;
   size_ += static_cast<uint32_t>(entry);
 }
 

@@ -36,6 +36,11 @@ struct HpackStaticMatch {
   bool full = false;
 };
 HpackStaticMatch hpack_static_find(std::string_view name, std::string_view value);
+// The same for a name known to be the static table's: `name_index` is the
+// first entry with that name (as hpack_static_name gives it).
+HpackStaticMatch hpack_static_find(uint8_t name_index, std::string_view value);
+// The first static entry with this name, or 0.
+uint8_t hpack_static_name(std::string_view name);
 
 // The dynamic table (section 4). Entries are stored compactly: their bytes
 // in one buffer (appended at the end, given up at the front, compacted in
@@ -72,6 +77,10 @@ class HpackDynamicTable {
   // Entry i, 0 the newest; i < count(). The views stay valid until the next
   // insert() or set_max_size().
   HpackEntry at(size_t i) const;
+
+  // Entries ever inserted: entry i is insertion number inserted() - 1 - i,
+  // so a number kept from an insertion names the entry as long as it stays.
+  uint32_t inserted() const { return inserted_; }
 
   // For the encoder: positions (1 the newest, 0 none) of the newest entry
   // with this name and value, and of the newest entry with this name.
@@ -114,6 +123,7 @@ class HpackDynamicTable {
   uint32_t count_ = 0;
   uint32_t size_ = 0;
   uint32_t max_size_;
+  uint32_t inserted_ = 0;
 };
 
 }  // namespace tern::http2

@@ -5,8 +5,10 @@
 // wrote it, encoded as a HEADERS frame (submit_head). See session.h.
 #include "http2/session.h"
 
-#include <chrono>
+#include <array>
 #include <charconv>
+#include <chrono>
+#include <vector>
 
 #include "base/assert.h"
 #include "http/chars.h"
@@ -14,6 +16,10 @@
 
 namespace tern::http2 {
 namespace {
+
+// The static table's first :status and content-length (RFC 7541 Appendix A).
+constexpr uint8_t kStatusName = 8;
+constexpr uint8_t kContentLengthName = 28;
 
 // HTTP/1 fields that describe a connection, which HTTP/2 forbids (RFC 9113
 // 8.2.2); the names as lowered.
@@ -29,6 +35,53 @@ bool valid_name(std::string_view name) {
     if (!http::chars::is_tchar(c) || (c >= 'A' && c <= 'Z')) return false;
   }
   return true;
+}
+
+// The names ResponseWriter and the handlers write most, as they write
+// them: their HTTP/2 form and static table entry known without lowering or
+// looking them up; `dropped`: HTTP/1's own, which HTTP/2 leaves out (and
+// content-length, which comes from the framing).
+struct KnownField {
+  std::string_view written;
+  std::string_view lower;
+  bool dropped = false;
+  uint8_t static_name = 0;
+};
+
+class KnownFields {
+ public:
+  KnownFields() {
+    constexpr KnownField kFields[] = {
+        {"Server", "server"}, {"Date", "date"}, {"Content-Type", "content-type"},
+        {"Content-Length", "content-length", true}, {"Last-Modified", "last-modified"}, {"ETag", "etag"},
+        {"Accept-Ranges", "accept-ranges"}, {"Vary", "vary"}, {"Content-Encoding", "content-encoding"},
+        {"Cache-Control", "cache-control"}, {"Location", "location"}, {"Set-Cookie", "set-cookie"},
+        {"Expires", "expires"}, {"Content-Range", "content-range"}, {"Link", "link"}, {"Allow", "allow"},
+        {"Age", "age"}, {"Retry-After", "retry-after"}, {"WWW-Authenticate", "www-authenticate"},
+        {"Strict-Transport-Security", "strict-transport-security"}, {"Connection", "connection", true},
+        {"Keep-Alive", "keep-alive", true}, {"Transfer-Encoding", "transfer-encoding", true},
+        {"Upgrade", "upgrade", true}, {"Proxy-Connection", "proxy-connection", true},
+    };
+    for (KnownField field : kFields) {
+      field.static_name = hpack_static_name(field.lower);
+      by_length_[field.written.size()].push_back(field);
+    }
+  }
+  const KnownField* find(std::string_view name) const {
+    if (name.size() >= by_length_.size()) return nullptr;
+    for (const KnownField& field : by_length_[name.size()]) {
+      if (field.written == name) return &field;
+    }
+    return nullptr;
+  }
+
+ private:
+  std::array<std::vector<KnownField>, 32> by_length_;
+};
+
+const KnownFields& known_fields() {
+  static const KnownFields fields;
+  return fields;
 }
 
 // No NUL, CR or LF in a value (8.2.1).
@@ -275,7 +328,8 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
   TERN_CHECK_MSG(status_end != std::string_view::npos && status_end >= 12, "malformed response head");
   const std::string_view status = text.substr(9, 3);
   block_out_.retrieve_all();
-  encoder_.encode(":status", status, block_out_);
+  encoder_.encode(":status", status, kStatusName, block_out_);
+  const KnownFields& fields = known_fields();
   size_t at = status_end + 2;
   while (at < text.size()) {
     size_t end = text.find("\r\n", at);
@@ -283,20 +337,24 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
     const std::string_view line = text.substr(at, end - at);
     const size_t colon = line.find(':');
     if (colon != std::string_view::npos) {
-      names_.resize(colon);
-      for (size_t i = 0; i < colon; ++i) {
-        names_[i] = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] + 32) : line[i];
-      }
       std::string_view value = line.substr(colon + 1);
       while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-      if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, block_out_);
+      if (const KnownField* known = fields.find(line.substr(0, colon)); known != nullptr) {
+        if (!known->dropped) encoder_.encode(known->lower, value, known->static_name, block_out_);
+      } else {
+        names_.resize(colon);
+        for (size_t i = 0; i < colon; ++i) {
+          names_[i] = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] + 32) : line[i];
+        }
+        if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, block_out_);
+      }
     }
     at = end + 2;
   }
   if (framing.kind == http::ResponseFraming::Kind::kLength) {
     char digits[24];
     auto [end, ec] = std::to_chars(digits, digits + sizeof digits, framing.length);
-    encoder_.encode("content-length", std::string_view(digits, end), block_out_);
+    encoder_.encode("content-length", std::string_view(digits, end), kContentLengthName, block_out_);
   }
   const bool interim = status.front() == '1';
   const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;

@@ -310,6 +310,35 @@ TEST(HpackEncoder, IndexesRepeatedFieldsOnly) {
   EXPECT_EQ(entries(encoder.table()), (Pairs{{"x-a", "2"}, {"x-a", "1"}}));
 }
 
+// A name the caller knows to be the static table's: the value it had the
+// last time is an index while its entry lasts, and a literal again once
+// the entry was evicted (never an index to whatever took its place).
+TEST(HpackEncoder, AKnownNameFindsItsLastValueUntilItIsEvicted) {
+  HpackEncoder encoder(HpackEncoder::Settings{.max_table_size = 4096, .huffman = false});
+  HpackDecoder decoder;
+  const uint8_t server = hpack_static_name("server");
+  ASSERT_EQ(server, 54);
+  const auto encode_known = [&](std::string_view name, std::string_view value, uint8_t known) {
+    net::Buffer out;
+    encoder.encode(name, value, known, out);
+    std::vector<std::pair<std::string, std::string>> fields;
+    EXPECT_EQ(decoder.decode(out.view(), [&](const HpackField& f) { fields.emplace_back(f.name, f.value); }),
+              HpackError::kOk);
+    EXPECT_EQ(fields, (std::vector<std::pair<std::string, std::string>>{{std::string(name), std::string(value)}}));
+    return tohex(out.view());
+  };
+  EXPECT_EQ(encode_known("server", "tern", server), "7604" + tohex("tern"));  // literal, name 54, indexed
+  EXPECT_EQ(encode_known("server", "tern", server), "be");                     // dynamic 62
+  EXPECT_EQ(encode_known("server", "other", server).substr(0, 2), "76");      // another value: a new entry
+  EXPECT_EQ(encode_known("server", "other", server), "be");
+  EXPECT_EQ(encode_known("server", "tern", server), "bf");                     // found by the search: 63
+  EXPECT_EQ(encode_known("server", "tern", server), "bf");
+  // Entries enough to push both out of 4,096 bytes.
+  for (int i = 0; i < 40; ++i) encode_known("x-filler", std::to_string(i) + std::string(100, 'f'), 0);
+  EXPECT_EQ(encode_known("server", "tern", server), "7604" + tohex("tern"));
+  EXPECT_EQ(encode_known("server", "tern", server), "be");
+}
+
 TEST(HpackEncoder, HuffmanOnlyWhenShorter) {
   HpackEncoder encoder;
   // Neither "x-b" (19 bits) nor "\xff\xfe" (53 bits) gets shorter.
