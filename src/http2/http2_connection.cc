@@ -42,6 +42,18 @@ class Http2Connection::Task final : public http::ExchangeTransport {
   void finish_exchange() override;
   void abort_exchange() override;
 
+  // As new, for another stream (a task retired whole, its exchange over).
+  void recycle() {
+    route = http::Route{};
+    handler = nullptr;
+    claim = http::Claim::kPass;
+    max_body = 0;
+    received = 0;
+    body.clear();
+    gathering = false;
+    wait_drain_ = false;
+  }
+
   Http2Connection* const owner_;
   Stream* stream_;  // null once the stream closed
   http::Route route;
@@ -133,6 +145,13 @@ void Http2Connection::retire(std::shared_ptr<Task> task) {
 
 void Http2Connection::leave_entry() {
   in_entry_ = false;
+  // Tasks nothing else holds any more are kept for the next streams.
+  for (std::shared_ptr<Task>& task : retired_) {
+    if (spare_tasks_.size() >= kSpareTasks) break;
+    if (task.use_count() != 1 || task->exchange.active()) continue;
+    task->recycle();
+    spare_tasks_.push_back(std::move(task));
+  }
   retired_.clear();
   // No more room kept than the next read is likely to need.
   if (retired_.capacity() > kKeptTasks) std::vector<std::shared_ptr<Task>>().swap(retired_);
@@ -192,6 +211,7 @@ std::chrono::milliseconds Http2Connection::on_timer() {
     send_stall_since_.reset();
     body_stall_since_.reset();
     session_.release_spares();
+    std::vector<std::shared_ptr<Task>>().swap(spare_tasks_);
     // Keep-alive: no stream for the whole time (PINGs do not count) ends
     // the connection gracefully (GOAWAY).
     const auto idle = std::chrono::duration_cast<milliseconds>(now - last_active_);
@@ -289,9 +309,16 @@ http::ResponseWriter::Context Http2Connection::writer_context(Stream& stream) co
 // (as HttpConnection::start_request does for HTTP/1).
 void Http2Connection::on_request(Stream& stream) {
   last_active_ = conn_->loop()->clock().now();
-  auto made = std::make_shared<Task>(this, &stream);
+  std::shared_ptr<Task> made;
+  if (spare_tasks_.empty()) {
+    made = std::make_shared<Task>(this, &stream);
+  } else {
+    made = std::move(spare_tasks_.back());
+    spare_tasks_.pop_back();
+    made->stream_ = &stream;
+  }
   Task& task = *made;
-  tasks_[stream.id()] = std::move(made);
+  tasks_.add(stream.id(), std::move(made));
   const http::Request& request = stream.request();
   const bool has_body = !stream.body_complete();
   if (request.method() != http::Method::kOther) {

@@ -19,7 +19,8 @@
 #include <chrono>
 #include <memory>
 #include <optional>
-#include <unordered_map>
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "http/http_connection.h"
@@ -67,8 +68,35 @@ class Http2Connection final : public http::ConnectionProtocol {
 
   const http::HttpShared* shared_;
   net::TcpConnection* conn_;
+  // The tasks by stream id: a flat list (a connection has a few to
+  // max_concurrent_streams), no node allocated per stream.
+  class Tasks {
+   public:
+    using Entry = std::pair<int32_t, std::shared_ptr<Task>>;
+    using iterator = std::vector<Entry>::iterator;
+    iterator begin() { return entries_.begin(); }
+    iterator end() { return entries_.end(); }
+    bool empty() const { return entries_.empty(); }
+    iterator find(int32_t id) {
+      return std::find_if(entries_.begin(), entries_.end(), [id](const Entry& e) { return e.first == id; });
+    }
+    void add(int32_t id, std::shared_ptr<Task> task) { entries_.emplace_back(id, std::move(task)); }
+    // Order is not kept: the last entry takes the place of the one erased.
+    void erase(iterator it) {
+      if (it != entries_.end() - 1) *it = std::move(entries_.back());
+      entries_.pop_back();
+    }
+    void clear() { entries_.clear(); }
+
+   private:
+    std::vector<Entry> entries_;
+  };
+  // Tasks retired whole, kept for the next streams (their strings keep
+  // their room): as many as a busy client keeps open at once.
+  static constexpr size_t kSpareTasks = 16;
+  std::vector<std::shared_ptr<Task>> spare_tasks_;
   // Before the session, which ends its streams (on_stream_close) as it goes.
-  std::unordered_map<int32_t, std::shared_ptr<Task>> tasks_;
+  Tasks tasks_;
   Session session_;
   bool flushing_ = false;
   bool in_message_ = false;  // on_message is reading the input

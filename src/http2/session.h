@@ -82,6 +82,18 @@ struct SessionLimits {
   uint32_t control_rate = 100;
 };
 
+// A stream's request: its fields as decoded, its head as HTTP/1 text,
+// what was parsed from it. In an allocation of its own, which a stream
+// answered and whole lets go (the session keeps a few for the next
+// streams: their strings and field table keep their room).
+struct StreamRequest {
+  std::string fields;     // "name: value\r\n" as decoded
+  std::string head_text;  // the whole head, as parsed
+  std::string authority, method, path, scheme, cookies;
+  bool has_length_field = false;
+  http::Request request;
+};
+
 class Stream;
 
 class Session {
@@ -218,6 +230,9 @@ class Session {
   // connection is idle (release_spares).
   static constexpr size_t kSpareStreams = 16;
   std::vector<std::unique_ptr<Stream>> spare_streams_;
+  // Requests let go of (Stream::release_request) kept for the next streams,
+  // as many: their strings and field table keep their room.
+  std::vector<std::unique_ptr<StreamRequest>> spare_requests_;
   std::string error_;
 
   // Input: the bytes of a frame not yet whole, and where the connection is.
@@ -337,15 +352,8 @@ class Stream final : public http::ResponseStream {
 
   Session* session_;
   uint32_t id_;
-  // The request: its head as HTTP/1 text, what was parsed from it.
-  // In an allocation of its own, which a stream answered and whole lets go.
-  struct RequestSide {
-    std::string head_text;
-    std::string authority, method, path, scheme, cookies;
-    bool has_length_field = false;
-    http::Request request;
-  };
-  std::unique_ptr<RequestSide> req_ = std::make_unique<RequestSide>();
+  // The request, until release_request() hands it back to the session.
+  std::unique_ptr<StreamRequest> req_ = std::make_unique<StreamRequest>();
   bool started_ = false;  // its head is whole (handed to on_request, unless refused)
   bool waiting_start_ = false;  // and waits for the end of the read (start_waiting)
   bool end_held_ = false;       // the client's end came while it waited

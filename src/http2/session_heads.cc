@@ -175,7 +175,7 @@ bool Session::on_block(uint32_t id, std::string_view block, bool end_stream, Fra
 }
 
 bool Session::decode_request(Stream& stream, std::string_view block, bool* valid) {
-  Stream::RequestSide& req = *stream.req_;
+  StreamRequest& req = *stream.req_;
   bool regular_seen = false;
   bool has_method = false, has_scheme = false, has_path = false, has_authority = false;
   bool bad = false;
@@ -233,7 +233,7 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
         stream.expected_length_ = static_cast<int64_t>(length);
       }
     }
-    req.head_text.append(name).append(": ").append(value).append("\r\n");
+    req.fields.append(name).append(": ").append(value).append("\r\n");
   });
   if (error != HpackError::kOk) return hpack_failed(error);
   if (!bad) {
@@ -262,18 +262,17 @@ bool Session::decode_trailers(std::string_view block, bool* valid) {
 // The request head, complete: read back as HTTP/1.1 and parsed.
 void Session::start(Stream& stream) {
   const bool end_stream = stream.body_complete_;
-  Stream::RequestSide& req = *stream.req_;
-  std::string text;
-  text.reserve(req.head_text.size() + req.cookies.size() + req.path.size() + req.authority.size() + 96);
+  StreamRequest& req = *stream.req_;
+  std::string& text = req.head_text;
+  text.clear();
   const std::string_view target = req.method == "CONNECT" ? std::string_view(req.authority) : req.path;
   text.append(req.method).append(" ").append(target).append(" HTTP/1.1\r\n");
   if (!req.authority.empty()) text.append("Host: ").append(req.authority).append("\r\n");
-  text.append(req.head_text);
+  text.append(req.fields);
   if (!req.cookies.empty()) text.append("Cookie: ").append(req.cookies).append("\r\n");
   // A body of unknown length, as HTTP/1 would say it.
   if (!end_stream && !req.has_length_field) text.append("Transfer-Encoding: chunked\r\n");
   text.append("\r\n");
-  req.head_text = std::move(text);
   req.cookies.clear();
 
   parser_.reset();
@@ -360,9 +359,13 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
   const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
   const bool end_stream = !interim && !has_body;
   write_headers(pending_, stream.id_, block_out_.view(), end_stream, peer_max_frame_);
-  // The head's room goes (a stream may wait long for its client to take
-  // the rest).
-  stream.head_ = net::Buffer(0);
+  // The head's room stays for the next response of this stream object,
+  // unless a large head made it large.
+  if (stream.head_.capacity() > 2 * Stream::kHeadRoom) {
+    stream.head_ = net::Buffer(0);
+  } else {
+    stream.head_.retrieve_all();
+  }
   if (interim) return;
   stream.has_body_ = has_body;
   if (end_stream) {

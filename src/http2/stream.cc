@@ -13,9 +13,14 @@ namespace tern::http2 {
 
 void Stream::recycle(uint32_t id) {
   id_ = id;
+  if (req_ == nullptr && !session_->spare_requests_.empty()) {
+    req_ = std::move(session_->spare_requests_.back());
+    session_->spare_requests_.pop_back();
+  }
   if (req_ == nullptr) {
-    req_ = std::make_unique<RequestSide>();
+    req_ = std::make_unique<StreamRequest>();
   } else {
+    req_->fields.clear();
     req_->head_text.clear();
     req_->authority.clear();
     req_->method.clear();
@@ -41,7 +46,14 @@ void Stream::recycle(uint32_t id) {
   has_body_ = ended_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
 }
 
-void Stream::release_request() { req_.reset(); }
+void Stream::release_request() {
+  if (req_ == nullptr) return;
+  if (session_->spare_requests_.size() < Session::kSpareStreams) {
+    session_->spare_requests_.push_back(std::move(req_));
+  } else {
+    req_.reset();
+  }
+}
 
 net::Buffer& Stream::head_buffer() {
   if (head_.capacity() == 0) head_.ensure_writable(kHeadRoom);
