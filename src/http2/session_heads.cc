@@ -17,9 +17,18 @@
 namespace tern::http2 {
 namespace {
 
-// The static table's first :status and content-length (RFC 7541 Appendix A).
+// Static table entries (RFC 7541 Appendix A): the first with each name
+// (:method, :path and :scheme have two each).
+constexpr uint8_t kAuthorityName = 1;
+constexpr uint8_t kMethodName = 2;
+constexpr uint8_t kPathName = 4;
+constexpr uint8_t kSchemeName = 6;
 constexpr uint8_t kStatusName = 8;
+constexpr uint8_t kLastPseudoName = 14;
 constexpr uint8_t kContentLengthName = 28;
+constexpr uint8_t kCookieName = 32;
+constexpr uint8_t kHostName = 38;
+constexpr uint8_t kTransferEncodingName = 57;
 
 // HTTP/1 fields that describe a connection, which HTTP/2 forbids (RFC 9113
 // 8.2.2); the names as lowered.
@@ -187,17 +196,21 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
       bad = true;
       return;
     }
-    if (name.starts_with(':')) {
+    // A name from the static table (directly or through a dynamic entry
+    // made with one) is known by its index: valid, lower case, and what it
+    // is without comparing strings.
+    const uint8_t known = f.static_index;
+    if (known != 0 ? known <= kLastPseudoName : name.starts_with(':')) {
       // Pseudo-fields: the four of a request, each once, before the others.
       bool* seen = nullptr;
       std::string* into = nullptr;
-      if (name == ":method") {
+      if (known == kMethodName || known == kMethodName + 1 || (known == 0 && name == ":method")) {
         seen = &has_method, into = &req.method;
-      } else if (name == ":path") {
+      } else if (known == kPathName || known == kPathName + 1 || (known == 0 && name == ":path")) {
         seen = &has_path, into = &req.path;
-      } else if (name == ":scheme") {
+      } else if (known == kSchemeName || known == kSchemeName + 1 || (known == 0 && name == ":scheme")) {
         seen = &has_scheme, into = &req.scheme;
-      } else if (name == ":authority") {
+      } else if (known == kAuthorityName || (known == 0 && name == ":authority")) {
         seen = &has_authority, into = &req.authority;
       }
       if (seen == nullptr || *seen || regular_seen) {
@@ -209,19 +222,20 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
       return;
     }
     regular_seen = true;
-    if (!valid_name(name) || is_connection_field(name) || (name == "te" && value != "trailers")) {
-      bad = true;
+    if (known == kTransferEncodingName ||
+        (known == 0 && (!valid_name(name) || is_connection_field(name) || (name == "te" && value != "trailers")))) {
+      bad = true;  // (transfer-encoding is the static table's only connection-specific name; te is not in it)
       return;
     }
-    if (name == "cookie") {
+    if (known == kCookieName) {
       // Split into several fields to compress better (8.2.3); one for
       // HTTP/1 handlers.
       if (!req.cookies.empty()) req.cookies += "; ";
       req.cookies += value;
       return;
     }
-    if (name == "host" && has_authority) return;  // :authority wins
-    if (name == "content-length") {
+    if (known == kHostName && has_authority) return;  // :authority wins
+    if (known == kContentLengthName) {
       req.has_length_field = true;
       uint64_t length = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), length);

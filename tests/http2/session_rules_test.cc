@@ -278,9 +278,15 @@ TEST_F(SessionRulesTest, FieldsHttp2ForbidsResetTheStream) {
   wire.headers(7, {{":method", "GET"}, {":scheme", "http"}, {":path", ""}}, true);
   wire.headers(9, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {"te", "gzip"}}, true);
   wire.headers(11, {{":method", "GET"}, {":path", "/"}}, true);
+  // Names the static table holds, which the session knows by their index:
+  // a connection-specific one, a response's pseudo-field, a repeated one.
+  wire.headers(13, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {"transfer-encoding", "chunked"}}, true);
+  wire.headers(15, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":status", "200"}}, true);
+  wire.headers(17, {{":method", "GET"}, {":method", "POST"}, {":scheme", "http"}, {":path", "/"}}, true);
+  wire.headers(19, {{":method", "GET"}, {":scheme", "http"}, {"accept", "*/*"}, {":path", "/"}}, true);
   ASSERT_TRUE(session_->receive(wire.bytes()));
   const auto frames = drain();
-  for (uint32_t id = 1; id <= 11; id += 2) {
+  for (uint32_t id = 1; id <= 19; id += 2) {
     EXPECT_EQ(reset_code(frames, id), static_cast<int64_t>(ErrorCode::kProtocolError)) << "stream " << id;
   }
   EXPECT_TRUE(requests.empty());
