@@ -72,9 +72,10 @@ void Session::close_stream(Stream* stream, bool by_us) {
 }
 
 void Session::reset_stream(uint32_t id, ErrorCode code) {
-  write_rst_stream(pending_, id, code);
   Stream* stream = find(id);
-  if (stream == nullptr || stream->reset_) return;
+  if (stream != nullptr && stream->reset_) return;  // one RST_STREAM a stream
+  write_rst_stream(pending_, id, code);
+  if (stream == nullptr) return;
   stream->reset_ = true;
   closing_.push_back(id);
 }

@@ -315,6 +315,22 @@ TEST_F(SessionRulesTest, StreamsWithBodiesTakeTurnsAFrameEach) {
   EXPECT_EQ(order[3], 3u);
 }
 
+TEST_F(SessionRulesTest, AStreamResetTwiceSendsOneRstStream) {
+  on_request = [](Stream& stream) {
+    stream.reset(ErrorCode::kCancel);
+    stream.reset(ErrorCode::kInternalError);
+  };
+  Wire wire;
+  wire.preface().get(1);
+  ASSERT_TRUE(session_->receive(wire.bytes()));
+  const auto frames = drain();
+  EXPECT_EQ(std::count_if(frames.begin(), frames.end(),
+                          [](const SeenFrame& f) { return f.type == FrameType::kRstStream; }),
+            1);
+  EXPECT_EQ(reset_code(frames, 1), static_cast<int64_t>(ErrorCode::kCancel));
+  EXPECT_EQ(session_->open_streams(), 0u);
+}
+
 TEST_F(SessionRulesTest, AClientThatDoesNotReadItsAnswersIsCutOff) {
   limits.control_burst = 1000000;
   make();
