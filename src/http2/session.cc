@@ -271,18 +271,21 @@ bool Session::on_data(const Frame& frame) {
       callbacks_.on_body(*stream, d.data, false);
     }
   }
-  if (d.end_stream) {
-    if (stream->waiting_start_) {
-      // Its head is read as one that a body follows: the end comes with
-      // the body held (deliver_held).
-      stream->end_held_ = true;
-    } else if (!stream->body_complete_) {
-      stream->body_complete_ = true;
-      if (stream->started_ && !stream->paused_ && !stream->reset_) callbacks_.on_body(*stream, {}, true);
-    }
-    close_if_done(*stream);
-  }
+  if (d.end_stream) body_ended(*stream);
   return true;
+}
+
+void Session::body_ended(Stream& stream) {
+  stream.remote_ended_ = true;
+  if (stream.waiting_start_) {
+    // Its head is read as one that a body follows: the end comes with the
+    // body held (deliver_held).
+    stream.end_held_ = true;
+  } else if (!stream.body_complete_) {
+    stream.body_complete_ = true;
+    if (stream.started_ && !stream.paused_ && !stream.reset_) callbacks_.on_body(stream, {}, true);
+  }
+  close_if_done(stream);
 }
 
 bool Session::on_headers(const Frame& frame) {

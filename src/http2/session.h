@@ -167,6 +167,9 @@ class Session {
   bool on_settings(const Frame& frame);
   bool on_rst_stream(const Frame& frame);
   bool on_window_update(const Frame& frame);
+  // The client ended its side (END_STREAM on DATA or trailers): the body's
+  // end goes to the handler, now or with the body held.
+  void body_ended(Stream& stream);
   // A connection error: the GOAWAY that says so, and nothing more read.
   bool fail(ErrorCode code, std::string_view reason);
   // A control frame arrived: false once the client spent its budget.
@@ -210,6 +213,8 @@ class Session {
   // could be made.
   bool send_data(net::Buffer& out, size_t left);
   void close_finished();
+  // The frames made while reading, into `out`.
+  void move_pending(net::Buffer& out);
   // False (and a connection error) once the frames made for a client that
   // does not read them pass their bound.
   bool check_pending();

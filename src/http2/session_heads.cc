@@ -107,9 +107,7 @@ bool Session::hpack_failed(HpackError error) {
   if (error == HpackError::kHeaderListTooLarge) {
     return fail(ErrorCode::kEnhanceYourCalm, "a header block decodes past the head limit");
   }
-  error_ = std::string("HPACK: ") + to_string(error);
-  fatal_code_ = static_cast<int64_t>(ErrorCode::kCompressionError);
-  return false;
+  return fail(ErrorCode::kCompressionError, std::string("HPACK: ") + to_string(error));
 }
 
 bool Session::decode_and_drop(std::string_view block) {
@@ -135,14 +133,7 @@ bool Session::on_block(uint32_t id, std::string_view block, bool end_stream, Fra
         reset_stream(id, stream_error.ok() ? ErrorCode::kProtocolError : stream_error.code);
         return true;
       }
-      stream->remote_ended_ = true;
-      if (stream->waiting_start_) {
-        stream->end_held_ = true;
-      } else if (!stream->body_complete_) {
-        stream->body_complete_ = true;
-        if (stream->started_ && !stream->paused_) callbacks_.on_body(*stream, {}, true);
-      }
-      close_if_done(*stream);
+      body_ended(*stream);
       return true;
     }
     case Known::kClosedByUs:

@@ -16,6 +16,8 @@ constexpr size_t kSmallestDataFrame = 4096;
 // Frames made for a client that does not read them (answers to its PINGs
 // and SETTINGS, heads of its requests) past which it is cut off.
 constexpr size_t kMaxPendingFrames = 1024 * 1024;
+// The room for those frames an idle connection keeps.
+constexpr size_t kKeptPendingRoom = 1024;
 
 }  // namespace
 
@@ -96,31 +98,32 @@ void Session::send(net::Buffer& out, size_t budget) {
     // gone: the client reads nothing before them.)
     pending_.retrieve_all();
     if (!greeted_) greet();
-    out.append(pending_.peek(), pending_.readable_bytes());
-    pending_.retrieve_all();
+    move_pending(out);
     write_goaway(out, highest_stream_, static_cast<ErrorCode>(fatal_code_));
     fatal_sent_ = true;
     return;
   }
   close_finished();
   greeted_ = true;
-  if (pending_.readable_bytes() > 0) {
-    out.append(pending_.peek(), pending_.readable_bytes());
-    pending_.retrieve_all();
-  }
+  move_pending(out);
   const size_t limit = budget >= SIZE_MAX - out.readable_bytes() ? SIZE_MAX : out.readable_bytes() + budget;
   while (out.readable_bytes() < limit && send_data(out, limit - out.readable_bytes())) {
   }
   // What closing the streams whose last frame went out wrote (RST_STREAM
   // after a response the request's rest is not wanted for).
   close_finished();
-  if (pending_.readable_bytes() > 0) {
-    out.append(pending_.peek(), pending_.readable_bytes());
-    pending_.retrieve_all();
-  }
-  // A connection with no stream keeps no room for frames.
-  if (streams_.empty()) pending_.shrink(0);
+  move_pending(out);
+  // A connection with no stream keeps no more room for frames than a few
+  // answers take (freed and made again, it would cost an allocation a
+  // request for a client that sends one at a time).
+  if (streams_.empty() && pending_.capacity() > kKeptPendingRoom) pending_.shrink(0);
   call_drained();
+}
+
+void Session::move_pending(net::Buffer& out) {
+  if (pending_.readable_bytes() == 0) return;
+  out.append(pending_.peek(), pending_.readable_bytes());
+  pending_.retrieve_all();
 }
 
 bool Session::send_data(net::Buffer& out, size_t left) {
