@@ -84,12 +84,13 @@ struct TargetParts {
   std::string_view query;
   std::string_view origin;     // path and query: the target in origin-form
   std::string_view authority;  // an absolute-form target's; empty otherwise
+  std::string_view scheme;     // an absolute-form target's; empty otherwise
 };
 
 TargetParts split_query(std::string_view s) {
   size_t q = s.find('?');
-  if (q == npos) return {s, {}, s, {}};
-  return {s.substr(0, q), s.substr(q + 1), s, {}};
+  if (q == npos) return {s, {}, s, {}, {}};
+  return {s.substr(0, q), s.substr(q + 1), s, {}, {}};
 }
 
 // absolute-form (RFC 9112 3.2.2): scheme "://" authority path-abempty
@@ -112,6 +113,7 @@ Verdict split_absolute(std::string_view target, TargetParts* parts) {
   }
   *parts = split_query(rest.substr(authority_end));
   parts->authority = authority;
+  parts->scheme = target.substr(0, sep);
   if (parts->path.empty()) parts->path = "/";  // origin stays "" or "?query": see interpret_head
   return kFine;
 }
@@ -130,7 +132,7 @@ Verdict split_target(Method method, std::string_view target, TargetParts* parts)
   }
   if (target == "*") {
     if (method != Method::kOptions) return bad("asterisk-form outside OPTIONS");
-    *parts = {target, {}, target, {}};
+    *parts = {target, {}, target, {}, {}};
     return kFine;
   }
   return split_absolute(target, parts);
@@ -165,26 +167,18 @@ void note_expect(std::string_view value, HeadFacts* f) {
   });
 }
 
-// A name's length and folded first byte: enough to rule out nearly every
-// field with compares that are almost never taken (a switch on the length
-// mispredicted often enough to show in the parser benchmark).
-constexpr uint32_t name_key(std::string_view name) {
-  return static_cast<uint32_t>(name.size()) << 8 | (static_cast<unsigned char>(name[0]) | 0x20u);
-}
-
 Verdict note_field(const Header& h, HeadFacts* f) {
-  const uint32_t key = name_key(h.name);  // names are never empty
-  if (key == name_key("host") && iequals(h.name, "host")) return note_host(h.value, f);
-  if (key == name_key("connection") && iequals(h.name, "connection")) {
-    f->connection.note(h.value);
-  } else if (key == name_key("content-length") && iequals(h.name, "content-length")) {
-    if (!fields::note_content_length(h.value, &f->content_length)) {
-      return bad("invalid or conflicting Content-Length");
-    }
-  } else if (key == name_key("transfer-encoding") && iequals(h.name, "transfer-encoding")) {
-    f->codings.note(h.value);
-  } else if (key == name_key("expect") && iequals(h.name, "expect")) {
-    note_expect(h.value, f);
+  switch (h.id) {
+    case FieldId::kHost: return note_host(h.value, f);
+    case FieldId::kConnection: f->connection.note(h.value); break;
+    case FieldId::kContentLength:
+      if (!fields::note_content_length(h.value, &f->content_length)) {
+        return bad("invalid or conflicting Content-Length");
+      }
+      break;
+    case FieldId::kTransferEncoding: f->codings.note(h.value); break;
+    case FieldId::kExpect: note_expect(h.value, f); break;
+    default: break;
   }
   return kFine;
 }
@@ -209,15 +203,23 @@ Verdict judge_framing(Version version, HeadFacts* f) {
   return kFine;
 }
 
-Verdict judge_fields(Version version, std::span<const Header> headers, HeadFacts* f) {
+// `authority`: HTTP/2's :authority, empty for HTTP/1.
+Verdict judge_fields(Version version, std::span<const Header> headers, std::string_view authority, HeadFacts* f) {
   for (const Header& h : headers) {
     Verdict v = note_field(h, f);
     if (!v.ok()) return v;
   }
-  if (version == Version::kHttp11 && f->hosts == 0) return bad("missing Host");
+  if (!authority.empty()) {
+    // RFC 9113 8.3.1: it stands for Host, and a Host beside it names the same.
+    if (!valid_authority(authority, false)) return bad("malformed :authority");
+    if (f->hosts > 0 && !iequals(f->host, authority)) return bad("Host differs from :authority");
+    f->host = authority;
+    f->hosts = 1;
+  }
+  if (version != Version::kHttp10 && f->hosts == 0) return bad("missing Host");
   Verdict v = judge_framing(version, f);
   if (!v.ok()) return v;
-  f->keep_alive = !f->connection.close && (version == Version::kHttp11 || f->connection.keep_alive);
+  f->keep_alive = !f->connection.close && (version != Version::kHttp10 || f->connection.keep_alive);
   // RFC 9110 10.1.1: a 100-continue expectation in HTTP/1.0 is ignored.
   if (version == Version::kHttp10) f->expect_continue = false;
   return kFine;
@@ -232,6 +234,18 @@ std::string_view version_name(Version version) {
     case Version::kHttp2: return "HTTP/2.0";
   }
   return "HTTP/1.1";
+}
+
+Method method_from_token(std::string_view m) {
+  switch (m.size()) {
+    case 3: return m == "GET" ? Method::kGet : m == "PUT" ? Method::kPut : Method::kOther;
+    case 4: return m == "HEAD" ? Method::kHead : m == "POST" ? Method::kPost : Method::kOther;
+    case 5: return m == "PATCH" ? Method::kPatch : m == "TRACE" ? Method::kTrace : Method::kOther;
+    case 6: return m == "DELETE" ? Method::kDelete : Method::kOther;
+    case 7:
+      return m == "OPTIONS" ? Method::kOptions : m == "CONNECT" ? Method::kConnect : Method::kOther;
+    default: return Method::kOther;
+  }
 }
 
 std::string_view method_name(Method method) {
@@ -318,7 +332,7 @@ std::string_view Request::id() const {
   return id_kind_ == 1 ? header("X-Request-Id") : std::string_view(id_.data(), id_.size());
 }
 
-int Request::interpret_head(std::string_view* reason) {
+int Request::interpret_head(std::string_view authority, std::string_view* reason) {
   id_kind_ = 0;  // a new request, a new id
   absolute_ = false;
   uri_ = {};
@@ -326,7 +340,7 @@ int Request::interpret_head(std::string_view* reason) {
   TargetParts parts;
   Verdict v = split_target(method_, target_, &parts);
   HeadFacts facts;
-  if (v.ok()) v = judge_fields(version_, headers(), &facts);
+  if (v.ok()) v = judge_fields(version_, headers(), authority, &facts);
   if (!v.ok()) {
     *reason = v.reason;
     return v.status;
@@ -337,6 +351,7 @@ int Request::interpret_head(std::string_view* reason) {
   // host; the Host field is ignored (it was still checked above).
   host_ = parts.authority.empty() ? facts.host : parts.authority;
   absolute_ = !parts.authority.empty();
+  scheme_ = parts.scheme;
   uri_ = parts.origin;
   if (absolute_ && (uri_.empty() || uri_.front() != '/')) {
     // "http://a.example" or "http://a.example?x": the path is "/".
@@ -348,6 +363,46 @@ int Request::interpret_head(std::string_view* reason) {
   framing_ = facts.framing;
   content_length_ = facts.content_length.value_or(0);
   expect_continue_ = facts.expect_continue;
+  return 0;
+}
+
+namespace {
+
+// A request-target's bytes are VCHAR, as the HTTP/1 request line allows.
+bool valid_target(std::string_view target) {
+  for (char c : target) {
+    if (!chars::is_vchar(c)) return false;
+  }
+  return !target.empty();
+}
+
+}  // namespace
+
+int Request::set_head(Version version, const DecodedHead& head, std::string_view* reason) {
+  method_text_ = head.method;
+  method_ = method_from_token(head.method);
+  version_ = version;
+  target_ = method_ == Method::kConnect ? head.authority : head.path;
+  head_size_ = 0;
+  if (target_.size() > head.max_target) {
+    *reason = "request-target too long";
+    return 414;
+  }
+  if (!valid_target(target_)) {
+    *reason = "invalid byte in request-target";
+    return 400;
+  }
+  if (head.fields.size() > head.max_headers) {
+    *reason = "too many header fields";
+    return 431;
+  }
+  header_count_ = head.fields.size();
+  if (headers_.size() < header_count_) headers_.resize(header_count_);
+  std::copy(head.fields.begin(), head.fields.end(), headers_.begin());
+  const int status = interpret_head(head.authority, reason);
+  if (status != 0) return status;
+  scheme_ = head.scheme;
+  if (framing_ == BodyFraming::kNone && head.body_of_unknown_length) framing_ = BodyFraming::kChunked;
   return 0;
 }
 

@@ -1,9 +1,13 @@
-// Request: the head of one HTTP/1.x request, as parsed by RequestParser.
+// Request: the head of one request, whichever protocol carried it: method,
+// target (path and query), authority, scheme, version and a field table in
+// which the fields tern reads are known by a FieldId. RequestParser fills it
+// from HTTP/1 text; HTTP/2 from HPACK through set_head(). Handlers, logs
+// and upstream codecs read it alike; only version() tells them apart.
 //
-// Every string_view points into the bytes the parser was given (normally the
-// connection's input buffer) and is valid until those bytes are consumed or
-// the buffer is modified. Only the field table allocates, when a head has
-// more fields than any before it in this object.
+// Every string_view points into the bytes it was filled from (the HTTP/1
+// connection's input buffer, an HTTP/2 stream's decoded fields) and is
+// valid until those are consumed or changed. Only the field table
+// allocates, when a head has more fields than any before it in this object.
 //
 // A value type, filled by the parser; used on one loop thread.
 #pragma once
@@ -15,6 +19,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "http/field.h"
 
 namespace tern::http {
 
@@ -33,12 +39,15 @@ enum class Method : uint8_t {
 
 std::string_view method_name(Method method);
 
-// kHttp2: a stream of an HTTP/2 connection (its head is read as HTTP/1.1
-// text, then marked so: logs and applications see "HTTP/2.0").
+// kHttp2: a stream of an HTTP/2 connection (logs and applications see
+// "HTTP/2.0").
 enum class Version : uint8_t { kHttp10, kHttp11, kHttp2 };
 
 // "HTTP/1.0", "HTTP/1.1", "HTTP/2.0" (SERVER_PROTOCOL, the access log's).
 std::string_view version_name(Version version);
+
+// A method token (case-sensitive, RFC 9110 9.1): kOther for one not known.
+Method method_from_token(std::string_view token);
 
 // How the request body is delimited (RFC 9112 section 6).
 enum class BodyFraming : uint8_t { kNone, kContentLength, kChunked };
@@ -46,6 +55,7 @@ enum class BodyFraming : uint8_t { kNone, kContentLength, kChunked };
 struct Header {
   std::string_view name;   // as sent; compare case-insensitively
   std::string_view value;  // without leading and trailing SP / HTAB
+  FieldId id = FieldId::kOther;  // field_id(name)
 };
 
 // ASCII case-insensitive comparison of two strings of the same length.
@@ -74,6 +84,10 @@ class Request {
   std::string_view uri() const { return uri_made_.empty() ? uri_ : std::string_view(uri_made_); }
   // Whether the target came in absolute-form (its authority is host()).
   bool absolute_form() const { return absolute_; }
+  // The scheme the client named: HTTP/2's :scheme, or an absolute-form
+  // target's; empty when it named none (an HTTP/1 origin-form target, whose
+  // scheme is the connection's).
+  std::string_view scheme() const { return scheme_; }
   // The path before '?', still percent-encoded ("/" for an absolute-form
   // target without one).
   std::string_view path() const { return path_; }
@@ -85,9 +99,23 @@ class Request {
   // The first field with this name (case-insensitive), or "" if absent.
   std::string_view header(std::string_view name) const;
   bool has_header(std::string_view name) const;
+  // The same for a known name, by its id: no string compares.
+  std::string_view header(FieldId id) const {
+    for (size_t i = 0; i < header_count_; ++i) {
+      if (headers_[i].id == id) return headers_[i].value;
+    }
+    return {};
+  }
+  bool has_header(FieldId id) const {
+    for (size_t i = 0; i < header_count_; ++i) {
+      if (headers_[i].id == id) return true;
+    }
+    return false;
+  }
 
-  // The request's host: an absolute-form target's authority, else the Host
-  // field (HTTP/1.1 requires exactly one; may be empty in 1.0).
+  // The request's host: HTTP/2's :authority or an absolute-form target's
+  // authority, else the Host field (HTTP/1.1 requires exactly one; may be
+  // empty in 1.0).
   std::string_view host() const { return host_; }
   // Persistent connection after this request, per RFC 9112 section 9.3:
   // HTTP/1.1 unless "Connection: close"; HTTP/1.0 only with
@@ -108,8 +136,27 @@ class Request {
   // that read it (HttpConnection; a test's harness).
   std::string_view body() const { return body_; }
   void set_body(std::string_view body) { body_ = body; }
-  // The protocol that carried it, when not the one parsed (HTTP/2).
-  void set_version(Version version) { version_ = version; }
+
+  // A head that a transport decoded itself (HTTP/2, from HPACK), for
+  // set_head(). Every view must stay valid while the request is used.
+  struct DecodedHead {
+    std::string_view method;
+    std::string_view scheme;     // may be empty (CONNECT)
+    std::string_view authority;  // may be empty: then a Host field names it
+    std::string_view path;       // empty for CONNECT, whose target is the authority
+    std::span<const Header> fields;  // ids set; names valid tokens
+    // The body goes on past the head with no content-length to say how far
+    // (read as chunked is: to its end).
+    bool body_of_unknown_length = false;
+    size_t max_target = 8192;
+    size_t max_headers = kDefaultMaxHeaders;
+  };
+  // Fills the request from a decoded head and judges it as RequestParser
+  // judges HTTP/1 text (the same target and field checks, 414 and 431 at
+  // the same limits); :authority counts as the Host field, and a Host field
+  // beside it must name the same. Returns 0, or the status to answer with
+  // *reason set. Keeps the body, the received time and the tag as they are.
+  int set_head(Version version, const DecodedHead& head, std::string_view* reason);
 
   // When its first byte arrived, in milliseconds of the steady clock (the
   // loop's cached one): what $request_time counts from. Set by the
@@ -145,10 +192,11 @@ class Request {
   // The semantics of a complete head, once the parser has filled in the
   // method, target, version and fields: splits the target into path and
   // query, and derives host, keep-alive, framing and expect-continue (RFC
-  // 9110, RFC 9112 3.2 and 6). Returns 0, or the status to answer (400, 501)
-  // with *reason set. Defined in request.cc, which keeps request_parser.cc
-  // about bytes and this file about meaning.
-  int interpret_head(std::string_view* reason);
+  // 9110, RFC 9112 3.2 and 6). `authority`: HTTP/2's :authority, which
+  // stands for the Host field; empty for HTTP/1. Returns 0, or the status
+  // to answer (400, 501) with *reason set. Defined in request.cc, which
+  // keeps request_parser.cc about bytes and this file about meaning.
+  int interpret_head(std::string_view authority, std::string_view* reason);
 
   Method method_ = Method::kGet;
   Version version_ = Version::kHttp11;
@@ -165,6 +213,7 @@ class Request {
   std::string_view path_;
   std::string_view query_;
   std::string_view host_;
+  std::string_view scheme_;
   uint64_t content_length_ = 0;
   size_t head_size_ = 0;
   std::string_view body_;

@@ -125,19 +125,6 @@ size_t skip_vchars(const char* p, size_t i, size_t end) {
   return i;
 }
 
-// Methods are case-sensitive (RFC 9110 9.1): "get" is a valid, unknown token.
-Method lookup_method(std::string_view m) {
-  switch (m.size()) {
-    case 3: return m == "GET" ? Method::kGet : m == "PUT" ? Method::kPut : Method::kOther;
-    case 4: return m == "HEAD" ? Method::kHead : m == "POST" ? Method::kPost : Method::kOther;
-    case 5: return m == "PATCH" ? Method::kPatch : m == "TRACE" ? Method::kTrace : Method::kOther;
-    case 6: return m == "DELETE" ? Method::kDelete : Method::kOther;
-    case 7:
-      return m == "OPTIONS" ? Method::kOptions : m == "CONNECT" ? Method::kConnect : Method::kOther;
-    default: return Method::kOther;
-  }
-}
-
 }  // namespace
 
 size_t RequestParser::head_limit() const {
@@ -369,7 +356,7 @@ void RequestParser::grow_spans() {
 ParseStatus RequestParser::finish(std::string_view data, Request* request) {
   fill(data, request);
   std::string_view reason;
-  if (int status = request->interpret_head(&reason); status != 0) {
+  if (int status = request->interpret_head({}, &reason); status != 0) {
     failed(status, reason);
     return ParseStatus::kError;
   }
@@ -379,7 +366,7 @@ ParseStatus RequestParser::finish(std::string_view data, Request* request) {
 void RequestParser::fill(std::string_view data, Request* request) const {
   Request& r = *request;
   r.method_text_ = data.substr(request_start_, method_end_ - request_start_);
-  r.method_ = lookup_method(r.method_text_);
+  r.method_ = method_from_token(r.method_text_);
   r.target_ = data.substr(target_start_, target_end_ - target_start_);
   r.version_ = version_;
   r.header_count_ = header_count_;
@@ -388,7 +375,8 @@ void RequestParser::fill(std::string_view data, Request* request) const {
   Header* out = r.headers_.data();
   for (size_t i = 0; i < header_count_; ++i) {
     const Span& s = spans_[i];
-    out[i] = {{base + s.name_start, s.name_len}, {base + s.value_start, s.value_len}};
+    const std::string_view name(base + s.name_start, s.name_len);
+    out[i] = {name, {base + s.value_start, s.value_len}, field_id(name)};
   }
   r.head_size_ = pos_;
 }

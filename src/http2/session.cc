@@ -48,7 +48,6 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
           .max_header_list_size = static_cast<uint32_t>(limits.parser.max_head_bytes),
           .max_string_length = static_cast<uint32_t>(limits.parser.max_head_bytes),
       }),
-      parser_(limits.parser),
       recv_window_(std::max<int64_t>(limits.connection_window, kDefaultInitialWindowSize)),
       control_tokens_(limits.control_burst),
       control_filled_(std::chrono::steady_clock::now()) {

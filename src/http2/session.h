@@ -8,11 +8,12 @@
 // connection-specific fields, pseudo-fields first and once). Its streams
 // become what tern's handlers know:
 //
-//   - a request head is read back into HTTP/1.1 text ("GET /a HTTP/1.1",
-//     Host from :authority, cookies joined into one field) and parsed by
-//     the same RequestParser and limits as HTTP/1, so a handler sees the
-//     same http::Request whichever protocol carried it; a body without a
-//     content-length is announced as chunked (its length is not known);
+//   - a request head fills an http::Request straight from HPACK (the
+//     fields copied once, into the stream's arena; cookies joined into one
+//     field), judged by the same checks and limits as HTTP/1's, so a
+//     handler sees the same request whichever protocol carried it; a body
+//     without a content-length is framed as chunked (its length is not
+//     known);
 //   - a response comes through http::ResponseStream, as from any handler:
 //     the head's HTTP/1 text becomes a HEADERS frame (names lowered, the
 //     HTTP/1 framing and connection fields left out, Content-Length kept),
@@ -66,8 +67,8 @@ struct SessionLimits {
   // per stream, and for the whole connection.
   uint32_t stream_window = 256 * 1024;
   uint32_t connection_window = 1024 * 1024;
-  // The request head as HTTP/1 text is held to these (431 for too many
-  // fields, 414 for a long target); a header block that decodes past
+  // A request head is held to HTTP/1's limits (431 for too many fields,
+  // 414 for a long target); a header block that decodes past
   // max_head_bytes ends the connection (ENHANCE_YOUR_CALM) where it is.
   http::RequestParser::Limits parser;
   // Queued response bytes of a stream above which its producer should wait
@@ -82,16 +83,35 @@ struct SessionLimits {
   uint32_t control_rate = 100;
 };
 
-// A stream's request: its fields as decoded, its head as HTTP/1 text,
-// what was parsed from it. In an allocation of its own, which a stream
-// answered and whole lets go (the session keeps a few for the next
-// streams: their strings and field table keep their room).
+// A stream's request: its fields as decoded, copied into one arena (what
+// the HPACK decoder gives lives only until its next field), and the
+// http::Request made from them. In an allocation of its own, which a
+// stream answered and whole lets go (the session keeps a few for the next
+// streams: their arena and tables keep their room).
 struct StreamRequest {
-  std::string fields;     // "name: value\r\n" as decoded
-  std::string head_text;  // the whole head, as parsed
-  std::string authority, method, path, scheme, cookies;
+  // A stretch of the arena.
+  struct Slice {
+    uint32_t at = 0, size = 0;
+  };
+  // A field while the block is decoded: a name from the static table is
+  // its static text, any other is copied.
+  struct Field {
+    std::string_view static_name;
+    Slice name, value;
+    http::FieldId id = http::FieldId::kOther;
+  };
+  std::string arena;
+  std::vector<Field> decoded;
+  Slice method, scheme, authority, path;
+  std::string cookies;  // every cookie field's value, joined with "; " (8.2.3)
   bool has_length_field = false;
+  std::vector<http::Header> fields;  // `decoded` as views, once the arena stays put
   http::Request request;
+
+  static constexpr size_t kKeptArena = 4096;
+  void clear();
+  Slice keep(std::string_view bytes);
+  std::string_view view(Slice slice) const { return {arena.data() + slice.at, slice.size}; }
 };
 
 class Stream;
@@ -224,7 +244,6 @@ class Session {
   Callbacks callbacks_;
   HpackDecoder decoder_;
   HpackEncoder encoder_;
-  http::RequestParser parser_;
   // The open streams, in no order, and their ids at the same positions: a
   // connection has a few to max_concurrent_streams, which a scan of the
   // ids finds as fast as a hash would, without a node per stream.

@@ -1,6 +1,6 @@
 // http2::Session's header blocks, both ways: a request's block decoded
-// with HPACK, its fields checked as RFC 9113 section 8.2 asks and read
-// back as HTTP/1.1 text for the same parser HTTP/1 uses (start); trailers
+// with HPACK, its fields checked as RFC 9113 section 8.2 asks and copied
+// into the stream's arena, then made its http::Request (start); trailers
 // checked and dropped; and a response's HTTP/1 head, as the ResponseWriter
 // wrote it, encoded as a HEADERS frame (submit_head). See session.h.
 #include "http2/session.h"
@@ -27,7 +27,6 @@ constexpr uint8_t kStatusName = 8;
 constexpr uint8_t kLastPseudoName = 14;
 constexpr uint8_t kContentLengthName = 28;
 constexpr uint8_t kCookieName = 32;
-constexpr uint8_t kHostName = 38;
 constexpr uint8_t kTransferEncodingName = 57;
 
 // HTTP/1 fields that describe a connection, which HTTP/2 forbids (RFC 9113
@@ -93,10 +92,12 @@ const KnownFields& known_fields() {
   return fields;
 }
 
-// No NUL, CR or LF in a value (8.2.1).
+// No NUL, CR or LF in a value (8.2.1), nor any other control byte but
+// HTAB: what an HTTP/1 field line may hold, since a request may go on to
+// an HTTP/1 upstream.
 bool valid_value(std::string_view value) {
   for (char c : value) {
-    if (c == '\0' || c == '\r' || c == '\n') return false;
+    if (!http::chars::is_field_text(c)) return false;
   }
   return true;
 }
@@ -174,15 +175,26 @@ bool Session::on_block(uint32_t id, std::string_view block, bool end_stream, Fra
   return true;
 }
 
+// The static table's names as field ids, by index.
+const std::array<http::FieldId, kHpackStaticCount + 1>& static_field_ids() {
+  static const auto ids = [] {
+    std::array<http::FieldId, kHpackStaticCount + 1> table{};
+    for (uint32_t i = 1; i <= kHpackStaticCount; ++i) table[i] = http::field_id(hpack_static_entry(i).name);
+    return table;
+  }();
+  return ids;
+}
+
 bool Session::decode_request(Stream& stream, std::string_view block, bool* valid) {
   StreamRequest& req = *stream.req_;
+  const auto& static_ids = static_field_ids();
   bool regular_seen = false;
   bool has_method = false, has_scheme = false, has_path = false, has_authority = false;
   bool bad = false;
   const HpackError error = decoder_.decode(block, [&](const HpackField& f) {
     if (bad) return;
     const std::string_view name = f.name;
-    const std::string_view value = f.value;
+    std::string_view value = f.value;
     if (!valid_value(value)) {
       bad = true;
       return;
@@ -194,7 +206,7 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
     if (known != 0 ? known <= kLastPseudoName : name.starts_with(':')) {
       // Pseudo-fields: the four of a request, each once, before the others.
       bool* seen = nullptr;
-      std::string* into = nullptr;
+      StreamRequest::Slice* into = nullptr;
       if (known == kMethodName || known == kMethodName + 1 || (known == 0 && name == ":method")) {
         seen = &has_method, into = &req.method;
       } else if (known == kPathName || known == kPathName + 1 || (known == 0 && name == ":path")) {
@@ -209,7 +221,7 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
         return;
       }
       *seen = true;
-      into->assign(value);
+      *into = req.keep(value);
       return;
     }
     regular_seen = true;
@@ -218,14 +230,15 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
       bad = true;  // (transfer-encoding is the static table's only connection-specific name; te is not in it)
       return;
     }
+    // As HTTP/1 reads a field line: no leading or trailing whitespace.
+    value = http::chars::trim_ows(value);
     if (known == kCookieName) {
       // Split into several fields to compress better (8.2.3); one for
-      // HTTP/1 handlers.
+      // the handlers, as HTTP/1 sends it.
       if (!req.cookies.empty()) req.cookies += "; ";
       req.cookies += value;
       return;
     }
-    if (known == kHostName && has_authority) return;  // :authority wins
     if (known == kContentLengthName) {
       req.has_length_field = true;
       uint64_t length = 0;
@@ -238,16 +251,26 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
         stream.expected_length_ = static_cast<int64_t>(length);
       }
     }
-    req.fields.append(name).append(": ").append(value).append("\r\n");
+    StreamRequest::Field& field = req.decoded.emplace_back();
+    if (known != 0) {
+      field.static_name = hpack_static_entry(known).name;
+      field.id = static_ids[known];
+    } else {
+      field.name = req.keep(name);
+      field.id = http::field_id(name);
+    }
+    field.value = req.keep(value);
   });
   if (error != HpackError::kOk) return hpack_failed(error);
   if (!bad) {
+    const std::string_view method = req.view(req.method);
     if (!has_method) {
       bad = true;
-    } else if (req.method == "CONNECT") {
+    } else if (method == "CONNECT") {
       bad = !has_authority || has_scheme || has_path;
     } else {
-      bad = !has_scheme || !has_path || req.path.empty() || (req.path.front() != '/' && req.path != "*");
+      const std::string_view path = req.view(req.path);
+      bad = !has_scheme || !has_path || path.empty() || (path.front() != '/' && path != "*");
     }
   }
   *valid = !bad;
@@ -264,27 +287,29 @@ bool Session::decode_trailers(std::string_view block, bool* valid) {
   return true;
 }
 
-// The request head, complete: read back as HTTP/1.1 and parsed.
+// The request head, complete: its fields, now that the arena stays put,
+// fill the stream's http::Request.
 void Session::start(Stream& stream) {
-  const bool end_stream = stream.body_complete_;
   StreamRequest& req = *stream.req_;
-  std::string& text = req.head_text;
-  text.clear();
-  const std::string_view target = req.method == "CONNECT" ? std::string_view(req.authority) : req.path;
-  text.append(req.method).append(" ").append(target).append(" HTTP/1.1\r\n");
-  if (!req.authority.empty()) text.append("Host: ").append(req.authority).append("\r\n");
-  text.append(req.fields);
-  if (!req.cookies.empty()) text.append("Cookie: ").append(req.cookies).append("\r\n");
-  // A body of unknown length, as HTTP/1 would say it.
-  if (!end_stream && !req.has_length_field) text.append("Transfer-Encoding: chunked\r\n");
-  text.append("\r\n");
-  req.cookies.clear();
-
-  parser_.reset();
-  const http::ParseStatus status = parser_.parse(req.head_text, &req.request);
-  if (status != http::ParseStatus::kComplete) {
-    // A head that HTTP/1 would refuse: the parser's status, and no more.
-    const int code = status == http::ParseStatus::kError ? parser_.error_status() : 431;
+  req.fields.clear();
+  for (const StreamRequest::Field& field : req.decoded) {
+    const std::string_view name = field.static_name.empty() ? req.view(field.name) : field.static_name;
+    req.fields.push_back({name, req.view(field.value), field.id});
+  }
+  if (!req.cookies.empty()) req.fields.push_back({"cookie", req.cookies, http::FieldId::kCookie});
+  http::Request::DecodedHead head;
+  head.method = req.view(req.method);
+  head.scheme = req.view(req.scheme);
+  head.authority = req.view(req.authority);
+  head.path = req.view(req.path);
+  head.fields = req.fields;
+  head.body_of_unknown_length = !stream.body_complete_ && !req.has_length_field;
+  head.max_target = limits_.parser.max_target;
+  head.max_headers = limits_.parser.max_headers;
+  std::string_view reason;
+  const int code = req.request.set_head(http::Version::kHttp2, head, &reason);
+  if (code != 0) {
+    // A head HTTP/1 would refuse: the same status, and no more.
     char digits[3] = {static_cast<char>('0' + code / 100), static_cast<char>('0' + code / 10 % 10),
                       static_cast<char>('0' + code % 10)};
     block_out_.retrieve_all();
@@ -301,7 +326,6 @@ void Session::start(Stream& stream) {
     }
     return;
   }
-  req.request.set_version(http::Version::kHttp2);
   req.request.set_received_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::chrono::steady_clock::now().time_since_epoch()).count());
   callbacks_.on_request(stream);

@@ -20,16 +20,7 @@ void Stream::recycle(uint32_t id) {
   if (req_ == nullptr) {
     req_ = std::make_unique<StreamRequest>();
   } else {
-    req_->fields.clear();
-    req_->head_text.clear();
-    req_->authority.clear();
-    req_->method.clear();
-    req_->path.clear();
-    req_->scheme.clear();
-    req_->cookies.clear();
-    req_->has_length_field = false;
-    req_->request.set_body({});
-    req_->request.set_version(http::Version::kHttp11);
+    req_->clear();
   }
   started_ = waiting_start_ = end_held_ = body_complete_ = paused_ = false;
   remote_ended_ = reset_ = in_ready_ = false;
@@ -44,6 +35,27 @@ void Stream::recycle(uint32_t id) {
   bytes_.retrieve_all();
   queued_ = 0;
   has_body_ = ended_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
+}
+
+void StreamRequest::clear() {
+  if (arena.capacity() > kKeptArena) {
+    std::string().swap(arena);
+    std::vector<Field>().swap(decoded);
+    std::vector<http::Header>().swap(fields);
+  }
+  arena.clear();
+  decoded.clear();
+  fields.clear();
+  cookies.clear();
+  method = scheme = authority = path = {};
+  has_length_field = false;
+  request.set_body({});
+}
+
+StreamRequest::Slice StreamRequest::keep(std::string_view bytes) {
+  const Slice slice{static_cast<uint32_t>(arena.size()), static_cast<uint32_t>(bytes.size())};
+  arena.append(bytes);
+  return slice;
 }
 
 void Stream::release_request() {

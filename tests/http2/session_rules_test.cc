@@ -342,5 +342,80 @@ TEST_F(SessionRulesTest, AClientThatDoesNotReadItsAnswersIsCutOff) {
   EXPECT_NE(session_->error().find("does not read"), std::string_view::npos);
 }
 
+// The :status of the first HEADERS on `id` (one HPACK decoder reads every
+// HEADERS in order, as a client does), or "".
+std::string status_of(const std::vector<SeenFrame>& frames, uint32_t id) {
+  HpackDecoder decoder;
+  std::string status;
+  for (const SeenFrame& f : frames) {
+    if (f.type != FrameType::kHeaders) continue;
+    std::string seen;
+    EXPECT_EQ(decoder.decode(f.payload, [&](const HpackField& field) {
+      if (field.name == ":status") seen = field.value;
+    }), HpackError::kOk);
+    if (f.stream_id == id && status.empty()) status = seen;
+  }
+  return status;
+}
+
+TEST_F(SessionRulesTest, ARequestReachesItsHandlerAsHttp1WouldHandItOver) {
+  std::vector<std::string> seen;
+  on_request = [&](Stream& stream) {
+    const http::Request& r = stream.request();
+    seen.push_back(std::string(r.scheme()) + " " + std::string(r.host()) + " " + std::string(r.path()) + " " +
+                   std::string(r.query()) + " " + std::string(http::version_name(r.version())) + " ua=" +
+                   std::string(r.header(http::FieldId::kUserAgent)) + " cookie=" +
+                   std::string(r.header(http::FieldId::kCookie)) + " x=" + std::string(r.header("X-Custom")) +
+                   " id=" + std::to_string(static_cast<int>(r.headers()[0].id)));
+    respond(stream, "ok");
+  };
+  Wire wire;
+  wire.preface();
+  wire.headers(1, {{":method", "GET"}, {":scheme", "https"}, {":authority", "a.example"}, {":path", "/p?q=1"},
+                   {"user-agent", "t/1"}, {"cookie", "a=1"}, {"x-custom", " padded\t"}, {"cookie", "b=2"}},
+               true);
+  // A Host field alone names the host; beside :authority it must agree.
+  wire.headers(3, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {"host", "h.example"}}, true);
+  wire.headers(5, {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/"}, {"host", "b"}},
+               true);
+  ASSERT_TRUE(session_->receive(wire.bytes()));
+  const auto frames = drain();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], "https a.example /p q=1 HTTP/2.0 ua=t/1 cookie=a=1; b=2 x=padded id=" +
+                         std::to_string(static_cast<int>(http::FieldId::kUserAgent)));
+  EXPECT_EQ(seen[1], "http h.example /  HTTP/2.0 ua= cookie= x= id=" +
+                         std::to_string(static_cast<int>(http::FieldId::kHost)));
+  EXPECT_EQ(status_of(frames, 1), "200");
+  EXPECT_EQ(status_of(frames, 3), "200");
+  EXPECT_EQ(status_of(frames, 5), "400");
+}
+
+TEST_F(SessionRulesTest, HeadsHttp1WouldRefuseGetItsStatus) {
+  limits.parser.max_target = 64;
+  limits.parser.max_headers = 3;
+  make();
+  Wire wire;
+  wire.preface();
+  wire.get(1, "/" + std::string(64, 'a'));
+  wire.get(3, "/a b");
+  wire.headers(5, {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/"}, {"a", "1"},
+                   {"b", "2"}, {"c", "3"}, {"d", "4"}}, true);
+  wire.headers(7, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}}, true);  // no host at all
+  wire.headers(9, {{":method", "GET"}, {":scheme", "http"}, {":authority", "a b"}, {":path", "/"}}, true);
+  wire.headers(11, {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/"},
+                    {"x", std::string("a\x01b", 3)}}, true);
+  ASSERT_TRUE(session_->receive(wire.bytes()));
+  const auto frames = drain();
+  EXPECT_TRUE(requests.empty());
+  EXPECT_EQ(status_of(frames, 1), "414");
+  EXPECT_EQ(status_of(frames, 3), "400");
+  EXPECT_EQ(status_of(frames, 5), "431");
+  EXPECT_EQ(status_of(frames, 7), "400");
+  EXPECT_EQ(status_of(frames, 9), "400");
+  // A control byte in a value: malformed (8.2.1 and RFC 9110 5.5).
+  EXPECT_EQ(reset_code(frames, 11), static_cast<int64_t>(ErrorCode::kProtocolError));
+  EXPECT_EQ(goaway_code(frames), -1);
+}
+
 }  // namespace
 }  // namespace tern::http2
