@@ -159,7 +159,7 @@ void UsersApp::on_me(http::Exchange& exchange) {
   if (method != http::Method::kGet && method != http::Method::kHead) {
     return send_method_not_allowed(exchange, "GET, HEAD");
   }
-  std::string_view value = SessionSigner::find_cookie(exchange.request().header("Cookie"));
+  std::string_view value = SessionSigner::find_cookie(exchange.request().header(http::FieldId::kCookie));
   auto session = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
   if (!session) return send_error(exchange, 401, "not logged in");
   // The signature is good; whether the session outlived a logout (on any
@@ -184,10 +184,10 @@ void UsersApp::on_logout(http::Exchange& exchange) {
   if (request.method() != http::Method::kPost) return send_method_not_allowed(exchange, "POST");
   // As for the other POSTs: a cross-site form cannot send this type, so it
   // cannot log anyone out.
-  if (!is_json(request.header("Content-Type"))) {
+  if (!is_json(request.header(http::FieldId::kContentType))) {
     return send_error(exchange, 415, "send JSON with Content-Type: application/json");
   }
-  std::string_view value = SessionSigner::find_cookie(request.header("Cookie"));
+  std::string_view value = SessionSigner::find_cookie(request.header(http::FieldId::kCookie));
   auto session = value.empty() ? std::nullopt : signer_.verify(value, unix_now());
   if (!session) {
     const std::string clear = cookie("", 0, exchange.secure() != nullptr);
@@ -218,7 +218,7 @@ void UsersApp::read_credentials(
     http::Exchange& exchange,
     void (UsersApp::*then)(http::Exchange&, std::string, std::string)) {
   const http::Request& request = exchange.request();
-  if (!is_json(request.header("Content-Type"))) {
+  if (!is_json(request.header(http::FieldId::kContentType))) {
     return send_error(exchange, 415, "send JSON with Content-Type: application/json");
   }
   if (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > kMaxBody) {

@@ -153,8 +153,10 @@ void CgiHeadParser::complete() {
   state_ = kComplete;
   headers_.clear();
   for (const FieldSpan& f : spans_) {
-    headers_.push_back({.name = std::string_view(head_).substr(f.name, f.name_len),
-                        .value = std::string_view(head_).substr(f.value, f.value_len)});
+    const std::string_view name = std::string_view(head_).substr(f.name, f.name_len);
+    headers_.push_back({.name = name,
+                        .value = std::string_view(head_).substr(f.value, f.value_len),
+                        .id = http::field_id(name)});
   }
   reason_ = std::string_view(head_).substr(reason_start_, reason_len_);
   if (!has_status_) status_ = has_location_ ? 302 : 200;

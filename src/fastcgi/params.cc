@@ -42,7 +42,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   params.add("PATH_INFO", cgi.path_info);
   params.add("QUERY_STRING", request.query());
   params.add("REDIRECT_STATUS", "200");  // php's cgi.force_redirect wants it
-  params.add("CONTENT_TYPE", request.header("Content-Type"));
+  params.add("CONTENT_TYPE", request.header(http::FieldId::kContentType));
   if (content_length) {
     params.add("CONTENT_LENGTH", number(*content_length, digits));
   } else if (request.body_framing() == http::BodyFraming::kContentLength) {
@@ -67,7 +67,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   std::string name;
   for (const http::Header& header : request.headers()) {
     if (!cgi_safe_name(header.name)) continue;
-    if (http::iequals(header.name, "Proxy") || http::iequals(header.name, "Host")) continue;
+    if (header.id == http::FieldId::kHost || http::iequals(header.name, "Proxy")) continue;
     name.assign("HTTP_");
     for (char c : header.name) {
       name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);

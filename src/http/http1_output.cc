@@ -2,12 +2,55 @@
 
 #include <charconv>
 
+#include "http/status.h"
 #include "net/buffer.h"
 #include "net/output_stream.h"
 
 namespace tern::http {
+namespace {
 
-net::Buffer& Http1Output::head_buffer() { return output_->output_tail_buffer(); }
+void append_field(net::Buffer& out, std::string_view name, std::string_view value) {
+  out.ensure_writable(name.size() + value.size() + 4);
+  out.append(name);
+  out.append(": ", 2);
+  out.append(value);
+  out.append("\r\n", 2);
+}
+
+}  // namespace
+
+void Http1Output::append_start(net::Buffer& b, int status, std::string_view reason, std::string_view server,
+                               std::string_view date) {
+  if (reason.empty()) reason = reason_phrase(status);
+  b.ensure_writable(64 + reason.size() + date.size() + server.size());
+  // Always our own version, also to 1.0 clients (RFC 9110 6.2); what the
+  // client's version changes is the framing and Connection handling.
+  char line[12] = {'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ', static_cast<char>('0' + status / 100 % 10),
+                   static_cast<char>('0' + status / 10 % 10), static_cast<char>('0' + status % 10)};
+  b.append(line, sizeof line);
+  b.append(" ", 1);
+  b.append(reason);
+  b.append("\r\n", 2);
+  if (!server.empty()) append_field(b, "Server", server);
+  if (!date.empty()) append_field(b, "Date", date);
+}
+
+void Http1Output::start_head(int status, std::string_view reason, const HeadStart& start) {
+  net::Buffer& b = output_->output_tail_buffer();
+  if (status == 200 && reason.empty() && !start.http1_ok_head.empty()) {
+    b.append(start.http1_ok_head);
+  } else {
+    append_start(b, status, reason, start.server, start.date);
+  }
+}
+
+// The output's tail is asked for each time rather than kept from
+// start_head(): a pointer more would take HttpConnection past 128 bytes.
+void Http1Output::field(std::string_view name, std::string_view value) {
+  append_field(output_->output_tail_buffer(), name, value);
+}
+
+void Http1Output::fields(const FieldBlock& block) { output_->output_tail_buffer().append(block.text()); }
 
 bool Http1Output::end_head(const ResponseFraming& framing) {
   net::Buffer& b = output_->output_tail_buffer();

@@ -11,6 +11,7 @@
 #include "http/response_stream.h"
 
 namespace tern::net {
+class Buffer;
 class OutputStream;
 }
 
@@ -25,7 +26,14 @@ class Http1Output final : public ResponseStream {
     chunked_ = false;
   }
 
-  net::Buffer& head_buffer() override;
+  // The status line, Server (if not empty) and Date (if not empty), as
+  // start_head writes them: what HeadStart::http1_ok_head caches.
+  static void append_start(net::Buffer& out, int status, std::string_view reason, std::string_view server,
+                           std::string_view date);
+
+  void start_head(int status, std::string_view reason, const HeadStart& start) override;
+  void field(std::string_view name, std::string_view value) override;
+  void fields(const FieldBlock& block) override;
   bool end_head(const ResponseFraming& framing) override;
   void data(std::string_view bytes) override;
   void file(net::FileRegion region) override;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "http/http1_output.h"
 #include "http/http_date.h"
 #include "net/buffer.h"
 #include "net/connection_table.h"
@@ -55,8 +56,8 @@ struct HttpServer::LoopContext {
       date_second = now;
       format_http_date(static_cast<time_t>(now), std::span<char, kHttpDateSize>(date, kHttpDateSize));
       ok_head.retrieve_all();
-      ResponseWriter::append_head_start(ok_head, 200, {}, shared.server_name,
-                                        std::string_view(date, kHttpDateSize));
+      Http1Output::append_start(ok_head, 200, {}, shared.server_name,
+                                std::string_view(date, kHttpDateSize));
     }
     return {std::string_view(date, kHttpDateSize), ok_head.view()};
   }

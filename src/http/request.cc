@@ -318,7 +318,7 @@ uint64_t next_random() {
 
 std::string_view Request::id() const {
   if (id_kind_ == 0) {
-    if (usable_request_id(header("X-Request-Id"))) {
+    if (usable_request_id(header(FieldId::kXRequestId))) {
       id_kind_ = 1;
     } else {
       static constexpr char kHex[] = "0123456789abcdef";
@@ -329,7 +329,7 @@ std::string_view Request::id() const {
       id_kind_ = 2;
     }
   }
-  return id_kind_ == 1 ? header("X-Request-Id") : std::string_view(id_.data(), id_.size());
+  return id_kind_ == 1 ? header(FieldId::kXRequestId) : std::string_view(id_.data(), id_.size());
 }
 
 int Request::interpret_head(std::string_view authority, std::string_view* reason) {

@@ -129,7 +129,8 @@ bool ResponseParser::read_fields(std::string_view fields, ResponseHead* head) {
       fail("too many fields in the response head");
       return false;
     }
-    head->headers.push_back(Header{line.substr(0, colon), value});
+    const std::string_view name = line.substr(0, colon);
+    head->headers.push_back(Header{name, value, field_id(name)});
   }
   return true;
 }

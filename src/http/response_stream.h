@@ -5,12 +5,11 @@
 // the one tern has; an HTTP/2 stream turns the same calls into HEADERS
 // and DATA frames.
 //
-// The head is built in the stream's head buffer in HTTP/1 text form, the
-// status line and then one "Name: value\r\n" per field, because that is
-// what the common case sends as is (one copy, no field table); another
-// protocol reads the fields back from it. end_head() closes it with the
-// framing the writer chose; body bytes and file regions follow in order,
-// and end() closes the body.
+// The head is a status and fields, given one call at a time: Http1Output
+// writes each as text straight into the connection's output (no field
+// table), an HTTP/2 stream keeps them for HPACK. end_head() closes it with
+// the framing the writer chose; body bytes and file regions follow in
+// order, and end() closes the body.
 //
 // One response at a time; loop thread of the stream's owner.
 #pragma once
@@ -18,13 +17,19 @@
 #include <cstdint>
 #include <string_view>
 
+#include "http/field_block.h"
 #include "net/callbacks.h"
 
-namespace tern::net {
-class Buffer;
-}
-
 namespace tern::http {
+
+// What every response head starts with: the Server and Date fields (each
+// left out when empty), and HTTP/1's text of a 200's status line and those
+// two, cached per loop (a stream that writes text may copy it whole).
+struct HeadStart {
+  std::string_view server;
+  std::string_view date;
+  std::string_view http1_ok_head;
+};
 
 // How a response's body is delimited, as the writer knows it when the
 // head ends.
@@ -42,8 +47,11 @@ struct ResponseFraming {
 
 class ResponseStream {
  public:
-  // Where the head is built (status line, then fields), until end_head().
-  virtual net::Buffer& head_buffer() = 0;
+  // The head: start_head() once, then its fields in order, then end_head().
+  // `reason` empty: the status's usual phrase.
+  virtual void start_head(int status, std::string_view reason, const HeadStart& start) = 0;
+  virtual void field(std::string_view name, std::string_view value) = 0;
+  virtual void fields(const FieldBlock& block) = 0;
   // The head is complete. Returns whether the connection can still go on
   // after this response (HTTP/1.0 has no way to end a stream but closing).
   virtual bool end_head(const ResponseFraming& framing) = 0;

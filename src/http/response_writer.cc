@@ -9,63 +9,23 @@
 #include "net/buffer.h"
 
 namespace tern::http {
-namespace {
-
-void append_number(net::Buffer& out, uint64_t value) {
-  char digits[24];
-  auto [end, ec] = std::to_chars(digits, digits + sizeof digits, value);
-  out.append(digits, static_cast<size_t>(end - digits));
-}
-
-void append_field(net::Buffer& out, std::string_view name, std::string_view value) {
-  out.ensure_writable(name.size() + value.size() + 4);
-  out.append(name);
-  out.append(": ", 2);
-  out.append(value);
-  out.append("\r\n", 2);
-}
-
-}  // namespace
-
-void ResponseWriter::append_head_start(net::Buffer& b, int status, std::string_view reason,
-                                       std::string_view server, std::string_view date) {
-  if (reason.empty()) reason = reason_phrase(status);
-  b.ensure_writable(64 + reason.size() + date.size() + server.size());
-  // Always our own version, also to 1.0 clients (RFC 9110 6.2); what the
-  // client's version changes is the framing and Connection handling.
-  b.append("HTTP/1.1 ", 9);
-  append_number(b, static_cast<uint64_t>(status));
-  b.append(" ", 1);
-  b.append(reason);
-  b.append("\r\n", 2);
-  if (!server.empty()) append_field(b, "Server", server);
-  if (!date.empty()) append_field(b, "Date", date);
-}
-
 ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
   TERN_CHECK_MSG(!started(), "ResponseWriter::start called twice");
   TERN_CHECK(status >= 100 && status <= 999);
   status_ = status;
-  // Valid until the head ends: nothing else is queued on the stream meanwhile.
-  head_ = &ctx_.stream->head_buffer();
-  if (status == 200 && reason.empty() && !ctx_.ok_head.empty()) {
-    head_->append(ctx_.ok_head);
-  } else {
-    append_head_start(*head_, status, reason, ctx_.server, ctx_.date);
-  }
+  ctx_.stream->start_head(status, reason, {ctx_.server, ctx_.date, ctx_.ok_head});
   return *this;
 }
 
 ResponseWriter& ResponseWriter::header(std::string_view name, std::string_view value) {
   TERN_CHECK(started() && !finished_ && !streaming_);
-  append_field(head(), name, value);
+  ctx_.stream->field(name, value);
   return *this;
 }
 
-ResponseWriter& ResponseWriter::fields(std::string_view formatted) {
+ResponseWriter& ResponseWriter::fields(const FieldBlock& block) {
   TERN_CHECK(started() && !finished_ && !streaming_);
-  TERN_DCHECK(formatted.empty() || formatted.ends_with("\r\n"));
-  head().append(formatted);
+  ctx_.stream->fields(block);
   return *this;
 }
 
@@ -87,24 +47,19 @@ Coding ResponseWriter::compress_for(std::string_view content_type, std::optional
 }
 
 void ResponseWriter::end_head(ResponseFraming::Kind kind, uint64_t content_length) {
-  net::Buffer& b = head();
-  if (vary_) b.append("Vary: Accept-Encoding\r\n");
-  if (compressing()) {
-    b.append("Content-Encoding: ");
-    b.append(coding_name(coding_));
-    b.append("\r\n", 2);
-  }
+  ResponseStream& stream = *ctx_.stream;
+  if (vary_) stream.field("Vary", "Accept-Encoding");
+  if (compressing()) stream.field("Content-Encoding", coding_name(coding_));
   if (extra_ != nullptr) {
-    b.append(extra_->always);
+    if (!extra_->always.empty()) stream.fields(extra_->always);
     switch (status_) {
       case 200: case 201: case 204: case 206: case 301: case 302: case 303: case 304: case 307: case 308:
-        b.append(extra_->success);
+        if (!extra_->success.empty()) stream.fields(extra_->success);
         break;
       default:
         break;
     }
   }
-  head_ = nullptr;
   ResponseFraming framing;
   framing.kind = status_has_body(status_) ? kind : ResponseFraming::Kind::kNone;
   framing.length = content_length;

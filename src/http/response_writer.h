@@ -41,12 +41,12 @@ namespace tern::http {
 class ErrorPageHook;
 
 // Fields a configuration adds to responses (a location's headers),
-// formatted ("Name: value\r\n" each): `always` on every response,
+// prepared once: `always` on every response,
 // `success` on 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 (the
 // statuses nginx's add_header applies to).
 struct ExtraFields {
-  std::string always;
-  std::string success;
+  FieldBlock always;
+  FieldBlock success;
   bool empty() const { return always.empty() && success.empty(); }
 };
 
@@ -59,14 +59,10 @@ class ResponseWriter {
     bool keep_alive = true;   // the request allows it and the server wants it
     std::string_view date;    // "Sun, 06 Nov 1994 08:49:37 GMT", cached per loop
     std::string_view server;  // Server header value; empty for none
-    // append_head_start(200, {}, server, date), cached per loop, or empty:
-    // start(200) then copies it in one piece.
+    // Http1Output::append_start(200, {}, server, date), cached per loop,
+    // or empty: an HTTP/1 start(200) then copies it in one piece.
     std::string_view ok_head;
   };
-
-  // Appends the status line, Server (if not empty) and Date (if not empty).
-  static void append_head_start(net::Buffer& out, int status, std::string_view reason,
-                                std::string_view server, std::string_view date);
 
   explicit ResponseWriter(const Context& context) : ctx_(context) {}
   ResponseWriter(const ResponseWriter&) = delete;
@@ -75,9 +71,9 @@ class ResponseWriter {
   ResponseWriter& start(int status, std::string_view reason = {});
   ResponseWriter& header(std::string_view name, std::string_view value);
   ResponseWriter& header(std::string_view name, uint64_t value);
-  // Fields already formatted, "Name: value\r\n" each, as a cache keeps them
-  // (the static handler's per-file fields): one copy instead of a call per field.
-  ResponseWriter& fields(std::string_view formatted);
+  // Fields prepared once, as a cache keeps them (the static handler's
+  // per-file fields): for HTTP/1 one copy instead of a call per field.
+  ResponseWriter& fields(const FieldBlock& block);
 
   // Finishing calls; exactly one per response.
   void body(std::string_view data);
@@ -136,7 +132,6 @@ class ResponseWriter {
   uint64_t body_bytes() const { return body_bytes_; }  // for the access log
 
  private:
-  net::Buffer& head() { return *head_; }
   void end_head(ResponseFraming::Kind kind, uint64_t content_length);
 
   bool compressing() const { return coding_ != Coding::kIdentity && status_ == 200; }
@@ -151,7 +146,6 @@ class ResponseWriter {
   bool body_coded_ = false;  // body() is given what body_coded() compressed
   std::unique_ptr<Compressor> compressor_;  // a compressed stream
   ErrorPageHook* error_pages_ = nullptr;
-  net::Buffer* head_ = nullptr;  // the stream's head buffer, from start() to the finishing call
   int status_ = 0;
   bool finished_ = false;
   bool streaming_ = false;

@@ -15,8 +15,8 @@
 //     without a content-length is framed as chunked (its length is not
 //     known);
 //   - a response comes through http::ResponseStream, as from any handler:
-//     the head's HTTP/1 text becomes a HEADERS frame (names lowered, the
-//     HTTP/1 framing and connection fields left out, Content-Length kept),
+//     the head's status and fields become a HEADERS frame (names lowered,
+//     HTTP/1's framing and connection fields left out, the length kept),
 //     body bytes and file regions become DATA frames as the client's
 //     windows allow. What a stream has queued is its producer's to bound:
 //     pending_output_bytes() says how much, and the on_drained callback
@@ -340,7 +340,9 @@ class Stream final : public http::ResponseStream {
   void release_request();
 
   // ResponseStream.
-  net::Buffer& head_buffer() override;
+  void start_head(int status, std::string_view reason, const http::HeadStart& start) override;
+  void field(std::string_view name, std::string_view value) override;
+  void fields(const http::FieldBlock& block) override;
   bool end_head(const http::ResponseFraming& framing) override;
   void data(std::string_view bytes) override;
   void file(net::FileRegion region) override;
@@ -363,8 +365,8 @@ class Stream final : public http::ResponseStream {
     size_t taken = 0;  // of the region
   };
 
-  // Room a response head is given at first (ResponseWriter's appends).
-  static constexpr size_t kHeadRoom = 512;
+  // Room a response head keeps from one response to the next.
+  static constexpr size_t kHeadRoom = 1024;
 
   Stream(Session* session, uint32_t id) : session_(session), id_(id) {}
   // As new for stream `id`, keeping what its buffers hold room for.
@@ -395,9 +397,15 @@ class Stream final : public http::ResponseStream {
   // content-length as the client sent it (-1: none), and the DATA so far.
   int64_t expected_length_ = -1;
   uint64_t data_in_ = 0;
-  // The response: its head until submitted (no room held otherwise), its
-  // body's pieces from pieces_[front_] on.
-  net::Buffer head_{0};
+  // The response: its head until submitted (its status, its fields' bytes
+  // back to back and where each lies), its body's pieces from
+  // pieces_[front_] on.
+  struct HeadField {
+    uint32_t at, name_size, value_size;  // the name at `at`, the value after it
+  };
+  int status_ = 0;
+  std::string head_;
+  std::vector<HeadField> head_fields_;
   std::vector<Piece> pieces_;
   size_t front_ = 0;
   net::Buffer bytes_{0};  // the body bytes of pieces_, in their order

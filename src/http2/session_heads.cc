@@ -1,8 +1,9 @@
 // http2::Session's header blocks, both ways: a request's block decoded
 // with HPACK, its fields checked as RFC 9113 section 8.2 asks and copied
 // into the stream's arena, then made its http::Request (start); trailers
-// checked and dropped; and a response's HTTP/1 head, as the ResponseWriter
-// wrote it, encoded as a HEADERS frame (submit_head). See session.h.
+// checked and dropped; and a response's head, as the ResponseWriter gave
+// it field by field, encoded as a HEADERS frame (submit_head). See
+// session.h.
 #include "http2/session.h"
 
 #include <array>
@@ -350,50 +351,42 @@ void Session::start_waiting() {
 }
 
 void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) {
-  // "HTTP/1.1 200 OK\r\n", then "Name: value\r\n" per field (ResponseWriter's form).
-  const std::string_view text = stream.head_.view();
-  const size_t status_end = text.find("\r\n");
-  TERN_CHECK_MSG(status_end != std::string_view::npos && status_end >= 12, "malformed response head");
-  const std::string_view status = text.substr(9, 3);
+  const int code = stream.status_;
+  const char status[3] = {static_cast<char>('0' + code / 100 % 10), static_cast<char>('0' + code / 10 % 10),
+                          static_cast<char>('0' + code % 10)};
   block_out_.retrieve_all();
-  encoder_.encode(":status", status, kStatusName, block_out_);
+  encoder_.encode(":status", std::string_view(status, 3), kStatusName, block_out_);
   const KnownFields& fields = known_fields();
-  size_t at = status_end + 2;
-  while (at < text.size()) {
-    size_t end = text.find("\r\n", at);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(at, end - at);
-    const size_t colon = line.find(':');
-    if (colon != std::string_view::npos) {
-      std::string_view value = line.substr(colon + 1);
-      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-      if (const KnownField* known = fields.find(line.substr(0, colon)); known != nullptr) {
-        if (!known->dropped) encoder_.encode(known->lower, value, known->static_name, block_out_);
-      } else {
-        names_.resize(colon);
-        for (size_t i = 0; i < colon; ++i) {
-          names_[i] = line[i] >= 'A' && line[i] <= 'Z' ? static_cast<char>(line[i] + 32) : line[i];
-        }
-        if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, block_out_);
-      }
+  for (const Stream::HeadField& f : stream.head_fields_) {
+    const std::string_view name(stream.head_.data() + f.at, f.name_size);
+    const std::string_view value(stream.head_.data() + f.at + f.name_size, f.value_size);
+    if (const KnownField* known = fields.find(name); known != nullptr) {
+      if (!known->dropped) encoder_.encode(known->lower, value, known->static_name, block_out_);
+      continue;
     }
-    at = end + 2;
+    names_.resize(name.size());
+    for (size_t i = 0; i < name.size(); ++i) {
+      names_[i] = name[i] >= 'A' && name[i] <= 'Z' ? static_cast<char>(name[i] + 32) : name[i];
+    }
+    if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, block_out_);
   }
   if (framing.kind == http::ResponseFraming::Kind::kLength) {
     char digits[24];
     auto [end, ec] = std::to_chars(digits, digits + sizeof digits, framing.length);
     encoder_.encode("content-length", std::string_view(digits, end), kContentLengthName, block_out_);
   }
-  const bool interim = status.front() == '1';
+  const bool interim = code < 200;
   const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
   const bool end_stream = !interim && !has_body;
   write_headers(pending_, stream.id_, block_out_.view(), end_stream, peer_max_frame_);
   // The head's room stays for the next response of this stream object,
   // unless a large head made it large.
-  if (stream.head_.capacity() > 2 * Stream::kHeadRoom) {
-    stream.head_ = net::Buffer(0);
+  if (stream.head_.capacity() > Stream::kHeadRoom) {
+    std::string().swap(stream.head_);
+    std::vector<Stream::HeadField>().swap(stream.head_fields_);
   } else {
-    stream.head_.retrieve_all();
+    stream.head_.clear();
+    stream.head_fields_.clear();
   }
   if (interim) return;
   stream.has_body_ = has_body;

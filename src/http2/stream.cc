@@ -29,7 +29,8 @@ void Stream::recycle(uint32_t id) {
   uncredited_ = 0;
   expected_length_ = -1;
   data_in_ = 0;
-  head_.retrieve_all();
+  head_.clear();
+  head_fields_.clear();
   pieces_.clear();
   front_ = 0;
   bytes_.retrieve_all();
@@ -67,9 +68,22 @@ void Stream::release_request() {
   }
 }
 
-net::Buffer& Stream::head_buffer() {
-  if (head_.capacity() == 0) head_.ensure_writable(kHeadRoom);
-  return head_;
+void Stream::start_head(int status, std::string_view, const http::HeadStart& start) {
+  status_ = status;  // HTTP/2 has no reason phrase (8.3.2)
+  head_.clear();
+  head_fields_.clear();
+  if (!start.server.empty()) field("Server", start.server);
+  if (!start.date.empty()) field("Date", start.date);
+}
+
+void Stream::field(std::string_view name, std::string_view value) {
+  const auto at = static_cast<uint32_t>(head_.size());
+  head_.append(name).append(value);
+  head_fields_.push_back({at, static_cast<uint32_t>(name.size()), static_cast<uint32_t>(value.size())});
+}
+
+void Stream::fields(const http::FieldBlock& block) {
+  for (size_t i = 0; i < block.size(); ++i) field(block.name(i), block.value(i));
 }
 
 bool Stream::end_head(const http::ResponseFraming& framing) {

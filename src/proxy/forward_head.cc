@@ -13,15 +13,9 @@ namespace {
 
 using http::iequals;
 
-constexpr std::array<std::string_view, 14> kNotForwarded = {
-    "Connection", "Keep-Alive",   "Proxy-Connection",  "TE",               "Trailer",
-    "Transfer-Encoding", "Upgrade", "Expect",           "Content-Length",   "Host",
-    "X-Real-IP",  "X-Forwarded-Proto", "X-Forwarded-Host", "X-Request-Id",
-};
-
 bool named_in_connection(std::string_view name, const http::Request& request) {
   for (const http::Header& h : request.headers()) {
-    if (!iequals(h.name, "Connection")) continue;
+    if (h.id != http::FieldId::kConnection) continue;
     const bool found = !http::fields::for_each_element(h.value, [name](std::string_view option) {
       return !iequals(option, name);
     });
@@ -33,14 +27,31 @@ bool named_in_connection(std::string_view name, const http::Request& request) {
 // `connection`: the request has a Connection field, whose options name
 // fields that stay behind too (most requests have none: no second scan).
 bool forwarded_as_is(const http::Header& h, const http::Request& request, bool connection) {
-  for (std::string_view name : kNotForwarded) {
-    if (iequals(h.name, name)) return false;
-  }
-  // Proxy-Authorization and the rest: for this hop only.
-  if (h.name.size() > 6 && iequals(h.name.substr(0, 6), "Proxy-")) return false;
-  // Appended to below, with this hop added.
-  if (iequals(h.name, "X-Forwarded-For") || iequals(h.name, "Forwarded") || iequals(h.name, "Via")) {
-    return false;
+  using http::FieldId;
+  switch (h.id) {
+    // For this hop only, or written below with this hop's values.
+    case FieldId::kConnection:
+    case FieldId::kKeepAlive:
+    case FieldId::kTe:
+    case FieldId::kTransferEncoding:
+    case FieldId::kUpgrade:
+    case FieldId::kExpect:
+    case FieldId::kContentLength:
+    case FieldId::kHost:
+    case FieldId::kXRealIp:
+    case FieldId::kXForwardedProto:
+    case FieldId::kXForwardedHost:
+    case FieldId::kXRequestId:
+    case FieldId::kXForwardedFor:
+    case FieldId::kForwarded:
+      return false;
+    case FieldId::kOther:
+      if (iequals(h.name, "Trailer") || iequals(h.name, "Via")) return false;
+      // Proxy-Connection, Proxy-Authorization and the rest: this hop's.
+      if (h.name.size() > 6 && iequals(h.name.substr(0, 6), "Proxy-")) return false;
+      break;
+    default:
+      break;
   }
   return !connection || !named_in_connection(h.name, request);
 }
@@ -77,7 +88,7 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
                                                           : options.upstream_host;
   field(out, "Host", host);
   bool connection = false;
-  for (const http::Header& h : request.headers()) connection = connection || iequals(h.name, "Connection");
+  for (const http::Header& h : request.headers()) connection = connection || h.id == http::FieldId::kConnection;
   for (const http::Header& h : request.headers()) {
     if (forwarded_as_is(h, request, connection)) field(out, h.name, h.value);
   }
@@ -112,7 +123,7 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   out.append("\r\n");
   if (options.upgrade) {
     field(out, "Connection", "upgrade");
-    field(out, "Upgrade", request.header("Upgrade"));
+    field(out, "Upgrade", request.header(http::FieldId::kUpgrade));
   }
   if (options.content_length) {
     char digits[24];

@@ -21,10 +21,10 @@ http::ChunkedDecoder::Limits response_chunk_limits() {
 
 // Connection: upgrade with an Upgrade field, in HTTP/1.1 (RFC 9110 7.8).
 bool asks_to_upgrade(const http::Request& request) {
-  if (request.version() != http::Version::kHttp11 || request.header("Upgrade").empty()) return false;
+  if (request.version() != http::Version::kHttp11 || request.header(http::FieldId::kUpgrade).empty()) return false;
   http::fields::ConnectionOptions connection;
   for (const http::Header& field : request.headers()) {
-    if (http::iequals(field.name, "Connection")) connection.note(field.value);
+    if (field.id == http::FieldId::kConnection) connection.note(field.value);
   }
   return connection.upgrade;
 }

@@ -210,9 +210,9 @@ void append_json(fmt::memory_buffer& out, const AccessLogEntry& e) {
   out.append(std::string_view(",\"request_id\":"));
   append_json_optional(out, parsed ? r.id() : std::string_view());
   out.append(std::string_view(",\"http_referer\":"));
-  append_json_optional(out, r.header("Referer"));
+  append_json_optional(out, r.header(http::FieldId::kReferer));
   out.append(std::string_view(",\"http_user_agent\":"));
-  append_json_optional(out, r.header("User-Agent"));
+  append_json_optional(out, r.header(http::FieldId::kUserAgent));
   out.append(std::string_view(",\"ssl_protocol\":"));
   append_json_optional(out, tls_value(e.conn, false));
   out.append(std::string_view(",\"upstream_response_time\":"));

@@ -173,7 +173,7 @@ void ChainLoop::set_filters(const http::Request& request, http::ResponseWriter& 
   if (location == nullptr) return;
   if (!location->fields.empty()) writer.set_extra_fields(&location->fields);
   if (location->compression != nullptr) {
-    writer.set_compression(location->compression, request.header("Accept-Encoding"));
+    writer.set_compression(location->compression, request.header(http::FieldId::kAcceptEncoding));
   }
 }
 
@@ -282,7 +282,7 @@ bool ChainLoop::serve_internal(const Site& site, std::string_view uri, const htt
   if (target == nullptr) return false;
   // The location's fields and the application's, together.
   http::ExtraFields extra = target->fields;
-  extra.always += fields.always;
+  extra.always.append(fields.always);
   writer.set_extra_fields(&extra);
   respond_static(*stores_[target->store], request, {file, true, *path, /*as_get=*/true}, writer,
                  net::EventLoop::current()->clock().now(),

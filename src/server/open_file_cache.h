@@ -60,6 +60,7 @@
 
 #include "base/loop_counter.h"
 #include "base/result.h"
+#include "http/field_block.h"
 #include "http/http_date.h"
 
 namespace tern::server {
@@ -109,7 +110,7 @@ class OpenFile {
   // one loop, so no lock.
   struct HeadMemo {
     std::string_view content_type;  // into the MimeTypes table; empty: not yet
-    std::string fields;             // Content-Type, Last-Modified, ETag lines
+    http::FieldBlock fields;        // Content-Type, Last-Modified, ETag
     // Whether "<name>.br" and "<name>.gz" were beside the file when last
     // looked for, and when that was (epoch: never). Trusted for as long as
     // a cached entry is.

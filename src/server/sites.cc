@@ -28,9 +28,9 @@ std::string trim_slashes(std::string root) {
 
 http::ExtraFields format_fields(const LocationConfig& l) {
   http::ExtraFields fields;
-  for (const auto& [name, value] : l.headers_always) fields.always += name + ": " + value + "\r\n";
-  for (const auto& [name, value] : l.headers) fields.success += name + ": " + value + "\r\n";
-  if (l.expires) fields.success += "Cache-Control: max-age=" + std::to_string(l.expires->count()) + "\r\n";
+  for (const auto& [name, value] : l.headers_always) fields.always.add(name, value);
+  for (const auto& [name, value] : l.headers) fields.success.add(name, value);
+  if (l.expires) fields.success.add("Cache-Control", "max-age=" + std::to_string(l.expires->count()));
   return fields;
 }
 

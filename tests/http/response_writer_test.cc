@@ -83,11 +83,31 @@ TEST(ReasonPhrase, CoversTheStatusesOfRfc9110) {
 
 TEST(ResponseWriterHeadStart, IsTheStatusLineThenServerThenDate) {
   net::Buffer b(0);
-  ResponseWriter::append_head_start(b, 200, {}, "tern", "Sun, 06 Nov 1994 08:49:37 GMT");
+  Http1Output::append_start(b, 200, {}, "tern", "Sun, 06 Nov 1994 08:49:37 GMT");
   EXPECT_EQ(b.view(), "HTTP/1.1 200 OK\r\nServer: tern\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n");
   b.retrieve_all();
-  ResponseWriter::append_head_start(b, 404, "Gone Fishing", "", "");
+  Http1Output::append_start(b, 404, "Gone Fishing", "", "");
   EXPECT_EQ(b.view(), "HTTP/1.1 404 Gone Fishing\r\n");
+}
+
+TEST(FieldBlock, KeepsHttp1TextAndEachFieldsPlace) {
+  FieldBlock block;
+  EXPECT_TRUE(block.empty());
+  block.add("Content-Type", "text/html");
+  block.add("ETag", "\"x\"");
+  FieldBlock more;
+  more.add("X-Empty", "");
+  block.append(more);
+  EXPECT_EQ(block.text(), "Content-Type: text/html\r\nETag: \"x\"\r\nX-Empty: \r\n");
+  ASSERT_EQ(block.size(), 3u);
+  EXPECT_EQ(block.name(1), "ETag");
+  EXPECT_EQ(block.value(1), "\"x\"");
+  EXPECT_EQ(block.name(2), "X-Empty");
+  EXPECT_EQ(block.value(2), "");
+  FieldBlock copy = block;  // places are offsets: a copy reads its own text
+  block.clear();
+  EXPECT_EQ(copy.value(0), "text/html");
+  EXPECT_TRUE(block.empty());
 }
 
 TEST_F(ResponseWriterTest, OkHeadIsCopiedForA200AndOnlyThere) {

@@ -417,5 +417,42 @@ TEST_F(SessionRulesTest, HeadsHttp1WouldRefuseGetItsStatus) {
   EXPECT_EQ(goaway_code(frames), -1);
 }
 
+TEST_F(SessionRulesTest, AResponseHeadIsItsStatusAndFieldsInOrderWithHttp1sOwnLeftOut) {
+  http::FieldBlock block;
+  block.add("Content-Type", "text/plain");
+  block.add("X-Block", "b");
+  http::ExtraFields extra;
+  extra.always.add("X-Always", "a");
+  extra.success.add("X-Success", "s");
+  on_request = [&](Stream& stream) {
+    http::ResponseWriter::Context context;
+    context.stream = &stream;
+    context.server = "tern";
+    context.date = "Sun, 06 Nov 1994 08:49:37 GMT";
+    http::ResponseWriter writer(context);
+    writer.set_extra_fields(&extra);
+    writer.start(stream.id() == 1 ? 201 : 404, "Ignored Reason").fields(block);
+    writer.header("Connection", "close").header("Keep-Alive", "timeout=5").header("X-Mixed-Case", "v");
+    writer.header("Content-Length", "99").body("abc");
+  };
+  Wire wire;
+  wire.preface().get(1).get(3);
+  ASSERT_TRUE(session_->receive(wire.bytes()));
+  const auto frames = drain();
+  HpackDecoder decoder;
+  std::map<uint32_t, std::string> heads;
+  for (const SeenFrame& f : frames) {
+    if (f.type != FrameType::kHeaders) continue;
+    ASSERT_EQ(decoder.decode(f.payload, [&](const HpackField& field) {
+      heads[f.stream_id] += std::string(field.name) + "=" + std::string(field.value) + ";";
+    }), HpackError::kOk);
+  }
+  EXPECT_EQ(heads[1], ":status=201;server=tern;date=Sun, 06 Nov 1994 08:49:37 GMT;content-type=text/plain;"
+                      "x-block=b;x-mixed-case=v;x-always=a;x-success=s;content-length=3;");
+  // Not a success: the success fields stay out (as nginx's add_header).
+  EXPECT_EQ(heads[3], ":status=404;server=tern;date=Sun, 06 Nov 1994 08:49:37 GMT;content-type=text/plain;"
+                      "x-block=b;x-mixed-case=v;x-always=a;content-length=3;");
+}
+
 }  // namespace
 }  // namespace tern::http2

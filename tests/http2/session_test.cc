@@ -332,7 +332,7 @@ TEST_F(SessionTest, AStreamedBodyWaitsForItsProducerAndTellsItWhenDrained) {
   Stream* open = nullptr;
   on_request = [&](Stream& stream) {
     open = &stream;
-    stream.head_buffer().append("HTTP/1.1 200 OK\r\n");
+    stream.start_head(200, {}, {});
     stream.end_head({.kind = http::ResponseFraming::Kind::kStream});
     stream.data(std::string(100 * 1024, 's'));  // above the high water
     EXPECT_GE(stream.pending_output_bytes(), limits.stream_high_water);

@@ -234,8 +234,11 @@ headers = { X-Frame-Options = "DENY" }
 headers_always = { X-Served-By = "tern" }
 )");
   const Location& l = sites.sites().front()->locations().front();
-  EXPECT_EQ(l.fields.always, "X-Served-By: tern\r\n");
-  EXPECT_EQ(l.fields.success, "X-Frame-Options: DENY\r\nCache-Control: max-age=31536000\r\n");
+  EXPECT_EQ(l.fields.always.text(), "X-Served-By: tern\r\n");
+  EXPECT_EQ(l.fields.success.text(), "X-Frame-Options: DENY\r\nCache-Control: max-age=31536000\r\n");
+  ASSERT_EQ(l.fields.success.size(), 2u);
+  EXPECT_EQ(l.fields.success.name(1), "Cache-Control");
+  EXPECT_EQ(l.fields.success.value(1), "max-age=31536000");
 }
 
 TEST_F(SitesTest, ARootThatCannotBeOpenedIsAnError) {

@@ -226,14 +226,14 @@ TEST_F(StaticFilesTest, FieldsOfAGzipFileDependOnTheNameItIsServedFor) {
   // name (a gzip file), alternately, so no remembered fields may leak.
   for (int i = 0; i < 2; ++i) {
     StaticResult own = serve(with_encoding("/style.css.gz", ""));
-    EXPECT_EQ(own.fields, "Content-Type: application/gzip\r\nLast-Modified: " +
+    EXPECT_EQ(own.fields->text(), "Content-Type: application/gzip\r\nLast-Modified: " +
                               std::string(own.last_modified) + "\r\nETag: " +
                               std::string(own.etag) + "\r\n");
     StaticResult encoded = serve(with_encoding("/style.css", "gzip"));
     ASSERT_TRUE(encoded.gzip);
     EXPECT_EQ(encoded.etag, own.etag);
-    EXPECT_TRUE(encoded.fields.starts_with("Content-Type: text/css; charset=utf-8\r\n"))
-        << encoded.fields;
+    EXPECT_TRUE(encoded.fields->text().starts_with("Content-Type: text/css; charset=utf-8\r\n"))
+        << encoded.fields->text();
   }
 }
 

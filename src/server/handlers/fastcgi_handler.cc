@@ -285,7 +285,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
 
   std::unique_ptr<upstream::ResponseTap> tap;
   if (block.cache && (request.method() == http::Method::kGet || request.method() == http::Method::kHead) &&
-      !request.has_header("Authorization")) {
+      !request.has_header(http::FieldId::kAuthorization)) {
     std::string key = ResponseCache::key(request);
     auto now = std::chrono::steady_clock::now();
     auto hit = block.cache->find(key, now);

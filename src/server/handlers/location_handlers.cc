@@ -147,7 +147,7 @@ void FastCgiHandler::start(const Route& route, http::Exchange& exchange) {
     for (const http::Header& field : head.headers) {
       for (std::string_view kept : {"Content-Disposition", "Set-Cookie", "Cache-Control", "Expires"}) {
         if (http::iequals(field.name, kept)) {
-          fields.always.append(field.name).append(": ").append(field.value).append("\r\n");
+          fields.always.add(field.name, field.value);
         }
       }
     }

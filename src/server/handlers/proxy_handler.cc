@@ -29,7 +29,7 @@ bool field_name_matches(std::string_view variable, std::string_view name) {
 
 std::string_view cookie_value(const http::Request& request, std::string_view name) {
   for (const http::Header& field : request.headers()) {
-    if (!http::iequals(field.name, "Cookie")) continue;
+    if (field.id != http::FieldId::kCookie) continue;
     std::string_view list = field.value;
     while (!list.empty()) {
       const size_t semicolon = list.find(';');

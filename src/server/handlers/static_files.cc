@@ -144,14 +144,12 @@ void StaticFiles::describe(std::string_view name, StaticResult* result) {
   if (sibling || memo.content_type.empty()) {
     memo.content_type = mime_types_.lookup(name);
     memo.fields.clear();
-    for (auto [field, value] : {std::pair{"Content-Type: ", memo.content_type},
-                                std::pair{"Last-Modified: ", result->last_modified},
-                                std::pair{"ETag: ", result->etag}}) {
-      memo.fields.append(field).append(value).append("\r\n");
-    }
+    memo.fields.add("Content-Type", memo.content_type);
+    memo.fields.add("Last-Modified", result->last_modified);
+    memo.fields.add("ETag", result->etag);
   }
   result->content_type = memo.content_type;
-  result->fields = memo.fields;
+  result->fields = &memo.fields;
 }
 
 // Maps the request path to a regular file: normalises it, opens it, and for

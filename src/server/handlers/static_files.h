@@ -114,8 +114,8 @@ struct StaticResult {
   std::string_view content_type;      // with `file`
   std::string_view etag;              // with `file`
   std::string_view last_modified;     // with `file`
-  // The three above as formatted fields ("Content-Type: ...\r\n" and so on).
-  std::string_view fields;
+  // The three above, prepared to be sent (the file's memo; null until set).
+  const http::FieldBlock* fields = nullptr;
   std::string_view location;          // 301: the Location value
   std::string_view allow;             // 405: the Allow value
 

@@ -48,16 +48,13 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
   // Request::header does).
   for (const http::Header& field : request.headers()) {
     std::string_view* slot = nullptr;
-    if (http::iequals(field.name, "If-None-Match")) {
-      slot = &query.if_none_match;
-    } else if (http::iequals(field.name, "If-Modified-Since")) {
-      slot = &query.if_modified_since;
-    } else if (http::iequals(field.name, "Range")) {
-      slot = &query.range;
-    } else if (http::iequals(field.name, "If-Range")) {
-      slot = &query.if_range;
-    } else if (http::iequals(field.name, "Accept-Encoding")) {
-      slot = &query.accept_encoding;
+    switch (field.id) {
+      case http::FieldId::kIfNoneMatch: slot = &query.if_none_match; break;
+      case http::FieldId::kIfModifiedSince: slot = &query.if_modified_since; break;
+      case http::FieldId::kRange: slot = &query.range; break;
+      case http::FieldId::kIfRange: slot = &query.if_range; break;
+      case http::FieldId::kAcceptEncoding: slot = &query.accept_encoding; break;
+      default: break;
     }
     if (slot != nullptr && slot->empty()) *slot = field.value;
   }
@@ -99,12 +96,12 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
   }
 
   writer.start(result.status);
-  writer.fields(result.fields);  // Content-Type, Last-Modified, ETag
+  writer.fields(*result.fields);  // Content-Type, Last-Modified, ETag
   if (result.gzip) writer.header("Content-Encoding", "gzip");
   if (result.brotli) writer.header("Content-Encoding", "br");
   if (result.vary_accept_encoding && !writer.varies()) writer.header("Vary", "Accept-Encoding");
   if (result.status == 304) return writer.end();
-  writer.fields("Accept-Ranges: bytes\r\n");
+  writer.header("Accept-Ranges", "bytes");
   if (result.status == 206) writer.header("Content-Range", result.content_range());
   if (result.file->has_content() && !use_mmap) {
     // Small file: head and body leave in one write.
