@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "http/http1_output.h"
 #include "http/response_writer.h"
+#include "http1/http1_output.h"
 #include "net/buffer.h"
 #include "net/connection_table.h"
 #include "net/event_loop.h"

@@ -32,7 +32,7 @@
 
 #include "auth/login_throttle.h"
 #include "auth/rate_limiter.h"
-#include "auth/session.h"
+#include "auth/session_signer.h"
 #include "auth/user_store.h"
 #include "base/result.h"
 #include "base/task_pool.h"

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "http/request.h"
-#include "http/response_parser.h"
+#include "http1/response_parser.h"
 
 namespace tern::fastcgi {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 
 namespace tern::http {
 

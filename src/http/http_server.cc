@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "http/http1_output.h"
 #include "http/http_date.h"
+#include "http1/http1_output.h"
 #include "net/buffer.h"
 #include "net/connection_table.h"
 #include "net/event_loop.h"

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "base/result.h"
-#include "http/http_connection.h"
 #include "http/router.h"
+#include "http1/http_connection.h"
 #include "net/inet_address.h"
 #include "net/loop_local.h"
 #include "net/tcp_server.h"

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "http/http_connection.h"
+#include "http1/http_connection.h"
 #include "http2/session.h"
 
 namespace tern::http2 {

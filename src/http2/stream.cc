@@ -1,13 +1,15 @@
 // http2::Stream: one request's response side (its body queued as bytes and
 // file regions, framed as the client's windows allow) and its request
 // body's pacing. The session (session*.cc) drives it.
-#include "http2/session.h"
+#include "http2/stream.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+
+#include "http2/session.h"
 
 namespace tern::http2 {
 

@@ -2,7 +2,7 @@
 // them: bytes appended in place to the end of the output (no copy in
 // between), file regions queued after them (sent with sendfile where the
 // transport can), everything leaving in order. HTTP/1 responses are
-// written to one (http/http1_output.h), so a handler never needs a socket:
+// written to one (http1/http1_output.h), so a handler never needs a socket:
 // TcpConnection is the stream of a plain connection, tests keep the bytes
 // in memory (tests/support/memory_output.h), and a TLS connection is one
 // more implementation.

@@ -24,8 +24,8 @@
 
 #include <string>
 
-#include "http/chunked_decoder.h"
-#include "http/response_parser.h"
+#include "http1/chunked_decoder.h"
+#include "http1/response_parser.h"
 #include "net/inet_address.h"
 #include "proxy/forward_head.h"
 #include "upstream/call.h"

@@ -19,7 +19,7 @@
 #include "base/log.h"
 #include "http/compression.h"
 #include "http/http_limits.h"
-#include "http/response_parser.h"
+#include "http1/response_parser.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
 #include "net/poller.h"

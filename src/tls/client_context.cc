@@ -8,7 +8,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "tls/session.h"
+#include "tls/openssl_layer.h"
 
 namespace tern::tls {
 namespace {
@@ -106,7 +106,7 @@ std::unique_ptr<net::SecureLayer> ClientContext::new_layer() {
     if (shared_->last != nullptr) SSL_set_session(ssl, shared_->last);
   }
   Counters& c = shared_->counters;
-  return std::make_unique<Session>(ssl, shared_, &c, Session::Role::kClient);
+  return std::make_unique<OpenSslLayer>(ssl, shared_, &c, OpenSslLayer::Role::kClient);
 }
 
 Stats ClientContext::stats() const {

@@ -13,7 +13,7 @@
 #include <stdexcept>
 
 #include "base/log.h"
-#include "tls/session.h"
+#include "tls/openssl_layer.h"
 
 namespace tern::tls {
 namespace {
@@ -143,7 +143,7 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
   SSL_CTX_set_options(ctx, options);
   // No SSL_MODE_RELEASE_BUFFERS: it frees and allocates the record buffers
   // around every record; a quiet connection gives them back instead
-  // (net::TcpConnection::secure_idle, Session::release_buffers).
+  // (net::TcpConnection::secure_idle, OpenSslLayer::release_buffers).
 
   for (const CertificatePair& pair : identity.pairs) {
     if (SSL_CTX_use_certificate_chain_file(ctx, pair.cert.c_str()) != 1) {
@@ -225,7 +225,7 @@ std::unique_ptr<net::SecureLayer> ServerContext::new_layer() {
     return nullptr;
   }
   Counters* counters = snapshot->counters.get();
-  return std::make_unique<Session>(ssl, std::shared_ptr<const void>(std::move(snapshot)), counters);
+  return std::make_unique<OpenSslLayer>(ssl, std::shared_ptr<const void>(std::move(snapshot)), counters);
 }
 
 std::chrono::milliseconds ServerContext::handshake_timeout() const {

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "net/secure_layer.h"
-#include "tls/session.h"
+#include "tls/openssl_layer.h"
 #include "tls/ticket_keys.h"
 
 namespace tern::tls {

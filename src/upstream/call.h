@@ -76,7 +76,7 @@
 
 #include "base/spool.h"
 #include "http/exchange.h"
-#include "http/response_parser.h"
+#include "http1/response_parser.h"
 #include "net/buffer.h"
 #include "net/connection_pool.h"
 #include "net/timer_wheel.h"

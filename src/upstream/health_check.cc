@@ -1,7 +1,7 @@
 #include "upstream/health_check.h"
 
 #include "base/log.h"
-#include "http/response_parser.h"
+#include "http1/response_parser.h"
 #include "net/buffer.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"

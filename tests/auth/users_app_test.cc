@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "auth/session.h"
+#include "auth/session_signer.h"
 #include "auth/user_store.h"
 #include "base/task_pool.h"
 #include "net/event_loop.h"

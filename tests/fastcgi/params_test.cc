@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 #include "net/buffer.h"
 
 namespace tern::fastcgi {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "http/chunked_decoder.h"
+#include "http1/chunked_decoder.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 #include <string_view>
 
 #include "fuzz_support.h"
-#include "http/chunked_decoder.h"
-#include "http/request_parser.h"
+#include "http1/chunked_decoder.h"
+#include "http1/request_parser.h"
 
 namespace {
 

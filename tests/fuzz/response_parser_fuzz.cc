@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "fuzz_support.h"
-#include "http/response_parser.h"
+#include "http1/response_parser.h"
 
 namespace {
 

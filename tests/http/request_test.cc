@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "http/request_parser_feeder.h"
+#include "http1/request_parser_feeder.h"
 
 namespace tern::http {
 namespace {

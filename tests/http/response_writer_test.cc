@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
-#include "http/http1_output.h"
 #include "http/status.h"
+#include "http1/http1_output.h"
 #include "net/buffer.h"
 #include "support/memory_output.h"
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 #include "net/buffer.h"
 #include "net/inet_address.h"
 

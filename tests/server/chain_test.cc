@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sys/stat.h>
 
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 #include "net/event_loop.h"
 #include "net/inet_address.h"
 #include "server/metrics.h"

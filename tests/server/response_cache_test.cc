@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 
 namespace tern::server {
 namespace {

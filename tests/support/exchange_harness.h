@@ -22,8 +22,8 @@
 #include <string_view>
 
 #include "http/exchange.h"
-#include "http/http1_output.h"
-#include "http/request_parser.h"
+#include "http1/http1_output.h"
+#include "http1/request_parser.h"
 #include "net/event_loop.h"
 #include "net/inet_address.h"
 #include "support/memory_output.h"

@@ -1,4 +1,4 @@
-#include "http/response_parser.h"
+#include "http1/response_parser.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "tls/session.h"
+#include "tls/openssl_layer.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -75,19 +75,19 @@ class Lend {
 
 }  // namespace
 
-BIO_METHOD* Session::bio_method() {
+BIO_METHOD* OpenSslLayer::bio_method() {
   static BIO_METHOD* const method = [] {
     BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "tern connection");
-    BIO_meth_set_write(m, &Session::bio_write);
-    BIO_meth_set_read(m, &Session::bio_read);
-    BIO_meth_set_ctrl(m, &Session::bio_ctrl);
+    BIO_meth_set_write(m, &OpenSslLayer::bio_write);
+    BIO_meth_set_read(m, &OpenSslLayer::bio_read);
+    BIO_meth_set_ctrl(m, &OpenSslLayer::bio_ctrl);
     return m;
   }();
   return method;
 }
 
-int Session::bio_write(BIO* bio, const char* data, int length) {
-  auto* self = static_cast<Session*>(BIO_get_data(bio));
+int OpenSslLayer::bio_write(BIO* bio, const char* data, int length) {
+  auto* self = static_cast<OpenSslLayer*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
   if (self->out_ == nullptr) {
     BIO_set_retry_write(bio);
@@ -98,8 +98,8 @@ int Session::bio_write(BIO* bio, const char* data, int length) {
   return length;
 }
 
-int Session::bio_read(BIO* bio, char* data, int length) {
-  auto* self = static_cast<Session*>(BIO_get_data(bio));
+int OpenSslLayer::bio_read(BIO* bio, char* data, int length) {
+  auto* self = static_cast<OpenSslLayer*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
   if (self->in_ == nullptr || self->in_->empty()) {
     BIO_set_retry_read(bio);
@@ -111,8 +111,8 @@ int Session::bio_read(BIO* bio, char* data, int length) {
   return static_cast<int>(n);
 }
 
-long Session::bio_ctrl(BIO* bio, int command, long number, void* pointer) {
-  auto* self = static_cast<Session*>(BIO_get_data(bio));
+long OpenSslLayer::bio_ctrl(BIO* bio, int command, long number, void* pointer) {
+  auto* self = static_cast<OpenSslLayer*>(BIO_get_data(bio));
   switch (command) {
     case BIO_CTRL_FLUSH: return 1;  // records leave with the connection's output
     case BIO_CTRL_GET_KTLS_SEND: return self->kernel_sends_ ? 1 : 0;
@@ -124,7 +124,7 @@ long Session::bio_ctrl(BIO* bio, int command, long number, void* pointer) {
   }
 }
 
-bool Session::hand_to_kernel(const void* crypto_info) {
+bool OpenSslLayer::hand_to_kernel(const void* crypto_info) {
   // Once only: a second hand-over would be a renegotiation or a key update,
   // which OpenSSL would then do in its own records under the kernel's.
   if (kernel_sends_) {
@@ -159,7 +159,7 @@ bool Session::hand_to_kernel(const void* crypto_info) {
   return true;
 }
 
-bool Session::append_clear_record(const char* data, size_t n) {
+bool OpenSslLayer::append_clear_record(const char* data, size_t n) {
   // OpenSSL names the type of each record it makes after the switch; data
   // of its own it does not make here (the connection writes that).
   const uint8_t type = std::exchange(record_type_, 0);
@@ -178,7 +178,7 @@ bool Session::append_clear_record(const char* data, size_t n) {
   return true;
 }
 
-Session::Session(SSL* ssl, std::shared_ptr<const void> keep, Counters* counters, Role role)
+OpenSslLayer::OpenSslLayer(SSL* ssl, std::shared_ptr<const void> keep, Counters* counters, Role role)
     : ssl_(ssl),
       keep_(std::move(keep)),
       counters_(counters),
@@ -194,7 +194,7 @@ Session::Session(SSL* ssl, std::shared_ptr<const void> keep, Counters* counters,
   }
 }
 
-Session::~Session() {
+OpenSslLayer::~OpenSslLayer() {
   // A connection that ends without its closing alerts (most clients just
   // close) would take its session out of the cache: unless the session
   // failed, it stays resumable, as with nginx.
@@ -202,7 +202,7 @@ Session::~Session() {
   SSL_free(ssl_);
 }
 
-net::SecureLayer::Status Session::receive(net::Buffer& from_peer, net::Buffer& plain, net::Buffer& to_send) {
+net::SecureLayer::Status OpenSslLayer::receive(net::Buffer& from_peer, net::Buffer& plain, net::Buffer& to_send) {
   Lend lend(&in_, &from_peer, &out_, &to_send);
   if (!first_bytes_checked_ && !from_peer.empty()) {
     first_bytes_checked_ = true;
@@ -244,13 +244,13 @@ net::SecureLayer::Status Session::receive(net::Buffer& from_peer, net::Buffer& p
   }
 }
 
-net::SecureLayer::Status Session::start(net::Buffer& to_send) {
+net::SecureLayer::Status OpenSslLayer::start(net::Buffer& to_send) {
   if (established_ || SSL_is_server(ssl_) == 1) return Status::kOk;
   Lend lend(&in_, nullptr, &out_, &to_send);
   return handshake(to_send);
 }
 
-net::SecureLayer::Status Session::handshake(net::Buffer& to_send) {
+net::SecureLayer::Status OpenSslLayer::handshake(net::Buffer& to_send) {
   ERR_clear_error();
   const int done = SSL_do_handshake(ssl_);
   if (done != 1) {
@@ -264,7 +264,7 @@ net::SecureLayer::Status Session::handshake(net::Buffer& to_send) {
   return Status::kOk;
 }
 
-net::SecureLayer::Status Session::send(const char* data, size_t n, net::Buffer& to_send) {
+net::SecureLayer::Status OpenSslLayer::send(const char* data, size_t n, net::Buffer& to_send) {
   if (n == 0) return Status::kOk;
   Lend lend(&in_, nullptr, &out_, &to_send);
   ERR_clear_error();
@@ -273,15 +273,15 @@ net::SecureLayer::Status Session::send(const char* data, size_t n, net::Buffer& 
   return Status::kOk;
 }
 
-void Session::release_buffers() { (void)SSL_free_buffers(ssl_); }
+void OpenSslLayer::release_buffers() { (void)SSL_free_buffers(ssl_); }
 
-void Session::close(net::Buffer& to_send) {
+void OpenSslLayer::close(net::Buffer& to_send) {
   Lend lend(&in_, nullptr, &out_, &to_send);
   (void)SSL_shutdown(ssl_);
   ERR_clear_error();
 }
 
-net::SecureLayer::Status Session::refuse_plain_http(net::Buffer& to_send) {
+net::SecureLayer::Status OpenSslLayer::refuse_plain_http(net::Buffer& to_send) {
   std::string head = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/html\r\nContent-Length: " +
                      std::to_string(kPlainHttpBody.size()) + "\r\nConnection: close\r\n\r\n";
   to_send.append(head.data(), head.size());
@@ -290,7 +290,7 @@ net::SecureLayer::Status Session::refuse_plain_http(net::Buffer& to_send) {
   return Status::kFinish;
 }
 
-net::SecureLayer::Status Session::failed(const char* what, net::Buffer& to_send) {
+net::SecureLayer::Status OpenSslLayer::failed(const char* what, net::Buffer& to_send) {
   const unsigned long code = ERR_peek_error();
   const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
   error_ = reason != nullptr ? reason : "connection error";
@@ -308,26 +308,26 @@ net::SecureLayer::Status Session::failed(const char* what, net::Buffer& to_send)
   return to_send.empty() ? Status::kFailed : Status::kFinish;
 }
 
-std::string_view Session::protocol() const { return SSL_get_version(ssl_); }
+std::string_view OpenSslLayer::protocol() const { return SSL_get_version(ssl_); }
 
-std::string_view Session::cipher() const {
+std::string_view OpenSslLayer::cipher() const {
   const char* name = SSL_get_cipher_name(ssl_);
   return name != nullptr ? name : "";
 }
 
-std::string_view Session::server_name() const {
+std::string_view OpenSslLayer::server_name() const {
   const char* name = SSL_get_servername(ssl_, TLSEXT_NAMETYPE_host_name);
   return name != nullptr ? name : "";
 }
 
-std::string_view Session::application_protocol() const {
+std::string_view OpenSslLayer::application_protocol() const {
   const unsigned char* data = nullptr;
   unsigned int length = 0;
   SSL_get0_alpn_selected(ssl_, &data, &length);
   return data != nullptr ? std::string_view(reinterpret_cast<const char*>(data), length) : std::string_view();
 }
 
-bool Session::resumed() const { return SSL_session_reused(ssl_) == 1; }
+bool OpenSslLayer::resumed() const { return SSL_session_reused(ssl_) == 1; }
 
 bool kernel_tls_available() {
   static const bool available = [] {

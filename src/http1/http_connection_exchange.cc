@@ -1,7 +1,7 @@
 // HttpConnection as an Exchange's transport: beginning and ending the
 // exchange that a handler took a request as, and what the exchange asks of
 // the connection (ExchangeTransport).
-#include "http/http_connection.h"
+#include "http1/http_connection.h"
 
 #include "base/log.h"
 #include "net/buffer.h"

@@ -1,4 +1,4 @@
-// Session: one connection's TLS (a net::SecureLayer made by
+// OpenSslLayer: one connection's TLS (a net::SecureLayer made by
 // ServerContext::new_layer, or ClientContext::new_layer for the client
 // side). OpenSSL reads and writes through a BIO of ours over the
 // connection's ciphertext buffers, so no socket is OpenSSL's and both I/O
@@ -49,15 +49,15 @@ struct Counters {
 // which also loads the module where the process may), then remembered.
 bool kernel_tls_available();
 
-class Session final : public net::SecureLayer {
+class OpenSslLayer final : public net::SecureLayer {
  public:
   enum class Role : uint8_t { kServer, kClient };
   // Owns `ssl`; `keep` holds what its context's callbacks use and outlives
   // `counters` (the context's), bumped as handshakes end.
-  Session(SSL* ssl, std::shared_ptr<const void> keep, Counters* counters, Role role = Role::kServer);
-  ~Session() override;
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  OpenSslLayer(SSL* ssl, std::shared_ptr<const void> keep, Counters* counters, Role role = Role::kServer);
+  ~OpenSslLayer() override;
+  OpenSslLayer(const OpenSslLayer&) = delete;
+  OpenSslLayer& operator=(const OpenSslLayer&) = delete;
 
   Status start(net::Buffer& to_send) override;
   Status receive(net::Buffer& from_peer, net::Buffer& plain, net::Buffer& to_send) override;

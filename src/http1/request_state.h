@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "base/spool.h"
-#include "http/chunked_decoder.h"
 #include "http/exchange.h"
 #include "http/handler.h"
 #include "http/request.h"
-#include "http/request_parser.h"
+#include "http1/chunked_decoder.h"
+#include "http1/request_parser.h"
 
 namespace tern::http {
 

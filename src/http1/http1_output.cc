@@ -1,4 +1,4 @@
-#include "http/http1_output.h"
+#include "http1/http1_output.h"
 
 #include <charconv>
 

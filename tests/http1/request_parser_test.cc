@@ -1,10 +1,10 @@
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "http/request_parser_feeder.h"
+#include "http1/request_parser_feeder.h"
 
 namespace tern::http {
 namespace {

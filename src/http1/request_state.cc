@@ -1,4 +1,4 @@
-#include "http/request_state.h"
+#include "http1/request_state.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "http/chunked_decoder.h"
+#include "http1/chunked_decoder.h"
 
 #include <gtest/gtest.h>
 

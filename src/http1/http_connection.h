@@ -43,11 +43,11 @@
 #include "http/error_page.h"
 #include "http/exchange.h"
 #include "http/handler.h"
-#include "http/http1_output.h"
 #include "http/http_limits.h"
 #include "http/request.h"
-#include "http/request_state.h"
 #include "http/response_writer.h"
+#include "http1/http1_output.h"
+#include "http1/request_state.h"
 #include "net/callbacks.h"
 #include "net/timeout.h"
 

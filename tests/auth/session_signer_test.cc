@@ -5,7 +5,7 @@
 
 #include "auth/login_throttle.h"
 #include "auth/rate_limiter.h"
-#include "auth/session.h"
+#include "auth/session_signer.h"
 
 namespace tern::auth {
 namespace {

@@ -1,7 +1,7 @@
 // ResponseParser: status lines, fields, framing, the errors that keep an
 // upstream from splitting a response, and the same answer for a head that
 // arrives whole or split at any byte.
-#include "http/response_parser.h"
+#include "http1/response_parser.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // RequestStatePool: spares for as many requests as were lately in flight
 // at once, given back a period after they stopped being needed.
-#include "http/request_state.h"
+#include "http1/request_state.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // HttpConnection: the body side. A body read for a Router handler (kept
 // in the input or spooled), streamed to an Exchange, or dropped after an
 // early answer. The rest of the state machine is in http_connection.cc.
-#include "http/http_connection.h"
+#include "http1/http_connection.h"
 
 #include <algorithm>
 

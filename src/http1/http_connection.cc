@@ -1,4 +1,4 @@
-#include "http/http_connection.h"
+#include "http1/http_connection.h"
 
 #include <algorithm>
 #include <any>

@@ -1,13 +1,13 @@
 // The request parser's framing and safety rules: line endings, field
 // syntax, Host, Content-Length and Transfer-Encoding (request smuggling),
 // and the size limits.
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "http/request_parser_feeder.h"
+#include "http1/request_parser_feeder.h"
 
 namespace tern::http {
 namespace {

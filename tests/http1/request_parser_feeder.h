@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 
 namespace tern::http::test {
 

@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "http/request.h"
-#include "http/request_parser.h"
+#include "http1/request_parser.h"
 
 namespace tern::http {
 

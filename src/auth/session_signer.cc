@@ -1,4 +1,4 @@
-#include "auth/session.h"
+#include "auth/session_signer.h"
 
 #include <charconv>
 
