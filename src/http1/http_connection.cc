@@ -232,25 +232,9 @@ bool HttpConnection::start_request(net::Buffer& input) {
   const Request& request = req_->request;
   const bool has_body = request.body_framing() != BodyFraming::kNone;
   Route& route = req_->route;
-  route = Route{};
-  req_->handler = nullptr;
-  req_->claim = Claim::kPass;
-  if (request.method() != Method::kOther) {
-    route.request = &request;
-    route.peer = &conn_->peer_address();
-    route.local = &conn_->local_address();
-    route.secure = conn_->secure_layer();
-    route.path = request.path();
-    for (RequestHandler* handler : *shared_->handlers) {
-      const Claim claim = handler->claim(route);
-      if (claim == Claim::kPass || claim == Claim::kRedirect) continue;
-      req_->handler = handler;
-      req_->claim = claim;
-      break;
-    }
-  }
+  req_->dispatch = choose_handler(*shared_->handlers, request, *conn_, &route);
   if (has_body && !limit_body(route.max_body.value_or(shared_->limits->max_body_bytes))) return false;
-  switch (req_->claim) {
+  switch (req_->dispatch.claim) {
     case Claim::kExchange:
       begin_exchange(input);
       return true;
@@ -281,25 +265,9 @@ void HttpConnection::dispatch(net::Buffer& input) {
                              request.content_length() == 0);
   const bool keep_alive = request.keep_alive() && !shared_->draining && !body_unread;
   ResponseWriter writer(writer_context(keep_alive));
-  if (request.method() == Method::kOther) {
-    write_error_page(writer, 501);
-  } else if (req_->handler == nullptr) {
-    write_error_page(writer, 404);
-  } else {
-    req_->handler->respond(req_->route, writer);
-  }
-  if (!writer.finished()) {
-    // A handler bug. Before any byte we can still answer; after, the framing
-    // of the response is broken and only closing is honest.
-    TERN_LOG_ERROR("conn {}: handler for {} {} did not finish its response (request {})", conn_->id().slot,
-                   request.method_text(), request.target(), request.id());
-    if (!writer.started()) {
-      writer.close_after();
-      write_error_page(writer, 500);
-    } else {
-      conn_->force_close();
-    }
-  }
+  // A response begun and not finished: its framing is broken, and only
+  // closing is honest.
+  if (!answer(req_->dispatch, req_->route, request, writer, conn_->id().slot, 0)) conn_->force_close();
   if (shared_->on_response) shared_->on_response(request, *conn_, writer);
 
   if (!body_spooled_) input.retrieve(request.head_size() + req_->body_consumed);

@@ -22,10 +22,10 @@ void HttpConnection::begin_exchange(net::Buffer& input) {
   state_ = has_body ? State::kStreamBody : State::kAwait;
   arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);
   exchange().begin(this, &request, writer_context(keep_alive), has_body);
-  if (req_->claim == Claim::kExchange) {
-    req_->handler->start(req_->route, exchange());
+  if (req_->dispatch.claim == Claim::kExchange) {
+    req_->dispatch.handler->start(req_->route, exchange());
   } else {
-    req_->handler->respond(req_->route, exchange().writer());
+    req_->dispatch.handler->respond(req_->route, exchange().writer());
     exchange().finish();
   }
   // It may have answered already (finish() ran), or be waiting.

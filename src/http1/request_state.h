@@ -9,6 +9,7 @@
 
 #include "base/spool.h"
 #include "http/exchange.h"
+#include "http/dispatch.h"
 #include "http/handler.h"
 #include "http/request.h"
 #include "http1/chunked_decoder.h"
@@ -29,8 +30,7 @@ struct RequestState {
   Exchange exchange;      // for a request taken as one
   // Which handler claimed the request, how, and the route it was given.
   Route route;
-  RequestHandler* handler = nullptr;
-  Claim claim = Claim::kPass;
+  Dispatch dispatch;
 };
 
 // Recycles RequestState objects for one loop, keeping at most kMaxSpare

@@ -45,8 +45,7 @@ class Http2Connection::Task final : public http::ExchangeTransport {
   // As new, for another stream (a task retired whole, its exchange over).
   void recycle() {
     route = http::Route{};
-    handler = nullptr;
-    claim = http::Claim::kPass;
+    dispatch = {};
     max_body = 0;
     received = 0;
     body.clear();
@@ -57,8 +56,7 @@ class Http2Connection::Task final : public http::ExchangeTransport {
   Http2Connection* const owner_;
   Stream* stream_;  // null once the stream closed
   http::Route route;
-  http::RequestHandler* handler = nullptr;
-  http::Claim claim = http::Claim::kPass;
+  http::Dispatch dispatch;
   http::Exchange exchange;
   uint64_t max_body = 0;
   uint64_t received = 0;      // body bytes given to the exchange
@@ -321,20 +319,7 @@ void Http2Connection::on_request(Stream& stream) {
   tasks_.add(stream.id(), std::move(made));
   const http::Request& request = stream.request();
   const bool has_body = !stream.body_complete();
-  if (request.method() != http::Method::kOther) {
-    task.route.request = &request;
-    task.route.peer = &conn_->peer_address();
-    task.route.local = &conn_->local_address();
-    task.route.secure = conn_->secure_layer();
-    task.route.path = request.path();
-    for (http::RequestHandler* handler : *shared_->handlers) {
-      const http::Claim claim = handler->claim(task.route);
-      if (claim == http::Claim::kPass || claim == http::Claim::kRedirect) continue;
-      task.handler = handler;
-      task.claim = claim;
-      break;
-    }
-  }
+  task.dispatch = http::choose_handler(*shared_->handlers, request, *conn_, &task.route);
   task.max_body = task.route.max_body.value_or(shared_->limits->max_body_bytes);
   if (has_body && request.body_framing() == http::BodyFraming::kContentLength &&
       request.content_length() > task.max_body) {
@@ -343,8 +328,8 @@ void Http2Connection::on_request(Stream& stream) {
     http::write_error_page(writer, 413);
     return flush();
   }
-  if (task.claim == http::Claim::kExchange) return begin_exchange(task, has_body);
-  if (task.claim == http::Claim::kRespondWithBody && has_body) {
+  if (task.dispatch.claim == http::Claim::kExchange) return begin_exchange(task, has_body);
+  if (task.dispatch.claim == http::Claim::kRespondWithBody && has_body) {
     task.gathering = true;  // dispatched once the body is in (on_body)
     return;
   }
@@ -356,21 +341,8 @@ void Http2Connection::dispatch(Task& task) {
   http::Request& request = stream.request();
   if (task.gathering) request.set_body(task.body);
   http::ResponseWriter writer(writer_context(stream));
-  if (request.method() == http::Method::kOther) {
-    http::write_error_page(writer, 501);
-  } else if (task.handler == nullptr) {
-    http::write_error_page(writer, 404);
-  } else {
-    task.handler->respond(task.route, writer);
-  }
-  if (!writer.finished()) {
-    TERN_LOG_ERROR("conn {} stream {}: handler for {} {} did not finish its response (request {})",
-                   conn_->id().slot, stream.id(), request.method_text(), request.target(), request.id());
-    if (!writer.started()) {
-      http::write_error_page(writer, 500);
-    } else {
-      stream.reset(ErrorCode::kInternalError);
-    }
+  if (!http::answer(task.dispatch, task.route, request, writer, conn_->id().slot, stream.id())) {
+    stream.reset(ErrorCode::kInternalError);
   }
   if (shared_->on_response) shared_->on_response(request, *conn_, writer);
   request.set_body({});
@@ -393,7 +365,7 @@ void Http2Connection::dispatch(Task& task) {
 void Http2Connection::begin_exchange(Task& task, bool has_body) {
   Stream& stream = *task.stream_;
   task.exchange.begin(&task, &stream.request(), writer_context(stream), has_body);
-  task.handler->start(task.route, task.exchange);
+  task.dispatch.handler->start(task.route, task.exchange);
   flush();
 }
 

@@ -55,6 +55,8 @@ class HttpServerTest : public ::testing::Test {
         ++large_calls_;
         w.start(200).body(std::string(64 * 1024, 'k'));
       });
+      server_->get("/unanswered", [](const Request&, ResponseWriter&) {});  // a handler bug
+      server_->get("/half", [](const Request&, ResponseWriter& w) { w.start(200); });  // another
       server_->get("/stream", [](const Request&, ResponseWriter& w) {
         w.start(200).begin_stream();
         w.write("one,");
@@ -86,6 +88,18 @@ class HttpServerTest : public ::testing::Test {
 TEST(HttpConnectionSize, FitsA128ByteAllocation) {
   if (sizeof(void*) != 8) GTEST_SKIP() << "sized for 64-bit targets";
   EXPECT_LE(sizeof(HttpConnection), 120u);
+}
+
+TEST_F(HttpServerTest, AHandlerThatDoesNotAnswerGets500AndOneThatStopsHalfwayACut) {
+  std::string out = exchange("GET /unanswered HTTP/1.1\r\nHost: x\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_TRUE(out.starts_with("HTTP/1.1 500 Internal Server Error\r\n")) << out;
+  EXPECT_NE(out.find("Connection: close\r\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("hello"), std::string::npos) << out;  // closed after the 500
+  // A head begun and never ended: nothing a client could take for a
+  // response, and the connection closes.
+  out = exchange("GET /half HTTP/1.1\r\nHost: x\r\n\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(out.find("\r\n\r\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("hello"), std::string::npos) << out;
 }
 
 TEST_F(HttpServerTest, ExactRouteAnswersAndHeadGetsNoBody) {

@@ -90,6 +90,8 @@ class Http2ConnectionTest : public ::testing::Test {
         for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i % 251);
         w.start(200).body(big);
       });
+      server_->get("/unanswered", [](const http::Request&, http::ResponseWriter&) {});  // a handler bug
+      server_->get("/half", [](const http::Request&, http::ResponseWriter& w) { w.start(200); });  // another
       server_->post("/echo", [](const http::Request& r, http::ResponseWriter& w) {
         w.start(200).body(std::string(r.body()));
       });
@@ -147,6 +149,21 @@ TEST_F(Http2ConnectionTest, ManyStreamsShareOneConnection) {
   const int32_t missing = client.get("/nowhere");
   ASSERT_TRUE(pump(socket, client, [&] { return client.seen[missing].closed; }));
   EXPECT_EQ(client.seen[missing].fields.at(":status"), "404");
+}
+
+TEST_F(Http2ConnectionTest, AHandlerThatDoesNotAnswerGets500AndOneThatStopsHalfwayAReset) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  const int32_t unanswered = client.get("/unanswered");
+  const int32_t half = client.get("/half");
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[unanswered].closed && client.seen[half].closed; }));
+  EXPECT_EQ(client.seen[unanswered].fields.at(":status"), "500");
+  EXPECT_EQ(client.seen[half].fields.count(":status"), 0u);
+  EXPECT_EQ(client.seen[half].error_code, static_cast<uint32_t>(NGHTTP2_INTERNAL_ERROR));
+  // The connection goes on (HTTP/2 cuts a stream, not the connection).
+  const int32_t next = client.get("/hello");
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[next].closed; }));
+  EXPECT_EQ(client.seen[next].fields.at(":status"), "200");
 }
 
 TEST_F(Http2ConnectionTest, ALargeResponseArrivesWholeThroughTheWindows) {
