@@ -19,12 +19,19 @@ struct Literal {
   size_t room(std::string_view s) const { return kMaxIntBytes + (huffman ? huffman_size : s.size()); }
 };
 
-// The static table's content-length (RFC 7541 Appendix A).
+// Static table entries (RFC 7541 Appendix A) by the names below.
+constexpr uint8_t kAuthorization = 23;
 constexpr uint8_t kContentLength = 28;
+constexpr uint8_t kCookie = 32;
+constexpr uint8_t kProxyAuthorization = 49;
+constexpr uint8_t kSetCookie = 55;
 
-bool sensitive(std::string_view name, std::string_view value) {
-  if (name == "authorization" || name == "proxy-authorization") return true;
-  return value.size() < 20 && (name == "cookie" || name == "set-cookie");
+// Never indexed (RFC 7541 7.1.3): credentials, and cookies short enough
+// to guess. All four names are the static table's, so a field's static
+// name index says whether it is one of them.
+bool sensitive(uint8_t static_name, std::string_view value) {
+  if (static_name == kAuthorization || static_name == kProxyAuthorization) return true;
+  return value.size() < 20 && (static_name == kCookie || static_name == kSetCookie);
 }
 
 }  // namespace
@@ -74,14 +81,14 @@ uint32_t HpackEncoder::recent(uint8_t static_name, std::string_view value) const
   if (recent_ == nullptr || recent_[static_name] == 0) return 0;
   const uint32_t position = table_.inserted() - recent_[static_name] + 1;
   if (position > table_.count()) return 0;  // evicted
-  return table_.at(position - 1).value == value ? position : 0;
+  return same_bytes(table_.at(position - 1).value, value) ? position : 0;
 }
 
 void HpackEncoder::encode(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out) {
   write_size_updates(out);
   const Coding coding = settings_.huffman ? Coding::kShorter : Coding::kRaw;
   const HpackStaticMatch in_static = hpack_static_find(static_name, value);
-  const bool secret = sensitive(name, value);
+  const bool secret = sensitive(static_name, value);
   if (in_static.full && !secret) return encode_indexed(in_static.index, out);
   if (static_name != 0 && !secret) {
     if (const uint32_t at = recent(static_name, value); at != 0) return encode_indexed(at + kHpackStaticCount, out);

@@ -33,6 +33,36 @@ const char* to_string(HpackError error);
 
 // Integers past this are refused: no length, index or table size we accept
 // comes near it, and the check keeps the arithmetic in 32 bits.
+// Whether two strings are equal, compared in machine words with no call:
+// the names and values the hot path compares (a field name against the
+// ones tern writes, a value against a table entry's) are short, and a call
+// to memcmp costs more than the compare.
+inline bool same_bytes(std::string_view a, std::string_view b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* x = a.data();
+  const char* y = b.data();
+  auto word_at = [](const char* p, size_t at, auto zero) {
+    decltype(zero) w;
+    std::memcpy(&w, p + at, sizeof w);
+    return w;
+  };
+  if (n >= 8) {
+    for (size_t at = 0; at + 8 < n; at += 8) {
+      if (word_at(x, at, uint64_t{}) != word_at(y, at, uint64_t{})) return false;
+    }
+    return word_at(x, n - 8, uint64_t{}) == word_at(y, n - 8, uint64_t{});
+  }
+  if (n >= 4) {
+    return word_at(x, 0, uint32_t{}) == word_at(y, 0, uint32_t{}) &&
+           word_at(x, n - 4, uint32_t{}) == word_at(y, n - 4, uint32_t{});
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i] != y[i]) return false;
+  }
+  return true;
+}
+
 inline constexpr uint32_t kHpackMaxInt = INT32_MAX;
 // An integer takes its prefix byte and at most 5 continuation bytes.
 inline constexpr size_t kMaxIntBytes = 6;

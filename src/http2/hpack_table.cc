@@ -5,6 +5,8 @@
 #include <cassert>
 #include <cstring>
 
+#include "http2/hpack_primitives.h"
+
 namespace tern::http2 {
 namespace {
 
@@ -144,7 +146,7 @@ HpackStaticMatch hpack_static_find(uint8_t first, std::string_view value) {
   if (first == 0) return {};
   assert(first <= kHpackStaticCount);
   for (uint32_t i = first; i < first + kRuns[first]; ++i) {
-    if (kStatic[i - 1].value == value) return {static_cast<uint8_t>(i), true};
+    if (same_bytes(kStatic[i - 1].value, value)) return {static_cast<uint8_t>(i), true};
   }
   return {first, false};
 }

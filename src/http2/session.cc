@@ -434,6 +434,7 @@ size_t Session::queued_bytes() const {
 void Session::release_spares() {
   std::vector<std::unique_ptr<Stream>>().swap(spare_streams_);
   std::vector<std::unique_ptr<StreamRequest>>().swap(spare_requests_);
+  std::vector<Head>().swap(spare_heads_);
   if (streams_.empty()) {
     std::vector<std::unique_ptr<Stream>>().swap(streams_);
     std::vector<uint32_t>().swap(stream_ids_);

@@ -187,6 +187,7 @@ class Session {
   void start(Stream& stream);
   void start_waiting();
   void submit_head(Stream& stream, const http::ResponseFraming& framing);
+  void lend_back(Head& head);
 
   // ---- output (session_output.cc) ----
   // Our SETTINGS, and the connection's window opened to ours.
@@ -225,6 +226,8 @@ class Session {
   // Requests let go of (Stream::release_request) kept for the next streams,
   // as many: their strings and field table keep their room.
   std::vector<std::unique_ptr<StreamRequest>> spare_requests_;
+  static constexpr size_t kSpareHeads = 4;
+  std::vector<Head> spare_heads_;
   std::string error_;
 
   // Input: the bytes of a frame not yet whole, and where the connection is.

@@ -14,6 +14,7 @@
 #include "base/assert.h"
 #include "http/chars.h"
 #include "http2/frame_writer.h"
+#include "http2/hpack_primitives.h"
 
 namespace tern::http2 {
 namespace {
@@ -79,7 +80,7 @@ class KnownFields {
   const KnownField* find(std::string_view name) const {
     if (name.size() >= by_length_.size()) return nullptr;
     for (const KnownField& field : by_length_[name.size()]) {
-      if (field.written == name) return &field;
+      if (same_bytes(field.written, name)) return &field;
     }
     return nullptr;
   }
@@ -350,6 +351,18 @@ void Session::start_waiting() {
   if (starts_.capacity() > kKeptStarts) std::vector<uint32_t>().swap(starts_);
 }
 
+// The room of a head that went out goes back to the session for the next
+// one (heads are built one at a time: one or two suffice), unless a large
+// head made it large; a stream that waits on its client holds none.
+void Session::lend_back(Head& head) {
+  if (head.bytes.capacity() <= 2 * Stream::kHeadRoom && spare_heads_.size() < kSpareHeads) {
+    head.bytes.retrieve_all();
+    head.fields.clear();
+    spare_heads_.push_back(std::move(head));
+  }
+  head = Head{};
+}
+
 void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) {
   const int code = stream.status_;
   const char status[3] = {static_cast<char>('0' + code / 100 % 10), static_cast<char>('0' + code / 10 % 10),
@@ -357,9 +370,10 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
   block_out_.retrieve_all();
   encoder_.encode(":status", std::string_view(status, 3), kStatusName, block_out_);
   const KnownFields& fields = known_fields();
-  for (const Stream::HeadField& f : stream.head_fields_) {
-    const std::string_view name(stream.head_.data() + f.at, f.name_size);
-    const std::string_view value(stream.head_.data() + f.at + f.name_size, f.value_size);
+  const char* const bytes = stream.head_.bytes.peek();
+  for (const Head::Field& f : stream.head_.fields) {
+    const std::string_view name(bytes + f.at, f.name_size);
+    const std::string_view value(bytes + f.at + f.name_size, f.value_size);
     if (const KnownField* known = fields.find(name); known != nullptr) {
       if (!known->dropped) encoder_.encode(known->lower, value, known->static_name, block_out_);
       continue;
@@ -379,15 +393,6 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
   const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
   const bool end_stream = !interim && !has_body;
   write_headers(pending_, stream.id_, block_out_.view(), end_stream, peer_max_frame_);
-  // The head's room stays for the next response of this stream object,
-  // unless a large head made it large.
-  if (stream.head_.capacity() > Stream::kHeadRoom) {
-    std::string().swap(stream.head_);
-    std::vector<Stream::HeadField>().swap(stream.head_fields_);
-  } else {
-    stream.head_.clear();
-    stream.head_fields_.clear();
-  }
   if (interim) return;
   stream.has_body_ = has_body;
   if (end_stream) {

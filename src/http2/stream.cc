@@ -31,8 +31,8 @@ void Stream::recycle(uint32_t id) {
   uncredited_ = 0;
   expected_length_ = -1;
   data_in_ = 0;
-  head_.clear();
-  head_fields_.clear();
+  head_.bytes.retrieve_all();
+  head_.fields.clear();
   pieces_.clear();
   front_ = 0;
   bytes_.retrieve_all();
@@ -72,16 +72,29 @@ void Stream::release_request() {
 
 void Stream::start_head(int status, std::string_view, const http::HeadStart& start) {
   status_ = status;  // HTTP/2 has no reason phrase (8.3.2)
-  head_.clear();
-  head_fields_.clear();
+  if (head_.bytes.capacity() == 0) {
+    if (!session_->spare_heads_.empty()) {
+      head_ = std::move(session_->spare_heads_.back());
+      session_->spare_heads_.pop_back();
+    } else {
+      head_.bytes.ensure_writable(kHeadRoom);
+    }
+  }
+  head_.bytes.retrieve_all();
+  head_.fields.clear();
   if (!start.server.empty()) field("Server", start.server);
   if (!start.date.empty()) field("Date", start.date);
 }
 
 void Stream::field(std::string_view name, std::string_view value) {
-  const auto at = static_cast<uint32_t>(head_.size());
-  head_.append(name).append(value);
-  head_fields_.push_back({at, static_cast<uint32_t>(name.size()), static_cast<uint32_t>(value.size())});
+  net::Buffer& bytes = head_.bytes;
+  const auto at = static_cast<uint32_t>(bytes.readable_bytes());
+  bytes.ensure_writable(name.size() + value.size());
+  char* p = bytes.begin_write();
+  std::memcpy(p, name.data(), name.size());
+  std::memcpy(p + name.size(), value.data(), value.size());
+  bytes.has_written(name.size() + value.size());
+  head_.fields.push_back({at, static_cast<uint32_t>(name.size()), static_cast<uint32_t>(value.size())});
 }
 
 void Stream::fields(const http::FieldBlock& block) {
@@ -90,6 +103,7 @@ void Stream::fields(const http::FieldBlock& block) {
 
 bool Stream::end_head(const http::ResponseFraming& framing) {
   if (!reset_) session_->submit_head(*this, framing);
+  session_->lend_back(head_);
   return true;  // HTTP/2 ends a body without ending the connection
 }
 

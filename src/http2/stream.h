@@ -53,6 +53,16 @@ struct StreamRequest {
   std::string_view view(Slice slice) const { return {arena.data() + slice.at, slice.size}; }
 };
 
+// A response head while it is built: the bytes of its fields' names and
+// values back to back, and where each lies.
+struct Head {
+  struct Field {
+    uint32_t at, name_size, value_size;  // the name at `at`, the value after it
+  };
+  net::Buffer bytes{0};
+  std::vector<Field> fields;
+};
+
 // One request and its response.
 class Stream final : public http::ResponseStream {
  public:
@@ -103,8 +113,8 @@ class Stream final : public http::ResponseStream {
     size_t taken = 0;  // of the region
   };
 
-  // Room a response head keeps from one response to the next.
-  static constexpr size_t kHeadRoom = 1024;
+  // Room a response head is given at first.
+  static constexpr size_t kHeadRoom = 512;
 
   Stream(Session* session, uint32_t id) : session_(session), id_(id) {}
   // As new for stream `id`, keeping what its buffers hold room for.
@@ -136,14 +146,10 @@ class Stream final : public http::ResponseStream {
   int64_t expected_length_ = -1;
   uint64_t data_in_ = 0;
   // The response: its head until submitted (its status, its fields' bytes
-  // back to back and where each lies), its body's pieces from
-  // pieces_[front_] on.
-  struct HeadField {
-    uint32_t at, name_size, value_size;  // the name at `at`, the value after it
-  };
+  // back to back and where each lies, in room the session lends from one
+  // head to the next), its body's pieces from pieces_[front_] on.
   int status_ = 0;
-  std::string head_;
-  std::vector<HeadField> head_fields_;
+  Head head_;
   std::vector<Piece> pieces_;
   size_t front_ = 0;
   net::Buffer bytes_{0};  // the body bytes of pieces_, in their order
