@@ -90,7 +90,7 @@ struct ExchangeId {
   bool valid() const { return loop != nullptr; }
 };
 
-// What carries an exchange: HttpConnection for HTTP/1.x, an HTTP/2 stream
+// What carries an exchange: Http1Connection for HTTP/1.x, an HTTP/2 stream
 // next, memory in tests (tests/support/exchange_harness.h). The Exchange
 // turns a handler's calls into these.
 class ExchangeTransport {

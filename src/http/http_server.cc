@@ -6,10 +6,12 @@
 #include <cstring>
 
 #include "http/http_date.h"
+#include "http1/http1_connection.h"
 #include "http1/http1_output.h"
 #include "net/buffer.h"
 #include "net/connection_table.h"
 #include "net/event_loop.h"
+#include "net/secure_layer.h"
 #include "net/tcp_connection.h"
 
 namespace tern::http {
@@ -28,10 +30,11 @@ struct HttpServer::LoopContext {
   HttpLimits limits;  // this loop's copy; set_limits() replaces it on the loop
   RequestStatePool states;
   HttpShared shared;
-  // Every HttpConnection of this loop: live ones first, then the pool.
-  // Each knows its index, so closing moves it to the pool in O(1).
-  std::vector<std::unique_ptr<HttpConnection>> all;
-  size_t live = 0;
+  // Every open connection of this loop, HTTP/1 and HTTP/2. Each knows its
+  // index, so closing takes it out in O(1).
+  std::vector<std::unique_ptr<HttpConnection>> live;
+  // Closed HTTP/1 connections kept for the next ones.
+  std::vector<std::unique_ptr<Http1Connection>> pool;
   int64_t date_second = -1;
   char date[kHttpDateSize] = {};
   net::Buffer ok_head{256};  // refilled each second without allocating
@@ -44,7 +47,7 @@ struct HttpServer::LoopContext {
 
   void sample_phases() {
     uint32_t counts[3] = {};
-    for (size_t i = 0; i < live; ++i) ++counts[static_cast<size_t>(all[i]->phase())];
+    for (const auto& connection : live) ++counts[static_cast<size_t>(connection->phase())];
     idle.store(counts[static_cast<size_t>(HttpConnection::Phase::kIdle)], std::memory_order_relaxed);
     reading.store(counts[static_cast<size_t>(HttpConnection::Phase::kReading)], std::memory_order_relaxed);
     writing.store(counts[static_cast<size_t>(HttpConnection::Phase::kWriting)], std::memory_order_relaxed);
@@ -92,8 +95,6 @@ Result<void> HttpServer::start() {
     context->shared.states = &context->states;
     context->shared.server_name = options_.server_name;
     context->shared.handlers = &handlers_;
-    context->shared.http2 = options_.http2;
-    context->shared.http2_cleartext = options_.http2_cleartext;
     context->shared.on_response = on_response_;
     context->shared.clock = [context] { return context->current_clock(); };
     context->sampler = loop->run_every(std::chrono::seconds(1), [this, context] {
@@ -103,43 +104,104 @@ Result<void> HttpServer::start() {
     // had at once) go when it is over, not at the next request's period check.
     loop->connections().add_burst_listener(context, [context] {
       context->states.trim();
-      context->all.resize(std::min(context->all.size(), context->live + kKeptAfterBurst));
+      if (context->pool.size() > kKeptAfterBurst) context->pool.resize(kKeptAfterBurst);
     });
     if (thread_init_) thread_init_(loop);
   });
   tcp_.set_connection_callback([this](net::TcpConnection& conn) { on_connection(conn); });
-  tcp_.set_message_callback([](net::TcpConnection& conn, net::Buffer& input) {
-    std::any_cast<HttpConnection*>(conn.context())->on_message(input);
+  tcp_.set_message_callback([this](net::TcpConnection& conn, net::Buffer& input) {
+    auto* http = std::any_cast<HttpConnection*>(conn.context());
+    if (http->may_switch()) [[unlikely]] {
+      http = choose_protocol(conn, input);
+      if (http == nullptr) return;
+    }
+    http->on_message(input);
   });
-  // Exchanges ask for it when they wait for a slow client; nothing else.
+  // Exchanges ask for it when they wait for a slow client, and the
+  // graceful stop; nothing else.
   tcp_.set_write_complete_callback(
-      [](net::TcpConnection& conn) {
-        std::any_cast<HttpConnection*>(conn.context())->on_write_complete();
-      },
+      [](net::TcpConnection& conn) { std::any_cast<HttpConnection*>(conn.context())->on_write_complete(); },
       /*only_when_asked=*/true);
   return tcp_.start();
 }
 
+bool HttpServer::takes_h2c(const net::TcpConnection& conn) const {
+  return conn.secure_layer() == nullptr && options_.http2_cleartext &&
+         options_.http2_cleartext(conn.local_address());
+}
+
 void HttpServer::on_connection(net::TcpConnection& conn) {
   LoopContext* context = contexts_.get(conn.loop());
-  auto& all = context->all;
+  auto& live = context->live;
   if (conn.connected()) {
-    if (context->live == all.size()) all.push_back(std::make_unique<HttpConnection>(&context->shared));
-    HttpConnection* http = all[context->live].get();
-    http->set_index(context->live++);
-    http->attach(&conn);
-    conn.context() = http;
+    // HTTP/1 until the first bytes say otherwise (choose_protocol).
+    std::unique_ptr<Http1Connection> http1;
+    if (context->pool.empty()) {
+      http1 = std::make_unique<Http1Connection>(&context->shared);
+    } else {
+      http1 = std::move(context->pool.back());
+      context->pool.pop_back();
+    }
+    const bool h2c = takes_h2c(conn);
+    http1->attach(&conn, h2c);
+    http1->set_may_switch(options_.http2 && (h2c || conn.secure_layer() != nullptr));
+    http1->set_index(live.size());
+    conn.context() = static_cast<HttpConnection*>(http1.get());
+    live.push_back(std::move(http1));
     return;
   }
   auto* http = std::any_cast<HttpConnection*>(conn.context());
   http->on_close();
   conn.context().reset();
-  // Swap with the last live one; the pool keeps at most kMaxPooled spares.
-  size_t index = http->index();
-  size_t last = --context->live;
-  std::swap(all[index], all[last]);
-  all[index]->set_index(index);
-  if (all.size() - context->live > kMaxPooled) all.pop_back();
+  release(*context, http->index());
+}
+
+void HttpServer::release(LoopContext& context, size_t index) {
+  // The last live one takes its place; the pool keeps at most kMaxPooled
+  // HTTP/1 spares.
+  std::unique_ptr<HttpConnection> http = std::move(context.live[index]);
+  if (index + 1 != context.live.size()) {
+    context.live[index] = std::move(context.live.back());
+    context.live[index]->set_index(index);
+  }
+  context.live.pop_back();
+  if (http->http1() && context.pool.size() < kMaxPooled) {
+    context.pool.emplace_back(static_cast<Http1Connection*>(http.release()));
+  }
+}
+
+HttpConnection* HttpServer::choose_protocol(net::TcpConnection& conn, net::Buffer& input) {
+  auto* http1 = std::any_cast<HttpConnection*>(conn.context());
+  bool http2 = false;
+  if (const net::SecureLayer* tls = conn.secure_layer(); tls != nullptr) {
+    http2 = tls->application_protocol() == "h2";
+  } else {
+    // h2c by prior knowledge: the preface, whole, before anything else.
+    static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    const std::string_view start = input.view().substr(0, kPreface.size());
+    if (!kPreface.starts_with(start)) {
+      http2 = false;
+    } else if (start.size() < kPreface.size()) {
+      return nullptr;  // the preface so far: wait for the rest
+    } else {
+      http2 = true;
+    }
+  }
+  http1->set_may_switch(false);
+  if (!http2) return http1;
+  // The HTTP/1 connection has seen nothing yet: it lets go of conn and goes
+  // back to the pool, and HTTP/2 takes its place in the table.
+  LoopContext* context = contexts_.get(conn.loop());
+  const size_t index = http1->index();
+  http1->on_close();
+  std::unique_ptr<HttpConnection> http = options_.http2(&context->shared, &conn);
+  http->set_index(index);
+  std::swap(context->live[index], http);
+  if (context->pool.size() < kMaxPooled) {
+    context->pool.emplace_back(static_cast<Http1Connection*>(http.release()));
+  }
+  conn.context() = context->live[index].get();
+  return context->live[index].get();
 }
 
 void HttpServer::set_limits(const HttpLimits& limits) {
@@ -167,7 +229,7 @@ void HttpServer::drain() {
       // close_if_idle() closes nothing at once (an HTTP/1 connection gets a
       // timer, an HTTP/2 one a GOAWAY): the set of live connections does not
       // change while we walk it.
-      for (size_t i = 0; i < context->live; ++i) context->all[i]->close_if_idle();
+      for (const auto& connection : context->live) connection->close_if_idle();
     });
   }
 }

@@ -12,7 +12,7 @@
 // response before returning. Beyond the Router, handlers of one's own (see
 // handler.h) join the chain after it: one that takes requests as Exchanges
 // answers when it can, from another thread's work or an upstream's. Everything the protocol needs per loop (a pool
-// of HttpConnection objects, the cached Date header) lives in that loop.
+// of Http1Connection objects, the cached Date header) lives in that loop.
 //
 // Owned by the user, on the base loop's thread, like TcpServer; routes and
 // callbacks are set before start().
@@ -27,7 +27,7 @@
 
 #include "base/result.h"
 #include "http/router.h"
-#include "http1/http_connection.h"
+#include "http/http_connection.h"
 #include "net/inet_address.h"
 #include "net/loop_local.h"
 #include "net/tcp_server.h"
@@ -110,6 +110,13 @@ class HttpServer {
  private:
   struct LoopContext;
   void on_connection(net::TcpConnection& conn);
+  // The connection came in on a plain address that takes h2c.
+  bool takes_h2c(const net::TcpConnection& conn) const;
+  // HTTP/1 or HTTP/2, from a connection's first bytes (ALPN, or the h2c
+  // preface): the one that gets them, or null while too few have come.
+  HttpConnection* choose_protocol(net::TcpConnection& conn, net::Buffer& input);
+  // Takes a closed connection out of the loop's table.
+  static void release(LoopContext& context, size_t index);
 
   HttpServerOptions options_;
   Router router_;

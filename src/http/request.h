@@ -133,7 +133,7 @@ class Request {
 
   // The request body, complete (Content-Length or decoded chunked), when a
   // handler runs; empty for requests without one. Set by the transport
-  // that read it (HttpConnection; a test's harness).
+  // that read it (Http1Connection; a test's harness).
   std::string_view body() const { return body_; }
   void set_body(std::string_view body) { body_ = body; }
 
@@ -187,7 +187,7 @@ class Request {
 
  private:
   friend class RequestParser;
-  friend class HttpConnection;
+  friend class Http1Connection;
 
   // The semantics of a complete head, once the parser has filled in the
   // method, target, version and fields: splits the target into path and
@@ -225,7 +225,7 @@ class Request {
   mutable uint8_t id_kind_ = 0;
   mutable std::array<char, 32> id_{};
   // Grows to the largest head parsed into this object and keeps that
-  // capacity, so a reused Request (HttpConnection pools them) stops
+  // capacity, so a reused Request (Http1Connection pools them) stops
   // allocating.
   std::vector<Header> headers_;
 };

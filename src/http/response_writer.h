@@ -15,10 +15,10 @@
 // filters' fields (Vary, Content-Encoding, a location's fields) and ends the
 // head with the framing it implies, which the stream spells out (for
 // HTTP/1: Content-Length or Transfer-Encoding, and Connection); for HEAD
-// requests and bodiless statuses it never sends a body. HttpConnection
+// requests and bodiless statuses it never sends a body. Http1Connection
 // flushes once per batch of pipelined requests.
 //
-// One per request, created by HttpConnection. Loop thread only.
+// One per request, created by Http1Connection. Loop thread only.
 #pragma once
 
 #include <cstdint>

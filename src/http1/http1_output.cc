@@ -45,7 +45,7 @@ void Http1Output::start_head(int status, std::string_view reason, const HeadStar
 }
 
 // The output's tail is asked for each time rather than kept from
-// start_head(): a pointer more would take HttpConnection past 128 bytes.
+// start_head(): a pointer more would take Http1Connection past 128 bytes.
 void Http1Output::field(std::string_view name, std::string_view value) {
   append_field(output_->output_tail_buffer(), name, value);
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "http/dispatch.h"
 #include "http/error_page.h"
 #include "http/exchange.h"
 #include "http/handler.h"
@@ -93,8 +94,10 @@ void Http2Connection::Task::abort_exchange() {
 
 Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn,
                                  const SessionLimits& limits)
-    : shared_(shared),
+    : HttpConnection(/*http1=*/false),
+      shared_(shared),
       conn_(conn),
+      timeout_(&Http2Connection::timed_out, this),
       tasks_(),
       session_(limits, Session::Callbacks{
                            .on_request = [this](Stream& stream) { on_request(stream); },
@@ -103,7 +106,14 @@ Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnect
                            .on_drained = [this](Stream& stream) { on_drained(stream); },
                            .on_close = [this](Stream& stream) { on_stream_close(stream); },
                        }),
-      last_active_(conn->loop()->clock().now()) {}
+      last_active_(conn->loop()->clock().now()) {
+  timeout_.arm(on_timer());
+}
+
+void Http2Connection::timed_out(void* self) {
+  auto* connection = static_cast<Http2Connection*>(self);
+  connection->timeout_.arm(connection->on_timer());
+}
 
 Http2Connection::~Http2Connection() = default;
 
@@ -158,6 +168,7 @@ void Http2Connection::leave_entry() {
 void Http2Connection::on_close() {
   // The streams in progress end with the connection: their exchanges are
   // told (the session's end closes each stream).
+  timeout_.cancel();
   closing_ = true;
   for (auto& [id, task] : tasks_) {
     task->stream_ = nullptr;
@@ -167,8 +178,10 @@ void Http2Connection::on_close() {
   tasks_.clear();
 }
 
-bool Http2Connection::busy() const {
-  return session_.open_streams() > 0 || !tasks_.empty() || conn_->pending_output_bytes() > 0;
+http::HttpConnection::Phase Http2Connection::phase() const {
+  // A stream in progress or a response on its way: answering.
+  const bool busy = session_.open_streams() > 0 || !tasks_.empty() || conn_->pending_output_bytes() > 0;
+  return busy ? Phase::kWriting : Phase::kIdle;
 }
 
 void Http2Connection::close_if_idle() {
@@ -304,7 +317,7 @@ http::ResponseWriter::Context Http2Connection::writer_context(Stream& stream) co
 }
 
 // A request head: the chain is asked which handler answers it, and how
-// (as HttpConnection::start_request does for HTTP/1).
+// (as Http1Connection::start_request does for HTTP/1).
 void Http2Connection::on_request(Stream& stream) {
   last_active_ = conn_->loop()->clock().now();
   std::shared_ptr<Task> made;

@@ -1,8 +1,9 @@
-// Http2Connection: HTTP/2 on one TcpConnection. An HttpConnection hands
-// its connection over when TLS agreed on "h2" (ALPN), or when the first
-// bytes of a plain connection are the HTTP/2 preface and the server allows
-// it (h2c by prior knowledge). Each stream's request then goes through the
-// server's handler chain as an HTTP/1 request does in HttpConnection: the
+// Http2Connection: HTTP/2 on one TcpConnection, the sibling of
+// Http1Connection (http/http_connection.h). HttpServer chooses it when TLS
+// agreed on "h2" (ALPN), or when the first bytes of a plain connection are
+// the HTTP/2 preface and the server allows it (h2c by prior knowledge).
+// Each stream's request goes through the server's handler chain
+// (http/dispatch.h) as an HTTP/1 request does in Http1Connection: the
 // handlers claim it, a Router handler answers from the head (or once the
 // body is in, within the body limit), an exchange streams its body and
 // answers when it can; each stream is the exchange's transport, so
@@ -13,7 +14,11 @@
 // client holds its streams' producers back through their drain callbacks,
 // not memory here).
 //
-// Owned by its HttpConnection; loop thread only.
+// Timeouts, on one timer (on_timer): keep-alive idle time without a stream
+// (GOAWAY), progress of queued output (send_timeout) and of request bodies
+// (body_timeout, per stream), the linger after our GOAWAY.
+//
+// Owned by HttpServer's table of the loop's connections; loop thread only.
 #pragma once
 
 #include <chrono>
@@ -23,12 +28,14 @@
 #include <utility>
 #include <vector>
 
-#include "http1/http_connection.h"
+#include "http/http_connection.h"
+#include "http/response_writer.h"
 #include "http2/session.h"
+#include "net/timeout.h"
 
 namespace tern::http2 {
 
-class Http2Connection final : public http::ConnectionProtocol {
+class Http2Connection final : public http::HttpConnection {
  public:
   Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn, const SessionLimits& limits);
   ~Http2Connection() override;
@@ -37,8 +44,7 @@ class Http2Connection final : public http::ConnectionProtocol {
   void on_write_complete() override;
   void on_close() override;
   void close_if_idle() override;
-  std::chrono::milliseconds on_timer() override;
-  bool busy() const override;
+  Phase phase() const override;
 
  private:
   class Task;
@@ -51,6 +57,10 @@ class Http2Connection final : public http::ConnectionProtocol {
   // Room for retired tasks kept from one read to the next.
   static constexpr size_t kKeptTasks = 64;
 
+  // Enforces the timeouts, which may close the connection; returns when
+  // to look again.
+  std::chrono::milliseconds on_timer();
+  static void timed_out(void* self);
   void on_request(Stream& stream);
   void on_body(Stream& stream, std::string_view piece, bool last);
   void on_drained(Stream& stream);
@@ -68,6 +78,7 @@ class Http2Connection final : public http::ConnectionProtocol {
 
   const http::HttpShared* shared_;
   net::TcpConnection* conn_;
+  net::Timeout timeout_;
   // The tasks by stream id: a flat list (a connection has a few to
   // max_concurrent_streams), no node allocated per stream.
   class Tasks {

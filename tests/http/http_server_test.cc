@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "http1/http1_connection.h"
 #include "support/loop_runner.h"
 #include "support/raw_socket.h"
 #include "support/temp_dir.h"
@@ -85,9 +86,9 @@ class HttpServerTest : public ::testing::Test {
 // Each idle keep-alive connection holds one beside its TcpConnection: 120
 // bytes take a 128-byte allocation on a 64-bit glibc, 8 more a 144-byte
 // one. What only a request in progress needs lives in its RequestState.
-TEST(HttpConnectionSize, FitsA128ByteAllocation) {
+TEST(Http1ConnectionSize, FitsA128ByteAllocation) {
   if (sizeof(void*) != 8) GTEST_SKIP() << "sized for 64-bit targets";
-  EXPECT_LE(sizeof(HttpConnection), 120u);
+  EXPECT_LE(sizeof(Http1Connection), 120u);
 }
 
 TEST_F(HttpServerTest, AHandlerThatDoesNotAnswerGets500AndOneThatStopsHalfwayACut) {

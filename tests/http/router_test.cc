@@ -32,7 +32,7 @@ class RouterTest : public ::testing::Test {
     testing::ParsedResponse response;
   };
 
-  // Asks the router about `raw`; answers it as HttpConnection would (the
+  // Asks the router about `raw`; answers it as Http1Connection would (the
   // body, if any, is already in `raw`: the request as a Router handler
   // sees it once the body is read).
   Answer ask(const std::string& raw) {

@@ -9,10 +9,13 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "http/http_server.h"
 #include "net/event_loop.h"
@@ -203,6 +206,61 @@ TEST_F(Http2ConnectionTest, AStreamResetByTheClientLetsItsExchangeGo) {
   const int32_t next = client.get("/hello");
   ASSERT_TRUE(pump(socket, client, [&] { return client.seen[next].closed; }));
   EXPECT_EQ(client.seen[next].body, "hello example.test");
+}
+
+// The server chooses the protocol from the first bytes: a preface that
+// comes a few bytes at a time is waited for, never taken for HTTP/1.
+TEST_F(Http2ConnectionTest, APrefaceThatComesInPiecesIsWaitedFor) {
+  RawClient socket(server_->listen_address().port());
+  H2Client client;
+  const int32_t id = client.get("/hello");
+  const std::string out = client.output();
+  ASSERT_GT(out.size(), 24u);
+  for (size_t at = 0; at < 24; at += 5) {
+    ASSERT_TRUE(socket.send_all(out.substr(at, std::min<size_t>(5, 24 - at))));
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(socket.send_all(out.substr(24)));
+  ASSERT_TRUE(pump(socket, client, [&] { return client.seen[id].closed; }));
+  EXPECT_EQ(client.seen[id].fields.at(":status"), "200");
+  EXPECT_EQ(client.seen[id].body, "hello example.test");
+}
+
+// On an address that takes h2c, a first line that is neither HTTP/1 nor
+// the whole preface is a bad preface: closed, with no HTTP/1 answer the
+// client would read as frames (RFC 9113 3.4).
+TEST_F(Http2ConnectionTest, ABadPrefaceIsClosedWithoutAnAnswer) {
+  RawClient socket(server_->listen_address().port());
+  ASSERT_TRUE(socket.send_all("PRI * HTTP/2.0\r\n\r\nXY\r\n\r\n"));
+  bool eof = false;
+  EXPECT_EQ(socket.read_to_eof(&eof, 2s), "");
+  EXPECT_TRUE(eof);
+}
+
+// HTTP/2 connections are counted with HTTP/1's (one with a stream in
+// progress is answering), and leave the count when they close.
+TEST_F(Http2ConnectionTest, Http2ConnectionsAreCountedBesideHttp1Ones) {
+  runner_.run([&] { server_->count_connection_phases(true); });
+  auto h2 = std::make_unique<RawClient>(server_->listen_address().port());
+  H2Client client;
+  client.get("/later/never");
+  ASSERT_TRUE(h2->send_all(client.output()));
+  RawClient reading(server_->listen_address().port());
+  ASSERT_TRUE(reading.send_all("GET /hello HTTP/1.1\r\nHo"));
+  auto wait_for = [&](uint64_t writing, uint64_t reading_count) {
+    http::HttpServer::ConnectionStates states;
+    for (int i = 0; i < 30; ++i) {
+      states = server_->connection_states();
+      if (states.writing == writing && states.reading == reading_count && states.idle == 0) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    ADD_FAILURE() << "writing " << states.writing << ", reading " << states.reading << ", idle " << states.idle;
+    return false;
+  };
+  EXPECT_TRUE(wait_for(1, 1));
+  h2.reset();
+  EXPECT_TRUE(wait_for(0, 1));
+  EXPECT_EQ(aborted_.load(), 1);  // the stream's exchange was told
 }
 
 TEST_F(Http2ConnectionTest, Http1OnTheSameListenerIsUntouched) {

@@ -53,7 +53,7 @@ class ChainTest : public ::testing::Test {
   }
 
   // `raw` through the parser and the chain, from `peer`, answered as
-  // HttpConnection answers: at once, or through an exchange (here one
+  // Http1Connection answers: at once, or through an exchange (here one
   // carried in memory) when the handler takes one or a body follows; with
   // metrics_, counted as the server's response callback counts.
   Answer ask(const std::string& raw, const char* peer = "127.0.0.1") {

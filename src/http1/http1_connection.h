@@ -1,4 +1,4 @@
-// HttpConnection: the HTTP/1.x protocol on one TcpConnection.
+// Http1Connection: the HTTP/1.x protocol on one TcpConnection.
 //
 // It feeds received bytes to a RequestParser, asks the server's handler
 // chain (handler.h) which handler answers each complete head, reads the
@@ -43,6 +43,7 @@
 #include "http/error_page.h"
 #include "http/exchange.h"
 #include "http/handler.h"
+#include "http/http_connection.h"
 #include "http/http_limits.h"
 #include "http/request.h"
 #include "http/response_writer.h"
@@ -58,76 +59,26 @@ class TcpConnection;
 
 namespace tern::http {
 
-struct HttpShared;
-
-// Another protocol that takes a connection over from its first bytes
-// (HTTP/2: http2/http2_connection.h), so that http/ need not know it.
-class ConnectionProtocol {
+class Http1Connection final : public ExchangeTransport, public HttpConnection {
  public:
-  virtual ~ConnectionProtocol() = default;
-  virtual void on_message(net::Buffer& input) = 0;
-  virtual void on_write_complete() = 0;
-  virtual void on_close() = 0;
-  // The server stops: end once what is in progress is done.
-  virtual void close_if_idle() = 0;
-  // The connection's timer rang: enforces the timeouts (HttpLimits), which
-  // may close the connection; returns when to ring again.
-  virtual std::chrono::milliseconds on_timer() = 0;
-  // A request is in progress or a response on its way (metrics).
-  virtual bool busy() const = 0;
-};
-using ProtocolFactory =
-    std::function<std::unique_ptr<ConnectionProtocol>(const HttpShared* shared, net::TcpConnection* conn)>;
-// Picks connections by the address they came in on (their local address).
-using AddressFilter = std::function<bool(const net::InetAddress& local)>;
-inline bool any_address(const net::InetAddress& /*local*/) { return true; }
+  explicit Http1Connection(const HttpShared* shared)
+      : HttpConnection(/*http1=*/true), shared_(shared), timeout_(&Http1Connection::timed_out, this) {}
+  Http1Connection(const Http1Connection&) = delete;
+  Http1Connection& operator=(const Http1Connection&) = delete;
 
-// What every connection of a loop shares: set up by HttpServer.
-struct HttpShared {
-  const HttpLimits* limits = nullptr;
-  std::string_view server_name;
-  // The server's handler chain, asked in order for each complete head.
-  const std::vector<RequestHandler*>* handlers = nullptr;
-  // After each response (for the access log); may be empty.
-  std::function<void(const Request&, const net::TcpConnection&, const ResponseWriter&)> on_response;
-  // What every response of this second starts with, cached per loop.
-  struct Clock {
-    std::string_view date;     // the Date header value
-    std::string_view ok_head;  // status line, Server and Date of a 200
-  };
-  std::function<Clock()> clock;
-  // Server is shutting down: finish the current request, then close.
-  bool draining = false;
-  RequestStatePool* states = nullptr;
-  // HTTP/2 (empty: HTTP/1 only), for a connection whose TLS agreed on "h2",
-  // and for one that starts with HTTP/2's preface on a plain address
-  // http2_cleartext accepts (by the address the connection came in on).
-  ProtocolFactory http2;
-  AddressFilter http2_cleartext;
-};
-
-class HttpConnection final : public ExchangeTransport {
- public:
-  explicit HttpConnection(const HttpShared* shared)
-      : shared_(shared), timeout_(&HttpConnection::timed_out, this) {}
-  HttpConnection(const HttpConnection&) = delete;
-  HttpConnection& operator=(const HttpConnection&) = delete;
-
-  void attach(net::TcpConnection* conn);
-  void on_message(net::Buffer& input);
-  void on_close();
-  // The connection's output queue drained (asked for by an Exchange).
-  void on_write_complete();
+  // h2c_address: the connection came in on an address that also takes
+  // HTTP/2 by prior knowledge, where a first line that is no HTTP/1 request
+  // line is a bad HTTP/2 preface: it ends the connection without an HTTP/1
+  // answer (RFC 9113 3.4), which the peer would read as frames.
+  void attach(net::TcpConnection* conn, bool h2c_address = false);
+  void on_message(net::Buffer& input) override;
+  void on_close() override;
+  // Asked for by an Exchange, or by the graceful stop.
+  void on_write_complete() override;
   // Graceful stop: a keep-alive connection between requests is closed after
   // a short grace, unless a request comes (answered, then closed).
-  void close_if_idle();
-  // Where the connection stands, as nginx's status counts connections:
-  // waiting for a request, reading one (head or body), or answering.
-  enum class Phase : uint8_t { kIdle, kReading, kWriting };
-  Phase phase() const;
-  // Position in the owner's table (HttpServer bookkeeping).
-  size_t index() const { return index_; }
-  void set_index(size_t index) { index_ = static_cast<uint32_t>(index); }
+  void close_if_idle() override;
+  Phase phase() const override;
 
  private:
   // ExchangeTransport: what an exchange asks of the connection.
@@ -155,8 +106,6 @@ class HttpConnection final : public ExchangeTransport {
   // Queued output above which no further pipelined request is parsed.
   static constexpr size_t kOutputHighWater = 64 * 1024;
 
-  // 1: the connection speaks HTTP/2; 0: HTTP/1; -1: too few bytes to tell.
-  int speaks_http2(const net::Buffer& input) const;
   static bool names_http1(std::string_view input);
   void begin_request();
   void end_request();
@@ -188,7 +137,7 @@ class HttpConnection final : public ExchangeTransport {
   void start_closing(bool more_input_expected);
   void arm_timer(std::chrono::milliseconds delay);
   void on_timer();
-  static void timed_out(void* self) { static_cast<HttpConnection*>(self)->on_timer(); }
+  static void timed_out(void* self) { static_cast<Http1Connection*>(self)->on_timer(); }
   // Begins the next response on output_.
   ResponseWriter::Context writer_context(bool keep_alive);
   bool output_backlogged() const;
@@ -197,11 +146,8 @@ class HttpConnection final : public ExchangeTransport {
   Exchange& exchange() { return req_->exchange; }
   bool exchange_active() const { return req_ != nullptr && req_->exchange.active(); }
 
-  // The first 64 bytes hold what a keep-alive request touches.
-  const HttpShared* const shared_;
-  net::TcpConnection* conn_ = nullptr;
-  std::unique_ptr<RequestState> req_;  // from the pool while a request is in progress
-  uint32_t index_ = 0;                 // in HttpServer's table
+  // What a keep-alive request touches comes first; the small fields fill
+  // what the bases leave of their last word.
   State state_ = State::kHead;
   bool request_started_ : 1 = false;   // a byte of the next request has arrived
   bool continue_sent_ : 1 = false;
@@ -210,16 +156,17 @@ class HttpConnection final : public ExchangeTransport {
   bool body_spooled_ : 1 = false;      // head and body left the input (RequestState::body)
   bool output_paused_ : 1 = false;     // waiting for queued output to drain (kOutputHighWater)
   bool drain_when_written_ : 1 = false;  // graceful stop: idle once the queued output is out
-  bool first_request_ : 1 = true;      // nothing has come yet (HTTP/2 may take over)
   bool h2c_first_ : 1 = false;         // the first request on an address that also takes h2c
   // The low 32 bits of the bytes sent and received when the timer was
   // armed: progress is any change, and exactly 4 GiB between two timer
   // checks is the only change they miss.
   uint32_t sent_mark_ = 0;
   uint32_t received_mark_ = 0;
+  const HttpShared* const shared_;
+  net::TcpConnection* conn_ = nullptr;
+  std::unique_ptr<RequestState> req_;  // from the pool while a request is in progress
   net::Timeout timeout_;          // the one timer (see above); arm() uses its first 16 bytes
   Http1Output output_;            // the response under way, as HTTP/1 on conn_
-  std::unique_ptr<ConnectionProtocol> other_;  // HTTP/2, once it took over
 };
 
 }  // namespace tern::http

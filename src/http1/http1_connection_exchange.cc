@@ -1,7 +1,7 @@
-// HttpConnection as an Exchange's transport: beginning and ending the
+// Http1Connection as an Exchange's transport: beginning and ending the
 // exchange that a handler took a request as, and what the exchange asks of
 // the connection (ExchangeTransport).
-#include "http1/http_connection.h"
+#include "http1/http1_connection.h"
 
 #include "base/log.h"
 #include "net/buffer.h"
@@ -11,7 +11,7 @@
 
 namespace tern::http {
 
-void HttpConnection::begin_exchange(net::Buffer& input) {
+void Http1Connection::begin_exchange(net::Buffer& input) {
   Request& request = req_->request;
   detach_head(input);
   // "Content-Length: 0" is no body at all: nothing to stream or wait for.
@@ -35,7 +35,7 @@ void HttpConnection::begin_exchange(net::Buffer& input) {
   }
 }
 
-void HttpConnection::finish_exchange() {
+void Http1Connection::finish_exchange() {
   if (state_ == State::kTunnel) return abort_exchange();  // a tunnel ends with its connection
   ResponseWriter& writer = exchange().response();
   if (!writer.finished()) {
@@ -69,7 +69,7 @@ void HttpConnection::finish_exchange() {
   }
 }
 
-void HttpConnection::resume_later() {
+void Http1Connection::resume_later() {
   // This object may be reused for another connection before the deferred
   // call runs: find ours by its generation-checked id.
   const net::ConnectionId id = conn_->id();
@@ -81,7 +81,7 @@ void HttpConnection::resume_later() {
   });
 }
 
-bool HttpConnection::switch_protocols() {
+bool Http1Connection::switch_protocols() {
   if (state_ != State::kAwait || !exchange().response().finished() || !exchange().response().keep_alive()) {
     return false;
   }
@@ -94,11 +94,11 @@ bool HttpConnection::switch_protocols() {
   return true;
 }
 
-void HttpConnection::write_raw(std::string_view bytes) {
+void Http1Connection::write_raw(std::string_view bytes) {
   if (!bytes.empty()) conn_->output_tail_buffer().append(bytes);
 }
 
-void HttpConnection::abort_exchange() {
+void Http1Connection::abort_exchange() {
   if (shared_->on_response) shared_->on_response(req_->request, *conn_, exchange().response());
   const bool body_left = state_ == State::kStreamBody || state_ == State::kTunnel;
   exchange().end();
@@ -107,7 +107,7 @@ void HttpConnection::abort_exchange() {
   start_closing(body_left);
 }
 
-void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
+void Http1Connection::fail_exchange(int status, std::string_view log_reason) {
   const bool started = exchange().response().started();
   exchange().cancel();
   if (!started) return fail(status, log_reason, true);
@@ -115,29 +115,29 @@ void HttpConnection::fail_exchange(int status, std::string_view log_reason) {
   start_closing(true);
 }
 
-net::EventLoop* HttpConnection::loop() const { return conn_->loop(); }
+net::EventLoop* Http1Connection::loop() const { return conn_->loop(); }
 
-const net::InetAddress& HttpConnection::peer_address() const { return conn_->peer_address(); }
+const net::InetAddress& Http1Connection::peer_address() const { return conn_->peer_address(); }
 
-const net::InetAddress& HttpConnection::local_address() const { return conn_->local_address(); }
+const net::InetAddress& Http1Connection::local_address() const { return conn_->local_address(); }
 
-const net::SecureLayer* HttpConnection::secure() const { return conn_->secure_layer(); }
+const net::SecureLayer* Http1Connection::secure() const { return conn_->secure_layer(); }
 
-bool HttpConnection::must_close() const {
+bool Http1Connection::must_close() const {
   return shared_->draining || (!req_->exchange.body_complete() && !can_discard_body());
 }
 
-void HttpConnection::flush() { conn_->flush(); }
+void Http1Connection::flush() { conn_->flush(); }
 
-size_t HttpConnection::pending_output_bytes() const { return conn_->pending_output_bytes(); }
+size_t Http1Connection::pending_output_bytes() const { return conn_->pending_output_bytes(); }
 
-void HttpConnection::pause_body() { conn_->stop_reading(); }
+void Http1Connection::pause_body() { conn_->stop_reading(); }
 
-void HttpConnection::resume_body() {
+void Http1Connection::resume_body() {
   conn_->start_reading();
   if (!in_message_ && !conn_->input().empty()) resume_later();
 }
 
-void HttpConnection::wait_for_drain() { conn_->ask_write_complete(); }
+void Http1Connection::wait_for_drain() { conn_->ask_write_complete(); }
 
 }  // namespace tern::http

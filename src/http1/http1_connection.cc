@@ -1,4 +1,4 @@
-#include "http1/http_connection.h"
+#include "http1/http1_connection.h"
 
 #include <algorithm>
 #include <any>
@@ -20,32 +20,25 @@ constexpr std::chrono::milliseconds kDrainIdleGrace{1000};
 
 }  // namespace
 
-void HttpConnection::attach(net::TcpConnection* conn) {
+void Http1Connection::attach(net::TcpConnection* conn, bool h2c_address) {
   conn_ = conn;
   req_ = nullptr;
   state_ = State::kHead;
   request_started_ = continue_sent_ = head_timer_armed_ = false;
   body_spooled_ = output_paused_ = drain_when_written_ = false;
-  first_request_ = true;
+  h2c_first_ = h2c_address;
   arm_timer(shared_->limits->keepalive_timeout);
 }
 
-void HttpConnection::on_close() {
+void Http1Connection::on_close() {
   timeout_.cancel();
-  if (other_ != nullptr) {
-    other_->on_close();
-    other_.reset();
-    conn_ = nullptr;
-    return;
-  }
   // The client went away first: tell the handler, which lets go of it.
   if (exchange_active()) exchange().cancel();
   end_request();
   conn_ = nullptr;
 }
 
-void HttpConnection::on_write_complete() {
-  if (other_ != nullptr) return other_->on_write_complete();
+void Http1Connection::on_write_complete() {
   if (exchange_active()) return exchange().drained();
   if (!output_paused_) {
     // Stopping: the response that was going out when the stop began is
@@ -64,11 +57,11 @@ void HttpConnection::on_write_complete() {
   on_message(conn_->input());
 }
 
-bool HttpConnection::output_backlogged() const {
+bool Http1Connection::output_backlogged() const {
   return conn_->pending_output_bytes() > kOutputHighWater;
 }
 
-void HttpConnection::wait_for_output() {
+void Http1Connection::wait_for_output() {
   // Parsing on would queue a response for every request the client sends,
   // whether it reads them or not. Let the kernel hold its requests instead,
   // and give the output send_timeout to make progress.
@@ -78,7 +71,7 @@ void HttpConnection::wait_for_output() {
   arm_timer(shared_->limits->send_timeout);
 }
 
-void HttpConnection::begin_request() {
+void Http1Connection::begin_request() {
   if (req_ != nullptr) return;
   req_ = shared_->states->acquire();
   req_->parser.set_limits(shared_->limits->parser);
@@ -86,37 +79,12 @@ void HttpConnection::begin_request() {
   req_->body_consumed = 0;
 }
 
-void HttpConnection::end_request() {
+void Http1Connection::end_request() {
   if (req_ == nullptr) return;
   shared_->states->release(std::move(req_), conn_->loop()->clock().now());
 }
 
-int HttpConnection::speaks_http2(const net::Buffer& input) const {
-  if (const net::SecureLayer* tls = conn_->secure_layer(); tls != nullptr) {
-    return tls->application_protocol() == "h2" ? 1 : 0;
-  }
-  static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-  const std::string_view start = input.view().substr(0, kPreface.size());
-  if (!kPreface.starts_with(start)) return 0;
-  if (!shared_->http2_cleartext || !shared_->http2_cleartext(conn_->local_address())) return 0;
-  return start.size() == kPreface.size() ? 1 : -1;
-}
-
-void HttpConnection::on_message(net::Buffer& input) {
-  if (other_ != nullptr) return other_->on_message(input);
-  if (first_request_ && shared_->http2 && !input.empty()) {
-    const int http2 = speaks_http2(input);
-    if (http2 < 0) return;  // the preface so far: wait for the rest
-    first_request_ = false;
-    if (http2 > 0) {
-      other_ = shared_->http2(shared_, conn_);
-      timeout_.arm(other_->on_timer());
-      return other_->on_message(input);
-    }
-    h2c_first_ = conn_->secure_layer() == nullptr && shared_->http2_cleartext &&
-                 shared_->http2_cleartext(conn_->local_address());
-  }
-  first_request_ = false;
+void Http1Connection::on_message(net::Buffer& input) {
   in_message_ = true;
   for (bool more = true; more;) {
     switch (state_) {
@@ -163,7 +131,7 @@ void HttpConnection::on_message(net::Buffer& input) {
   conn_->flush();
 }
 
-bool HttpConnection::parse_head(net::Buffer& input) {
+bool Http1Connection::parse_head(net::Buffer& input) {
   if (!request_started_) {
     request_started_ = true;
     begin_request();
@@ -181,10 +149,7 @@ bool HttpConnection::parse_head(net::Buffer& input) {
       return false;
     case ParseStatus::kError:
       if (h2c_first_ && !names_http1(input.view())) {
-        // On an address that takes HTTP/2 by prior knowledge, a first line
-        // that is no HTTP/1 request line is a bad HTTP/2 preface: the
-        // connection ends without an HTTP/1 answer (RFC 9113 3.4), which
-        // the peer would read as frames.
+        // A bad HTTP/2 preface (see attach()).
         TERN_LOG_DEBUG("conn {}: neither HTTP/1 nor the HTTP/2 preface: closed", conn_->id().slot);
         conn_->force_close();
         return false;
@@ -203,7 +168,7 @@ bool HttpConnection::parse_head(net::Buffer& input) {
 // Whether the first line of `input` ends with an HTTP/1 version, as every
 // HTTP/1.0 and 1.1 request line does (what else is wrong with it, the
 // parser says).
-bool HttpConnection::names_http1(std::string_view input) {
+bool Http1Connection::names_http1(std::string_view input) {
   const size_t eol = input.find('\n');
   if (eol == std::string_view::npos) return true;  // not a whole line: the parser's answer stands
   std::string_view line = input.substr(0, eol);
@@ -212,7 +177,7 @@ bool HttpConnection::names_http1(std::string_view input) {
   return space != std::string_view::npos && line.substr(space + 1).starts_with("HTTP/1.");
 }
 
-bool HttpConnection::limit_body(uint64_t max_body) {
+bool Http1Connection::limit_body(uint64_t max_body) {
   const Request& request = req_->request;
   if (request.body_framing() == BodyFraming::kContentLength && request.content_length() > max_body) {
     fail(413, "Content-Length over the body limit", true);
@@ -228,7 +193,7 @@ bool HttpConnection::limit_body(uint64_t max_body) {
 // The head is complete: the server's handlers are asked, in order, which
 // of them answers it, and how (handler.h). An unknown method is 501 without
 // asking them or reading a body (dispatch() answers it).
-bool HttpConnection::start_request(net::Buffer& input) {
+bool Http1Connection::start_request(net::Buffer& input) {
   const Request& request = req_->request;
   const bool has_body = request.body_framing() != BodyFraming::kNone;
   Route& route = req_->route;
@@ -255,7 +220,7 @@ bool HttpConnection::start_request(net::Buffer& input) {
   return true;
 }
 
-void HttpConnection::dispatch(net::Buffer& input) {
+void Http1Connection::dispatch(net::Buffer& input) {
   Request& request = req_->request;
   // Answered straight from the head (501 for an unknown method): a body
   // behind it is not read, and the connection cannot go on.
@@ -275,7 +240,7 @@ void HttpConnection::dispatch(net::Buffer& input) {
   next_request(writer.keep_alive(), body_unread);
 }
 
-void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
+void Http1Connection::next_request(bool keep_alive, bool more_input_expected) {
   req_->parser.reset();
   req_->body.clear();
   req_->body_consumed = 0;
@@ -295,7 +260,7 @@ void HttpConnection::next_request(bool keep_alive, bool more_input_expected) {
   arm_timer(shared_->limits->header_timeout);
 }
 
-void HttpConnection::fail(int status, std::string_view log_reason, bool parsed) {
+void Http1Connection::fail(int status, std::string_view log_reason, bool parsed) {
   // Peer-caused: debug level, as the style guide asks.
   TERN_LOG_DEBUG("conn {} {}: {} {}", conn_->id().slot, conn_->peer_address().to_ip_port(), status,
                  log_reason);
@@ -313,7 +278,7 @@ void HttpConnection::fail(int status, std::string_view log_reason, bool parsed) 
   start_closing(true);
 }
 
-void HttpConnection::start_closing(bool more_input_expected) {
+void Http1Connection::start_closing(bool more_input_expected) {
   state_ = State::kClosing;
   if (conn_->input().empty() && !more_input_expected) {
     // Nothing unread: close once the response is out, as nginx does. (The
@@ -334,8 +299,7 @@ void HttpConnection::start_closing(bool more_input_expected) {
   arm_timer(shared_->limits->linger_timeout);
 }
 
-void HttpConnection::close_if_idle() {
-  if (other_ != nullptr) return other_->close_if_idle();
+void Http1Connection::close_if_idle() {
   if (state_ == State::kHead && !request_started_ && conn_ != nullptr) {
     // Not closed at once: a client that got its last response a moment ago
     // may have its next request on the way, and would see it fail against
@@ -351,8 +315,7 @@ void HttpConnection::close_if_idle() {
   }
 }
 
-HttpConnection::Phase HttpConnection::phase() const {
-  if (other_ != nullptr) return other_->busy() ? Phase::kWriting : Phase::kIdle;
+Http1Connection::Phase Http1Connection::phase() const {
   if (conn_ != nullptr && conn_->pending_output_bytes() > 0) return Phase::kWriting;
   switch (state_) {
     case State::kHead:
@@ -365,7 +328,7 @@ HttpConnection::Phase HttpConnection::phase() const {
   }
 }
 
-ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) {
+ResponseWriter::Context Http1Connection::writer_context(bool keep_alive) {
   ResponseWriter::Context ctx;
   output_.begin(conn_, req_ != nullptr ? req_->request.version() : Version::kHttp11);
   ctx.stream = &output_;
@@ -378,16 +341,15 @@ ResponseWriter::Context HttpConnection::writer_context(bool keep_alive) {
   return ctx;
 }
 
-void HttpConnection::arm_timer(std::chrono::milliseconds delay) {
+void Http1Connection::arm_timer(std::chrono::milliseconds delay) {
   sent_mark_ = static_cast<uint32_t>(conn_->bytes_sent());
   received_mark_ = static_cast<uint32_t>(conn_->bytes_received());
   timeout_.arm(delay);
 }
 
-void HttpConnection::on_timer() {
+void Http1Connection::on_timer() {
   if (conn_ == nullptr) return;
   const HttpLimits& limits = *shared_->limits;
-  if (other_ != nullptr) return timeout_.arm(other_->on_timer());
   const bool sent = static_cast<uint32_t>(conn_->bytes_sent()) != sent_mark_;
   const bool received = static_cast<uint32_t>(conn_->bytes_received()) != received_mark_;
   if (conn_->pending_output_bytes() > 0) {

@@ -1,7 +1,7 @@
-// HttpConnection: the body side. A body read for a Router handler (kept
+// Http1Connection: the body side. A body read for a Router handler (kept
 // in the input or spooled), streamed to an Exchange, or dropped after an
 // early answer. The rest of the state machine is in http_connection.cc.
-#include "http1/http_connection.h"
+#include "http1/http1_connection.h"
 
 #include <algorithm>
 
@@ -15,7 +15,7 @@ namespace tern::http {
 // body_buffer_bytes stays in the input buffer behind its head; any other
 // (larger, or chunked) goes to the request's Spool as it arrives, the head
 // to a copy of its own, and the input keeps nothing of this request.
-bool HttpConnection::begin_body(net::Buffer& input) {
+bool Http1Connection::begin_body(net::Buffer& input) {
   const HttpLimits& limits = *shared_->limits;
   const Request& request = req_->request;
   state_ = State::kBody;
@@ -29,7 +29,7 @@ bool HttpConnection::begin_body(net::Buffer& input) {
   return true;
 }
 
-bool HttpConnection::read_body(net::Buffer& input) {
+bool Http1Connection::read_body(net::Buffer& input) {
   Request& request = req_->request;
   bool complete = false;
   if (body_spooled_) {
@@ -64,7 +64,7 @@ bool HttpConnection::read_body(net::Buffer& input) {
 
 // Moves what arrived of the body into the spool, chunked framing decoded
 // and dropped. False after failing the request.
-bool HttpConnection::spool_body(net::Buffer& input, bool* complete) {
+bool Http1Connection::spool_body(net::Buffer& input, bool* complete) {
   const Request& request = req_->request;
   Spool& body = req_->body;
   Result<void> stored;
@@ -105,7 +105,7 @@ bool HttpConnection::spool_body(net::Buffer& input, bool* complete) {
 // The head moves out of the input buffer (which a body streams through, or
 // which the body leaves): parse a copy of it again, so that the request's
 // views point there.
-void HttpConnection::detach_head(net::Buffer& input) {
+void Http1Connection::detach_head(net::Buffer& input) {
   Request& request = req_->request;
   const size_t head = request.head_size();
   req_->head_copy.assign(input.peek(), head);
@@ -114,7 +114,7 @@ void HttpConnection::detach_head(net::Buffer& input) {
   input.retrieve(head);
 }
 
-void HttpConnection::send_continue() {
+void Http1Connection::send_continue() {
   // RFC 9110 10.1.1: tell the client to go on sending the body it announced.
   continue_sent_ = true;
   if (req_->request.version() != Version::kHttp11) return;
@@ -122,7 +122,7 @@ void HttpConnection::send_continue() {
   conn_->flush();
 }
 
-bool HttpConnection::stream_body(net::Buffer& input) {
+bool Http1Connection::stream_body(net::Buffer& input) {
   if (exchange().body_paused()) return false;
   Request& request = req_->request;
   if (request.body_framing() == BodyFraming::kContentLength) {
@@ -167,7 +167,7 @@ bool HttpConnection::stream_body(net::Buffer& input) {
 
 // Drops body bytes as they arrive; at the end of the body the connection
 // goes on to the next request.
-bool HttpConnection::discard_body(net::Buffer& input) {
+bool Http1Connection::discard_body(net::Buffer& input) {
   const Request& request = req_->request;
   bool done = false;
   if (request.body_framing() == BodyFraming::kContentLength) {
@@ -202,7 +202,7 @@ bool HttpConnection::discard_body(net::Buffer& input) {
 // Whether a response sent before the body is in may keep the connection:
 // the rest is then read and dropped. Not when the client waits for a 100
 // (Continue) we have not sent: it may never send the body.
-bool HttpConnection::can_discard_body() const {
+bool Http1Connection::can_discard_body() const {
   return !shared_->draining && !(req_->request.expect_continue() && !continue_sent_);
 }
 
