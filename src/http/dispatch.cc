@@ -36,8 +36,13 @@ bool answer(const Dispatch& dispatch, const Route& route, const Request& request
     dispatch.handler->respond(route, writer);
   }
   if (writer.finished()) return true;
-  TERN_LOG_ERROR("conn {} stream {}: handler for {} {} did not finish its response (request {})", conn_id,
-                 stream_id, request.method_text(), request.target(), request.id());
+  if (stream_id != 0) {
+    TERN_LOG_ERROR("conn {} stream {}: handler for {} {} did not finish its response (request {})", conn_id,
+                   stream_id, request.method_text(), request.target(), request.id());
+  } else {
+    TERN_LOG_ERROR("conn {}: handler for {} {} did not finish its response (request {})", conn_id,
+                   request.method_text(), request.target(), request.id());
+  }
   if (writer.started()) return false;
   // Before any byte we can still answer.
   writer.close_after();

@@ -1,5 +1,5 @@
 // The handler chain asked about a request and answering it, the same for
-// every protocol (http1/http_connection.cc and http2/http2_connection.cc
+// every protocol (http1/http1_connection.cc and http2/http2_connection.cc
 // call these; what differs between them is only how a response that
 // cannot be finished is cut off):
 //
@@ -38,8 +38,8 @@ Dispatch choose_handler(const std::vector<RequestHandler*>& handlers, const Requ
 
 // Answers `request` as `dispatch` says. False when the handler began a
 // response and did not finish it: the caller must cut it off (close the
-// connection, reset the stream); logged with the connection and stream
-// (0 for HTTP/1).
+// connection, reset the stream); logged with the connection and the
+// stream (HTTP/2; 0 for HTTP/1, which has none).
 bool answer(const Dispatch& dispatch, const Route& route, const Request& request, ResponseWriter& writer,
             uint64_t conn_id, int32_t stream_id);
 

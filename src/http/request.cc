@@ -236,18 +236,6 @@ std::string_view version_name(Version version) {
   return "HTTP/1.1";
 }
 
-Method method_from_token(std::string_view m) {
-  switch (m.size()) {
-    case 3: return m == "GET" ? Method::kGet : m == "PUT" ? Method::kPut : Method::kOther;
-    case 4: return m == "HEAD" ? Method::kHead : m == "POST" ? Method::kPost : Method::kOther;
-    case 5: return m == "PATCH" ? Method::kPatch : m == "TRACE" ? Method::kTrace : Method::kOther;
-    case 6: return m == "DELETE" ? Method::kDelete : Method::kOther;
-    case 7:
-      return m == "OPTIONS" ? Method::kOptions : m == "CONNECT" ? Method::kConnect : Method::kOther;
-    default: return Method::kOther;
-  }
-}
-
 std::string_view method_name(Method method) {
   switch (method) {
     case Method::kGet: return "GET";
@@ -392,13 +380,12 @@ int Request::set_head(Version version, const DecodedHead& head, std::string_view
     *reason = "invalid byte in request-target";
     return 400;
   }
-  if (head.fields.size() > head.max_headers) {
+  if (head.fields->size() > head.max_headers) {
     *reason = "too many header fields";
     return 431;
   }
-  header_count_ = head.fields.size();
-  if (headers_.size() < header_count_) headers_.resize(header_count_);
-  std::copy(head.fields.begin(), head.fields.end(), headers_.begin());
+  header_count_ = head.fields->size();
+  headers_.swap(*head.fields);
   const int status = interpret_head(head.authority, reason);
   if (status != 0) return status;
   scheme_ = head.scheme;

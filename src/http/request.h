@@ -47,7 +47,17 @@ enum class Version : uint8_t { kHttp10, kHttp11, kHttp2 };
 std::string_view version_name(Version version);
 
 // A method token (case-sensitive, RFC 9110 9.1): kOther for one not known.
-Method method_from_token(std::string_view token);
+inline Method method_from_token(std::string_view m) {
+  switch (m.size()) {
+    case 3: return m == "GET" ? Method::kGet : m == "PUT" ? Method::kPut : Method::kOther;
+    case 4: return m == "HEAD" ? Method::kHead : m == "POST" ? Method::kPost : Method::kOther;
+    case 5: return m == "PATCH" ? Method::kPatch : m == "TRACE" ? Method::kTrace : Method::kOther;
+    case 6: return m == "DELETE" ? Method::kDelete : Method::kOther;
+    case 7:
+      return m == "OPTIONS" ? Method::kOptions : m == "CONNECT" ? Method::kConnect : Method::kOther;
+    default: return Method::kOther;
+  }
+}
 
 // How the request body is delimited (RFC 9112 section 6).
 enum class BodyFraming : uint8_t { kNone, kContentLength, kChunked };
@@ -144,7 +154,9 @@ class Request {
     std::string_view scheme;     // may be empty (CONNECT)
     std::string_view authority;  // may be empty: then a Host field names it
     std::string_view path;       // empty for CONNECT, whose target is the authority
-    std::span<const Header> fields;  // ids set; names valid tokens
+    // Ids set, names valid tokens. Taken: swapped with the request's own
+    // table, whose room comes back in it for the next head.
+    std::vector<Header>* fields = nullptr;
     // The body goes on past the head with no content-length to say how far
     // (read as chunked is: to its end).
     bool body_of_unknown_length = false;

@@ -6,7 +6,6 @@
 
 #include "base/assert.h"
 #include "http/status.h"
-#include "net/buffer.h"
 
 namespace tern::http {
 ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {

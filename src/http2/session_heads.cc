@@ -304,7 +304,7 @@ void Session::start(Stream& stream) {
   head.scheme = req.view(req.scheme);
   head.authority = req.view(req.authority);
   head.path = req.view(req.path);
-  head.fields = req.fields;
+  head.fields = &req.fields;
   head.body_of_unknown_length = !stream.body_complete_ && !req.has_length_field;
   head.max_target = limits_.parser.max_target;
   head.max_headers = limits_.parser.max_headers;

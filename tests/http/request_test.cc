@@ -84,7 +84,7 @@ struct Decoded {
     head.scheme = scheme;
     head.authority = authority;
     head.path = path;
-    head.fields = headers;
+    head.fields = &headers;
     head.body_of_unknown_length = unknown_length;
     head.max_target = max_target;
     head.max_headers = max_headers;
