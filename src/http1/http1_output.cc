@@ -1,6 +1,7 @@
 #include "http1/http1_output.h"
 
 #include <charconv>
+#include <cstring>
 
 #include "http/status.h"
 #include "net/buffer.h"
@@ -9,12 +10,18 @@
 namespace tern::http {
 namespace {
 
+// One check for room, then the bytes: a head is many short pieces.
 void append_field(net::Buffer& out, std::string_view name, std::string_view value) {
-  out.ensure_writable(name.size() + value.size() + 4);
-  out.append(name);
-  out.append(": ", 2);
-  out.append(value);
-  out.append("\r\n", 2);
+  const size_t size = name.size() + value.size() + 4;
+  out.ensure_writable(size);
+  char* p = out.begin_write();
+  // (An empty view's data() may be null, which memcpy must not see.)
+  if (!name.empty()) std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  std::memcpy(p, ": ", 2);
+  if (!value.empty()) std::memcpy(p + 2, value.data(), value.size());
+  std::memcpy(p + 2 + value.size(), "\r\n", 2);
+  out.has_written(size);
 }
 
 }  // namespace
@@ -61,11 +68,14 @@ bool Http1Output::end_head(const ResponseFraming& framing) {
       // the representation it stands for, so it is left out as nginx does.
       break;
     case ResponseFraming::Kind::kLength: {
-      char digits[24];
-      auto [end, ec] = std::to_chars(digits, digits + sizeof digits, framing.length);
-      b.append("Content-Length: ", 16);
-      b.append(digits, static_cast<size_t>(end - digits));
-      b.append("\r\n", 2);
+      constexpr std::string_view kName = "Content-Length: ";
+      b.ensure_writable(kName.size() + 20 + 2);
+      char* const start = b.begin_write();
+      std::memcpy(start, kName.data(), kName.size());
+      char* const digits = start + kName.size();
+      char* end = std::to_chars(digits, digits + 20, framing.length).ptr;
+      std::memcpy(end, "\r\n", 2);
+      b.has_written(static_cast<size_t>(end + 2 - start));
       break;
     }
     case ResponseFraming::Kind::kStream:
