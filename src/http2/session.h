@@ -107,7 +107,8 @@ class Session {
   // protocol error: the GOAWAY that says so comes out of send()).
   bool receive(std::string_view bytes);
   // Appends the frames that are ready to `out`, or as many as make
-  // `budget` bytes (a frame more at most: call again while wants_to_send()).
+  // `budget` bytes, frame headers included (DATA frames are cut to fit; a
+  // frame more at most: call again while wants_to_send()).
   void send(net::Buffer& out, size_t budget = SIZE_MAX);
   // Frames are ready for send() (producers may have queued more from
   // inside it, in their drain callbacks).

@@ -134,7 +134,10 @@ bool Session::send_data(net::Buffer& out, size_t left) {
       pop_ready();
       continue;
     }
-    size_t n = std::min({stream->queued_, size_t{peer_max_frame_}, std::max(left, kSmallestDataFrame)});
+    // The frame, header included, fits what is left of the budget: a
+    // budget of 16 KiB is one TLS record then, not one and 9 bytes.
+    const size_t room = left > kFrameHeaderSize ? left - kFrameHeaderSize : 0;
+    size_t n = std::min({stream->queued_, size_t{peer_max_frame_}, std::max(room, kSmallestDataFrame)});
     n = static_cast<size_t>(std::min<int64_t>({static_cast<int64_t>(n), stream->send_window_, send_window_}));
     if (n == 0 && stream->queued_ > 0) return false;  // the connection's window is shut
     pop_ready();

@@ -327,6 +327,26 @@ TEST_F(SessionTest, SendStopsNearItsBudgetAndTheNextCallsGoOn) {
   EXPECT_TRUE(client.seen[id].body == big) << client.seen[id].body.size() << " bytes arrived";
 }
 
+// A budget of one TLS record's plaintext (what Http2Connection gives a
+// step) makes one DATA frame that fills it, its header included: the
+// record layer then cuts no 9-byte record off each frame.
+TEST_F(SessionTest, ADataFrameFitsItsBudgetHeaderIncluded) {
+  const std::string big(200 * 1024, 'r');
+  on_request = [&](Stream& stream) { respond(stream, 200, big); };
+  client.get("/big");
+  ASSERT_TRUE(session_->receive(client.output()));
+  net::Buffer head;
+  session_->send(head, 0);  // SETTINGS, the response's HEADERS
+  client.input(head.view());
+  constexpr size_t kRecord = 16384;
+  for (int i = 0; i < 3; ++i) {
+    net::Buffer out;
+    session_->send(out, kRecord);
+    EXPECT_EQ(out.readable_bytes(), kRecord) << "step " << i;
+    client.input(out.view());
+  }
+}
+
 TEST_F(SessionTest, AStreamedBodyWaitsForItsProducerAndTellsItWhenDrained) {
   int drained = 0;
   Stream* open = nullptr;
