@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace tern::http::chars {
@@ -49,6 +50,38 @@ constexpr bool is_alpha(char c) { return has(c, kAlpha); }
 constexpr bool is_vchar(char c) { return has(c, kVchar); }
 constexpr bool is_field_text(char c) { return has(c, kFieldText); }
 constexpr bool is_ows(char c) { return c == ' ' || c == '\t'; }
+
+// Whether every byte of s may be in a field value. Eight bytes at a time
+// (four and four below eight, overlapping where the length is not a
+// multiple): words with no control byte (below 0x20, or DEL) are all field
+// text; a string with one is looked at byte by byte, as HTAB is allowed.
+inline bool all_field_text(std::string_view s) {
+  constexpr uint64_t kOnes = 0x0101010101010101;
+  constexpr uint64_t kHighs = 0x8080808080808080;
+  auto has_control = [](uint64_t w) {
+    const uint64_t del = w ^ (kOnes * 0x7f);
+    return (((w - kOnes * 0x20) & ~w) | ((del - kOnes) & ~del)) & kHighs;
+  };
+  auto load = [&s](size_t at, auto word) {
+    std::memcpy(&word, s.data() + at, sizeof word);
+    return word;
+  };
+  const size_t n = s.size();
+  bool clean = true;
+  if (n >= 8) {
+    for (size_t at = 0; at + 8 < n && clean; at += 8) clean = !has_control(load(at, uint64_t{}));
+    clean = clean && !has_control(load(n - 8, uint64_t{}));
+  } else if (n >= 4) {
+    clean = !has_control(load(0, uint32_t{}) | uint64_t{load(n - 4, uint32_t{})} << 32);
+  } else {
+    clean = false;  // three bytes or fewer: the loop below
+  }
+  if (clean) return true;
+  for (char c : s) {
+    if (!is_field_text(c)) return false;
+  }
+  return true;
+}
 
 // The value of a hex digit, or -1.
 constexpr int hex_value(char c) {

@@ -12,13 +12,6 @@ namespace {
 
 constexpr std::string_view kVersionPrefix = "HTTP/1.";
 
-bool is_field_text(std::string_view s) {
-  for (char c : s) {
-    if (!chars::is_field_text(c)) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string_view ResponseHead::header(std::string_view name) const {
@@ -94,7 +87,7 @@ bool ResponseParser::read_status_line(std::string_view line, ResponseHead* head)
   }
   std::string_view reason = line.substr(12);
   if (!reason.empty()) {
-    if (reason.front() != ' ' || !is_field_text(reason)) {
+    if (reason.front() != ' ' || !chars::all_field_text(reason)) {
       fail("malformed reason phrase");
       return false;
     }
@@ -121,7 +114,7 @@ bool ResponseParser::read_fields(std::string_view fields, ResponseHead* head) {
       return false;
     }
     const std::string_view value = chars::trim_ows(line.substr(colon + 1));
-    if (!is_field_text(value)) {
+    if (!chars::all_field_text(value)) {
       fail("invalid character in a response field");
       return false;
     }

@@ -77,25 +77,20 @@ void HpackEncoder::encode(std::string_view name, std::string_view value, net::Bu
   encode(name, value, hpack_static_name(name), out);
 }
 
-uint32_t HpackEncoder::recent(uint8_t static_name, std::string_view value) const {
-  if (recent_ == nullptr || recent_[static_name] == 0) return 0;
-  const uint32_t position = table_.inserted() - recent_[static_name] + 1;
-  if (position > table_.count()) return 0;  // evicted
-  return same_bytes(table_.at(position - 1).value, value) ? position : 0;
-}
-
-void HpackEncoder::encode(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out) {
+void HpackEncoder::encode_known(std::string_view name, std::string_view value, uint8_t static_name,
+                                net::Buffer& out) {
   write_size_updates(out);
   const Coding coding = settings_.huffman ? Coding::kShorter : Coding::kRaw;
+  // content-length is never indexed (it differs from one response to the
+  // next and would only churn the table), nor in the static table with a value.
+  if (static_name == kContentLength) return literal(name, value, kContentLength, Indexing::kNone, coding, out);
   const HpackStaticMatch in_static = hpack_static_find(static_name, value);
   const bool secret = sensitive(static_name, value);
   if (in_static.full && !secret) return encode_indexed(in_static.index, out);
   if (static_name != 0 && !secret) {
     if (const uint32_t at = recent(static_name, value); at != 0) return encode_indexed(at + kHpackStaticCount, out);
   }
-  // content-length is never indexed (below): nothing to find.
-  const HpackDynamicTable::Match in_table =
-      static_name == kContentLength ? HpackDynamicTable::Match{} : table_.find(name, value);
+  const HpackDynamicTable::Match in_table = table_.find(name, value);
   if (in_table.full && !secret) {
     if (static_name != 0 && recent_ != nullptr) recent_[static_name] = table_.inserted() - in_table.full + 1;
     return encode_indexed(in_table.full + kHpackStaticCount, out);
@@ -104,7 +99,7 @@ void HpackEncoder::encode(std::string_view name, std::string_view value, uint8_t
   if (name_index == 0 && in_table.name != 0) name_index = in_table.name + kHpackStaticCount;
   if (secret) return literal(name, value, name_index, Indexing::kNever, coding, out);
   const uint64_t entry = uint64_t{name.size()} + value.size() + kHpackEntryOverhead;
-  const bool worth = entry <= table_.max_size() / 2 && static_name != kContentLength;
+  const bool worth = entry <= table_.max_size() / 2;
   const uint32_t before = table_.inserted();
   literal(name, value, name_index, worth ? Indexing::kIncremental : Indexing::kNone, coding, out);
   if (static_name != 0 && table_.inserted() != before) {

@@ -45,6 +45,7 @@
 #include <memory>
 #include <string_view>
 
+#include "http2/hpack_primitives.h"
 #include "http2/hpack_table.h"
 #include "net/buffer.h"
 
@@ -78,7 +79,19 @@ class HpackEncoder {
   // the name is not looked up, and the newest entry this encoder inserted
   // with that name is tried before the dynamic table is searched (a
   // response's server, content-type or etag is mostly the one before).
-  void encode(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out);
+  void encode(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out) {
+    // Inline, the common case of a response field: the same value as the
+    // newest entry made with this name, one byte. (Such an entry is never
+    // a static match nor sensitive: it would not have been inserted.)
+    const uint32_t at = recent(static_name, value);
+    if (at != 0 && at + kHpackStaticCount < 0x7f && !update_pending_) {
+      out.ensure_writable(1);
+      *out.begin_write() = static_cast<char>(0x80 | (at + kHpackStaticCount));
+      out.has_written(1);
+      return;
+    }
+    encode_known(name, value, static_name, out);
+  }
 
   // Appends an indexed field (section 6.1); index is 1..61 static, 62 and
   // up dynamic, and must exist.
@@ -100,7 +113,13 @@ class HpackEncoder {
 
   // The position (1 the newest) of the entry recent_[static_name] names,
   // if it is still in the table and has this value; 0 otherwise.
-  uint32_t recent(uint8_t static_name, std::string_view value) const;
+  uint32_t recent(uint8_t static_name, std::string_view value) const {
+    if (recent_ == nullptr || recent_[static_name] == 0) return 0;
+    const uint32_t position = table_.inserted() - recent_[static_name] + 1;
+    if (position > table_.count()) return 0;  // evicted
+    return same_bytes(table_.value_at(position - 1), value) ? position : 0;
+  }
+  void encode_known(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out);
 
   Settings settings_;
   HpackDynamicTable table_;

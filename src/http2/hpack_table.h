@@ -77,6 +77,11 @@ class HpackDynamicTable {
   // Entry i, 0 the newest; i < count(). The views stay valid until the next
   // insert() or set_max_size().
   HpackEntry at(size_t i) const;
+  // Entry i's value alone, inline: the encoder's hot path compares it.
+  std::string_view value_at(size_t i) const {
+    const Slot& s = slot(i);
+    return {bytes_at(s.offset) + s.name_len, s.value_len};
+  }
 
   // Entries ever inserted: entry i is insertion number inserted() - 1 - i,
   // so a number kept from an insertion names the entry as long as it stays.

@@ -47,62 +47,10 @@ bool valid_name(std::string_view name) {
   return true;
 }
 
-// The names ResponseWriter and the handlers write most, as they write
-// them: their HTTP/2 form and static table entry known without lowering or
-// looking them up; `dropped`: HTTP/1's own, which HTTP/2 leaves out (and
-// content-length, which comes from the framing).
-struct KnownField {
-  std::string_view written;
-  std::string_view lower;
-  bool dropped = false;
-  uint8_t static_name = 0;
-};
-
-class KnownFields {
- public:
-  KnownFields() {
-    constexpr KnownField kFields[] = {
-        {"Server", "server"}, {"Date", "date"}, {"Content-Type", "content-type"},
-        {"Content-Length", "content-length", true}, {"Last-Modified", "last-modified"}, {"ETag", "etag"},
-        {"Accept-Ranges", "accept-ranges"}, {"Vary", "vary"}, {"Content-Encoding", "content-encoding"},
-        {"Cache-Control", "cache-control"}, {"Location", "location"}, {"Set-Cookie", "set-cookie"},
-        {"Expires", "expires"}, {"Content-Range", "content-range"}, {"Link", "link"}, {"Allow", "allow"},
-        {"Age", "age"}, {"Retry-After", "retry-after"}, {"WWW-Authenticate", "www-authenticate"},
-        {"Strict-Transport-Security", "strict-transport-security"}, {"Connection", "connection", true},
-        {"Keep-Alive", "keep-alive", true}, {"Transfer-Encoding", "transfer-encoding", true},
-        {"Upgrade", "upgrade", true}, {"Proxy-Connection", "proxy-connection", true},
-    };
-    for (KnownField field : kFields) {
-      field.static_name = hpack_static_name(field.lower);
-      by_length_[field.written.size()].push_back(field);
-    }
-  }
-  const KnownField* find(std::string_view name) const {
-    if (name.size() >= by_length_.size()) return nullptr;
-    for (const KnownField& field : by_length_[name.size()]) {
-      if (same_bytes(field.written, name)) return &field;
-    }
-    return nullptr;
-  }
-
- private:
-  std::array<std::vector<KnownField>, 32> by_length_;
-};
-
-const KnownFields& known_fields() {
-  static const KnownFields fields;
-  return fields;
-}
-
 // No NUL, CR or LF in a value (8.2.1), nor any other control byte but
 // HTAB: what an HTTP/1 field line may hold, since a request may go on to
 // an HTTP/1 upstream.
-bool valid_value(std::string_view value) {
-  for (char c : value) {
-    if (!http::chars::is_field_text(c)) return false;
-  }
-  return true;
-}
+bool valid_value(std::string_view value) { return http::chars::all_field_text(value); }
 
 }  // namespace
 
@@ -364,35 +312,49 @@ void Session::lend_back(Head& head) {
 }
 
 void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) {
+  // The block is encoded straight into a HEADERS frame, as most fit one.
+  net::Buffer& out = pending_;
+  const FrameStart frame = begin_frame(out);
   const int code = stream.status_;
-  const char status[3] = {static_cast<char>('0' + code / 100 % 10), static_cast<char>('0' + code / 10 % 10),
-                          static_cast<char>('0' + code % 10)};
-  block_out_.retrieve_all();
-  encoder_.encode(":status", std::string_view(status, 3), kStatusName, block_out_);
-  const KnownFields& fields = known_fields();
+  if (code == 200) {
+    encoder_.encode_indexed(kStatusName, out);  // the first :status entry is 200's
+  } else {
+    const char status[3] = {static_cast<char>('0' + code / 100 % 10), static_cast<char>('0' + code / 10 % 10),
+                            static_cast<char>('0' + code % 10)};
+    encoder_.encode(":status", std::string_view(status, 3), kStatusName, out);
+  }
   const char* const bytes = stream.head_.bytes.peek();
   for (const Head::Field& f : stream.head_.fields) {
-    const std::string_view name(bytes + f.at, f.name_size);
     const std::string_view value(bytes + f.at + f.name_size, f.value_size);
-    if (const KnownField* known = fields.find(name); known != nullptr) {
-      if (!known->dropped) encoder_.encode(known->lower, value, known->static_name, block_out_);
+    if (f.known != nullptr) {
+      encoder_.encode(f.known->lower, value, f.known->static_name, out);
       continue;
     }
+    const std::string_view name(bytes + f.at, f.name_size);
     names_.resize(name.size());
     for (size_t i = 0; i < name.size(); ++i) {
       names_[i] = name[i] >= 'A' && name[i] <= 'Z' ? static_cast<char>(name[i] + 32) : name[i];
     }
-    if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, block_out_);
+    if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, out);
   }
   if (framing.kind == http::ResponseFraming::Kind::kLength) {
     char digits[24];
     auto [end, ec] = std::to_chars(digits, digits + sizeof digits, framing.length);
-    encoder_.encode("content-length", std::string_view(digits, end), kContentLengthName, block_out_);
+    encoder_.encode("content-length", std::string_view(digits, end), kContentLengthName, out);
   }
   const bool interim = code < 200;
   const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
   const bool end_stream = !interim && !has_body;
-  write_headers(pending_, stream.id_, block_out_.view(), end_stream, peer_max_frame_);
+  const size_t length = out.readable_bytes() - frame.payload_at;
+  if (length <= peer_max_frame_) {
+    end_frame(out, frame, FrameType::kHeaders, kFlagEndHeaders | (end_stream ? kFlagEndStream : 0), stream.id_);
+  } else {
+    // Larger than a frame: taken back and cut into HEADERS and CONTINUATION.
+    block_out_.retrieve_all();
+    block_out_.append(out.peek() + frame.payload_at, length);
+    out.unwrite(kFrameHeaderSize + length);
+    write_headers(out, stream.id_, block_out_.view(), end_stream, peer_max_frame_);
+  }
   if (interim) return;
   stream.has_body_ = has_body;
   if (end_stream) {

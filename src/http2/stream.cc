@@ -6,12 +6,59 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
+#include "http2/hpack_primitives.h"
 #include "http2/session.h"
 
 namespace tern::http2 {
+namespace {
+
+// Known fields in a table by the length of their written name.
+class KnownFields {
+ public:
+  KnownFields() {
+    constexpr KnownField kFields[] = {
+        {"Server", "server"}, {"Date", "date"}, {"Content-Type", "content-type"},
+        {"Content-Length", "content-length", true}, {"Last-Modified", "last-modified"}, {"ETag", "etag"},
+        {"Accept-Ranges", "accept-ranges"}, {"Vary", "vary"}, {"Content-Encoding", "content-encoding"},
+        {"Cache-Control", "cache-control"}, {"Location", "location"}, {"Set-Cookie", "set-cookie"},
+        {"Expires", "expires"}, {"Content-Range", "content-range"}, {"Link", "link"}, {"Allow", "allow"},
+        {"Age", "age"}, {"Retry-After", "retry-after"}, {"WWW-Authenticate", "www-authenticate"},
+        {"Strict-Transport-Security", "strict-transport-security"}, {"Connection", "connection", true},
+        {"Keep-Alive", "keep-alive", true}, {"Transfer-Encoding", "transfer-encoding", true},
+        {"Upgrade", "upgrade", true}, {"Proxy-Connection", "proxy-connection", true},
+    };
+    for (KnownField field : kFields) {
+      field.static_name = hpack_static_name(field.lower);
+      by_length_[field.written.size()].push_back(field);
+    }
+    server_ = find("Server");
+    date_ = find("Date");
+  }
+  const KnownField* find(std::string_view name) const {
+    if (name.size() >= by_length_.size()) return nullptr;
+    for (const KnownField& field : by_length_[name.size()]) {
+      if (same_bytes(field.written, name)) return &field;
+    }
+    return nullptr;
+  }
+  const KnownField* server() const { return server_; }
+  const KnownField* date() const { return date_; }
+
+ private:
+  std::array<std::vector<KnownField>, 32> by_length_;
+  const KnownField* server_;
+  const KnownField* date_;
+};
+
+const KnownFields kKnownFields;
+
+}  // namespace
+
+const KnownField* find_known_field(std::string_view name) { return kKnownFields.find(name); }
 
 void Stream::recycle(uint32_t id) {
   id_ = id;
@@ -82,19 +129,25 @@ void Stream::start_head(int status, std::string_view, const http::HeadStart& sta
   }
   head_.bytes.retrieve_all();
   head_.fields.clear();
-  if (!start.server.empty()) field("Server", start.server);
-  if (!start.date.empty()) field("Date", start.date);
+  if (!start.server.empty()) keep_field(kKnownFields.server(), {}, start.server);
+  if (!start.date.empty()) keep_field(kKnownFields.date(), {}, start.date);
 }
 
 void Stream::field(std::string_view name, std::string_view value) {
+  const KnownField* known = kKnownFields.find(name);
+  if (known == nullptr) return keep_field(nullptr, name, value);
+  if (!known->dropped) keep_field(known, {}, value);
+}
+
+void Stream::keep_field(const KnownField* known, std::string_view name, std::string_view value) {
   net::Buffer& bytes = head_.bytes;
   const auto at = static_cast<uint32_t>(bytes.readable_bytes());
   bytes.ensure_writable(name.size() + value.size());
   char* p = bytes.begin_write();
-  std::memcpy(p, name.data(), name.size());
-  std::memcpy(p + name.size(), value.data(), value.size());
+  if (!name.empty()) std::memcpy(p, name.data(), name.size());
+  if (!value.empty()) std::memcpy(p + name.size(), value.data(), value.size());
   bytes.has_written(name.size() + value.size());
-  head_.fields.push_back({at, static_cast<uint32_t>(name.size()), static_cast<uint32_t>(value.size())});
+  head_.fields.push_back({known, at, static_cast<uint32_t>(name.size()), static_cast<uint32_t>(value.size())});
 }
 
 void Stream::fields(const http::FieldBlock& block) {

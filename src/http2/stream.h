@@ -53,10 +53,26 @@ struct StreamRequest {
   std::string_view view(Slice slice) const { return {arena.data() + slice.at, slice.size}; }
 };
 
+// The names ResponseWriter and the handlers write most, as they write
+// them: their HTTP/2 form and static table entry known without lowering or
+// looking them up. `dropped`: HTTP/1's own, which HTTP/2 leaves out (and
+// content-length, which comes from the framing).
+struct KnownField {
+  std::string_view written;
+  std::string_view lower;
+  bool dropped = false;
+  uint8_t static_name = 0;
+};
+
+// The known field written as `name`, or nullptr.
+const KnownField* find_known_field(std::string_view name);
+
 // A response head while it is built: the bytes of its fields' names and
-// values back to back, and where each lies.
+// values back to back, and where each lies. A known field keeps its value
+// only (name_size 0); a dropped one is not kept.
 struct Head {
   struct Field {
+    const KnownField* known;
     uint32_t at, name_size, value_size;  // the name at `at`, the value after it
   };
   net::Buffer bytes{0};
@@ -102,6 +118,8 @@ class Stream final : public http::ResponseStream {
   void reset(ErrorCode code);
 
  private:
+  // Appends one field to the head: its name kept unless it is known.
+  void keep_field(const KnownField* known, std::string_view name, std::string_view value);
   friend class Session;
   bool handed_over() const { return started_ && !waiting_start_; }
   // Passes on the body held while paused (or while waiting to start).

@@ -32,6 +32,27 @@ TEST(Chars, VcharAndFieldText) {
   for (char c : {'\0', '\r', '\n', '\x1f', '\x7f'}) EXPECT_FALSE(is_field_text(c)) << int(c);
 }
 
+// The word-at-a-time scan agrees with the byte class for every byte at
+// every position of a word and of the tail, and next to bytes that carry
+// a borrow (0x00, 0x20, 0x7f, 0x80, 0xff).
+TEST(Chars, AllFieldTextAgreesWithTheByteClass) {
+  for (int c = 0; c < 256; ++c) {
+    for (size_t length : {1u, 7u, 8u, 9u, 16u, 21u}) {
+      for (size_t at = 0; at < length; ++at) {
+        for (char around : {'a', ' ', '\t', '\x7e', '\x80', '\xff', '\x21'}) {
+          std::string s(length, around);
+          s[at] = static_cast<char>(c);
+          EXPECT_EQ(all_field_text(s), is_field_text(static_cast<char>(c)))
+              << "byte " << c << " at " << at << " of " << length << " among " << int(around);
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(all_field_text(""));
+  EXPECT_TRUE(all_field_text("text/html; charset=utf-8\tand more"));
+  EXPECT_FALSE(all_field_text("text/html; charset=utf-8\r\nX: y"));
+}
+
 TEST(Chars, DigitsHexAndTrim) {
   EXPECT_EQ(members(is_digit), "0123456789");
   EXPECT_EQ(hex_value('0'), 0);

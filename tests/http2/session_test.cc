@@ -130,6 +130,40 @@ TEST_F(SessionTest, ARequestReachesTheHandlerAsHttp1AndItsResponseComesBackAsFra
   EXPECT_EQ(closed, std::vector<int32_t>{id});
 }
 
+// A head is encoded straight into one HEADERS frame; one past the
+// client's frame size is taken back and cut into HEADERS and CONTINUATION,
+// and the next response on the connection still decodes (the HPACK tables
+// agree). HTTP/1's own fields and a written Content-Length are left out.
+TEST_F(SessionTest, AHeadLargerThanAFrameGoesOnInContinuationFrames) {
+  const std::string large(9000, 'v');
+  on_request = [&](Stream& stream) {
+    http::ResponseWriter::Context context;
+    context.stream = &stream;
+    context.server = "tern";
+    http::ResponseWriter writer(context);
+    writer.start(200).header("Connection", "keep-alive").header("Content-Length", "99");
+    if (stream.request().path() == "/large") writer.header("X-One", large).header("X-Two", large);
+    writer.header("X-After", "end").body("ok");
+  };
+  const int32_t first = client.get("/large");
+  ASSERT_TRUE(exchange());
+  const int32_t second = client.get("/small");
+  ASSERT_TRUE(exchange());
+  for (const int32_t id : {first, second}) {
+    const H2Response& seen = client.seen[id];
+    EXPECT_TRUE(seen.closed);
+    EXPECT_EQ(seen.error_code, 0u);
+    EXPECT_EQ(seen.fields.at(":status"), "200");
+    EXPECT_EQ(seen.fields.at("x-after"), "end");
+    EXPECT_EQ(seen.fields.at("content-length"), "2");  // from the framing, not the handler's
+    EXPECT_EQ(seen.fields.count("connection"), 0u);
+    EXPECT_EQ(seen.body, "ok");
+  }
+  EXPECT_EQ(client.seen[first].fields.at("x-one"), large);
+  EXPECT_EQ(client.seen[first].fields.at("x-two"), large);
+  EXPECT_EQ(client.seen[second].fields.count("x-one"), 0u);
+}
+
 TEST_F(SessionTest, HeadAndBodilessStatusesEndWithTheirHeaders) {
   on_request = [&](Stream& stream) {
     if (stream.request().method() == http::Method::kHead) {
