@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "http/field_block.h"
@@ -57,6 +58,9 @@ class ResponseStream {
   virtual bool end_head(const ResponseFraming& framing) = 0;
   // Body bytes, after end_head() (never for HEAD or a bodiless status).
   virtual void data(std::string_view bytes) = 0;
+  // The same for bytes that stay valid while `owner` is held (a cached
+  // file's): a stream that queues the body may keep them, not a copy.
+  virtual void kept_data(std::string_view bytes, const std::shared_ptr<const void>& owner) = 0;
   // A file region of the body; `region.keep_alive` holds the open file.
   virtual void file(net::FileRegion region) = 0;
   // The body is complete (every response ends with it).

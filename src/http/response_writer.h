@@ -77,6 +77,9 @@ class ResponseWriter {
 
   // Finishing calls; exactly one per response.
   void body(std::string_view data);
+  // A body that stays valid while `owner` is held (a cached file's bytes):
+  // a stream that queues it (HTTP/2) keeps a reference, not a copy.
+  void body(std::string_view data, const std::shared_ptr<const void>& owner);
   void file(net::FileRegion region);
   void end();
   void begin_stream();
@@ -110,10 +113,11 @@ class ResponseWriter {
   // the handler should send a weak ETag. A compressible type makes the
   // response say "Vary: Accept-Encoding" whatever the answer.
   Coding compress_for(std::string_view content_type, std::optional<uint64_t> length);
-  // The body, already in the coding compress_for() chose (a cached copy).
-  void coded_body(std::string_view coded) {
+  // The body, already in the coding compress_for() chose (a cached copy,
+  // valid while `owner` is held when one is given).
+  void coded_body(std::string_view coded, const std::shared_ptr<const void>& owner = nullptr) {
     body_coded_ = true;
-    body(coded);
+    body(coded, owner);
   }
   // compress_for() armed the filter (for a 200).
   bool compressing_body() const { return coding_ != Coding::kIdentity; }

@@ -36,6 +36,8 @@ class Http1Output final : public ResponseStream {
   void fields(const FieldBlock& block) override;
   bool end_head(const ResponseFraming& framing) override;
   void data(std::string_view bytes) override;
+  // Copied as data() is: the head and a small body leave in one write.
+  void kept_data(std::string_view bytes, const std::shared_ptr<const void>&) override { data(bytes); }
   void file(net::FileRegion region) override;
   void end() override;
 

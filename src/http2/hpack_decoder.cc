@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "http/chars.h"
+
 namespace tern::http2 {
 
 const char* to_string(HpackError error) {
@@ -81,7 +83,7 @@ HpackError HpackDecoder::indexed(const uint8_t*& p, const uint8_t* end, FieldSin
   HpackEntry entry;
   if (HpackError e = hpack_read_int(p, end, 7, index); e != HpackError::kOk) return e;
   if (HpackError e = lookup(index, entry); e != HpackError::kOk) return e;
-  return emit({entry.name, entry.value, entry.static_name, false}, sink);
+  return emit({entry.name, entry.value, entry.static_name, false, entry.field_text}, sink);
 }
 
 // Literal fields (section 6.2): 01xxxxxx with incremental indexing, 0000xxxx
@@ -107,8 +109,9 @@ HpackError HpackDecoder::literal(const uint8_t*& p, const uint8_t* end, FieldSin
     }
   }
   if (HpackError e = read_string(p, end, value_scratch_, field.value); e != HpackError::kOk) return e;
+  field.field_text = http::chars::all_field_text(field.value);
   if (HpackError e = emit(field, sink); e != HpackError::kOk) return e;
-  if (indexing) table_.insert(field.name, field.value, field.static_index);
+  if (indexing) table_.insert(field.name, field.value, field.static_index, field.field_text);
   return HpackError::kOk;
 }
 

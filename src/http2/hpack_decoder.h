@@ -46,6 +46,12 @@ struct HpackField {
   // the caller recognise common names without comparing strings.
   uint8_t static_index = 0;
   bool never_indexed = false;  // must stay a never-indexed literal if forwarded
+  // The value holds only what a field value may (RFC 9110 section 5.5: no
+  // control byte but HTAB; RFC 9113 section 8.2.1 forbids NUL, CR and LF):
+  // checked once, as the value came off the wire, and remembered with a
+  // dynamic table entry, so that a value sent again by index is not
+  // scanned again.
+  bool field_text = true;
 };
 
 class HpackDecoder {

@@ -166,7 +166,8 @@ void HpackDynamicTable::evict_oldest() {
   if (--count_ == 0) base_ = tail_;
 }
 
-void HpackDynamicTable::insert(std::string_view name, std::string_view value, uint8_t static_name) {
+void HpackDynamicTable::insert(std::string_view name, std::string_view value, uint8_t static_name,
+                               bool field_text) {
   assert(name.empty() || bytes_cap_ == 0 || name.data() < bytes_.get() ||
          name.data() >= bytes_.get() + bytes_cap_);
   const uint64_t entry = uint64_t{name.size()} + value.size() + kHpackEntryOverhead;
@@ -181,7 +182,7 @@ void HpackDynamicTable::insert(std::string_view name, std::string_view value, ui
   if (!value.empty()) std::memcpy(p + name.size(), value.data(), value.size());
   const auto name_len = static_cast<uint32_t>(name.size());
   const auto value_len = static_cast<uint32_t>(value.size());
-  slots_[(first_ + count_) & (slot_cap_ - 1)] = {tail_, name_len, value_len, static_name, last(name), last(value)};
+  slots_[(first_ + count_) & (slot_cap_ - 1)] = {tail_, name_len, value_len, static_name, last(name), last(value), field_text};
   tail_ += name_len + value_len;
   ++count_;
   ++inserted_;
@@ -222,7 +223,7 @@ HpackEntry HpackDynamicTable::at(size_t i) const {
   assert(i < count_);
   const Slot& s = slot(i);
   const char* p = bytes_at(s.offset);
-  return {{p, s.name_len}, {p + s.name_len, s.value_len}, s.static_name};
+  return {{p, s.name_len}, {p + s.name_len, s.value_len}, s.static_name, s.field_text};
 }
 
 HpackDynamicTable::Match HpackDynamicTable::find(std::string_view name, std::string_view value) const {

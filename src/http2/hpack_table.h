@@ -19,6 +19,10 @@ struct HpackEntry {
   // The static index the name came from (1..61), or 0: set for static
   // entries and for dynamic ones inserted with a static name reference.
   uint8_t static_name = 0;
+  // The value is all bytes a field value may hold (RFC 9110 section 5.5):
+  // true for static entries; for dynamic ones, what the decoder found when
+  // the value came off the wire, kept so that it is checked once.
+  bool field_text = true;
 };
 
 inline constexpr uint32_t kHpackStaticCount = 61;
@@ -72,7 +76,7 @@ class HpackDynamicTable {
   // fits; a field larger than max_size() empties the table and is not added
   // (section 4.4). name and value must not point into this table: a name
   // taken from an entry is copied first, since this call may evict it.
-  void insert(std::string_view name, std::string_view value, uint8_t static_name = 0);
+  void insert(std::string_view name, std::string_view value, uint8_t static_name = 0, bool field_text = true);
 
   // Entry i, 0 the newest; i < count(). The views stay valid until the next
   // insert() or set_max_size().
@@ -108,6 +112,7 @@ class HpackDynamicTable {
     uint8_t static_name;
     char name_last;
     char value_last;
+    bool field_text;
   };
 
   const Slot& slot(size_t i) const { return slots_[(first_ + count_ - 1 - i) & (slot_cap_ - 1)]; }

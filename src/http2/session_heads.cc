@@ -47,11 +47,6 @@ bool valid_name(std::string_view name) {
   return true;
 }
 
-// No NUL, CR or LF in a value (8.2.1), nor any other control byte but
-// HTAB: what an HTTP/1 field line may hold, since a request may go on to
-// an HTTP/1 upstream.
-bool valid_value(std::string_view value) { return http::chars::all_field_text(value); }
-
 }  // namespace
 
 bool Session::hpack_failed(HpackError error) {
@@ -145,7 +140,10 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
     if (bad) return;
     const std::string_view name = f.name;
     std::string_view value = f.value;
-    if (!valid_value(value)) {
+    // No NUL, CR or LF in a value (8.2.1), nor any other control byte but
+    // HTAB: what an HTTP/1 field line may hold, since a request may go on
+    // to an HTTP/1 upstream.
+    if (!f.field_text) {
       bad = true;
       return;
     }
@@ -230,7 +228,7 @@ bool Session::decode_request(Stream& stream, std::string_view block, bool* valid
 bool Session::decode_trailers(std::string_view block, bool* valid) {
   bool bad = false;
   const HpackError error = decoder_.decode(block, [&](const HpackField& f) {
-    if (f.name.starts_with(':') || !valid_name(f.name) || !valid_value(f.value)) bad = true;
+    if (f.name.starts_with(':') || !valid_name(f.name) || !f.field_text) bad = true;
   });
   if (error != HpackError::kOk) return hpack_failed(error);
   *valid = !bad;

@@ -170,6 +170,15 @@ void Stream::data(std::string_view bytes) {
   session_->make_ready(*this);
 }
 
+// Queued as a region of memory: the bytes are copied once, into a frame.
+void Stream::kept_data(std::string_view bytes, const std::shared_ptr<const void>& owner) {
+  net::FileRegion region;
+  region.memory = bytes.data();
+  region.length = bytes.size();
+  region.keep_alive = owner;
+  file(std::move(region));
+}
+
 void Stream::file(net::FileRegion region) {
   if (region.length == 0 || reset_) return;
   queued_ += region.length;

@@ -272,6 +272,23 @@ TEST(HpackDecoder, ReportsStaticNamesThroughDynamicEntries) {
   EXPECT_EQ(d.raw[1].static_index, 0);
 }
 
+// Whether a value holds only field text is found once, off the wire, and
+// an index to the entry it made says the same.
+TEST(HpackDecoder, RemembersWhetherAValueIsFieldText) {
+  HpackDecoder decoder;
+  auto d = decode(decoder, unhex("4001 78 03 610d62"));  // x: a CR b, indexed
+  ASSERT_EQ(d.error, HpackError::kOk);
+  EXPECT_FALSE(d.raw[0].field_text);
+  d = decode(decoder, unhex("4001 79 03 610962 bf be 82"));  // y: a HTAB b; x again; y again; :method GET
+  ASSERT_EQ(d.error, HpackError::kOk);
+  ASSERT_EQ(d.raw.size(), 4u);
+  EXPECT_TRUE(d.raw[0].field_text);
+  EXPECT_FALSE(d.raw[1].field_text);
+  EXPECT_TRUE(d.raw[2].field_text);
+  EXPECT_TRUE(d.raw[3].field_text);
+  d = decode(decoder, unhex("0001 7a 01 7f"));  // z: DEL, not indexed
+  EXPECT_FALSE(d.raw[0].field_text);
+}
 
 // The encoder's policy, field by field.
 std::string encode_one(HpackEncoder& encoder, std::string_view name, std::string_view value) {

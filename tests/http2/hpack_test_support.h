@@ -52,7 +52,7 @@ inline Decoded decode(HpackDecoder& decoder, std::string_view block) {
   Decoded d;
   d.error = decoder.decode(block, [&](const HpackField& f) {
     d.fields.emplace_back(std::string(f.name), std::string(f.value));
-    d.raw.push_back({{}, {}, f.static_index, f.never_indexed});
+    d.raw.push_back({{}, {}, f.static_index, f.never_indexed, f.field_text});
   });
   return d;
 }

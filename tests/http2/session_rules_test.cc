@@ -404,6 +404,10 @@ TEST_F(SessionRulesTest, HeadsHttp1WouldRefuseGetItsStatus) {
   wire.headers(9, {{":method", "GET"}, {":scheme", "http"}, {":authority", "a b"}, {":path", "/"}}, true);
   wire.headers(11, {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/"},
                     {"x", std::string("a\x01b", 3)}}, true);
+  // The same field again comes as an index into the table the first put
+  // it in: refused the same, as the entry remembers what its value holds.
+  wire.headers(13, {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "/"},
+                    {"x", std::string("a\x01b", 3)}}, true);
   ASSERT_TRUE(session_->receive(wire.bytes()));
   const auto frames = drain();
   EXPECT_TRUE(requests.empty());
@@ -414,6 +418,7 @@ TEST_F(SessionRulesTest, HeadsHttp1WouldRefuseGetItsStatus) {
   EXPECT_EQ(status_of(frames, 9), "400");
   // A control byte in a value: malformed (8.2.1 and RFC 9110 5.5).
   EXPECT_EQ(reset_code(frames, 11), static_cast<int64_t>(ErrorCode::kProtocolError));
+  EXPECT_EQ(reset_code(frames, 13), static_cast<int64_t>(ErrorCode::kProtocolError));
   EXPECT_EQ(goaway_code(frames), -1);
 }
 

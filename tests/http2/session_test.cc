@@ -164,6 +164,28 @@ TEST_F(SessionTest, AHeadLargerThanAFrameGoesOnInContinuationFrames) {
   EXPECT_EQ(client.seen[second].fields.count("x-one"), 0u);
 }
 
+// A body that stays valid while its owner is held (a cached file's bytes)
+// is queued by reference: the owner is held until the last frame of it
+// is made, then let go, and the bytes arrive as written.
+TEST_F(SessionTest, AKeptBodyIsHeldByItsOwnerUntilSent) {
+  auto owner = std::make_shared<std::string>(100 * 1024, 'k');
+  (*owner)[0] = 'f';
+  on_request = [&](Stream& stream) {
+    http::ResponseWriter::Context context;
+    context.stream = &stream;
+    http::ResponseWriter writer(context);
+    writer.start(200).body(*owner, owner);
+  };
+  const int32_t id = client.get("/kept");
+  std::string to_server = client.output();
+  ASSERT_TRUE(session_->receive(to_server));
+  EXPECT_GT(owner.use_count(), 1);  // queued: the client's window holds most of it back
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[id].body, *owner);
+  EXPECT_EQ(client.seen[id].fields.at("content-length"), std::to_string(100 * 1024));
+  EXPECT_EQ(owner.use_count(), 1);
+}
+
 TEST_F(SessionTest, HeadAndBodilessStatusesEndWithTheirHeaders) {
   on_request = [&](Stream& stream) {
     if (stream.request().method() == http::Method::kHead) {

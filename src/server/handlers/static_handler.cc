@@ -27,7 +27,7 @@ void respond_coded(const StaticResult& result, http::Coding coding, http::Respon
   OpenFile::HeadMemo& memo = file.head_memo();
   std::string& coded = coding == http::Coding::kBrotli ? memo.brotli : memo.gzip;
   if (coded.empty()) coded = http::Compressor::compress(coding, *writer.compression(), file.content());
-  writer.coded_body(coded);
+  writer.coded_body(coded, result.file);
 }
 
 }  // namespace
@@ -105,7 +105,7 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
   if (result.status == 206) writer.header("Content-Range", result.content_range());
   if (result.file->has_content() && !use_mmap) {
     // Small file: head and body leave in one write.
-    return writer.body(result.file->content().substr(result.offset, result.length));
+    return writer.body(result.file->content().substr(result.offset, result.length), result.file);
   }
   net::FileRegion region;
   region.fd = result.file->fd();
