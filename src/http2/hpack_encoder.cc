@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 
 #include "http2/hpack_primitives.h"
 
@@ -49,6 +50,11 @@ HpackEncoder::HpackEncoder(const Settings& settings)
 void HpackEncoder::set_peer_table_size(uint32_t size) {
   target_size_ = std::min({size, settings_.max_table_size, kHpackMaxInt});
   min_size_ = update_pending_ ? std::min(min_size_, target_size_) : target_size_;
+  update_pending_ = true;
+}
+
+void HpackEncoder::reset_table() {
+  min_size_ = 0;
   update_pending_ = true;
 }
 
@@ -106,6 +112,31 @@ void HpackEncoder::encode_known(std::string_view name, std::string_view value, u
     if (recent_ == nullptr) recent_ = std::make_unique<uint32_t[]>(kHpackStaticCount + 1);
     recent_[static_name] = table_.inserted();
   }
+}
+
+void HpackEncoder::encode_static_only(std::string_view name, std::string_view value, uint8_t static_name,
+                                      net::Buffer& out) {
+  const HpackStaticMatch in_static = hpack_static_find(static_name, value);
+  const bool secret = sensitive(static_name, value);
+  if (in_static.full && !secret) {
+    out.ensure_writable(kMaxIntBytes);
+    char* const begin = out.begin_write();
+    out.has_written(static_cast<size_t>(hpack_write_int(begin, 0x80, 7, in_static.index) - begin));
+    return;
+  }
+  const Coding coding = settings_.huffman ? Coding::kShorter : Coding::kRaw;
+  literal(name, value, in_static.index, secret ? Indexing::kNever : Indexing::kNone, coding, out);
+}
+
+void HpackEncoder::encode_content_length(uint64_t length, net::Buffer& out) {
+  constexpr size_t kDigits = 20;  // of the largest uint64_t
+  out.ensure_writable(3 + kDigits);
+  char* const begin = out.begin_write();
+  char* p = hpack_write_int(begin, 0x00, 4, kContentLength);
+  char* const digits = p + 1;
+  char* const end = std::to_chars(digits, digits + kDigits, length).ptr;
+  *p = static_cast<char>(end - digits);  // no Huffman bit; under 127
+  out.has_written(static_cast<size_t>(end - begin));
 }
 
 void HpackEncoder::encode_indexed(uint32_t index, net::Buffer& out) {

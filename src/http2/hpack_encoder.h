@@ -93,6 +93,25 @@ class HpackEncoder {
     encode_known(name, value, static_name, out);
   }
 
+  // Appends one field in a representation that neither reads nor changes
+  // the dynamic table, nor announces a size: a static index, or a literal
+  // not indexed (its name a static index when it has one). A block of
+  // these decodes the same whatever the peer's table holds, so it may go
+  // out of turn, ahead of a block encoded before it and not yet sent.
+  void encode_static_only(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out);
+
+  // Appends content-length: a literal not indexed, its name the static
+  // entry's, its digits as they are (Huffman would save a byte on a common
+  // length and cost more than the rest of the field). Neither reads nor
+  // changes the table, nor announces a size: it is never a block's first
+  // field (:status is).
+  void encode_content_length(uint64_t length, net::Buffer& out);
+
+  // Has the next block open with size updates to 0 and back (section
+  // 4.2), which empty this table and the peer's: the two agree again after
+  // a block that was encoded was never sent.
+  void reset_table();
+
   // Appends an indexed field (section 6.1); index is 1..61 static, 62 and
   // up dynamic, and must exist.
   void encode_indexed(uint32_t index, net::Buffer& out);
@@ -103,6 +122,8 @@ class HpackEncoder {
                       bool huffman, net::Buffer& out);
 
   const HpackDynamicTable& table() const { return table_; }
+  // A size update is owed to the next block.
+  bool update_pending() const { return update_pending_; }
 
  private:
   enum class Coding : uint8_t { kRaw, kHuffman, kShorter };

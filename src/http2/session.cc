@@ -321,10 +321,22 @@ bool Session::on_settings(const Frame& frame) {
     settings_acked_ = true;
     return true;
   }
+  // While a head is being encoded, a change of the client's table size
+  // waits for it, and so does this acknowledgement and any after it: once
+  // acknowledged, the client expects the next block to open with a size
+  // update, which a block encoded before the change could not carry.
+  const bool wait = open_head_ != nullptr &&
+                    (acks_owed_ > 0 || std::any_of(s.begin(), s.end(), [](const Setting& setting) {
+                       return setting.id == SettingId::kHeaderTableSize;
+                     }));
   for (const Setting setting : s) {
     switch (setting.id) {
       case SettingId::kHeaderTableSize:
-        encoder_.set_peer_table_size(setting.value);
+        if (wait) {
+          owed_table_sizes_.push_back(setting.value);
+        } else {
+          encoder_.set_peer_table_size(setting.value);
+        }
         break;
       case SettingId::kInitialWindowSize: {
         // Section 6.9.2: every stream's window moves by the difference.
@@ -353,7 +365,11 @@ bool Session::on_settings(const Frame& frame) {
         break;  // the others ask nothing of a server; unknown ones are ignored
     }
   }
-  write_settings_ack(pending_);
+  if (wait) {
+    ++acks_owed_;
+  } else {
+    write_settings_ack(pending_);
+  }
   return true;
 }
 

@@ -54,6 +54,7 @@
 #include "http1/request_parser.h"
 #include "http2/frame.h"
 #include "http2/frame_reader.h"
+#include "http2/frame_writer.h"
 #include "http2/hpack_decoder.h"
 #include "http2/hpack_encoder.h"
 #include "http2/stream.h"
@@ -187,7 +188,30 @@ class Session {
   bool hpack_failed(HpackError error);
   void start(Stream& stream);
   void start_waiting();
+  // A response head is encoded as the ResponseWriter gives it, into the
+  // stream's head buffer (begin_head, head_field, end_encoded_head), when
+  // no other stream's head is being encoded and no table size update is
+  // owed; otherwise its fields are kept and encoded when it ends
+  // (submit_head), with the static table only while another head is open:
+  // the dynamic table is the connection's, and a block that used it must
+  // reach the client in the order it was encoded.
+  void begin_head(Stream& stream, const http::HeadStart& start);
+  void head_field(Stream& stream, const KnownField* known, std::string_view name, std::string_view value);
+  void end_encoded_head(Stream& stream, const http::ResponseFraming& framing);
+  // The head being encoded will not be sent (its stream was reset or
+  // closed): both tables start over with the next block.
+  void abandon_head();
   void submit_head(Stream& stream, const http::ResponseFraming& framing);
+  // One field, into `out`.
+  void encode_field(net::Buffer& out, const KnownField* known, std::string_view name, std::string_view value,
+                    bool static_only);
+  // What a head's end does beyond its block: the stream's state after it.
+  void after_head(Stream& stream, bool interim, bool has_body, bool end_stream);
+  // The block in `out` after `frame` (begin_frame), as a HEADERS frame, and
+  // CONTINUATION frames past the client's frame size, onto pending_.
+  void close_block(net::Buffer& out, FrameStart frame, uint32_t id, bool end_stream);
+  // No head is being encoded any more: what waited for it goes on.
+  void head_closed();
   void lend_back(Head& head);
 
   // ---- output (session_output.cc) ----
@@ -255,6 +279,11 @@ class Session {
   // one head to the next.
   std::string names_;
   net::Buffer block_out_{0};
+  // The stream whose head is being encoded (see begin_head), and what
+  // waits for it: SETTINGS acknowledgements and the table sizes they set.
+  Stream* open_head_ = nullptr;
+  uint32_t acks_owed_ = 0;
+  std::vector<uint32_t> owed_table_sizes_;
 
   // Output: frames other than DATA (answers, HEADERS, RST_STREAM, GOAWAY)
   // in the order they were made, ahead of DATA; the streams with DATA to

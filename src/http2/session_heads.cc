@@ -26,6 +26,8 @@ constexpr uint8_t kMethodName = 2;
 constexpr uint8_t kPathName = 4;
 constexpr uint8_t kSchemeName = 6;
 constexpr uint8_t kStatusName = 8;
+constexpr uint8_t kDateName = 33;
+constexpr uint8_t kServerName = 54;
 constexpr uint8_t kLastPseudoName = 14;
 constexpr uint8_t kContentLengthName = 28;
 constexpr uint8_t kCookieName = 32;
@@ -260,9 +262,11 @@ void Session::start(Stream& stream) {
     // A head HTTP/1 would refuse: the same status, and no more.
     char digits[3] = {static_cast<char>('0' + code / 100), static_cast<char>('0' + code / 10 % 10),
                       static_cast<char>('0' + code % 10)};
+    // With the static table only: it may be sent while a head is being
+    // encoded (see begin_head).
     block_out_.retrieve_all();
-    encoder_.encode(":status", std::string_view(digits, 3), block_out_);
-    encoder_.encode("content-length", "0", block_out_);
+    encoder_.encode_static_only(":status", std::string_view(digits, 3), kStatusName, block_out_);
+    encoder_.encode_static_only("content-length", "0", kContentLengthName, block_out_);
     write_headers(pending_, stream.id_, block_out_.view(), true, peer_max_frame_);
     stream.started_ = false;  // the handlers never see it
     stream.response_sent_ = true;
@@ -309,50 +313,115 @@ void Session::lend_back(Head& head) {
   head = Head{};
 }
 
-void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) {
-  // The block is encoded straight into a HEADERS frame, as most fit one.
-  net::Buffer& out = pending_;
-  const FrameStart frame = begin_frame(out);
-  const int code = stream.status_;
+namespace {
+
+// A block is written into `out` after a frame header's room (begin_frame),
+// and closed by close_block.
+void encode_status(HpackEncoder& encoder, net::Buffer& out, int code, bool static_only) {
   if (code == 200) {
-    encoder_.encode_indexed(kStatusName, out);  // the first :status entry is 200's
-  } else {
-    const char status[3] = {static_cast<char>('0' + code / 100 % 10), static_cast<char>('0' + code / 10 % 10),
-                            static_cast<char>('0' + code % 10)};
-    encoder_.encode(":status", std::string_view(status, 3), kStatusName, out);
+    // The first :status entry is 200's (and both ways leave the table be).
+    return static_only ? encoder.encode_static_only(":status", "200", kStatusName, out)
+                       : encoder.encode_indexed(kStatusName, out);
   }
-  const char* const bytes = stream.head_.bytes.peek();
-  for (const Head::Field& f : stream.head_.fields) {
-    const std::string_view value(bytes + f.at + f.name_size, f.value_size);
-    if (f.known != nullptr) {
-      encoder_.encode(f.known->lower, value, f.known->static_name, out);
-      continue;
-    }
-    const std::string_view name(bytes + f.at, f.name_size);
+  const char status[3] = {static_cast<char>('0' + code / 100 % 10), static_cast<char>('0' + code / 10 % 10),
+                          static_cast<char>('0' + code % 10)};
+  if (static_only) return encoder.encode_static_only(":status", std::string_view(status, 3), kStatusName, out);
+  encoder.encode(":status", std::string_view(status, 3), kStatusName, out);
+}
+
+}  // namespace
+
+void Session::encode_field(net::Buffer& out, const KnownField* known, std::string_view name, std::string_view value,
+                           bool static_only) {
+  std::string_view lower;
+  uint8_t static_name = 0;
+  if (known != nullptr) {
+    lower = known->lower;
+    static_name = known->static_name;
+  } else {
     names_.resize(name.size());
     for (size_t i = 0; i < name.size(); ++i) {
       names_[i] = name[i] >= 'A' && name[i] <= 'Z' ? static_cast<char>(name[i] + 32) : name[i];
     }
-    if (!is_connection_field(names_) && names_ != "content-length") encoder_.encode(names_, value, out);
+    if (is_connection_field(names_) || names_ == "content-length") return;
+    lower = names_;
+    static_name = hpack_static_name(lower);
   }
-  if (framing.kind == http::ResponseFraming::Kind::kLength) {
-    char digits[24];
-    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, framing.length);
-    encoder_.encode("content-length", std::string_view(digits, end), kContentLengthName, out);
-  }
-  const bool interim = code < 200;
+  if (static_only) return encoder_.encode_static_only(lower, value, static_name, out);
+  encoder_.encode(lower, value, static_name, out);
+}
+
+void Session::begin_head(Stream& stream, const http::HeadStart& start) {
+  open_head_ = &stream;
+  net::Buffer& out = stream.head_.bytes;
+  begin_frame(out);
+  encode_status(encoder_, out, stream.status_, false);
+  if (!start.server.empty()) encoder_.encode("server", start.server, kServerName, out);
+  if (!start.date.empty()) encoder_.encode("date", start.date, kDateName, out);
+}
+
+void Session::head_field(Stream& stream, const KnownField* known, std::string_view name, std::string_view value) {
+  encode_field(stream.head_.bytes, known, name, value, false);
+}
+
+void Session::end_encoded_head(Stream& stream, const http::ResponseFraming& framing) {
+  if (stream.reset_) return abandon_head();
+  net::Buffer& out = stream.head_.bytes;
+  if (framing.kind == http::ResponseFraming::Kind::kLength) encoder_.encode_content_length(framing.length, out);
+  const bool interim = stream.status_ < 200;
   const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
   const bool end_stream = !interim && !has_body;
+  close_block(out, FrameStart{kFrameHeaderSize}, stream.id_, end_stream);
+  head_closed();
+  after_head(stream, interim, has_body, end_stream);
+}
+
+void Session::abandon_head() {
+  encoder_.reset_table();
+  head_closed();
+}
+
+void Session::head_closed() {
+  open_head_ = nullptr;
+  for (const uint32_t size : owed_table_sizes_) encoder_.set_peer_table_size(size);
+  owed_table_sizes_.clear();
+  for (; acks_owed_ > 0; --acks_owed_) write_settings_ack(pending_);
+}
+
+void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) {
+  // Encoded straight into a HEADERS frame, as most fit one.
+  const bool static_only = open_head_ != nullptr;
+  net::Buffer& out = pending_;
+  const FrameStart frame = begin_frame(out);
+  encode_status(encoder_, out, stream.status_, static_only);
+  const char* const bytes = stream.head_.bytes.peek();
+  for (const Head::Field& f : stream.head_.fields) {
+    const std::string_view value(bytes + f.at + f.name_size, f.value_size);
+    encode_field(out, f.known, std::string_view(bytes + f.at, f.name_size), value, static_only);
+  }
+  if (framing.kind == http::ResponseFraming::Kind::kLength) encoder_.encode_content_length(framing.length, out);
+  const bool interim = stream.status_ < 200;
+  const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
+  const bool end_stream = !interim && !has_body;
+  close_block(out, frame, stream.id_, end_stream);
+  after_head(stream, interim, has_body, end_stream);
+}
+
+void Session::close_block(net::Buffer& out, FrameStart frame, uint32_t id, bool end_stream) {
   const size_t length = out.readable_bytes() - frame.payload_at;
   if (length <= peer_max_frame_) {
-    end_frame(out, frame, FrameType::kHeaders, kFlagEndHeaders | (end_stream ? kFlagEndStream : 0), stream.id_);
-  } else {
-    // Larger than a frame: taken back and cut into HEADERS and CONTINUATION.
-    block_out_.retrieve_all();
-    block_out_.append(out.peek() + frame.payload_at, length);
-    out.unwrite(kFrameHeaderSize + length);
-    write_headers(out, stream.id_, block_out_.view(), end_stream, peer_max_frame_);
+    end_frame(out, frame, FrameType::kHeaders, kFlagEndHeaders | (end_stream ? kFlagEndStream : 0), id);
+    if (&out != &pending_) pending_.append(out.peek() + frame.payload_at - kFrameHeaderSize, kFrameHeaderSize + length);
+    return;
   }
+  // Larger than a frame: taken back and cut into HEADERS and CONTINUATION.
+  block_out_.retrieve_all();
+  block_out_.append(out.peek() + frame.payload_at, length);
+  out.unwrite(kFrameHeaderSize + length);
+  write_headers(pending_, id, block_out_.view(), end_stream, peer_max_frame_);
+}
+
+void Session::after_head(Stream& stream, bool interim, bool has_body, bool end_stream) {
   if (interim) return;
   stream.has_body_ = has_body;
   if (end_stream) {

@@ -67,6 +67,11 @@ void Session::close_stream(Stream* stream, bool by_us) {
   // Body bytes it was not credited for go back to the connection.
   if (!owned->held_.empty()) credit_connection(owned->held_.size());
   if (owned->handed_over() && callbacks_.on_close) callbacks_.on_close(*owned);
+  // Its head, if one was being encoded, will never be sent.
+  if (owned->encoding_) {
+    owned->encoding_ = false;
+    abandon_head();
+  }
   owned->pieces_.clear();  // lets go of its files
   if (spare_streams_.size() < kSpareStreams) spare_streams_.push_back(std::move(owned));
 }

@@ -85,6 +85,7 @@ void Stream::recycle(uint32_t id) {
   bytes_.retrieve_all();
   queued_ = 0;
   has_body_ = ended_ = waiting_drain_ = response_sent_ = reset_after_response_ = false;
+  encoding_ = false;
 }
 
 void StreamRequest::clear() {
@@ -129,14 +130,17 @@ void Stream::start_head(int status, std::string_view, const http::HeadStart& sta
   }
   head_.bytes.retrieve_all();
   head_.fields.clear();
+  encoding_ = !reset_ && session_->open_head_ == nullptr && !session_->encoder_.update_pending();
+  if (encoding_) return session_->begin_head(*this, start);
   if (!start.server.empty()) keep_field(kKnownFields.server(), {}, start.server);
   if (!start.date.empty()) keep_field(kKnownFields.date(), {}, start.date);
 }
 
 void Stream::field(std::string_view name, std::string_view value) {
   const KnownField* known = kKnownFields.find(name);
-  if (known == nullptr) return keep_field(nullptr, name, value);
-  if (!known->dropped) keep_field(known, {}, value);
+  if (known != nullptr && known->dropped) return;
+  if (encoding_) return session_->head_field(*this, known, name, value);
+  keep_field(known, known == nullptr ? name : std::string_view(), value);
 }
 
 void Stream::keep_field(const KnownField* known, std::string_view name, std::string_view value) {
@@ -155,7 +159,12 @@ void Stream::fields(const http::FieldBlock& block) {
 }
 
 bool Stream::end_head(const http::ResponseFraming& framing) {
-  if (!reset_) session_->submit_head(*this, framing);
+  if (encoding_) {
+    encoding_ = false;
+    session_->end_encoded_head(*this, framing);
+  } else if (!reset_) {
+    session_->submit_head(*this, framing);
+  }
   session_->lend_back(head_);
   return true;  // HTTP/2 ends a body without ending the connection
 }

@@ -178,6 +178,7 @@ class Stream final : public http::ResponseStream {
   bool waiting_drain_ = false;
   bool response_sent_ = false;
   bool reset_after_response_ = false;
+  bool encoding_ = false;  // its head is being encoded as it is given (Session::begin_head)
 };
 
 }  // namespace tern::http2

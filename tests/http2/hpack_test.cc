@@ -356,6 +356,23 @@ TEST(HpackEncoder, AKnownNameFindsItsLastValueUntilItIsEvicted) {
   EXPECT_EQ(encode_known("server", "tern", server), "be");
 }
 
+TEST(HpackEncoder, ContentLengthIsAPlainLiteralThatLeavesTheTableBe) {
+  HpackEncoder encoder;
+  HpackDecoder decoder;
+  net::Buffer out;
+  encoder.encode_content_length(1024, out);
+  EXPECT_EQ(tohex(std::string(out.view())), "0f0d0431303234");  // not indexed, name 28, 4 raw digits
+  for (const uint64_t length : {uint64_t{0}, uint64_t{7}, UINT64_MAX}) {
+    net::Buffer one;
+    encoder.encode_content_length(length, one);
+    const auto d = decode(decoder, one.view());
+    ASSERT_EQ(d.error, HpackError::kOk);
+    EXPECT_EQ(d.fields, (Pairs{{"content-length", std::to_string(length)}}));
+  }
+  EXPECT_EQ(encoder.table().count(), 0u);
+  EXPECT_EQ(decoder.table().count(), 0u);
+}
+
 TEST(HpackEncoder, HuffmanOnlyWhenShorter) {
   HpackEncoder encoder;
   // Neither "x-b" (19 bits) nor "\xff\xfe" (53 bits) gets shorter.

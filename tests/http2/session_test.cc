@@ -10,6 +10,7 @@
 #include <nghttp2/nghttp2.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -184,6 +185,106 @@ TEST_F(SessionTest, AKeptBodyIsHeldByItsOwnerUntilSent) {
   EXPECT_EQ(client.seen[id].body, *owner);
   EXPECT_EQ(client.seen[id].fields.at("content-length"), std::to_string(100 * 1024));
   EXPECT_EQ(owner.use_count(), 1);
+}
+
+// A head is encoded as the handler gives it, into the connection's one
+// HPACK table: while one is open, another stream's head still goes out
+// (with the static table only) and the open one after it; a head whose
+// stream is reset before it ends is never sent, and the tables start
+// over; a change of the client's table size waits for the open head, its
+// acknowledgement too. Through all of it nghttp2 decodes every block.
+class OpenHeadTest : public SessionTest {
+ protected:
+  OpenHeadTest() {
+    on_request = [this](Stream& stream) {
+      if (stream.request().path() == "/slow") {
+        slow = &stream;
+        http::ResponseWriter::Context context;
+        context.stream = &stream;
+        context.server = "tern";
+        context.date = "Thu, 26 Nov 2026 18:00:00 GMT";
+        writer = std::make_unique<http::ResponseWriter>(context);
+        writer->start(200).header("X-Slow-Field", "first half");  // a new entry in the table
+        return;
+      }
+      respond(stream, 200, "quick");
+    };
+  }
+  Stream* slow = nullptr;
+  std::unique_ptr<http::ResponseWriter> writer;
+};
+
+TEST_F(OpenHeadTest, AnotherStreamsHeadGoesOutWhileOneIsOpen) {
+  // Entries first: a head that indexed them while the open one had added
+  // its own would be decoded one place off.
+  const int32_t first = client.get("/quick");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[first].body, "quick");
+  const int32_t slow_id = client.get("/slow");
+  ASSERT_TRUE(exchange());
+  ASSERT_NE(slow, nullptr);
+  const int32_t quick = client.get("/quick");
+  ASSERT_TRUE(exchange());
+  EXPECT_TRUE(client.seen[quick].closed);
+  EXPECT_EQ(client.seen[quick].fields.at("x-custom"), "yes");
+  EXPECT_EQ(client.seen[quick].body, "quick");
+  EXPECT_EQ(client.seen[slow_id].fields.count(":status"), 0u);  // nothing of it yet
+  writer->header("X-Custom", "yes").body("slow");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[slow_id].fields.at("x-slow-field"), "first half");
+  EXPECT_EQ(client.seen[slow_id].fields.at("x-custom"), "yes");
+  EXPECT_EQ(client.seen[slow_id].body, "slow");
+  // The tables still agree: the next heads index what the open one added.
+  const int32_t after = client.get("/quick");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[after].error_code, 0u);
+  EXPECT_EQ(client.seen[after].body, "quick");
+  EXPECT_EQ(nghttp2_session_want_read(client.session()), 1);  // no compression error ended it
+}
+
+TEST_F(OpenHeadTest, AHeadWhoseStreamIsResetIsNeverSentAndTheTablesStartOver) {
+  // Entries first, that the heads after the reset refer to: they would be
+  // one place off if the table kept what the unsent head added.
+  const int32_t first = client.get("/quick");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[first].body, "quick");
+  const int32_t slow_id = client.get("/slow");
+  ASSERT_TRUE(exchange());
+  ASSERT_NE(slow, nullptr);
+  nghttp2_submit_rst_stream(client.session(), NGHTTP2_FLAG_NONE, slow_id, NGHTTP2_CANCEL);
+  ASSERT_TRUE(exchange());
+  // The stream closed, and its handler was told (the server's exchange
+  // stops writing then).
+  ASSERT_NE(std::find(closed.begin(), closed.end(), slow_id), closed.end());
+  writer.reset();
+  for (int i = 0; i < 3; ++i) {
+    const int32_t id = client.get("/quick");
+    ASSERT_TRUE(exchange());
+    EXPECT_EQ(client.seen[id].error_code, 0u);
+    EXPECT_EQ(client.seen[id].fields.at("x-custom"), "yes");
+    EXPECT_EQ(client.seen[id].body, "quick");
+  }
+  EXPECT_EQ(client.seen[slow_id].fields.count(":status"), 0u);
+  EXPECT_EQ(nghttp2_session_want_read(client.session()), 1);
+}
+
+TEST_F(OpenHeadTest, ATableSizeChangeWaitsForTheOpenHead) {
+  const int32_t slow_id = client.get("/slow");
+  ASSERT_TRUE(exchange());
+  ASSERT_NE(slow, nullptr);
+  const nghttp2_settings_entry smaller{NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 0};
+  ASSERT_EQ(nghttp2_submit_settings(client.session(), NGHTTP2_FLAG_NONE, &smaller, 1), 0);
+  const int32_t quick = client.get("/quick");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[quick].body, "quick");
+  writer->body("slow");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[slow_id].fields.at("x-slow-field"), "first half");
+  const int32_t after = client.get("/quick");
+  ASSERT_TRUE(exchange());
+  EXPECT_EQ(client.seen[after].error_code, 0u);
+  EXPECT_EQ(client.seen[after].body, "quick");
+  EXPECT_EQ(nghttp2_session_want_read(client.session()), 1);
 }
 
 TEST_F(SessionTest, HeadAndBodilessStatusesEndWithTheirHeaders) {
