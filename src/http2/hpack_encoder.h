@@ -140,7 +140,9 @@ class HpackEncoder {
     if (position > table_.count()) return 0;  // evicted
     return same_bytes(table_.value_at(position - 1), value) ? position : 0;
   }
-  void encode_known(std::string_view name, std::string_view value, uint8_t static_name, net::Buffer& out);
+  // Kept out of line, so that encode() stays small enough to inline.
+  [[gnu::noinline]] void encode_known(std::string_view name, std::string_view value, uint8_t static_name,
+                                      net::Buffer& out);
 
   Settings settings_;
   HpackDynamicTable table_;

@@ -361,6 +361,7 @@ void Session::begin_head(Stream& stream, const http::HeadStart& start) {
 }
 
 void Session::head_field(Stream& stream, const KnownField* known, std::string_view name, std::string_view value) {
+  if (known != nullptr) return encoder_.encode(known->lower, value, known->static_name, stream.head_.bytes);
   encode_field(stream.head_.bytes, known, name, value, false);
 }
 
