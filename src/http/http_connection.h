@@ -71,10 +71,17 @@ class HttpConnection {
 };
 
 struct HttpShared;
-// Makes the connection of another protocol than HTTP/1 (HTTP/2:
-// http2::http2_protocol()), so that http/ need not know it.
+// Makes the connection of another protocol than HTTP/1.
 using ProtocolFactory =
     std::function<std::unique_ptr<HttpConnection>(const HttpShared* shared, net::TcpConnection* conn)>;
+// Another protocol than HTTP/1 (HTTP/2: http2::http2_protocol()), so that
+// http/ need not know it: how its connection is made, and the bytes a
+// client opens with to ask for it by prior knowledge on a plain address
+// (HTTP/2's preface).
+struct Protocol {
+  ProtocolFactory make;
+  std::string_view preface;
+};
 // Picks connections by the address they came in on (their local address).
 using AddressFilter = std::function<bool(const net::InetAddress& local)>;
 inline bool any_address(const net::InetAddress& /*local*/) { return true; }

@@ -45,6 +45,12 @@ struct HttpServer::LoopContext {
   std::atomic<uint32_t> writing{0};
   std::atomic<uint32_t> idle{0};
 
+  // A connection that closed, or that another protocol's took the place
+  // of, kept for the next one if it is HTTP/1 and the pool has room.
+  void keep_spare(std::unique_ptr<HttpConnection> http) {
+    if (http->http1() && pool.size() < kMaxPooled) pool.emplace_back(static_cast<Http1Connection*>(http.release()));
+  }
+
   void sample_phases() {
     uint32_t counts[3] = {};
     for (const auto& connection : live) ++counts[static_cast<size_t>(connection->phase())];
@@ -144,7 +150,7 @@ void HttpServer::on_connection(net::TcpConnection& conn) {
     }
     const bool h2c = takes_h2c(conn);
     http1->attach(&conn, h2c);
-    http1->set_may_switch(options_.http2 && (h2c || conn.secure_layer() != nullptr));
+    http1->set_may_switch(options_.http2.make && (h2c || conn.secure_layer() != nullptr));
     http1->set_index(live.size());
     conn.context() = static_cast<HttpConnection*>(http1.get());
     live.push_back(std::move(http1));
@@ -165,9 +171,7 @@ void HttpServer::release(LoopContext& context, size_t index) {
     context.live[index]->set_index(index);
   }
   context.live.pop_back();
-  if (http->http1() && context.pool.size() < kMaxPooled) {
-    context.pool.emplace_back(static_cast<Http1Connection*>(http.release()));
-  }
+  context.keep_spare(std::move(http));
 }
 
 HttpConnection* HttpServer::choose_protocol(net::TcpConnection& conn, net::Buffer& input) {
@@ -177,11 +181,11 @@ HttpConnection* HttpServer::choose_protocol(net::TcpConnection& conn, net::Buffe
     http2 = tls->application_protocol() == "h2";
   } else {
     // h2c by prior knowledge: the preface, whole, before anything else.
-    static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    const std::string_view start = input.view().substr(0, kPreface.size());
-    if (!kPreface.starts_with(start)) {
+    const std::string_view preface = options_.http2.preface;
+    const std::string_view start = input.view().substr(0, preface.size());
+    if (!preface.starts_with(start)) {
       http2 = false;
-    } else if (start.size() < kPreface.size()) {
+    } else if (start.size() < preface.size()) {
       return nullptr;  // the preface so far: wait for the rest
     } else {
       http2 = true;
@@ -194,12 +198,10 @@ HttpConnection* HttpServer::choose_protocol(net::TcpConnection& conn, net::Buffe
   LoopContext* context = contexts_.get(conn.loop());
   const size_t index = http1->index();
   http1->on_close();
-  std::unique_ptr<HttpConnection> http = options_.http2(&context->shared, &conn);
+  std::unique_ptr<HttpConnection> http = options_.http2.make(&context->shared, &conn);
   http->set_index(index);
   std::swap(context->live[index], http);
-  if (context->pool.size() < kMaxPooled) {
-    context->pool.emplace_back(static_cast<Http1Connection*>(http.release()));
-  }
+  context->keep_spare(std::move(http));
   conn.context() = context->live[index].get();
   return context->live[index].get();
 }

@@ -48,7 +48,7 @@ struct HttpServerOptions {
   // "h2", and on the plain addresses http2_cleartext accepts for those that
   // begin with HTTP/2's preface (h2c by prior knowledge; any_address: all).
   // Empty: HTTP/1 only.
-  ProtocolFactory http2{};
+  Protocol http2{};
   AddressFilter http2_cleartext{};
 };
 

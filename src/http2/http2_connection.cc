@@ -436,12 +436,14 @@ void Http2Connection::on_stream_close(Stream& stream) {
   retire(std::move(task));
 }
 
-http::ProtocolFactory http2_protocol(SessionLimits limits) {
-  return [limits](const http::HttpShared* shared, net::TcpConnection* conn) {
+http::Protocol http2_protocol(SessionLimits limits) {
+  auto make = [limits](const http::HttpShared* shared,
+                       net::TcpConnection* conn) -> std::unique_ptr<http::HttpConnection> {
     SessionLimits mine = limits;
     mine.parser = shared->limits->parser;
     return std::make_unique<Http2Connection>(shared, conn, mine);
   };
+  return {std::move(make), kClientPreface};
 }
 
 }  // namespace tern::http2

@@ -136,6 +136,6 @@ class Http2Connection final : public http::HttpConnection {
 
 // What HttpServerOptions::http2 takes: HTTP/2 with these limits (the
 // request head's from the server's HttpLimits).
-http::ProtocolFactory http2_protocol(SessionLimits limits = {});
+http::Protocol http2_protocol(SessionLimits limits = {});
 
 }  // namespace tern::http2
