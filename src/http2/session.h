@@ -226,6 +226,11 @@ class Session {
   // One DATA frame of the front ready stream into out; false when none
   // could be made.
   bool send_data(net::Buffer& out, size_t left);
+  // The bytes of DATA frames the ready streams could send now (headers
+  // included, as far as the windows allow), up to `cap`.
+  size_t sendable(size_t cap) const;
+  // The most send() makes room for ahead (a call without a budget).
+  static constexpr size_t kMaxReserve = 256 * 1024;
   void close_finished();
   // The frames made while reading, into `out`.
   void move_pending(net::Buffer& out);

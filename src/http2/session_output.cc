@@ -107,6 +107,10 @@ void Session::send(net::Buffer& out, size_t budget) {
   greeted_ = true;
   move_pending(out);
   const size_t limit = budget >= SIZE_MAX - out.readable_bytes() ? SIZE_MAX : out.readable_bytes() + budget;
+  // Room for the step's DATA at once: a buffer grown a frame at a time is
+  // copied each time it doubles (for a large file, about as many bytes
+  // again as are sent).
+  out.ensure_writable(sendable(std::min(limit - out.readable_bytes(), kMaxReserve)));
   while (out.readable_bytes() < limit && send_data(out, limit - out.readable_bytes())) {
   }
   // What closing the streams whose last frame went out wrote (RST_STREAM
@@ -124,6 +128,19 @@ void Session::move_pending(net::Buffer& out) {
   if (pending_.readable_bytes() == 0) return;
   out.append(pending_.peek(), pending_.readable_bytes());
   pending_.retrieve_all();
+}
+
+size_t Session::sendable(size_t cap) const {
+  const int64_t window = send_window_;
+  size_t total = 0;
+  for (size_t i = ready_front_; i < ready_.size() && total < cap; ++i) {
+    const Stream* stream = find(ready_[i]);
+    if (stream == nullptr || !can_send(*stream)) continue;
+    const auto n = static_cast<size_t>(std::max<int64_t>(
+        0, std::min<int64_t>({static_cast<int64_t>(stream->queued_), stream->send_window_, window})));
+    total += n + kFrameHeaderSize * (n / peer_max_frame_ + 1);
+  }
+  return std::min(total, cap);
 }
 
 bool Session::send_data(net::Buffer& out, size_t left) {

@@ -487,6 +487,28 @@ TEST_F(SessionTest, SendStopsNearItsBudgetAndTheNextCallsGoOn) {
 // A budget of one TLS record's plaintext (what Http2Connection gives a
 // step) makes one DATA frame that fills it, its header included: the
 // record layer then cuts no 9-byte record off each frame.
+// A step's frames go into room made for them at once: grown a frame at a
+// time, the connection's buffer would be copied at each doubling (and end
+// at twice the step).
+TEST_F(SessionTest, AStepOfABodyIsMadeInRoomReservedAtOnce) {
+  const std::string big(1 << 20, 'b');
+  on_request = [&](Stream& stream) { respond(stream, 200, big); };
+  const int32_t id = client.get("/big");
+  ASSERT_TRUE(session_->receive(client.output()));
+  net::Buffer settings;
+  session_->send(settings, 1024);  // the SETTINGS and the head
+  client.input(settings.view());
+  ASSERT_TRUE(session_->receive(client.output()));
+  constexpr size_t kStep = 64 * 1024;
+  // Grown a frame at a time from here it would end at 80,000 bytes.
+  net::Buffer out(20000);
+  session_->send(out, kStep);
+  EXPECT_GT(out.readable_bytes(), kStep - 9 - 16384);
+  EXPECT_LE(out.capacity(), kStep + 1024);
+  client.input(out.view());
+  EXPECT_GT(client.seen[id].body.size(), kStep - 2 * 16384);
+}
+
 TEST_F(SessionTest, ADataFrameFitsItsBudgetHeaderIncluded) {
   const std::string big(200 * 1024, 'r');
   on_request = [&](Stream& stream) { respond(stream, 200, big); };
