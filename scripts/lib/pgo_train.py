@@ -4,7 +4,10 @@
 Starts the instrumented tern on a free loopback port, sends it the traffic a
 static site sees (what bench/compare measures, plus conditional, range, HEAD,
 error and malformed requests), stops it with SIGTERM so that it writes its
-profile on exit, and checks that the profile is there.
+profile on exit, and checks that the profile is there. With h2load
+(nghttp2-client) and openssl there, HTTP/2 too: h2c on the same address,
+then h2 over TLS from a second run (the profiles add up): code no load went
+through is optimised for size, as cold.
 
 usage: pgo_train.py TERN_BINARY PROFILE_DIR [SECONDS_PER_LOAD]
 """
@@ -118,6 +121,41 @@ def odd_requests(port, rounds):
         exchange(port, b"GET / HTTP/2.0\r\nHost: x\r\n\r\n")          # 505
 
 
+def h2load(url, seconds, *args):
+    cmd = ["h2load", "-t1", "-D", str(seconds), *args, url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30)
+    if out.returncode != 0 or " 0 succeeded" in out.stdout:
+        fail(f"{' '.join(cmd)} failed: {out.stdout[-500:]}{out.stderr[-500:]}")
+
+
+def run_tern(tern, config, work, port, load):
+    """Runs tern on `config` while `load()` goes, then stops it so that it
+    writes its profile."""
+    log = open(os.path.join(work, "tern.log"), "w")
+    proc = subprocess.Popen([tern, "-c", config], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(port, proc)
+        load()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            status = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            fail("tern did not stop within 30 s of SIGTERM")
+    if status != 0:
+        with open(os.path.join(work, "tern.log")) as f:
+            fail(f"tern exited with status {status}: {f.read()[-2000:]}")
+
+
+def tls_files(work):
+    cert, key = os.path.join(work, "tls.pem"), os.path.join(work, "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "2", "-keyout", key, "-out", cert, "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
 def main():
     if len(sys.argv) not in (3, 4):
         fail("usage: pgo_train.py TERN_BINARY PROFILE_DIR [SECONDS_PER_LOAD]")
@@ -135,30 +173,32 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tern-pgo-") as work:
         root = os.path.join(work, "www")
         make_site(root)
+        http2 = shutil.which("h2load") is not None
+        ws = types.SimpleNamespace(path=lambda name: os.path.join(work, name), docroot=root,
+                                   tls_files=lambda: tls_files(work))
         port = free_port()
-        config = tern_config(types.SimpleNamespace(path=lambda name: os.path.join(work, name),
-                                                   docroot=root), port)
-        log = open(os.path.join(work, "tern.log"), "w")
-        proc = subprocess.Popen([tern, "-c", config], stdout=log, stderr=subprocess.STDOUT)
-        try:
-            wait_listening(port, proc)
-            base = f"http://127.0.0.1:{port}"
+        base = f"http://127.0.0.1:{port}"
+
+        def load():
             wrk(f"{base}/1k.html", seconds, "-c100")
             wrk(f"{base}/1k.html", seconds, f"-c{conns_1000}")
             wrk(f"{base}/1k.html", seconds, "-c100", "-s", PIPELINE_LUA)
             wrk(f"{base}/1k.html", seconds, "-c50", "-H", "Connection: close")
             wrk(f"{base}/big.bin", seconds, "-c4")
             odd_requests(port, 50)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                status = proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                fail("tern did not stop within 30 s of SIGTERM")
-        if status != 0:
-            with open(os.path.join(work, "tern.log")) as f:
-                fail(f"tern exited with status {status}: {f.read()[-2000:]}")
+            if http2:
+                h2load(f"{base}/1k.html", seconds, "-c100", "-m10")
+
+        run_tern(tern, tern_config(ws, port, h2c=http2), work, port, load)
+        if http2 and shutil.which("openssl") is not None:
+            port = free_port()
+            secure = f"https://127.0.0.1:{port}"
+
+            def load_tls():
+                h2load(f"{secure}/1k.html", seconds, "-c100", "-m10")
+                h2load(f"{secure}/big.bin", seconds, "-c4", "-m1")
+
+            run_tern(tern, tern_config(ws, port, tls=True, name="tern-tls"), work, port, load_tls)
     profiles = [n for n in os.listdir(profile_dir) if n.endswith(".gcda")] \
         if os.path.isdir(profile_dir) else []
     if not profiles:
