@@ -205,8 +205,18 @@ class Session {
   // One field, into `out`.
   void encode_field(net::Buffer& out, const KnownField* known, std::string_view name, std::string_view value,
                     bool static_only);
+  void encode_unknown_field(net::Buffer& out, std::string_view name, std::string_view value, bool static_only);
+  // What follows a head, by its status and the writer's framing.
+  struct HeadEnd {
+    bool interim;     // a 1xx: the final head is still to come
+    bool has_body;    // DATA frames follow
+    bool end_stream;  // the HEADERS frame ends the stream
+  };
+  // The head's last field (its length, when the framing gives one), and
+  // what follows the head.
+  HeadEnd end_fields(const Stream& stream, net::Buffer& out, const http::ResponseFraming& framing);
   // What a head's end does beyond its block: the stream's state after it.
-  void after_head(Stream& stream, bool interim, bool has_body, bool end_stream);
+  void after_head(Stream& stream, HeadEnd end);
   // The block in `out` after `frame` (begin_frame), as a HEADERS frame, and
   // CONTINUATION frames past the client's frame size, onto pending_.
   void close_block(net::Buffer& out, FrameStart frame, uint32_t id, bool end_stream);

@@ -333,22 +333,21 @@ void encode_status(HpackEncoder& encoder, net::Buffer& out, int code, bool stati
 
 void Session::encode_field(net::Buffer& out, const KnownField* known, std::string_view name, std::string_view value,
                            bool static_only) {
-  std::string_view lower;
-  uint8_t static_name = 0;
-  if (known != nullptr) {
-    lower = known->lower;
-    static_name = known->static_name;
-  } else {
-    names_.resize(name.size());
-    for (size_t i = 0; i < name.size(); ++i) {
-      names_[i] = name[i] >= 'A' && name[i] <= 'Z' ? static_cast<char>(name[i] + 32) : name[i];
-    }
-    if (is_connection_field(names_) || names_ == "content-length") return;
-    lower = names_;
-    static_name = hpack_static_name(lower);
+  if (known == nullptr) return encode_unknown_field(out, name, value, static_only);
+  if (static_only) return encoder_.encode_static_only(known->lower, value, known->static_name, out);
+  encoder_.encode(known->lower, value, known->static_name, out);
+}
+
+void Session::encode_unknown_field(net::Buffer& out, std::string_view name, std::string_view value,
+                                   bool static_only) {
+  names_.resize(name.size());
+  for (size_t i = 0; i < name.size(); ++i) {
+    names_[i] = name[i] >= 'A' && name[i] <= 'Z' ? static_cast<char>(name[i] + 32) : name[i];
   }
-  if (static_only) return encoder_.encode_static_only(lower, value, static_name, out);
-  encoder_.encode(lower, value, static_name, out);
+  if (is_connection_field(names_) || names_ == "content-length") return;
+  const uint8_t static_name = hpack_static_name(names_);
+  if (static_only) return encoder_.encode_static_only(names_, value, static_name, out);
+  encoder_.encode(names_, value, static_name, out);
 }
 
 void Session::begin_head(Stream& stream, const http::HeadStart& start) {
@@ -361,20 +360,16 @@ void Session::begin_head(Stream& stream, const http::HeadStart& start) {
 }
 
 void Session::head_field(Stream& stream, const KnownField* known, std::string_view name, std::string_view value) {
-  if (known != nullptr) return encoder_.encode(known->lower, value, known->static_name, stream.head_.bytes);
   encode_field(stream.head_.bytes, known, name, value, false);
 }
 
 void Session::end_encoded_head(Stream& stream, const http::ResponseFraming& framing) {
   if (stream.reset_) return abandon_head();
   net::Buffer& out = stream.head_.bytes;
-  if (framing.kind == http::ResponseFraming::Kind::kLength) encoder_.encode_content_length(framing.length, out);
-  const bool interim = stream.status_ < 200;
-  const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
-  const bool end_stream = !interim && !has_body;
-  close_block(out, FrameStart{kFrameHeaderSize}, stream.id_, end_stream);
+  const HeadEnd end = end_fields(stream, out, framing);
+  close_block(out, FrameStart{kFrameHeaderSize}, stream.id_, end.end_stream);
   head_closed();
-  after_head(stream, interim, has_body, end_stream);
+  after_head(stream, end);
 }
 
 void Session::abandon_head() {
@@ -400,12 +395,18 @@ void Session::submit_head(Stream& stream, const http::ResponseFraming& framing) 
     const std::string_view value(bytes + f.at + f.name_size, f.value_size);
     encode_field(out, f.known, std::string_view(bytes + f.at, f.name_size), value, static_only);
   }
+  const HeadEnd end = end_fields(stream, out, framing);
+  close_block(out, frame, stream.id_, end.end_stream);
+  after_head(stream, end);
+}
+
+Session::HeadEnd Session::end_fields(const Stream& stream, net::Buffer& out, const http::ResponseFraming& framing) {
   if (framing.kind == http::ResponseFraming::Kind::kLength) encoder_.encode_content_length(framing.length, out);
-  const bool interim = stream.status_ < 200;
-  const bool has_body = !interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
-  const bool end_stream = !interim && !has_body;
-  close_block(out, frame, stream.id_, end_stream);
-  after_head(stream, interim, has_body, end_stream);
+  HeadEnd end{};
+  end.interim = stream.status_ < 200;
+  end.has_body = !end.interim && framing.kind != http::ResponseFraming::Kind::kNone && !framing.head_only;
+  end.end_stream = !end.interim && !end.has_body;
+  return end;
 }
 
 void Session::close_block(net::Buffer& out, FrameStart frame, uint32_t id, bool end_stream) {
@@ -422,10 +423,10 @@ void Session::close_block(net::Buffer& out, FrameStart frame, uint32_t id, bool 
   write_headers(pending_, id, block_out_.view(), end_stream, peer_max_frame_);
 }
 
-void Session::after_head(Stream& stream, bool interim, bool has_body, bool end_stream) {
-  if (interim) return;
-  stream.has_body_ = has_body;
-  if (end_stream) {
+void Session::after_head(Stream& stream, HeadEnd end) {
+  if (end.interim) return;
+  stream.has_body_ = end.has_body;
+  if (end.end_stream) {
     stream.response_sent_ = true;
     if (stream.reset_after_response_ && !stream.remote_ended_) {
       reset_stream(stream.id_, ErrorCode::kNoError);

@@ -210,18 +210,24 @@ class OpenHeadTest : public SessionTest {
       respond(stream, 200, "quick");
     };
   }
+  // A quick exchange first, whose fields enter the table (a head that
+  // indexed them one place off would show), then /slow's head left open.
+  // Its stream's id.
+  int32_t open_slow_head_after_a_quick_one() {
+    const int32_t first = client.get("/quick");
+    EXPECT_TRUE(exchange());
+    EXPECT_EQ(client.seen[first].body, "quick");
+    const int32_t slow_id = client.get("/slow");
+    EXPECT_TRUE(exchange());
+    EXPECT_NE(slow, nullptr);
+    return slow_id;
+  }
   Stream* slow = nullptr;
   std::unique_ptr<http::ResponseWriter> writer;
 };
 
 TEST_F(OpenHeadTest, AnotherStreamsHeadGoesOutWhileOneIsOpen) {
-  // Entries first: a head that indexed them while the open one had added
-  // its own would be decoded one place off.
-  const int32_t first = client.get("/quick");
-  ASSERT_TRUE(exchange());
-  EXPECT_EQ(client.seen[first].body, "quick");
-  const int32_t slow_id = client.get("/slow");
-  ASSERT_TRUE(exchange());
+  const int32_t slow_id = open_slow_head_after_a_quick_one();
   ASSERT_NE(slow, nullptr);
   const int32_t quick = client.get("/quick");
   ASSERT_TRUE(exchange());
@@ -243,13 +249,9 @@ TEST_F(OpenHeadTest, AnotherStreamsHeadGoesOutWhileOneIsOpen) {
 }
 
 TEST_F(OpenHeadTest, AHeadWhoseStreamIsResetIsNeverSentAndTheTablesStartOver) {
-  // Entries first, that the heads after the reset refer to: they would be
-  // one place off if the table kept what the unsent head added.
-  const int32_t first = client.get("/quick");
-  ASSERT_TRUE(exchange());
-  EXPECT_EQ(client.seen[first].body, "quick");
-  const int32_t slow_id = client.get("/slow");
-  ASSERT_TRUE(exchange());
+  // The heads after the reset would be one place off if the table kept
+  // what the unsent head added.
+  const int32_t slow_id = open_slow_head_after_a_quick_one();
   ASSERT_NE(slow, nullptr);
   nghttp2_submit_rst_stream(client.session(), NGHTTP2_FLAG_NONE, slow_id, NGHTTP2_CANCEL);
   ASSERT_TRUE(exchange());
