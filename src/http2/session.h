@@ -233,9 +233,21 @@ class Session {
   void make_ready(Stream& stream);
   void pop_ready();
   bool can_send(const Stream& stream) const;
-  // One DATA frame of the front ready stream into out; false when none
-  // could be made.
+  // DATA of the front ready stream into out: one frame, or several read
+  // at once (frames_at_once); false when none could be made.
   bool send_data(net::Buffer& out, size_t left);
+  // DATA frames made from one read: `count` of `length` bytes, the last
+  // of `last`.
+  struct FrameRun {
+    size_t count;
+    size_t length;
+    size_t last;
+    size_t bytes() const { return (count - 1) * length + last; }
+  };
+  // The frames the stream's next piece, a file, gives in one read, the
+  // first of `n` bytes: several while the stream is the only one ready, as
+  // far as `left`, the windows and the file allow; otherwise that one.
+  FrameRun frames_at_once(const Stream& stream, size_t n, size_t left) const;
   // The bytes of DATA frames the ready streams could send now (headers
   // included, as far as the windows allow), up to `cap`.
   size_t sendable(size_t cap) const;

@@ -3,6 +3,7 @@
 // body's pacing. The session (session*.cc) drives it.
 #include "http2/stream.h"
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/assert.h"
 #include "http2/hpack_primitives.h"
 #include "http2/session.h"
 
@@ -260,6 +262,31 @@ long Stream::fill(char* out, size_t length) {
     if (piece.taken == piece.region.length) pop_piece();
   }
   return static_cast<long>(done);
+}
+
+size_t Stream::file_ahead() const {
+  if (front_ == pieces_.size()) return 0;
+  const Piece& piece = pieces_[front_];
+  if (piece.region.length == 0 || piece.region.memory != nullptr) return 0;
+  return piece.region.length - piece.taken;
+}
+
+bool Stream::read_frames(char* frames, size_t count, size_t length, size_t last) {
+  std::array<iovec, kMaxFramesRead> slots{};
+  const size_t total = (count - 1) * length + last;
+  TERN_CHECK(count >= 1 && count <= slots.size() && last <= length && total <= file_ahead());
+  for (size_t i = 0; i < count; ++i) {
+    slots[i].iov_base = frames + i * (kFrameHeaderSize + length) + kFrameHeaderSize;
+    slots[i].iov_len = i + 1 == count ? last : length;
+  }
+  Piece& piece = pieces_[front_];
+  const ssize_t got = ::preadv(piece.region.fd, slots.data(), static_cast<int>(count),
+                               piece.region.offset + static_cast<off_t>(piece.taken));
+  if (got < 0 || static_cast<size_t>(got) != total) return false;  // cut short, or unreadable
+  piece.taken += total;
+  queued_ -= total;
+  if (piece.taken == piece.region.length) pop_piece();
+  return true;
 }
 
 void Stream::pop_piece() {

@@ -134,6 +134,8 @@ class Stream final : public http::ResponseStream {
 
   // Room a response head is given at first.
   static constexpr size_t kHeadRoom = 512;
+  // Frames one read of a file fills at most (a step of 64 KiB is four).
+  static constexpr size_t kMaxFramesRead = 8;
 
   Stream(Session* session, uint32_t id) : session_(session), id_(id) {}
   // As new for stream `id`, keeping what its buffers hold room for.
@@ -141,6 +143,14 @@ class Stream final : public http::ResponseStream {
   // Up to `length` body bytes into `out`; what was copied, or -1 if a file
   // could not be read.
   long fill(char* out, size_t length);
+  // Bytes of the file the next piece is, from where it stands (0 when that
+  // piece is not a file read from its descriptor).
+  size_t file_ahead() const;
+  // `count` frames' worth of that file, `length` bytes each but the last
+  // (`last` bytes), read with one preadv into the payloads of frames laid
+  // out from `frames` (each after its header's room); false if the file
+  // could not be read whole.
+  bool read_frames(char* frames, size_t count, size_t length, size_t last);
   void pop_piece();
 
   Session* session_;

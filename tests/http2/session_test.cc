@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -423,6 +424,61 @@ TEST_F(SessionTest, AFileRegionIsReadIntoDataFrames) {
   ::close(fd);
   EXPECT_EQ(client.seen[id].fields.at(":status"), "206");
   EXPECT_TRUE(client.seen[id].body == content.substr(1000, 150000));
+}
+
+// The read system calls this process has made (reads, preads and preadv
+// alike), from /proc/self/io.
+uint64_t read_calls() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (io >> key >> value) {
+    if (key == "syscr:") return value;
+  }
+  return 0;
+}
+
+TEST_F(SessionTest, AFileAloneOnItsConnectionIsReadAStepAtATime) {
+  // One preadv fills the frames of a step, not a pread each: 256 KiB in
+  // steps of 64 KiB is five or six reads, not sixteen.
+  tern::testing::TempDir dir;
+  std::string content(256 * 1024, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % 233);
+  ASSERT_TRUE(dir.write("f.bin", content));
+  const int fd = ::open((dir.path() + "/f.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  on_request = [&](Stream& stream) {
+    http::ResponseWriter::Context context;
+    context.stream = &stream;
+    http::ResponseWriter writer(context);
+    net::FileRegion region;
+    region.fd = fd;
+    region.length = content.size();
+    writer.start(200).file(std::move(region));
+  };
+  // Windows as wide as the file, so that they are not what cuts a step.
+  const nghttp2_settings_entry window{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
+  ASSERT_EQ(nghttp2_submit_settings(client.session(), NGHTTP2_FLAG_NONE, &window, 1), 0);
+  const int32_t id = client.get("/f.bin");
+  ASSERT_EQ(nghttp2_submit_window_update(client.session(), NGHTTP2_FLAG_NONE, 0, 1 << 20), 0);
+  ASSERT_TRUE(session_->receive(client.output()));
+  const uint64_t before = read_calls();
+  size_t steps = 0;
+  for (; steps < 100 && session_->wants_to_send(); ++steps) {
+    net::Buffer out;
+    session_->send(out, 64 * 1024);
+    client.input(out.view());
+    ASSERT_TRUE(session_->receive(client.output()));
+  }
+  const uint64_t reads = read_calls() - before;
+  ::close(fd);
+  EXPECT_TRUE(client.seen[id].closed);
+  EXPECT_EQ(client.seen[id].error_code, 0u);
+  EXPECT_TRUE(client.seen[id].body == content) << "the file's bytes, in order";
+  // A read a step, and one for the few bytes a step may leave over (made
+  // a frame of their own by the next call): 16 frames before.
+  EXPECT_LE(reads, steps + 1) << "a read a frame, not a step";
+  EXPECT_GE(reads, 4u);
 }
 
 TEST_F(SessionTest, AFileCutShortResetsItsStreamAndTheOthersGoOn) {
