@@ -401,24 +401,36 @@ TEST_F(SessionTest, ALargeResponseGoesAsTheClientsWindowsAllow) {
   EXPECT_TRUE(client.seen[id].body == big) << client.seen[id].body.size() << " bytes arrived";
 }
 
+// A file of `size` bytes in `dir` (byte i is i % modulus), opened into
+// *fd: its content.
+std::string patterned_file(const tern::testing::TempDir& dir, size_t size, int modulus, int* fd) {
+  std::string content(size, '\0');
+  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % modulus);
+  EXPECT_TRUE(dir.write("f.bin", content));
+  *fd = ::open((dir.path() + "/f.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(*fd, 0);
+  return content;
+}
+
+// `status`, with `length` bytes of `fd` from `offset` as the body.
+void respond_with_file(Stream& stream, int status, int fd, size_t offset, size_t length) {
+  http::ResponseWriter::Context context;
+  context.stream = &stream;
+  http::ResponseWriter writer(context);
+  net::FileRegion region;
+  region.fd = fd;
+  region.offset = static_cast<off_t>(offset);
+  region.length = length;
+  writer.start(status).file(std::move(region));
+}
+
 TEST_F(SessionTest, AFileRegionIsReadIntoDataFrames) {
   tern::testing::TempDir dir;
-  std::string content(200 * 1024, '\0');
-  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % 241);
-  ASSERT_TRUE(dir.write("f.bin", content));
-  const int fd = ::open((dir.path() + "/f.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = -1;
+  const std::string content = patterned_file(dir, 200 * 1024, 241, &fd);
   ASSERT_GE(fd, 0);
-  on_request = [&](Stream& stream) {
-    http::ResponseWriter::Context context;
-    context.stream = &stream;
-    http::ResponseWriter writer(context);
-    // The middle of the file, as a range would send it.
-    net::FileRegion region;
-    region.fd = fd;
-    region.offset = 1000;
-    region.length = 150000;
-    writer.start(206).file(std::move(region));
-  };
+  // The middle of the file, as a range would send it.
+  on_request = [&](Stream& stream) { respond_with_file(stream, 206, fd, 1000, 150000); };
   const int32_t id = client.get("/f.bin");
   ASSERT_TRUE(exchange());
   ::close(fd);
@@ -442,20 +454,10 @@ TEST_F(SessionTest, AFileAloneOnItsConnectionIsReadAStepAtATime) {
   // One preadv fills the frames of a step, not a pread each: 256 KiB in
   // steps of 64 KiB is five or six reads, not sixteen.
   tern::testing::TempDir dir;
-  std::string content(256 * 1024, '\0');
-  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % 233);
-  ASSERT_TRUE(dir.write("f.bin", content));
-  const int fd = ::open((dir.path() + "/f.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = -1;
+  const std::string content = patterned_file(dir, 256 * 1024, 233, &fd);
   ASSERT_GE(fd, 0);
-  on_request = [&](Stream& stream) {
-    http::ResponseWriter::Context context;
-    context.stream = &stream;
-    http::ResponseWriter writer(context);
-    net::FileRegion region;
-    region.fd = fd;
-    region.length = content.size();
-    writer.start(200).file(std::move(region));
-  };
+  on_request = [&](Stream& stream) { respond_with_file(stream, 200, fd, 0, content.size()); };
   // Windows as wide as the file, so that they are not what cuts a step.
   const nghttp2_settings_entry window{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20};
   ASSERT_EQ(nghttp2_submit_settings(client.session(), NGHTTP2_FLAG_NONE, &window, 1), 0);
@@ -486,22 +488,13 @@ TEST_F(SessionTest, AFileCutShortResetsItsStreamAndTheOthersGoOn) {
   // what was framed is the file's own bytes, then RST_STREAM
   // INTERNAL_ERROR; no frame of made-up bytes, and the connection serves on.
   tern::testing::TempDir dir;
-  std::string content(200 * 1024, '\0');
-  for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i % 239);
-  ASSERT_TRUE(dir.write("f.bin", content));
-  const std::string path = dir.path() + "/f.bin";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = -1;
+  const std::string content = patterned_file(dir, 200 * 1024, 239, &fd);
   ASSERT_GE(fd, 0);
   on_request = [&](Stream& stream) {
     if (stream.request().path() != "/f.bin") return respond(stream, 200, "other");
-    http::ResponseWriter::Context context;
-    context.stream = &stream;
-    http::ResponseWriter writer(context);
-    net::FileRegion region;
-    region.fd = fd;
-    region.length = content.size();
-    writer.start(200).file(std::move(region));
-    ASSERT_EQ(::truncate(path.c_str(), 40000), 0);
+    respond_with_file(stream, 200, fd, 0, content.size());
+    ASSERT_EQ(::truncate((dir.path() + "/f.bin").c_str(), 40000), 0);
   };
   const int32_t cut = client.get("/f.bin");
   ASSERT_TRUE(exchange());
