@@ -32,6 +32,31 @@ struct HeadStart {
   std::string_view http1_ok_head;
 };
 
+// What keeps a body's bytes valid (a cached file), referred to for the
+// length of one call rather than shared: only a stream that queues the
+// bytes past the call (HTTP/2's) takes a reference, so HTTP/1, which copies
+// them at once, pays no reference count for it.
+class BodyOwner {
+ public:
+  BodyOwner() = default;
+  template <class T>
+  BodyOwner(const std::shared_ptr<T>& owner)  // NOLINT(google-explicit-constructor): given as the pointer is
+      : owner_(owner ? &owner : nullptr), share_(&share_as<T>) {}
+
+  explicit operator bool() const { return owner_ != nullptr; }
+  // A reference of one's own, to keep past the call.
+  std::shared_ptr<const void> share() const { return owner_ == nullptr ? nullptr : share_(owner_); }
+
+ private:
+  template <class T>
+  static std::shared_ptr<const void> share_as(const void* owner) {
+    return *static_cast<const std::shared_ptr<T>*>(owner);
+  }
+
+  const void* owner_ = nullptr;
+  std::shared_ptr<const void> (*share_)(const void*) = nullptr;
+};
+
 // How a response's body is delimited, as the writer knows it when the
 // head ends.
 struct ResponseFraming {
@@ -60,7 +85,7 @@ class ResponseStream {
   virtual void data(std::string_view bytes) = 0;
   // The same for bytes that stay valid while `owner` is held (a cached
   // file's): a stream that queues the body may keep them, not a copy.
-  virtual void kept_data(std::string_view bytes, const std::shared_ptr<const void>& owner) = 0;
+  virtual void kept_data(std::string_view bytes, const BodyOwner& owner) = 0;
   // A file region of the body; `region.keep_alive` holds the open file.
   virtual void file(net::FileRegion region) = 0;
   // The body is complete (every response ends with it).

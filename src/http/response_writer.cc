@@ -67,15 +67,15 @@ void ResponseWriter::end_head(ResponseFraming::Kind kind, uint64_t content_lengt
   ctx_.keep_alive = ctx_.stream->end_head(framing);
 }
 
-void ResponseWriter::body(std::string_view data) { body(data, nullptr); }
+void ResponseWriter::body(std::string_view data) { body(data, BodyOwner{}); }
 
-void ResponseWriter::body(std::string_view data, const std::shared_ptr<const void>& owner) {
+void ResponseWriter::body(std::string_view data, const BodyOwner& owner) {
   TERN_CHECK(started() && !finished_);
   if (compressing() && !body_coded_) return body_coded(data);
   finished_ = true;
   end_head(ResponseFraming::Kind::kLength, data.size());
   if (status_has_body(status_) && !ctx_.head_only && !data.empty()) {
-    if (owner == nullptr) {
+    if (!owner) {
       ctx_.stream->data(data);
     } else {
       ctx_.stream->kept_data(data, owner);

@@ -79,7 +79,7 @@ class ResponseWriter {
   void body(std::string_view data);
   // A body that stays valid while `owner` is held (a cached file's bytes):
   // a stream that queues it (HTTP/2) keeps a reference, not a copy.
-  void body(std::string_view data, const std::shared_ptr<const void>& owner);
+  void body(std::string_view data, const BodyOwner& owner);
   void file(net::FileRegion region);
   void end();
   void begin_stream();
@@ -115,7 +115,7 @@ class ResponseWriter {
   Coding compress_for(std::string_view content_type, std::optional<uint64_t> length);
   // The body, already in the coding compress_for() chose (a cached copy,
   // valid while `owner` is held when one is given).
-  void coded_body(std::string_view coded, const std::shared_ptr<const void>& owner = nullptr) {
+  void coded_body(std::string_view coded, const BodyOwner& owner = {}) {
     body_coded_ = true;
     body(coded, owner);
   }

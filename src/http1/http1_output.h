@@ -37,7 +37,7 @@ class Http1Output final : public ResponseStream {
   bool end_head(const ResponseFraming& framing) override;
   void data(std::string_view bytes) override;
   // Copied as data() is: the head and a small body leave in one write.
-  void kept_data(std::string_view bytes, const std::shared_ptr<const void>&) override { data(bytes); }
+  void kept_data(std::string_view bytes, const BodyOwner& /*owner*/) override { data(bytes); }
   void file(net::FileRegion region) override;
   void end() override;
 

@@ -182,11 +182,11 @@ void Stream::data(std::string_view bytes) {
 }
 
 // Queued as a region of memory: the bytes are copied once, into a frame.
-void Stream::kept_data(std::string_view bytes, const std::shared_ptr<const void>& owner) {
+void Stream::kept_data(std::string_view bytes, const http::BodyOwner& owner) {
   net::FileRegion region;
   region.memory = bytes.data();
   region.length = bytes.size();
-  region.keep_alive = owner;
+  region.keep_alive = owner.share();
   file(std::move(region));
 }
 

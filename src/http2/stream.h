@@ -109,7 +109,7 @@ class Stream final : public http::ResponseStream {
   void fields(const http::FieldBlock& block) override;
   bool end_head(const http::ResponseFraming& framing) override;
   void data(std::string_view bytes) override;
-  void kept_data(std::string_view bytes, const std::shared_ptr<const void>& owner) override;
+  void kept_data(std::string_view bytes, const http::BodyOwner& owner) override;
   void file(net::FileRegion region) override;
   void end() override;
 

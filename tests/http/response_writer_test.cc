@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "http/status.h"
@@ -90,6 +91,19 @@ TEST(ResponseWriterHeadStart, IsTheStatusLineThenServerThenDate) {
   EXPECT_EQ(b.view(), "HTTP/1.1 404 Gone Fishing\r\n");
 }
 
+TEST(BodyOwner, RefersToItsPointerAndSharesOnlyWhenAsked) {
+  const auto file = std::make_shared<const std::string>("cached bytes");
+  const BodyOwner owner(file);
+  EXPECT_TRUE(owner);
+  EXPECT_EQ(file.use_count(), 1) << "referred to, not shared";
+  std::shared_ptr<const void> kept = owner.share();
+  EXPECT_EQ(file.use_count(), 2);
+  EXPECT_EQ(kept.get(), file.get());
+  EXPECT_FALSE(BodyOwner());
+  EXPECT_FALSE(BodyOwner(std::shared_ptr<int>()));
+  EXPECT_EQ(BodyOwner().share(), nullptr);
+}
+
 TEST(FieldBlock, KeepsHttp1TextAndEachFieldsPlace) {
   FieldBlock block;
   EXPECT_TRUE(block.empty());
@@ -124,6 +138,15 @@ TEST_F(ResponseWriterTest, OkHeadIsCopiedForA200AndOnlyThere) {
   s = respond(ctx, [](ResponseWriter& w) { w.start(404).body("x"); }, &o);
   EXPECT_TRUE(s.head.starts_with("HTTP/1.1 404 Not Found\r\nServer: tern\r\n")) << s.head;
   EXPECT_FALSE(s.has("X-Cached")) << s.head;
+}
+
+TEST_F(ResponseWriterTest, AKeptBodyIsCopiedOutOverHttp1AndItsOwnerLeftAlone) {
+  auto file = std::make_shared<std::string>("the cached file");
+  Outcome o;
+  const Sent s = respond(http11(), [&](ResponseWriter& w) { w.start(200).body(*file, file); }, &o);
+  EXPECT_TRUE(s.has("Content-Length: 15\r\n")) << s.head;
+  EXPECT_EQ(s.body, "the cached file");
+  EXPECT_EQ(file.use_count(), 1) << "HTTP/1 copies the bytes: it keeps no reference";
 }
 
 TEST_F(ResponseWriterTest, SizedStreamIsSentWithContentLengthAndNoChunking) {
