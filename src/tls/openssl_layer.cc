@@ -267,7 +267,10 @@ net::SecureLayer::Status OpenSslLayer::handshake(net::Buffer& to_send) {
 net::SecureLayer::Status OpenSslLayer::send(const char* data, size_t n, net::Buffer& to_send) {
   if (n == 0) return Status::kOk;
   Lend lend(&in_, nullptr, &out_, &to_send);
-  ERR_clear_error();
+  // The queue is empty unless something left an error behind: clearing
+  // it whole costs OpenSSL 3 more than a small record's encryption does
+  // (about 840 instructions), looking costs little.
+  if (ERR_peek_error() != 0) ERR_clear_error();
   const int written = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(n, INT_MAX)));
   if (written <= 0 || static_cast<size_t>(written) != n) return failed("write", to_send);
   return Status::kOk;
