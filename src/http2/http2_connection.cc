@@ -11,6 +11,7 @@
 #include "http/handler.h"
 #include "net/buffer.h"
 #include "net/event_loop.h"
+#include "net/loop_local.h"
 #include "net/tcp_connection.h"
 
 namespace tern::http2 {
@@ -93,7 +94,7 @@ void Http2Connection::Task::abort_exchange() {
 // ---- Http2Connection ----
 
 Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn,
-                                 const SessionLimits& limits)
+                                 const SessionLimits& limits, std::shared_ptr<StreamSpares> spares)
     : HttpConnection(/*http1=*/false),
       shared_(shared),
       conn_(conn),
@@ -105,7 +106,8 @@ Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnect
                                              bool last) { on_body(stream, piece, last); },
                            .on_drained = [this](Stream& stream) { on_drained(stream); },
                            .on_close = [this](Stream& stream) { on_stream_close(stream); },
-                       }),
+                       },
+               std::move(spares)),
       last_active_(conn->loop()->clock().now()) {
   timeout_.arm(on_timer());
 }
@@ -437,11 +439,17 @@ void Http2Connection::on_stream_close(Stream& stream) {
 }
 
 http::Protocol http2_protocol(SessionLimits limits) {
-  auto make = [limits](const http::HttpShared* shared,
-                       net::TcpConnection* conn) -> std::unique_ptr<http::HttpConnection> {
+  // One StreamSpares per loop, made by the first connection there; each
+  // session holds it too, so that it outlives them whatever order the
+  // server lets go of its parts in.
+  auto spares = std::make_shared<net::LoopLocal<std::shared_ptr<StreamSpares>>>();
+  auto make = [limits, spares](const http::HttpShared* shared,
+                               net::TcpConnection* conn) -> std::unique_ptr<http::HttpConnection> {
     SessionLimits mine = limits;
     mine.parser = shared->limits->parser;
-    return std::make_unique<Http2Connection>(shared, conn, mine);
+    std::shared_ptr<StreamSpares>* loop_spares = spares->get(conn->loop());
+    if (loop_spares == nullptr) loop_spares = &spares->emplace(conn->loop(), std::make_shared<StreamSpares>());
+    return std::make_unique<Http2Connection>(shared, conn, mine, *loop_spares);
   };
   return {std::move(make), kClientPreface};
 }

@@ -37,7 +37,10 @@ namespace tern::http2 {
 
 class Http2Connection final : public http::HttpConnection {
  public:
-  Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn, const SessionLimits& limits);
+  // `spares`: the loop's closed streams for the next ones (one of its own
+  // when none is given).
+  Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn, const SessionLimits& limits,
+                  std::shared_ptr<StreamSpares> spares = nullptr);
   ~Http2Connection() override;
 
   void on_message(net::Buffer& input) override;

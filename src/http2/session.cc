@@ -40,7 +40,7 @@ bool is_control(const FrameHeader& h) {
 
 }  // namespace
 
-Session::Session(const SessionLimits& limits, Callbacks callbacks)
+Session::Session(const SessionLimits& limits, Callbacks callbacks, std::shared_ptr<StreamSpares> spares)
     : limits_(limits),
       callbacks_(std::move(callbacks)),
       decoder_(HpackDecoder::Settings{
@@ -50,7 +50,8 @@ Session::Session(const SessionLimits& limits, Callbacks callbacks)
       }),
       recv_window_(std::max<int64_t>(limits.connection_window, kDefaultInitialWindowSize)),
       control_tokens_(limits.control_burst),
-      control_filled_(std::chrono::steady_clock::now()) {
+      control_filled_(std::chrono::steady_clock::now()),
+      spares_(spares != nullptr ? std::move(spares) : std::make_shared<StreamSpares>()) {
   greet();
 }
 
@@ -448,9 +449,6 @@ size_t Session::queued_bytes() const {
 }
 
 void Session::release_spares() {
-  std::vector<std::unique_ptr<Stream>>().swap(spare_streams_);
-  std::vector<std::unique_ptr<StreamRequest>>().swap(spare_requests_);
-  std::vector<Head>().swap(spare_heads_);
   if (streams_.empty()) {
     std::vector<std::unique_ptr<Stream>>().swap(streams_);
     std::vector<uint32_t>().swap(stream_ids_);

@@ -85,6 +85,22 @@ struct SessionLimits {
   uint32_t control_rate = 100;
 };
 
+// Closed streams kept for the next ones (their strings and tables keep
+// their room), requests let go of (Stream::release_request), and the room
+// of heads that went out. The sessions of a loop share one
+// (http2_protocol): the next stream of any connection takes the one closed
+// last, still in the CPU's cache, where spares kept per connection were
+// cold by the time a hundred other connections had had their turn (h2c,
+// 100 connections x 10 streams: 33 first-level cache misses a request
+// down to 18, callgrind's cache model). Loop thread only.
+struct StreamSpares {
+  static constexpr size_t kStreams = 64;  // and as many requests
+  static constexpr size_t kHeads = 16;    // heads go out one at a time
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<std::unique_ptr<StreamRequest>> requests;
+  std::vector<Head> heads;
+};
+
 class Session {
  public:
   struct Callbacks {
@@ -99,7 +115,8 @@ class Session {
     std::function<void(Stream&)> on_close;
   };
 
-  Session(const SessionLimits& limits, Callbacks callbacks);
+  // `spares`: the loop's (a session of its own when none is given).
+  Session(const SessionLimits& limits, Callbacks callbacks, std::shared_ptr<StreamSpares> spares = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -128,8 +145,7 @@ class Session {
   uint64_t data_received() const { return data_received_; }
   // Response bytes queued by all streams and not yet framed.
   size_t queued_bytes() const;
-  // Lets go of the room kept for the next streams and frames (an idle
-  // connection).
+  // Lets go of the room kept for the next frames (an idle connection).
   void release_spares();
 
  private:
@@ -270,16 +286,6 @@ class Session {
   // ids finds as fast as a hash would, without a node per stream.
   std::vector<std::unique_ptr<Stream>> streams_;
   std::vector<uint32_t> stream_ids_;
-  // Closed streams kept for the next ones (their strings keep their room),
-  // as many as a busy client keeps open at once; all go when the
-  // connection is idle (release_spares).
-  static constexpr size_t kSpareStreams = 16;
-  std::vector<std::unique_ptr<Stream>> spare_streams_;
-  // Requests let go of (Stream::release_request) kept for the next streams,
-  // as many: their strings and field table keep their room.
-  std::vector<std::unique_ptr<StreamRequest>> spare_requests_;
-  static constexpr size_t kSpareHeads = 4;
-  std::vector<Head> spare_heads_;
   std::string error_;
 
   // Input: the bytes of a frame not yet whole, and where the connection is.
@@ -341,6 +347,7 @@ class Session {
   // The control frame budget (a token bucket) and when it was last filled.
   double control_tokens_;
   std::chrono::steady_clock::time_point control_filled_;
+  std::shared_ptr<StreamSpares> spares_;  // the loop's
 };
 
 }  // namespace tern::http2

@@ -305,10 +305,10 @@ void Session::start_waiting() {
 // one (heads are built one at a time: one or two suffice), unless a large
 // head made it large; a stream that waits on its client holds none.
 void Session::lend_back(Head& head) {
-  if (head.bytes.capacity() <= 2 * Stream::kHeadRoom && spare_heads_.size() < kSpareHeads) {
+  if (head.bytes.capacity() <= 2 * Stream::kHeadRoom && spares_->heads.size() < StreamSpares::kHeads) {
     head.bytes.retrieve_all();
     head.fields.clear();
-    spare_heads_.push_back(std::move(head));
+    spares_->heads.push_back(std::move(head));
   }
   head = Head{};
 }

@@ -30,12 +30,12 @@ Stream* Session::find(uint32_t id) const {
 
 Stream* Session::open_stream(uint32_t id) {
   std::unique_ptr<Stream> stream;
-  if (spare_streams_.empty()) {
+  if (spares_->streams.empty()) {
     stream.reset(new Stream(this, id));
   } else {
-    stream = std::move(spare_streams_.back());
-    spare_streams_.pop_back();
-    stream->recycle(id);
+    stream = std::move(spares_->streams.back());
+    spares_->streams.pop_back();
+    stream->recycle(this, id);
   }
   stream->send_window_ = peer_initial_window_;
   // Until the client acknowledges our settings it may count on the
@@ -73,7 +73,7 @@ void Session::close_stream(Stream* stream, bool by_us) {
     abandon_head();
   }
   owned->pieces_.clear();  // lets go of its files
-  if (spare_streams_.size() < kSpareStreams) spare_streams_.push_back(std::move(owned));
+  if (spares_->streams.size() < StreamSpares::kStreams) spares_->streams.push_back(std::move(owned));
 }
 
 void Session::reset_stream(uint32_t id, ErrorCode code) {

@@ -62,11 +62,12 @@ const KnownFields kKnownFields;
 
 const KnownField* find_known_field(std::string_view name) { return kKnownFields.find(name); }
 
-void Stream::recycle(uint32_t id) {
+void Stream::recycle(Session* session, uint32_t id) {
+  session_ = session;
   id_ = id;
-  if (req_ == nullptr && !session_->spare_requests_.empty()) {
-    req_ = std::move(session_->spare_requests_.back());
-    session_->spare_requests_.pop_back();
+  if (req_ == nullptr && !session_->spares_->requests.empty()) {
+    req_ = std::move(session_->spares_->requests.back());
+    session_->spares_->requests.pop_back();
   }
   if (req_ == nullptr) {
     req_ = std::make_unique<StreamRequest>();
@@ -113,8 +114,8 @@ StreamRequest::Slice StreamRequest::keep(std::string_view bytes) {
 
 void Stream::release_request() {
   if (req_ == nullptr) return;
-  if (session_->spare_requests_.size() < Session::kSpareStreams) {
-    session_->spare_requests_.push_back(std::move(req_));
+  if (session_->spares_->requests.size() < StreamSpares::kStreams) {
+    session_->spares_->requests.push_back(std::move(req_));
   } else {
     req_.reset();
   }
@@ -123,9 +124,9 @@ void Stream::release_request() {
 void Stream::start_head(int status, std::string_view, const http::HeadStart& start) {
   status_ = status;  // HTTP/2 has no reason phrase (8.3.2)
   if (head_.bytes.capacity() == 0) {
-    if (!session_->spare_heads_.empty()) {
-      head_ = std::move(session_->spare_heads_.back());
-      session_->spare_heads_.pop_back();
+    if (!session_->spares_->heads.empty()) {
+      head_ = std::move(session_->spares_->heads.back());
+      session_->spares_->heads.pop_back();
     } else {
       head_.bytes.ensure_writable(kHeadRoom);
     }

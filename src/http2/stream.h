@@ -139,7 +139,7 @@ class Stream final : public http::ResponseStream {
 
   Stream(Session* session, uint32_t id) : session_(session), id_(id) {}
   // As new for stream `id`, keeping what its buffers hold room for.
-  void recycle(uint32_t id);
+  void recycle(Session* session, uint32_t id);
   // Up to `length` body bytes into `out`; what was copied, or -1 if a file
   // could not be read.
   long fill(char* out, size_t length);

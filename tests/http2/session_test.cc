@@ -53,19 +53,20 @@ class SessionTest : public ::testing::Test {
     callbacks.on_drained = [this](Stream& stream) {
       if (on_drained) on_drained(stream);
     };
-    session_ = std::make_unique<Session>(limits, std::move(callbacks));
+    session_ = std::make_unique<Session>(limits, std::move(callbacks), spares);
   }
 
   // Passes bytes both ways until neither side has more; false if the
   // server refused what it got.
-  bool exchange() {
+  bool exchange() { return exchange(client, *session_); }
+  static bool exchange(H2Client& client, Session& session) {
     for (int turns = 0; turns < 10000; ++turns) {
       const std::string to_server = client.output();
       // As the connection does: what the session says goes out, its
       // GOAWAY after a refusal too.
-      const bool ok = to_server.empty() || session_->receive(to_server);
+      const bool ok = to_server.empty() || session.receive(to_server);
       net::Buffer out;
-      session_->send(out);
+      session.send(out);
       if (out.readable_bytes() > 0) client.input(out.view());
       if (!ok) return false;
       if (to_server.empty() && out.readable_bytes() == 0) return true;
@@ -85,6 +86,7 @@ class SessionTest : public ::testing::Test {
   }
 
   SessionLimits limits;
+  std::shared_ptr<StreamSpares> spares;  // the session's own unless set
   H2Client client;
   std::unique_ptr<Session> session_;
   std::vector<std::string> requests;
@@ -611,6 +613,45 @@ TEST_F(SessionTest, ManyStreamsAtOnceAreEachAnswered) {
   }
   EXPECT_EQ(closed.size(), 100u);
   EXPECT_EQ(session_->open_streams(), 0u);
+}
+
+// The sessions of a loop share the streams they closed: one that a session
+// closed (and that session gone) serves another session's request as that
+// session's own, its request and head made new; no more than
+// StreamSpares::kStreams wait.
+TEST_F(SessionTest, TheStreamsASessionClosedServeTheNextSessionOfItsLoop) {
+  spares = std::make_shared<StreamSpares>();
+  make();
+  on_request = [&](Stream& stream) { respond(stream, 200, std::string(stream.request().path())); };
+  for (int i = 0; i < 100; ++i) client.request({{":method", "GET"}, {":scheme", "https"}, {":authority", "a.test"},
+                                                {":path", "/first/" + std::to_string(i)}, {"x-first", "1"}});
+  ASSERT_TRUE(exchange());
+  ASSERT_EQ(spares->streams.size(), StreamSpares::kStreams);
+  const Stream* next = spares->streams.back().get();
+  session_.reset();
+
+  Session::Callbacks callbacks;
+  std::vector<const Stream*> served;
+  callbacks.on_request = [&](Stream& stream) {
+    served.push_back(&stream);
+    EXPECT_EQ(stream.request().header("x-first"), "");
+    EXPECT_EQ(stream.request().host(), "b.test");
+    respond(stream, 200, std::string(stream.request().path()));
+  };
+  callbacks.on_body = [](Stream&, std::string_view, bool) {};
+  callbacks.on_drained = [](Stream&) {};
+  callbacks.on_close = [](Stream&) {};
+  Session second(limits, std::move(callbacks), spares);
+  H2Client second_client;
+  const int32_t id = second_client.request({{":method", "GET"}, {":scheme", "https"}, {":authority", "b.test"},
+                                            {":path", "/second"}});
+  ASSERT_TRUE(exchange(second_client, second));
+  ASSERT_EQ(served.size(), 1u);
+  EXPECT_EQ(served[0], next);
+  EXPECT_EQ(second_client.seen[id].fields.at(":status"), "200");
+  EXPECT_EQ(second_client.seen[id].body, "/second");
+  EXPECT_TRUE(second_client.seen[id].closed);
+  EXPECT_EQ(spares->streams.size(), StreamSpares::kStreams);
 }
 
 TEST_F(SessionTest, AHeadTheParserRefusesIsAnsweredWithItsStatusAndNeverSeen) {
