@@ -55,7 +55,7 @@ class Http2Connection::Task final : public http::ExchangeTransport {
     wait_drain_ = false;
   }
 
-  Http2Connection* const owner_;
+  Http2Connection* owner_;
   Stream* stream_;  // null once the stream closed
   http::Route route;
   http::Dispatch dispatch;
@@ -91,14 +91,22 @@ void Http2Connection::Task::abort_exchange() {
   owner_->flush();
 }
 
+struct Http2Connection::LoopSpares {
+  static constexpr size_t kTasks = StreamSpares::kStreams;
+  std::shared_ptr<StreamSpares> streams = std::make_shared<StreamSpares>();
+  // Tasks retired whole (their strings keep their room).
+  std::vector<std::shared_ptr<Task>> tasks;
+};
+
 // ---- Http2Connection ----
 
 Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn,
-                                 const SessionLimits& limits, std::shared_ptr<StreamSpares> spares)
+                                 const SessionLimits& limits, std::shared_ptr<LoopSpares> spares)
     : HttpConnection(/*http1=*/false),
       shared_(shared),
       conn_(conn),
       timeout_(&Http2Connection::timed_out, this),
+      spares_(spares != nullptr ? std::move(spares) : std::make_shared<LoopSpares>()),
       tasks_(),
       session_(limits, Session::Callbacks{
                            .on_request = [this](Stream& stream) { on_request(stream); },
@@ -107,7 +115,7 @@ Http2Connection::Http2Connection(const http::HttpShared* shared, net::TcpConnect
                            .on_drained = [this](Stream& stream) { on_drained(stream); },
                            .on_close = [this](Stream& stream) { on_stream_close(stream); },
                        },
-               std::move(spares)),
+               spares_->streams),
       last_active_(conn->loop()->clock().now()) {
   timeout_.arm(on_timer());
 }
@@ -157,10 +165,10 @@ void Http2Connection::leave_entry() {
   in_entry_ = false;
   // Tasks nothing else holds any more are kept for the next streams.
   for (std::shared_ptr<Task>& task : retired_) {
-    if (spare_tasks_.size() >= kSpareTasks) break;
+    if (spares_->tasks.size() >= LoopSpares::kTasks) break;
     if (task.use_count() != 1 || task->exchange.active()) continue;
     task->recycle();
-    spare_tasks_.push_back(std::move(task));
+    spares_->tasks.push_back(std::move(task));
   }
   retired_.clear();
   // No more room kept than the next read is likely to need.
@@ -224,7 +232,6 @@ std::chrono::milliseconds Http2Connection::on_timer() {
     send_stall_since_.reset();
     body_stall_since_.reset();
     session_.release_spares();
-    std::vector<std::shared_ptr<Task>>().swap(spare_tasks_);
     // Keep-alive: no stream for the whole time (PINGs do not count) ends
     // the connection gracefully (GOAWAY).
     const auto idle = std::chrono::duration_cast<milliseconds>(now - last_active_);
@@ -323,11 +330,12 @@ http::ResponseWriter::Context Http2Connection::writer_context(Stream& stream) co
 void Http2Connection::on_request(Stream& stream) {
   last_active_ = conn_->loop()->clock().now();
   std::shared_ptr<Task> made;
-  if (spare_tasks_.empty()) {
+  if (spares_->tasks.empty()) {
     made = std::make_shared<Task>(this, &stream);
   } else {
-    made = std::move(spare_tasks_.back());
-    spare_tasks_.pop_back();
+    made = std::move(spares_->tasks.back());
+    spares_->tasks.pop_back();
+    made->owner_ = this;
     made->stream_ = &stream;
   }
   Task& task = *made;
@@ -439,16 +447,18 @@ void Http2Connection::on_stream_close(Stream& stream) {
 }
 
 http::Protocol http2_protocol(SessionLimits limits) {
-  // One StreamSpares per loop, made by the first connection there; each
-  // session holds it too, so that it outlives them whatever order the
+  // One LoopSpares per loop, made by the first connection there; each
+  // connection holds it too, so that it outlives them whatever order the
   // server lets go of its parts in.
-  auto spares = std::make_shared<net::LoopLocal<std::shared_ptr<StreamSpares>>>();
+  auto spares = std::make_shared<net::LoopLocal<std::shared_ptr<Http2Connection::LoopSpares>>>();
   auto make = [limits, spares](const http::HttpShared* shared,
                                net::TcpConnection* conn) -> std::unique_ptr<http::HttpConnection> {
     SessionLimits mine = limits;
     mine.parser = shared->limits->parser;
-    std::shared_ptr<StreamSpares>* loop_spares = spares->get(conn->loop());
-    if (loop_spares == nullptr) loop_spares = &spares->emplace(conn->loop(), std::make_shared<StreamSpares>());
+    std::shared_ptr<Http2Connection::LoopSpares>* loop_spares = spares->get(conn->loop());
+    if (loop_spares == nullptr) {
+      loop_spares = &spares->emplace(conn->loop(), std::make_shared<Http2Connection::LoopSpares>());
+    }
     return std::make_unique<Http2Connection>(shared, conn, mine, *loop_spares);
   };
   return {std::move(make), kClientPreface};

@@ -37,10 +37,13 @@ namespace tern::http2 {
 
 class Http2Connection final : public http::HttpConnection {
  public:
-  // `spares`: the loop's closed streams for the next ones (one of its own
-  // when none is given).
+  // What the HTTP/2 connections of a loop share (http2_protocol makes one
+  // per loop): the streams they closed and the tasks they finished, kept
+  // for the next ones of any of them, the last one first, still in cache.
+  struct LoopSpares;
+  // `spares`: the loop's (a connection of its own when none is given).
   Http2Connection(const http::HttpShared* shared, net::TcpConnection* conn, const SessionLimits& limits,
-                  std::shared_ptr<StreamSpares> spares = nullptr);
+                  std::shared_ptr<LoopSpares> spares = nullptr);
   ~Http2Connection() override;
 
   void on_message(net::Buffer& input) override;
@@ -109,10 +112,8 @@ class Http2Connection final : public http::HttpConnection {
    private:
     std::vector<Entry> entries_;
   };
-  // Tasks retired whole, kept for the next streams (their strings keep
-  // their room): as many as a busy client keeps open at once.
-  static constexpr size_t kSpareTasks = 16;
-  std::vector<std::shared_ptr<Task>> spare_tasks_;
+  // The loop's closed streams and finished tasks, for the next ones.
+  std::shared_ptr<LoopSpares> spares_;
   // Before the session, which ends its streams (on_stream_close) as it goes.
   Tasks tasks_;
   Session session_;
