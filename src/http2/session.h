@@ -91,8 +91,9 @@ struct SessionLimits {
 // (http2_protocol): the next stream of any connection takes the one closed
 // last, still in the CPU's cache, where spares kept per connection were
 // cold by the time a hundred other connections had had their turn (h2c,
-// 100 connections x 10 streams: 33 first-level cache misses a request
-// down to 18, callgrind's cache model). Loop thread only.
+// 100 connections x 10 streams, with the tasks kept the same way: 48.5
+// first-level data cache misses a request down to 29.8,
+// `bench/instructions --cache`). Loop thread only.
 struct StreamSpares {
   static constexpr size_t kStreams = 64;  // and as many requests
   static constexpr size_t kHeads = 16;    // heads go out one at a time
