@@ -24,10 +24,10 @@ struct Fixture {
     int fds[2];
     ::socketpair(AF_UNIX, SOCK_STREAM, 0, fds);
     peer = net::Socket(fds[1]);
-    conn = loop.connections().open(net::Socket(fds[0]), net::InetAddress(), &callbacks, this,
+    conn = loop.connections().open(net::Socket(fds[0]), net::InetAddress(), &callbacks,
                                    net::TriggerMode::kLevel);
   }
-  ~Fixture() { loop.connections().close_all(this); }
+  ~Fixture() { loop.connections().close_all(&callbacks); }
 
   net::EventLoop loop;
   net::ConnectionCallbacks callbacks;

@@ -15,8 +15,8 @@ ConnectionTable::ConnectionTable(EventLoop* loop) : loop_(loop) {}
 ConnectionTable::~ConnectionTable() = default;
 
 TcpConnection* ConnectionTable::open(Socket socket, const InetAddress& peer,
-                                     const ConnectionCallbacks* callbacks, const void* owner,
-                                     TriggerMode trigger, bool accepted) {
+                                     const ConnectionCallbacks* callbacks, TriggerMode trigger,
+                                     bool accepted) {
   loop_->assert_in_loop_thread();
   uint32_t slot;
   if (!free_.empty()) {
@@ -29,7 +29,7 @@ TcpConnection* ConnectionTable::open(Socket socket, const InetAddress& peer,
   }
   auto& object = slots_[slot];
   if (!object) object = std::make_unique<TcpConnection>(loop_, slot);
-  object->open(std::move(socket), peer, callbacks, owner, trigger);
+  object->open(std::move(socket), peer, callbacks, trigger);
   object->accepted_ = accepted;
   peak_ = std::max(peak_, ++live_);
   if (accepted) loop_->load().connections.fetch_add(1, std::memory_order_relaxed);
@@ -49,10 +49,10 @@ TcpConnection* ConnectionTable::find(ConnectionId id) {
   return conn;
 }
 
-void ConnectionTable::close_all(const void* owner) {
+void ConnectionTable::close_all(const ConnectionCallbacks* callbacks) {
   loop_->assert_in_loop_thread();
   for (auto& conn : slots_) {
-    if (conn && conn->owner() == owner) conn->handle_close();
+    if (conn && conn->state_ != TcpConnection::State::kIdle && conn->callbacks_ == callbacks) conn->handle_close();
   }
 }
 

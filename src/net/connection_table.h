@@ -48,12 +48,12 @@ class ConnectionTable {
   ConnectionTable& operator=(const ConnectionTable&) = delete;
 
   // Wraps a connected socket. Call establish() on the result to start I/O.
-  // `owner` tags the connection for close_all (a TcpServer, a TcpClient).
+  // `callbacks`, which its owner (a TcpServer, a TcpClient) keeps, also
+  // tags the connection as that owner's, for close_all.
   // Accepted connections count in the loop's load (LoopLoad::connections);
   // outgoing ones (to an upstream) do not.
   TcpConnection* open(Socket socket, const InetAddress& peer,
-                      const ConnectionCallbacks* callbacks, const void* owner,
-                      TriggerMode trigger, bool accepted = true);
+                      const ConnectionCallbacks* callbacks, TriggerMode trigger, bool accepted = true);
   // Registers the connection with the poller and runs on_connection. With
   // input_waiting (a deferred accept) it reads first and registers only a
   // connection that is still open after that read.
@@ -62,9 +62,9 @@ class ConnectionTable {
   // nullptr if the connection has closed (or the id is from another loop).
   TcpConnection* find(ConnectionId id);
 
-  // Closes every live connection tagged with `owner` now, running their close
-  // callbacks before returning (owners call this as they are destroyed).
-  void close_all(const void* owner);
+  // Closes every live connection opened with `callbacks` now, running their
+  // close callbacks before returning (owners call this as they are destroyed).
+  void close_all(const ConnectionCallbacks* callbacks);
 
   size_t live() const { return live_; }
 

@@ -24,7 +24,7 @@ TcpClient::~TcpClient() {
   wanted_ = false;
   connector_.stop();
   // Close now, while our callbacks still exist.
-  loop_->connections().close_all(this);
+  loop_->connections().close_all(&callbacks_);
 }
 
 void TcpClient::connect() {
@@ -62,7 +62,7 @@ void TcpClient::on_connected(Socket socket) {
     if (failed_cb_) failed_cb_(Error{ENOMEM, "TLS handshake"}, false);
     return;  // the Socket closes
   }
-  TcpConnection* conn = table.open(std::move(socket), peer, &callbacks_, this, options_.trigger,
+  TcpConnection* conn = table.open(std::move(socket), peer, &callbacks_, options_.trigger,
                                    /*accepted=*/false);
   connection_ = conn->id();
   ++connect_count_;

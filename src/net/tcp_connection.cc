@@ -40,6 +40,7 @@ TcpConnection::~TcpConnection() {
   // Only the loop's ConnectionTable destroys connections, on the loop thread,
   // either pooled ones or, at loop shutdown, live ones (without callbacks).
   if (secure_) secure_->timer.cancel();
+  if (proxy_) proxy_->timer.cancel();
   if (state_ != State::kIdle && state_ != State::kDisconnected) {
     if (idle_timer_) idle_timer_->cancel();
     abandon_send();
@@ -48,15 +49,13 @@ TcpConnection::~TcpConnection() {
 }
 
 void TcpConnection::open(Socket socket, const InetAddress& peer,
-                         const ConnectionCallbacks* callbacks, const void* owner,
-                         TriggerMode trigger) {
+                         const ConnectionCallbacks* callbacks, TriggerMode trigger) {
   TERN_DCHECK(state_ == State::kIdle);
   socket_ = std::move(socket);
   channel_.reset(socket_.fd());
   local_known_ = false;
   peer_ = peer;
   callbacks_ = callbacks;
-  owner_ = owner;
   trigger_ = trigger;
   high_water_mark_ = static_cast<uint32_t>(std::min<size_t>(callbacks->high_water_mark, UINT32_MAX));
   state_ = State::kConnected;
@@ -78,6 +77,13 @@ void TcpConnection::establish(bool input_waiting) {
   loop()->assert_in_loop_thread();
   TERN_CHECK(state_ == State::kConnected);
   reading_ = true;
+  if (awaiting_proxy_header_) {
+    // Announced once the header is read (proxy_header_read), which may be
+    // in this first read.
+    if (input_waiting) proxy_read();
+    if (!disconnected() && !close_scheduled_) register_channel();
+    return;
+  }
   if (secure_ && secure_->client) {
     // A TLS client speaks first; on_connection waits for the handshake.
     register_channel();
@@ -133,9 +139,13 @@ void TcpConnection::recycle() {
     loop()->buffers().drain(secure_->out);
     secure_.reset();
   }
+  if (proxy_) {
+    proxy_->timer.cancel();
+    proxy_.reset();
+  }
+  awaiting_proxy_header_ = false;
   context_.reset();
   callbacks_ = nullptr;
-  owner_ = nullptr;
   reading_ = peer_closed_ = close_scheduled_ = close_after_write_ = write_complete_asked_ = false;
   received_while_paused_ = eof_waiting_ = send_in_flight_ = send_scheduled_ = false;
   write_yielded_ = false;  // its posted turn finds the old generation gone
@@ -248,6 +258,7 @@ void TcpConnection::note_activity(uint64_t bytes) {
 }
 
 void TcpConnection::handle_read() {
+  if (awaiting_proxy_header_) [[unlikely]] return proxy_read();
   if (secure_) return secure_read();
   // Level-triggered: one read per event, the loop comes back if more is
   // waiting. Edge-triggered: read until the socket is drained or the
@@ -280,6 +291,11 @@ void TcpConnection::handle_received(const char* data, ssize_t n) {
   if (n < 0) return fail(static_cast<int>(-n), "recv");
   if (n == 0) return handle_peer_eof();
   count_received(static_cast<uint64_t>(n));
+  if (awaiting_proxy_header_) [[unlikely]] {
+    loop()->buffers().fill(input_);
+    input_.append(data, static_cast<size_t>(n));
+    return proxy_input();
+  }
   if (secure_) return secure_received(data, static_cast<size_t>(n));
   loop()->buffers().fill(input_);
   input_.append(data, static_cast<size_t>(n));
@@ -382,7 +398,7 @@ void TcpConnection::handle_close() {
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();
   if (secure_) secure_->timer.cancel();
-  const bool announced = !secure_ || secure_->announced;
+  const bool announced = !awaiting_proxy_header_ && (!secure_ || secure_->announced);
   if (callbacks_->on_connection && announced) callbacks_->on_connection(*this);
   if (callbacks_->on_close) callbacks_->on_close(*this);
   socket_.reset();

@@ -29,6 +29,11 @@
 // is announced to on_connection once it is over; if it never is, the
 // connection closes unannounced and TcpClient reports a failed connect.
 //
+// Relayed: a connection accepted on an address that expects the PROXY
+// protocol (TcpServer::set_proxy_protocol) reads that header first, before
+// any TLS, and is announced once it is read (tcp_connection_proxy.cc);
+// client_address() is then the client it names.
+//
 // Loop thread only, every method.
 #pragma once
 
@@ -44,6 +49,7 @@
 #include "net/channel.h"
 #include "net/inet_address.h"
 #include "net/output_stream.h"
+#include "net/proxy_protocol.h"
 #include "net/secure_layer.h"
 #include "net/socket.h"
 #include "net/timeout.h"
@@ -67,6 +73,12 @@ class TcpConnection final : public OutputStream {
   // The local end; looked up with getsockname() on first use.
   const InetAddress& local_address() const;
   const InetAddress& peer_address() const { return peer_; }
+  // The client: the source a PROXY protocol header named, else the peer.
+  const InetAddress& client_address() const {
+    return proxy_ != nullptr && !proxy_->header.local ? proxy_->header.source : peer_;
+  }
+  // The PROXY protocol header the connection began with; null without one.
+  const ProxyHeader* proxy_header() const { return proxy_ != nullptr ? &proxy_->header : nullptr; }
   // Whether the peer is on this host: a loopback address, or the address
   // it connected to.
   bool peer_is_local() const;
@@ -181,12 +193,11 @@ class TcpConnection final : public OutputStream {
 
   // ConnectionTable's side.
   void open(Socket socket, const InetAddress& peer, const ConnectionCallbacks* callbacks,
-            const void* owner, TriggerMode trigger);
+            TriggerMode trigger);
   // input_waiting: the first bytes are probably there already (deferred
   // accept): read before registering with epoll.
   void establish(bool input_waiting);
   void recycle();
-  const void* owner() const { return owner_; }
 
   static const ChannelHandler kChannelHandler;  // calls the four below
 
@@ -212,6 +223,27 @@ class TcpConnection final : public OutputStream {
   void handle_peer_eof();
   void close_at_round_end();
   void fail(int err, const char* what);
+
+  // A relayed connection's header (tcp_connection_proxy.cc).
+  struct ProxyState {
+    explicit ProxyState(TcpConnection* conn) : timer(&TcpConnection::proxy_timer_fired, conn) {}
+    Timeout timer;  // the header's deadline
+    ProxyHeader header;
+    // TcpServer's accept filter, for the client the header names; may be null.
+    const std::function<bool(const InetAddress&)>* admit = nullptr;
+  };
+
+  // TcpServer's side: before establish(), the connection must begin with a
+  // PROXY protocol header, within options->timeout; `admit` judges the
+  // client it names (both outlive the connection).
+  void expect_proxy_header(const ProxyProtocolOptions* options,
+                           const std::function<bool(const InetAddress&)>* admit);
+  void proxy_read();
+  // The bytes in input_ so far: the header read (and what came after it
+  // handed on), more awaited, or the connection closed.
+  void proxy_input();
+  void proxy_header_read();
+  static void proxy_timer_fired(void* self);
 
   // TcpServer's and TcpClient's side: before establish(), the connection
   // speaks through `layer`, which must be established within
@@ -278,6 +310,7 @@ class TcpConnection final : public OutputStream {
   bool send_scheduled_ : 1 = false;  // submit_send() runs at the end of this round
   bool write_yielded_ : 1 = false;  // flush_output() runs again after the next poll
   bool idle_timer_on_ : 1 = false;  // set_idle_timeout() with a positive time
+  bool awaiting_proxy_header_ : 1 = false;  // see expect_proxy_header()
   mutable bool local_known_ : 1 = false;
   uint32_t generation_ = 0;
   // set_idle_timeout()'s, in milliseconds (up to 49 days).
@@ -286,7 +319,9 @@ class TcpConnection final : public OutputStream {
   uint32_t high_water_mark_ = 0;
   Socket socket_;
   const uint32_t slot_;
-  const ConnectionCallbacks* callbacks_ = nullptr;  // not owned; outlives us
+  // Not owned; outlives us. Its owner's (a TcpServer's, a TcpClient's):
+  // tells whose connection this is (ConnectionTable::close_all).
+  const ConnectionCallbacks* callbacks_ = nullptr;
   std::any context_;
   FileQueue files_;
 
@@ -299,11 +334,11 @@ class TcpConnection final : public OutputStream {
   Buffer output_{0};
   Buffer sending_{0};  // with io_uring: bytes of the send in flight, ahead of output_
 
-  const void* owner_ = nullptr;  // the server or client
   // Made by the first set_idle_timeout() and kept for the pooled object's
   // next lives: connections without one (HTTP has its own) do not carry it.
   std::unique_ptr<Timeout> idle_timer_;
   std::unique_ptr<SecureState> secure_;  // null for a plain connection
+  std::unique_ptr<ProxyState> proxy_;    // null unless relayed
   mutable InetAddress local_;
   InetAddress peer_;
 };

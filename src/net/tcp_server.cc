@@ -108,26 +108,52 @@ void TcpServer::set_secure_context(const InetAddress& address, std::shared_ptr<S
   secure_contexts_.emplace_back(address, std::move(context));
 }
 
-SecureContext* TcpServer::secure_context(const InetAddress& requested) const {
+void TcpServer::set_proxy_protocol(const InetAddress& address, ProxyProtocolOptions options) {
+  loop_->assert_in_loop_thread();
+  TERN_CHECK(options.trusted != nullptr);
+  proxy_protocols_.emplace_back(address, std::make_unique<ProxyProtocolOptions>(std::move(options)));
+}
+
+TcpServer::Listening TcpServer::listening(const InetAddress& requested) const {
+  Listening listening;
   for (auto it = secure_contexts_.rbegin(); it != secure_contexts_.rend(); ++it) {
-    if (it->first == requested) return it->second.get();
+    if (it->first == requested) {
+      listening.secure = it->second.get();
+      break;
+    }
   }
-  return nullptr;
+  for (auto it = proxy_protocols_.rbegin(); it != proxy_protocols_.rend(); ++it) {
+    if (it->first == requested) {
+      listening.proxy = it->second.get();
+      break;
+    }
+  }
+  return listening;
+}
+
+bool TcpServer::admit(const InetAddress& peer, const Listening& listening) const {
+  if (accept_filter_ && !accept_filter_(peer)) return false;
+  if (listening.proxy != nullptr && !listening.proxy->trusted(peer)) {
+    TERN_LOG_DEBUG("{}: {} may not send a PROXY protocol header; closing its connection", options_.name,
+                   peer.to_ip_port());
+    return false;
+  }
+  return true;
 }
 
 std::unique_ptr<Acceptor> TcpServer::make_acceptor(EventLoop* io, Socket socket,
                                                    const InetAddress& requested) {
   auto acceptor = std::make_unique<Acceptor>(io, std::move(socket));
   if (release_) acceptor->set_release_callback([this, io] { return release_(io); });
-  SecureContext* secure = secure_context(requested);
+  const Listening how = listening(requested);
   if (io == loop_ && options_.accept_mode != AcceptMode::kReusePort) {
-    acceptor->set_new_connection_callback([this, secure](Socket conn_socket, const InetAddress& peer) {
-      on_accepted(std::move(conn_socket), peer, secure);
+    acceptor->set_new_connection_callback([this, how](Socket conn_socket, const InetAddress& peer) {
+      on_accepted(std::move(conn_socket), peer, how);
     });
   } else {
-    acceptor->set_new_connection_callback([this, io, secure](Socket conn_socket, const InetAddress& peer) {
-      if (accept_filter_ && !accept_filter_(peer)) return;
-      open_connection(io, std::move(conn_socket), peer, secure);
+    acceptor->set_new_connection_callback([this, io, how](Socket conn_socket, const InetAddress& peer) {
+      if (!admit(peer, how)) return;
+      open_connection(io, std::move(conn_socket), peer, how);
     });
   }
   acceptor->listen();
@@ -270,7 +296,7 @@ void TcpServer::teardown_loop(size_t index) {
   if (state.decay_timer.valid()) io->cancel(state.decay_timer);
   Handoff handoff;
   while (state.handoffs.try_pop(handoff)) sockets::close(handoff.fd);
-  io->connections().close_all(this);
+  io->connections().close_all(&callbacks_);
 }
 
 void TcpServer::stop_accepting() {
@@ -310,14 +336,14 @@ TcpServer::Totals TcpServer::totals() const {
   return totals;
 }
 
-void TcpServer::on_accepted(Socket socket, const InetAddress& peer, SecureContext* secure) {
-  if (accept_filter_ && !accept_filter_(peer)) return;  // the Socket closes
+void TcpServer::on_accepted(Socket socket, const InetAddress& peer, const Listening& how) {
+  if (!admit(peer, how)) return;  // the Socket closes
   size_t index = pick_loop();
   LoopState& state = *loop_states_[index];
-  if (state.loop == loop_) return open_connection(loop_, std::move(socket), peer, secure);
+  if (state.loop == loop_) return open_connection(loop_, std::move(socket), peer, how);
 
   state.loop->load().in_flight.fetch_add(1, std::memory_order_relaxed);
-  Handoff handoff{socket.fd(), peer, secure};
+  Handoff handoff{socket.fd(), peer, how};
   if (state.handoffs.try_push(handoff)) {
     socket.release();
     state.loop->wakeup();
@@ -325,9 +351,9 @@ void TcpServer::on_accepted(Socket socket, const InetAddress& peer, SecureContex
   }
   // The loop is 4096 sockets behind: fall back to the locked path.
   int fd = socket.release();
-  state.loop->queue_in_loop([this, index, fd, peer, secure] {
+  state.loop->queue_in_loop([this, index, fd, peer, how] {
     loop_states_[index]->loop->load().in_flight.fetch_sub(1, std::memory_order_relaxed);
-    open_connection(loop_states_[index]->loop, Socket(fd), peer, secure);
+    open_connection(loop_states_[index]->loop, Socket(fd), peer, how);
   });
 }
 
@@ -336,7 +362,7 @@ void TcpServer::drain_handoffs(size_t index) {
   Handoff handoff;
   while (state.handoffs.try_pop(handoff)) {
     state.loop->load().in_flight.fetch_sub(1, std::memory_order_relaxed);
-    open_connection(state.loop, Socket(handoff.fd), handoff.peer, handoff.secure);
+    open_connection(state.loop, Socket(handoff.fd), handoff.peer, handoff.how);
   }
 }
 
@@ -346,7 +372,8 @@ size_t TcpServer::pick_loop() {
 }
 
 void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress& peer,
-                                SecureContext* secure) {
+                                const Listening& how) {
+  SecureContext* const secure = how.secure;
   io->assert_in_loop_thread();
   ConnectionTable& table = io->connections();
   if (options_.max_connections_per_loop != 0 &&
@@ -367,8 +394,9 @@ void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress&
   }
   io->load().accepted.add();
   TcpConnection* conn =
-      table.open(std::move(socket), peer, &callbacks_, this, options_.trigger);
+      table.open(std::move(socket), peer, &callbacks_, options_.trigger);
   if (options_.idle_timeout.count() > 0) conn->set_idle_timeout(options_.idle_timeout);
+  if (how.proxy != nullptr) conn->expect_proxy_header(how.proxy, accept_filter_ ? &accept_filter_ : nullptr);
   if (layer) conn->use_secure_layer(std::move(layer), secure->handshake_timeout());
   table.establish(conn, /*input_waiting=*/options_.defer_accept.count() > 0);
 }

@@ -35,6 +35,7 @@
 #include "base/result.h"
 #include "net/callbacks.h"
 #include "net/inet_address.h"
+#include "net/proxy_protocol.h"
 #include "net/secure_layer.h"
 #include "net/socket.h"
 #include "net/timer_wheel.h"
@@ -153,6 +154,16 @@ class TcpServer {
   // added by set_listen_addresses; the server keeps the context as long as
   // it lives. Without one, an address is plain TCP.
   void set_secure_context(const InetAddress& address, std::shared_ptr<SecureContext> context);
+  // Connections accepted on `address` begin with a PROXY protocol header
+  // (version 1 or 2, net/proxy_protocol.h) from a load balancer in front:
+  // only peers `options.trusted` accepts may connect there (others are
+  // closed at accept), and a connection is announced (on_connection) once
+  // its header is read, with TcpConnection::client_address() the client
+  // the header named. The accept filter judges that client too. A header
+  // that is malformed, or not whole within `options.timeout`, closes the
+  // connection. With TLS, the header comes before the handshake. Set as
+  // set_secure_context is.
+  void set_proxy_protocol(const InetAddress& address, ProxyProtocolOptions options);
 
   // Runs on each I/O loop's thread before it serves (per-loop state lives there).
   void set_thread_init_callback(ThreadInitCallback cb) {
@@ -195,22 +206,29 @@ class TcpServer {
   const TcpServerOptions& options() const { return options_; }
 
  private:
+  // How an address's connections begin (kept by the server; never freed
+  // while it lives).
+  struct Listening {
+    SecureContext* secure = nullptr;
+    const ProxyProtocolOptions* proxy = nullptr;
+  };
   struct Handoff {
     int fd = -1;
     InetAddress peer;
-    SecureContext* secure = nullptr;
+    Listening how;
   };
   struct LoopState;  // per I/O loop: hand-off queue, acceptor, timers
 
   // Callbacks are read by I/O threads once started: set them before, on the base loop.
   void assert_not_started() const;
-  void on_accepted(Socket socket, const InetAddress& peer, SecureContext* secure);
+  void on_accepted(Socket socket, const InetAddress& peer, const Listening& how);
+  // The accept filter's and the PROXY protocol's verdict on a new peer.
+  bool admit(const InetAddress& peer, const Listening& how) const;
   void setup_loop(size_t index);
   void teardown_loop(size_t index);
   void drain_handoffs(size_t index);
-  void open_connection(EventLoop* loop, Socket socket, const InetAddress& peer,
-                       SecureContext* secure);
-  SecureContext* secure_context(const InetAddress& requested) const;
+  void open_connection(EventLoop* loop, Socket socket, const InetAddress& peer, const Listening& how);
+  Listening listening(const InetAddress& requested) const;
   size_t pick_loop();
   // The sockets for one address (one, or one per loop with reuseport),
   // bound and set up; *address becomes the bound one (a port 0 resolved).
@@ -230,6 +248,7 @@ class TcpServer {
   // By requested address; the last one set for an address is its own.
   // Never shrinks: acceptors and hand-offs hold raw pointers.
   std::vector<std::pair<InetAddress, std::shared_ptr<SecureContext>>> secure_contexts_;
+  std::vector<std::pair<InetAddress, std::unique_ptr<ProxyProtocolOptions>>> proxy_protocols_;
   bool started_ = false;
   // Dispatch mode, on the base loop: the requested address and its acceptor.
   std::vector<std::pair<InetAddress, std::unique_ptr<Acceptor>>> acceptors_;

@@ -1,0 +1,97 @@
+// TcpConnection's relayed start: the PROXY protocol header a load balancer
+// sends before anything else (net/proxy_protocol.h). Until it is read the
+// connection is not announced; its bytes gather in input_ (never more than
+// kMaxProxyHeader of them waiting: the parser refuses a longer start), and
+// once it is read what came after it goes on as the connection's first
+// bytes, through the TLS layer if there is one. See tcp_connection.h.
+#include "base/log.h"
+#include "net/buffer_pool.h"
+#include "net/event_loop.h"
+#include "net/tcp_connection.h"
+
+namespace tern::net {
+
+void TcpConnection::expect_proxy_header(const ProxyProtocolOptions* options,
+                                        const std::function<bool(const InetAddress&)>* admit) {
+  TERN_DCHECK(state_ == State::kConnected && !proxy_);
+  proxy_ = std::make_unique<ProxyState>(this);
+  proxy_->admit = admit;
+  awaiting_proxy_header_ = true;
+  proxy_->timer.arm(options->timeout);
+}
+
+void TcpConnection::proxy_timer_fired(void* self) {
+  auto* conn = static_cast<TcpConnection*>(self);
+  if (conn->disconnected() || !conn->awaiting_proxy_header_) return;
+  TERN_LOG_DEBUG("conn {} {}: no PROXY protocol header in time, closing", conn->slot_, conn->peer_.to_ip_port());
+  conn->force_close();
+}
+
+void TcpConnection::proxy_read() {
+  // As handle_read; once the header is read, on through handle_read's own
+  // path for what is left on the socket (edge-triggered).
+  for (;;) {
+    int err = 0;
+    size_t offered = 0;
+    loop()->buffers().fill(input_);
+    const ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
+    if (n > 0) {
+      count_received(static_cast<uint64_t>(n));
+      proxy_input();
+      if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
+          static_cast<size_t>(n) < offered) {
+        return;
+      }
+      if (!awaiting_proxy_header_) return handle_read();
+      continue;
+    }
+    loop()->buffers().drain(input_);
+    if (n == 0) return handle_peer_eof();
+    if (err == EAGAIN || err == EWOULDBLOCK) return;
+    return fail(err, "read");
+  }
+}
+
+void TcpConnection::proxy_input() {
+  const ProxyParseResult r = parse_proxy_header({input_.peek(), input_.readable_bytes()});
+  if (r.status == ProxyParse::kIncomplete) return;
+  if (r.status == ProxyParse::kInvalid) {
+    // A load balancer that sends no header (or a client that reached the
+    // address past it) is a configuration to fix: said once a second.
+    TERN_LOG_EVERY_SECOND(spdlog::level::warn, "conn {} {}: PROXY protocol: {}; closing", slot_,
+                          peer_.to_ip_port(), r.error);
+    input_.retrieve_all();
+    loop()->buffers().drain(input_);
+    return close_at_round_end();
+  }
+  input_.retrieve(r.size);
+  proxy_->header = r.header;
+  proxy_->timer.cancel();
+  awaiting_proxy_header_ = false;
+  if (!r.header.local && proxy_->admit != nullptr && !(*proxy_->admit)(r.header.source)) {
+    TERN_LOG_DEBUG("conn {} {}: refused the client {} its PROXY header names", slot_, peer_.to_ip_port(),
+                   r.header.source.to_ip());
+    input_.retrieve_all();
+    loop()->buffers().drain(input_);
+    return close_at_round_end();
+  }
+  proxy_header_read();
+}
+
+void TcpConnection::proxy_header_read() {
+  if (callbacks_->on_connection) callbacks_->on_connection(*this);
+  if (disconnected() || close_scheduled_) return;
+  if (input_.empty()) return loop()->buffers().drain(input_);
+  if (secure_) {
+    // What followed the header is the TLS layer's: the ClientHello.
+    loop()->buffers().fill(secure_->in);
+    secure_->in.append(input_.peek(), input_.readable_bytes());
+    input_.retrieve_all();
+    loop()->buffers().drain(input_);
+    return secure_input();
+  }
+  if (reading_) return deliver_input();
+  received_while_paused_ = true;  // start_reading() hands it over
+}
+
+}  // namespace tern::net
