@@ -135,7 +135,7 @@ void UsersApp::on_register(http::Exchange& exchange) {
     return send_method_not_allowed(exchange, "POST");
   }
   int64_t retry_after = 0;
-  if (!register_limiter_.allow(address_key(exchange.peer_address()), unix_now(),
+  if (!register_limiter_.allow(address_key(exchange.client_address()), unix_now(),
                                &retry_after)) {
     return send_too_many(exchange, retry_after, "too many registrations; try again later");
   }
@@ -147,7 +147,7 @@ void UsersApp::on_login(http::Exchange& exchange) {
     return send_method_not_allowed(exchange, "POST");
   }
   int64_t retry_after = 0;
-  if (!login_limiter_.allow(address_key(exchange.peer_address()), unix_now(),
+  if (!login_limiter_.allow(address_key(exchange.client_address()), unix_now(),
                             &retry_after)) {
     return send_too_many(exchange, retry_after, "too many login attempts; try again later");
   }

@@ -12,7 +12,8 @@ Dispatch choose_handler(const std::vector<RequestHandler*>& handlers, const Requ
   Dispatch dispatch;
   if (request.method() == Method::kOther) return dispatch;
   route->request = &request;
-  route->peer = &conn.peer_address();
+  if (!request.has_client_address()) request.set_client_address(conn.client_address());
+  route->client = &conn.client_address();
   route->local = &conn.local_address();
   route->secure = conn.secure_layer();
   route->path = request.path();

@@ -148,7 +148,12 @@ class Exchange {
   // Sends what the writer has queued.
   void flush();
   size_t pending_output_bytes() const;
+  // The TCP peer (a load balancer, where one is in front).
   const net::InetAddress& peer_address() const { return transport_->peer_address(); }
+  // The client (Request::client_address()).
+  const net::InetAddress& client_address() const {
+    return request_->has_client_address() ? request_->client_address() : transport_->peer_address();
+  }
   const net::InetAddress& local_address() const { return transport_->local_address(); }
   const net::SecureLayer* secure() const { return transport_->secure(); }
   net::EventLoop* loop() const { return transport_->loop(); }

@@ -41,7 +41,10 @@ enum class Claim : uint8_t { kPass, kRespond, kRespondWithBody, kExchange, kRedi
 // What the chain knows of a request, handed from handler to handler.
 struct Route {
   const Request* request = nullptr;
-  const net::InetAddress* peer = nullptr;   // the client's address
+  // The connection's client (the one its PROXY protocol header named,
+  // else its peer); the web server's locations have the request's
+  // (Request::client_address(), after real_ip) here.
+  const net::InetAddress* client = nullptr;
   const net::InetAddress* local = nullptr;  // the address it connected to
   // The connection's TLS (its protocol, cipher, server name); null for
   // plain HTTP.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "http/field.h"
+#include "net/inet_address.h"
 
 namespace tern::http {
 
@@ -178,6 +179,21 @@ class Request {
     received_ms_ = ms;
     tag_ = 0;
     upstream_ms_ = -1;
+    client_known_ = false;
+  }
+
+  // The client's address: the connection's (the client its PROXY protocol
+  // header named, else its peer), set by the transport as the request
+  // begins; then, where the web server is told to believe a trusted
+  // proxy's X-Forwarded-For or X-Real-IP (real_ip), the one that names.
+  // What allow/deny, balancing by address, throttles, REMOTE_ADDR and
+  // the access log's $remote_addr use. has_client_address() is false for a
+  // request no transport began (a refusal before any request).
+  const net::InetAddress& client_address() const { return client_; }
+  bool has_client_address() const { return client_known_; }
+  void set_client_address(const net::InetAddress& address) const {
+    client_ = address;
+    client_known_ = true;
   }
 
   // The request's id, the same wherever it goes (the access log's
@@ -232,7 +248,9 @@ class Request {
   size_t header_count_ = 0;
   int64_t received_ms_ = 0;
   mutable uint32_t tag_ = 0;
+  mutable bool client_known_ = false;
   mutable int64_t upstream_ms_ = -1;
+  mutable net::InetAddress client_;
   // id(): 0 not made yet, 1 the X-Request-Id field, 2 generated into id_.
   mutable uint8_t id_kind_ = 0;
   mutable std::array<char, 32> id_{};

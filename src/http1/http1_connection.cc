@@ -136,6 +136,7 @@ bool Http1Connection::parse_head(net::Buffer& input) {
     request_started_ = true;
     begin_request();
     req_->request.set_received_ms(static_cast<int64_t>(conn_->loop()->clock().now_ms()));
+    req_->request.set_client_address(conn_->client_address());
   }
   switch (req_->parser.parse(input.view(), &req_->request)) {
     case ParseStatus::kNeedMore:

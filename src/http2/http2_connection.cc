@@ -341,6 +341,7 @@ void Http2Connection::on_request(Stream& stream) {
   Task& task = *made;
   tasks_.add(stream.id(), std::move(made));
   const http::Request& request = stream.request();
+  request.set_client_address(conn_->client_address());
   const bool has_body = !stream.body_complete();
   task.dispatch = http::choose_handler(*shared_->handlers, request, *conn_, &task.route);
   task.max_body = task.route.max_body.value_or(shared_->limits->max_body_bytes);

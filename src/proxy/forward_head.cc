@@ -94,16 +94,17 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   }
   const std::string_view proto = options.secure ? "https" : "http";
   if (options.client != nullptr) {
-    const std::string ip = options.client->to_ip();
-    field(out, "X-Real-IP", ip);
+    field(out, "X-Real-IP", options.client->to_ip());
+    const net::InetAddress& from = options.hop != nullptr ? *options.hop : *options.client;
+    const std::string ip = from.to_ip();
     begin_list(out, request, "X-Forwarded-For");
     out.append(ip);
     out.append("\r\n");
     // RFC 7239: an IPv6 node is quoted and bracketed.
     begin_list(out, request, "Forwarded");
-    out.append(options.client->is_ipv6() ? "for=\"[" : "for=");
+    out.append(from.is_ipv6() ? "for=\"[" : "for=");
     out.append(ip);
-    out.append(options.client->is_ipv6() ? "]\";proto=" : ";proto=");
+    out.append(from.is_ipv6() ? "]\";proto=" : ";proto=");
     out.append(proto);
     if (!request.host().empty()) {
       out.append(";host=\"");

@@ -14,10 +14,12 @@
 // Nor any other Proxy-* field (Proxy-Authorization is for this hop: a
 // credential the client meant for a proxy, not for the application).
 // Added: Host (the client's, or the one the location sets; for a request
-// without one, an HTTP/1.0 client's, the upstream's name), X-Real-IP,
-// X-Forwarded-For (the client's list with its address appended, as nginx's
-// $proxy_add_x_forwarded_for), X-Forwarded-Proto, X-Forwarded-Host, RFC
-// 7239 Forwarded (appended to the client's), Via (RFC 9110 7.6.3,
+// without one, an HTTP/1.0 client's, the upstream's name), X-Real-IP (the
+// client), X-Forwarded-For (the client's list with the address the request
+// came from appended, as nginx's $proxy_add_x_forwarded_for: the client,
+// or the last proxy where a trusted one named the client), X-Forwarded-Proto,
+// X-Forwarded-Host, RFC 7239 Forwarded (appended to the client's, the
+// same way), Via (RFC 9110 7.6.3,
 // appended), and for a protocol upgrade (WebSocket) "Connection: upgrade"
 // with the client's Upgrade.
 //
@@ -42,6 +44,9 @@ struct ForwardOptions {
   std::string_view host;    // the Host to send; empty: the client's
   std::string_view upstream_host;  // sent when neither names one (nginx's $proxy_host)
   const net::InetAddress* client = nullptr;  // the client's address
+  // Where the request came from, when not from the client itself (a
+  // trusted proxy in front); null: the client.
+  const net::InetAddress* hop = nullptr;
   bool secure = false;                       // the client came over TLS
   std::string_view via = "tern";             // this proxy's name in Via and Forwarded by
   // How the body goes on: with a length, chunked (a client's chunked body,

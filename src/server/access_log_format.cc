@@ -17,8 +17,10 @@ namespace {
 
 using Variable = AccessLogFormat::Variable;
 
-constexpr std::array<std::pair<std::string_view, Variable>, 21> kVariables = {{
+constexpr std::array<std::pair<std::string_view, Variable>, 23> kVariables = {{
     {"remote_addr", Variable::kRemoteAddr},
+    {"realip_remote_addr", Variable::kRealipRemoteAddr},
+    {"proxy_protocol_addr", Variable::kProxyProtocolAddr},
     {"remote_user", Variable::kRemoteUser},
     {"time_local", Variable::kTimeLocal},
     {"time_iso8601", Variable::kTimeIso8601},
@@ -122,6 +124,12 @@ void append_json_optional(fmt::memory_buffer& out, std::string_view value) {
 // its target was understood, the target as sent.
 std::string_view request_uri(const http::Request& r) { return r.uri().empty() ? r.target() : r.uri(); }
 
+// $remote_addr: the request's client (after real_ip); for a refusal before
+// any request, the connection's.
+const net::InetAddress& client_of(const AccessLogEntry& e) {
+  return e.request.has_client_address() ? e.request.client_address() : e.conn.client_address();
+}
+
 void append_request_line(fmt::memory_buffer& out, const http::Request& request) {
   if (request.method_text().empty()) return out.push_back('-');
   append_text(out, request.method_text());
@@ -135,7 +143,13 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
   const http::Request& r = e.request;
   switch (v) {
     case Variable::kRemoteAddr:
+      return append_text(out, client_of(e).to_ip());
+    case Variable::kRealipRemoteAddr:
       return append_text(out, e.conn.peer_address().to_ip());
+    case Variable::kProxyProtocolAddr: {
+      const net::ProxyHeader* header = e.conn.proxy_header();
+      return header == nullptr || header->local ? out.push_back('-') : append_text(out, header->source.to_ip());
+    }
     case Variable::kRemoteUser:
       return out.push_back('-');
     case Variable::kTimeLocal:
@@ -194,7 +208,7 @@ void append_json(fmt::memory_buffer& out, const AccessLogEntry& e) {
   out.append(std::string_view("{\"time\":\""));
   out.append(formatted_time(e.wall_seconds, true));
   out.append(std::string_view("\",\"remote_addr\":"));
-  append_json_string(out, e.conn.peer_address().to_ip());
+  append_json_string(out, client_of(e).to_ip());
   out.append(std::string_view(",\"request_method\":"));
   append_json_optional(out, r.method_text());
   out.append(std::string_view(",\"request_uri\":"));

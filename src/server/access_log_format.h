@@ -9,7 +9,10 @@
 //               request_time, host, scheme, request_id, http_referer,
 //               http_user_agent, ssl_protocol, upstream_response_time)
 //   otherwise   text with nginx-style variables, $name or ${name}:
-//               remote_addr remote_user time_local time_iso8601 msec
+//               remote_addr (the client, after real_ip)
+//               realip_remote_addr (the TCP peer: a proxy in front)
+//               proxy_protocol_addr (the client a PROXY header named)
+//               remote_user time_local time_iso8601 msec
 //               request request_method request_uri uri args
 //               server_protocol status body_bytes_sent request_time
 //               request_id host scheme ssl_protocol ssl_cipher pid
@@ -59,7 +62,7 @@ class AccessLogFormat {
   void append(fmt::memory_buffer& out, const AccessLogEntry& entry) const;
 
   enum class Variable : uint8_t {
-    kRemoteAddr, kRemoteUser, kTimeLocal, kTimeIso8601, kMsec, kRequest, kRequestMethod, kRequestUri,
+    kRemoteAddr, kRealipRemoteAddr, kProxyProtocolAddr, kRemoteUser, kTimeLocal, kTimeIso8601, kMsec, kRequest, kRequestMethod, kRequestUri,
     kUri, kArgs, kServerProtocol, kStatus, kBodyBytesSent, kRequestTime, kRequestId, kHost, kScheme,
     kSslProtocol, kSslCipher, kPid, kUpstreamResponseTime, kHttpField,
   };

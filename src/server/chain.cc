@@ -103,12 +103,12 @@ void ChainLoop::refuse(int status) {
   }
 }
 
-void ChainLoop::resolve(const http::Request& request, const net::InetAddress& peer,
+void ChainLoop::resolve(const http::Request& request, const net::InetAddress& connection_client,
                         const net::InetAddress& local) {
   Route& r = route_;
   r.request = &request;
-  r.peer = &peer;
   r.local = &local;
+  r.connection_client = &connection_client;
   r.location = nullptr;
   r.app = nullptr;
   r.status = 0;
@@ -116,6 +116,9 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
   r.internal = false;
   resolved_for_ = &request;
   r.site = &chain_->sites().select(request.host(), local);
+  const RealIpConfig& real_ip = r.site->config().real_ip;
+  request.set_client_address(real_ip.enabled() ? real_client(real_ip, request, connection_client) : connection_client);
+  r.client = &request.client_address();
   request.set_tag(r.site->series());
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(request.path(), &path_, &dot_segment);
@@ -158,7 +161,7 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& pe
 
 Claim ChainLoop::claim(http::Route& route) {
   route_.secure = route.secure;
-  resolve(*route.request, *route.peer, *route.local);
+  resolve(*route.request, *route.client, *route.local);
   if (route_.location != nullptr) route.max_body = route_.location->config.body_bytes;
   return claim_;
 }

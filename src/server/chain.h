@@ -126,7 +126,10 @@ class ChainLoop {
   size_t shed_descriptors();
 
  private:
-  void resolve(const http::Request& request, const net::InetAddress& peer, const net::InetAddress& local);
+  // `connection_client`: the connection's client, which the site's real_ip
+  // may replace (as the request's client) with one its proxies name.
+  void resolve(const http::Request& request, const net::InetAddress& connection_client,
+               const net::InetAddress& local);
   void refuse(int status);
   bool has_error_pages() const;
   // The location's output filters (fields, compression) on `writer`.

@@ -445,6 +445,7 @@ Config load_config(const std::string& path) {
     std::string error;
     if (!AccessLogFormat::parse(c.access_log_format, &error)) top.fail(*node, "access_log_format", error);
   }
+  if (const toml::table* t = top.get_table("real_ip")) config_detail::read_real_ip(top.sub(*t, "real_ip"), *t, &c.real_ip);
   if (const toml::table* t = top.get_table("timeouts")) read_timeouts(top.sub(*t, "timeouts"), c);
   if (const toml::table* t = top.get_table("limits")) read_limits(top.sub(*t, "limits"), c);
   if (const toml::table* t = top.get_table("static")) read_static(top.sub(*t, "static"), c);
@@ -475,6 +476,7 @@ Config load_config(const std::string& path) {
   top.finish();
   config_detail::finish_sites(path, c);
   config_detail::check_proxies(path, c);
+  config_detail::check_proxy_protocol(path, c);
   if (c.access_log == "off") c.access_log.clear();
   c.limits.temp_dir = c.temp_dir;
   return c;

@@ -26,6 +26,7 @@
 #include "net/socket_address.h"
 #include "net/tcp_server.h"
 #include "server/ip_filter.h"
+#include "server/real_ip.h"
 #include "upstream/health_options.h"
 
 namespace tern::server {
@@ -244,6 +245,9 @@ struct ListenFlags {
   bool tls = false;    // "tls": HTTPS (ALPN offers h2 and http/1.1)
   bool h2c = false;    // "h2c": plain, and HTTP/2 by prior knowledge as well
   bool no_h2 = false;  // "no-h2" (with tls): ALPN offers http/1.1 only
+  // "proxy_protocol": connections begin with a PROXY protocol header, from
+  // the real_ip.from networks only
+  bool proxy_protocol = false;
 };
 
 // "ADDRESS:PORT" with flags ("0.0.0.0:443 tls", "127.0.0.1:8080 h2c");
@@ -257,6 +261,7 @@ struct ListenConfig {
   std::vector<net::InetAddress> tls;
   std::vector<net::InetAddress> h2c;
   std::vector<net::InetAddress> no_h2;
+  std::vector<net::InetAddress> proxy_protocol;
   void clear() { *this = {}; }
   // Adds an entry (parse_listen's); false, with *error set, when malformed.
   bool add(std::string_view text, std::string* error);
@@ -290,6 +295,7 @@ struct SiteConfig {
   std::vector<std::pair<int, std::string>> error_pages;  // for locations without their own
   std::vector<LocationConfig> locations;
   TlsConfig tls;  // [server.tls] over [tls]
+  RealIpConfig real_ip;  // [server.real_ip] over [real_ip]
   bool implicit = false;  // made from the top-level keys (no [[server]] in the file)
   int line = 0;
   bool operator==(const SiteConfig&) const = default;
@@ -375,7 +381,13 @@ struct Config {
   // "combined", "json" or a format with $variables (server/access_log_format.h).
   std::string access_log_format = "combined";
   std::vector<Cidr> blocked;
+  // [real_ip]: the client that trusted proxies name (sites may have their own).
+  RealIpConfig real_ip;
 };
+
+// The networks that may send a PROXY protocol header: every real_ip.from,
+// the top level's and the sites'.
+std::vector<Cidr> proxy_protocol_senders(const Config& config);
 
 // The configuration with no file: ./www on 127.0.0.1:8080, a worker per CPU.
 Config default_config();

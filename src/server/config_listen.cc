@@ -1,4 +1,5 @@
-// The `listen` entries: ADDRESS:PORT and its flags (tls, h2c, no-h2),
+// The `listen` entries: ADDRESS:PORT and its flags (tls, h2c, no-h2,
+// proxy_protocol),
 // gathered per flag, at the top level and by the sites.
 #include <algorithm>
 #include <string>
@@ -17,7 +18,9 @@ std::optional<net::InetAddress> parse_listen(std::string_view text, ListenFlags*
   constexpr std::string_view kBlank = " \t";
   const size_t space = std::min(text.find_first_of(kBlank), text.size());
   auto address = net::InetAddress::parse(text.substr(0, space));
-  if (!address) return fail("expected ADDRESS:PORT (\"[::1]:80\" for IPv6), then tls, h2c or no-h2");
+  if (!address) {
+    return fail("expected ADDRESS:PORT (\"[::1]:80\" for IPv6), then tls, h2c, no-h2 or proxy_protocol");
+  }
   for (std::string_view rest = text.substr(space); !rest.empty();) {
     const size_t start = rest.find_first_not_of(kBlank);
     if (start == std::string_view::npos) break;
@@ -30,8 +33,10 @@ std::optional<net::InetAddress> parse_listen(std::string_view text, ListenFlags*
       flags->h2c = true;
     } else if (word == "no-h2") {
       flags->no_h2 = true;
+    } else if (word == "proxy_protocol") {
+      flags->proxy_protocol = true;
     } else {
-      return fail("unknown flag \"" + std::string(word) + "\" (tls, h2c or no-h2)");
+      return fail("unknown flag \"" + std::string(word) + "\" (tls, h2c, no-h2 or proxy_protocol)");
     }
   }
   if (flags->tls && flags->h2c) return fail("h2c is HTTP/2 without TLS; a tls address offers h2 by ALPN");
@@ -47,6 +52,7 @@ bool ListenConfig::add(std::string_view text, std::string* error) {
   if (flags.tls) tls.push_back(*address);
   if (flags.h2c) h2c.push_back(*address);
   if (flags.no_h2) no_h2.push_back(*address);
+  if (flags.proxy_protocol) proxy_protocol.push_back(*address);
   return true;
 }
 
@@ -67,7 +73,52 @@ std::vector<net::InetAddress> flagged_addresses(const Config& config,
   return out;
 }
 
+std::vector<Cidr> proxy_protocol_senders(const Config& config) {
+  std::vector<Cidr> out = config.real_ip.from;
+  for (const SiteConfig& site : config.sites) {
+    for (const Cidr& cidr : site.real_ip.from) {
+      if (std::find(out.begin(), out.end(), cidr) == out.end()) out.push_back(cidr);
+    }
+  }
+  return out;
+}
+
 namespace config_detail {
+
+void check_proxy_protocol(const std::string& file, const Config& c) {
+  if (flagged_addresses(c, &ListenConfig::proxy_protocol).empty() || !proxy_protocol_senders(c).empty()) return;
+  int line = c.listen_line;
+  std::string key = "listen";
+  const net::InetAddress* address = c.listen.proxy_protocol.empty() ? nullptr : &c.listen.proxy_protocol.front();
+  for (size_t i = 0; address == nullptr && i < c.sites.size(); ++i) {
+    if (c.sites[i].listen.proxy_protocol.empty()) continue;
+    address = &c.sites[i].listen.proxy_protocol.front();
+    line = c.sites[i].line;
+    key = "server[" + std::to_string(i) + "].listen";
+  }
+  throw ConfigError(file, line, key,
+                    address->to_ip_port() +
+                        " proxy_protocol: no network may send the header; name the load balancers' in "
+                        "real_ip.from (real_ip = { from = [\"10.0.0.0/8\"], header = \"proxy_protocol\" })");
+}
+
+void read_real_ip(Section s, const toml::table& table, RealIpConfig* out) {
+  *out = RealIpConfig{};
+  out->line = static_cast<int>(table.source().begin.line);
+  auto from = s.get_strings("from");
+  if (!from || from->empty()) s.fail(table, "from", "needs the trusted networks (\"10.0.0.0/8\")");
+  for (const auto& [text, node] : *from) {
+    auto cidr = Cidr::parse(text);
+    if (!cidr) s.fail(*node, "from", "\"" + text + "\" is not an address or network (\"10.0.0.0/8\")");
+    out->from.push_back(*cidr);
+  }
+  s.get_choice("header", &out->source,
+               {{"X-Forwarded-For", RealIpConfig::Source::kXForwardedFor},
+                {"X-Real-IP", RealIpConfig::Source::kXRealIp},
+                {"proxy_protocol", RealIpConfig::Source::kProxyProtocol}});
+  s.get_bool("recursive", &out->recursive);
+  s.finish();
+}
 
 void read_listen(Section& s, ListenConfig* out) {
   auto listen = s.get_strings("listen");

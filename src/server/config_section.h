@@ -148,10 +148,15 @@ class Section {
 
 // `listen` (a string or an array of them) into *out, replacing it.
 void read_listen(Section& s, ListenConfig* out);
+// A real_ip table into *out, replacing it.
+void read_real_ip(Section s, const toml::table& table, RealIpConfig* out);
 
 // A [[fastcgi]] block, at the top level (`default_match` null: "match" is
 // required) or in a location (where it defaults to `default_match`).
 FastCgiConfig read_fastcgi(Section s, int line, const char* default_match);
+
+// An address marked proxy_protocol needs networks allowed to send it.
+void check_proxy_protocol(const std::string& file, const Config& c);
 
 // The [[upstream]] groups (the node under "upstream" in the top table).
 void read_upstreams(Section& top, const toml::node& node, Config& c);

@@ -275,6 +275,7 @@ SiteConfig read_site(Section s, int line, const Config& c) {
   SiteConfig site;
   site.line = line;
   site.tls = c.tls;
+  site.real_ip = c.real_ip;
   if (auto names = s.get_strings("names")) {
     for (const auto& [name, node] : *names) {
       if (name.empty()) s.fail(*node, "names", "expected host names");
@@ -309,6 +310,7 @@ SiteConfig read_site(Section s, int line, const Config& c) {
     read_tls(tls, static_cast<int>(t->source().begin.line), &site.tls);
     tls.finish();
   }
+  if (const toml::table* t = s.get_table("real_ip")) read_real_ip(s.sub(*t, "real_ip"), *t, &site.real_ip);
   if (const toml::node* node = s.node("location")) {
     if (!node->is_array_of_tables()) s.fail(*node, "location", "expected [[server.location]] blocks");
     size_t i = 0;
@@ -361,6 +363,7 @@ void finish_sites(const std::string& file, Config& c) {
     everything.fastcgi = c.fastcgi;
     site.locations.push_back(std::move(everything));
     site.tls = c.tls;
+    site.real_ip = c.real_ip;
     c.sites.push_back(std::move(site));
     check_tls_addresses(file, c);
     return;

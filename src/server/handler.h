@@ -39,6 +39,9 @@ struct Location;
 // decoded and normalised, "/a b/c.html"; after an internal redirect, the
 // path redirected to) and what the web server adds to it.
 struct Route : http::Route {
+  // The connection's client, where the request came from; `client` is the
+  // request's, which the site's real_ip may have found behind it.
+  const net::InetAddress* connection_client = nullptr;
   const Site* site = nullptr;
   const Location* location = nullptr;
   std::string target;  // what `path` views after a redirect or a try_files hit

@@ -114,14 +114,24 @@ std::vector<std::string> settings_needing_restart(const Config& a, const Config&
   check(a.tls_sessions == b.tls_sessions, "[tls] session_tickets, ticket_key_rotation, session_cache, session_timeout, handshake_timeout, kernel_tls");
   // An address that stays but turns HTTPS or plain keeps its listening
   // socket, and so what it was.
+  // So does one that begins or stops expecting a PROXY protocol header.
+  const auto has = [](const std::vector<net::InetAddress>& list, const net::InetAddress& address) {
+    return std::find(list.begin(), list.end(), address) != list.end();
+  };
   const std::vector<net::InetAddress> a_tls = tls_addresses(a);
   const std::vector<net::InetAddress> b_tls = tls_addresses(b);
+  const std::vector<net::InetAddress> a_proxy = flagged_addresses(a, &ListenConfig::proxy_protocol);
+  const std::vector<net::InetAddress> b_proxy = flagged_addresses(b, &ListenConfig::proxy_protocol);
+  const std::vector<net::InetAddress> b_all = listen_addresses(b);
   for (const net::InetAddress& address : listen_addresses(a)) {
-    const std::vector<net::InetAddress> b_all = listen_addresses(b);
-    if (std::find(b_all.begin(), b_all.end(), address) == b_all.end()) continue;
-    const bool was = std::find(a_tls.begin(), a_tls.end(), address) != a_tls.end();
-    const bool is = std::find(b_tls.begin(), b_tls.end(), address) != b_tls.end();
-    if (was != is) keys.push_back("listen " + address.to_ip_port() + (is ? " (now tls)" : " (no longer tls)"));
+    if (!has(b_all, address)) continue;
+    if (has(a_tls, address) != has(b_tls, address)) {
+      keys.push_back("listen " + address.to_ip_port() + (has(b_tls, address) ? " (now tls)" : " (no longer tls)"));
+    }
+    if (has(a_proxy, address) != has(b_proxy, address)) {
+      keys.push_back("listen " + address.to_ip_port() +
+                     (has(b_proxy, address) ? " (now proxy_protocol)" : " (no longer proxy_protocol)"));
+    }
   }
   return keys;
 }
@@ -141,7 +151,8 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
       config_path_(std::move(config_path)),
       config_(std::make_shared<const Config>(std::move(config))),
       metrics_(std::make_unique<Metrics>()),
-      blocked_(std::make_shared<const IpFilter>(config_->blocked)) {}
+      blocked_(std::make_shared<const IpFilter>(config_->blocked)),
+      proxy_senders_(std::make_shared<const std::vector<Cidr>>(proxy_protocol_senders(*config_))) {}
 
 Server::~Server() {
   if (prune_timer_.valid()) loop_->cancel(prune_timer_);
@@ -155,6 +166,31 @@ Server::~Server() {
     upstreams_->shutdown(http_->tcp_server().io_loops());
   }
   for (RetiredBlocks& retired : retired_upstreams_) retired.routes->shutdown(http_->tcp_server().io_loops());
+}
+
+void Server::expect_proxy_protocol(const Config& config) {
+  {
+    auto senders = std::make_shared<const std::vector<Cidr>>(proxy_protocol_senders(config));
+    std::lock_guard lock(blocked_mu_);
+    proxy_senders_ = std::move(senders);
+  }
+  for (const net::InetAddress& address : flagged_addresses(config, &ListenConfig::proxy_protocol)) {
+    if (std::find(proxy_addresses_.begin(), proxy_addresses_.end(), address) != proxy_addresses_.end()) continue;
+    proxy_addresses_.push_back(address);
+    net::ProxyProtocolOptions options;
+    options.timeout = config.limits.header_timeout;
+    options.trusted = [this](const net::InetAddress& peer) {
+      std::shared_ptr<const std::vector<Cidr>> senders;
+      {
+        std::lock_guard lock(blocked_mu_);
+        senders = proxy_senders_;
+      }
+      return std::any_of(senders->begin(), senders->end(), [&](const Cidr& cidr) { return cidr.contains(peer); });
+    };
+    http_->tcp_server().set_proxy_protocol(address, std::move(options));
+    TERN_LOG_INFO("listening: {} expects a PROXY protocol header (versions 1 and 2) from real_ip.from",
+                  address.to_ip_port());
+  }
 }
 
 const std::vector<net::InetAddress>& Server::listen_addresses() const {
@@ -232,6 +268,7 @@ void Server::start() {
     }
     return closed;
   });
+  expect_proxy_protocol(config);
   http_->tcp_server().set_accept_filter([this](const net::InetAddress& peer) {
     std::shared_ptr<const IpFilter> filter;
     {
@@ -385,6 +422,7 @@ void Server::reload() {
     return;
   }
   if (!stopping_) {
+    expect_proxy_protocol(fresh);
     if (auto listening = http_->tcp_server().set_listen_addresses(server::listen_addresses(fresh)); !listening) {
       TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}: cannot listen: {}", config_path_,
                      listening.error().message());

@@ -112,6 +112,9 @@ class Server {
   // Requests by series and connections by phase are counted while `config`
   // has a metrics location.
   void count_by_series(const Config& config);
+  // The addresses `config` marks proxy_protocol expect the header from
+  // its senders (before they are listened on); the senders replaced.
+  void expect_proxy_protocol(const Config& config);
   // What Metrics' snapshot takes from the server: connections, bytes, TLS, logs.
   void add_server_figures(MetricsSnapshot* snapshot) const;
 
@@ -124,6 +127,10 @@ class Server {
   // Read on accepting threads, replaced on SIGHUP.
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
+  // The networks that may send a PROXY protocol header; guarded by blocked_mu_.
+  std::shared_ptr<const std::vector<Cidr>> proxy_senders_;
+  // Addresses told to expect the header (TcpServer::set_proxy_protocol).
+  std::vector<net::InetAddress> proxy_addresses_;
   std::unique_ptr<Upstreams> upstreams_;  // FastCGI blocks and proxy groups
   // Upstreams a reload replaced, winding down (Upstreams::retire_loop),
   // with the chains that named them: closed and freed once none of those

@@ -42,7 +42,7 @@ class RouterTest : public ::testing::Test {
     request.set_body(std::string_view(raw).substr(request.head_size()));
     Route route;
     route.request = &request;
-    route.peer = &ex.peer_address();
+    route.client = &ex.peer_address();
     route.local = &ex.local_address();
     route.path = request.path();
     Answer answer;

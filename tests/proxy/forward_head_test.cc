@@ -89,6 +89,19 @@ TEST(ForwardHeadTest, TheClientsAddressIsAppendedAndClaimsAreReplaced) {
   EXPECT_NE(head.find("\r\nVia: 1.1 cdn, 1.1 tern\r\n"), std::string::npos);
 }
 
+// Behind a trusted proxy (real_ip): X-Real-IP names the client it found,
+// the lists gain the address the request came from, the proxy's.
+TEST(ForwardHeadTest, BehindATrustedProxyTheListsGainTheHopAndXRealIpTheClient) {
+  const net::InetAddress hop = *net::InetAddress::from_ip_port("10.0.0.5", 40000);
+  ForwardOptions options;
+  options.hop = &hop;
+  const std::string head = forward("GET / HTTP/1.1\r\nHost: shop.test\r\nX-Forwarded-For: 192.0.2.7\r\n\r\n",
+                                   options, kClient);
+  EXPECT_NE(head.find("\r\nX-Real-IP: 192.0.2.7\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Forwarded-For: 192.0.2.7, 10.0.0.5\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nForwarded: for=10.0.0.5;proto=http;host=\"shop.test\"\r\n"), std::string::npos) << head;
+}
+
 TEST(ForwardHeadTest, AnIpv6ClientIsQuotedInForwardedAndTlsSaysHttps) {
   const net::InetAddress v6 = *net::InetAddress::from_ip_port("2001:db8::1", 443);
   const std::string head =

@@ -17,6 +17,7 @@ TEST(AccessLogFormat, NamedFormatsAndVariablesParse) {
   std::string error;
   for (std::string_view format : {"combined", "json", "$remote_addr [$time_iso8601] \"$request\" $status",
                                   "${status}ms $request_time $request_id $http_x_forwarded_for $ssl_protocol",
+                                  "$remote_addr $realip_remote_addr $proxy_protocol_addr",
                                   "no variables at all", ""}) {
     EXPECT_TRUE(AccessLogFormat::parse(format, &error).has_value()) << format << ": " << error;
   }

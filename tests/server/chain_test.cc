@@ -61,7 +61,7 @@ class ChainTest : public ::testing::Test {
     EXPECT_TRUE(ex.parsed()) << raw;
     http::Route route;
     route.request = &ex.request();
-    route.peer = &ex.peer_address();
+    route.client = &ex.peer_address();
     route.local = &ex.local_address();
     route.path = ex.request().path();
     ChainLoop& chain = *loops_.current();
@@ -153,6 +153,23 @@ error_page = { 404 = "/errors/404.html" }
   EXPECT_EQ(missing.status, 404);
   EXPECT_EQ(missing.body, "custom 404\n");
   EXPECT_EQ(ask(get("/errors/404.html")).status, 404);  // internal
+}
+
+// Behind a trusted proxy the request's client is the one it names, and
+// allow/deny judge that client; an untrusted peer's claim changes nothing.
+TEST_F(ChainTest, AllowJudgesTheClientTrustedProxiesName) {
+  load(R"([[server]]
+real_ip = { from = ["10.0.0.0/8"] }
+  [[server.location]]
+  prefix = "/lan/"
+  allow = ["192.0.2.0/24"]
+  return = { status = 200, body = "inside" }
+)");
+  const std::string forwarded = "GET /lan/ HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 192.0.2.7\r\n\r\n";
+  EXPECT_EQ(ask(forwarded, "10.0.0.5").body, "inside");
+  EXPECT_EQ(ask(get("/lan/"), "10.0.0.5").status, 403);
+  EXPECT_EQ(ask(forwarded, "198.51.100.1").status, 403);
+  EXPECT_EQ(ask(get("/lan/"), "192.0.2.8").body, "inside");
 }
 
 // Static files answer from the head; a body behind it is dropped (the

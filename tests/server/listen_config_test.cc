@@ -21,6 +21,8 @@ TEST(ListenConfigTest, FlagsFollowTheAddressInAnyOrder) {
   EXPECT_TRUE(flags.h2c);
   ASSERT_TRUE(parse_listen("[::1]:443\tno-h2  tls", &flags));
   EXPECT_TRUE(flags.tls && flags.no_h2 && !flags.h2c);
+  ASSERT_TRUE(parse_listen("0.0.0.0:443 proxy_protocol tls", &flags));
+  EXPECT_TRUE(flags.tls && flags.proxy_protocol);
 }
 
 TEST(ListenConfigTest, MistakesSayWhy) {
@@ -83,6 +85,69 @@ listen = ["127.0.0.1:8080 h2c", "127.0.0.1:9090 h2c"]
   EXPECT_EQ(flagged_addresses(config, &ListenConfig::h2c),
             (std::vector{at("127.0.0.1:8080"), at("127.0.0.1:9090")}));
   EXPECT_TRUE(tls_addresses(config).empty());
+}
+
+TEST_F(ConfigFileTest, RealIpAtTheTopIsEverySitesUnlessOneHasItsOwn) {
+  const Config config = load(R"(real_ip = { from = ["10.0.0.0/8", "2001:db8::/32"] }
+[[server]]
+names = ["a.test"]
+[[server]]
+names = ["b.test"]
+listen = ["127.0.0.1:8081 proxy_protocol"]
+real_ip = { from = ["192.0.2.0/24"], header = "proxy_protocol" }
+[[server]]
+names = ["c.test"]
+[server.real_ip]
+from = ["198.51.100.0/24"]
+header = "X-Real-IP"
+recursive = false
+)");
+  ASSERT_EQ(config.sites.size(), 3u);
+  EXPECT_EQ(config.sites[0].real_ip.from.size(), 2u);
+  EXPECT_EQ(config.sites[0].real_ip.source, RealIpConfig::Source::kXForwardedFor);
+  EXPECT_TRUE(config.sites[0].real_ip.recursive);
+  EXPECT_EQ(config.sites[1].real_ip.from, std::vector{*Cidr::parse("192.0.2.0/24")});
+  EXPECT_EQ(config.sites[1].real_ip.source, RealIpConfig::Source::kProxyProtocol);
+  EXPECT_EQ(config.sites[2].real_ip.source, RealIpConfig::Source::kXRealIp);
+  EXPECT_FALSE(config.sites[2].real_ip.recursive);
+  EXPECT_EQ(flagged_addresses(config, &ListenConfig::proxy_protocol), std::vector{at("127.0.0.1:8081")});
+  // Who may send the header: every site's networks and the top level's.
+  EXPECT_EQ(proxy_protocol_senders(config).size(), 4u);
+}
+
+TEST_F(ConfigFileTest, ProxyProtocolWithoutTrustedNetworksNamesTheListen) {
+  try {
+    load("listen = [\"127.0.0.1:8081 proxy_protocol\"]\n");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tern.toml:1: listen: 127.0.0.1:8081 proxy_protocol"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("real_ip.from"), std::string::npos) << e.what();
+  }
+  try {
+    load("[[server]]\nnames = [\"a\"]\n[[server]]\nlisten = [\"127.0.0.1:8082 proxy_protocol\"]\n");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("tern.toml:3: server[1].listen:"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ConfigFileTest, RealIpMistakesNameTheirKey) {
+  const auto key_of = [this](const std::string& toml) -> std::string {
+    try {
+      load(toml);
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      const size_t at = what.find("tern.toml:");
+      return what.substr(at + 10, what.find(": ", what.find(": ", at) + 2) - at - 10);
+    }
+    return "loaded";
+  };
+  EXPECT_EQ(key_of("[real_ip]\nheader = \"X-Real-IP\"\n"), "1: real_ip.from");
+  EXPECT_EQ(key_of("[real_ip]\nfrom = [\"10.0.0.1/8\"]\n"), "2: real_ip.from");
+  EXPECT_EQ(key_of("[real_ip]\nfrom = [\"10.0.0.0/8\"]\nheader = \"Forwarded\"\n"), "3: real_ip.header");
+  EXPECT_EQ(key_of("[real_ip]\nfrom = [\"10.0.0.0/8\"]\ntrust = true\n"), "3: real_ip.trust");
+  EXPECT_EQ(key_of("[[server]]\nreal_ip = { from = [] }\n"), "2: server[0].real_ip.from");
 }
 
 TEST_F(ConfigFileTest, Http2TableKeepsItsWindowsWithinTheProtocol) {

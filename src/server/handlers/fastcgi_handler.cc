@@ -325,7 +325,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   options.read_timeout = block.config.read_timeout;
   // Several php-fpm pools: a failed attempt may go to another.
   options.next_server = block.servers.size() > 1;
-  if (block.balance == upstream::Balancer::Method::kHash) options.hash_key = exchange.peer_address().to_ip();
+  if (block.balance == upstream::Balancer::Method::kHash) options.hash_key = exchange.client_address().to_ip();
   options.log_name = block.log_name;
   options.request_buffering = block.config.request_buffering;
   options.response_buffering = block.config.response_buffering;
@@ -347,7 +347,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
                       ssl_cipher = secure != nullptr ? secure->cipher() : std::string_view(), filename = block.root + route.script, script = route.script,
                       path_info = route.path_info, uri = state.path, root = block.root,
                       server_name = std::string_view(server_name_), local = exchange.local_address(),
-                      peer = exchange.peer_address(), software = std::string_view(software_)](
+                      peer = exchange.client_address(), software = std::string_view(software_)](
                          net::Buffer& out, std::optional<uint64_t> length) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);

@@ -36,9 +36,9 @@ bool AccessHandler::needed(const LocationConfig& config) {
 }
 
 Claim AccessHandler::claim(Route& route) {
-  const net::InetAddress& peer = *route.peer;
-  auto in = [&peer](const std::vector<Cidr>& list) {
-    return std::any_of(list.begin(), list.end(), [&peer](const Cidr& c) { return c.contains(peer); });
+  const net::InetAddress& client = *route.client;
+  auto in = [&client](const std::vector<Cidr>& list) {
+    return std::any_of(list.begin(), list.end(), [&client](const Cidr& c) { return c.contains(client); });
   };
   const bool refused = deny_all_ || in(deny_) || (!allow_.empty() && !in(allow_));
   return refused ? Claim::kRespond : Claim::kPass;

@@ -250,7 +250,7 @@ ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location)
 std::string ProxyHandler::hash_key(const Route& route) const {
   if (hash_.empty()) return {};
   const http::Request& request = *route.request;
-  if (hash_ == "$remote_addr") return route.peer->to_ip();
+  if (hash_ == "$remote_addr") return route.client->to_ip();
   if (hash_ == "$request_uri") return std::string(request.uri());
   if (hash_.starts_with("$cookie_")) return std::string(cookie_value(request, std::string_view(hash_).substr(8)));
   const std::string_view variable = std::string_view(hash_).substr(6);  // "$http_"
@@ -287,7 +287,8 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
   // nginx's $proxy_host, for a request without a host (HTTP/1.0).
   forward.upstream_host = config_.group.starts_with("unix:") ? std::string_view("localhost")
                                                             : std::string_view(config_.group);
-  forward.client = &exchange.peer_address();
+  forward.client = &exchange.client_address();
+  forward.hop = route.connection_client;
   forward.secure = exchange.secure() != nullptr;
 
   upstream::CallOptions options;
