@@ -56,7 +56,7 @@ RUN_PACKAGES=(php8.2-fpm)
 TEST_PACKAGES=(libgtest-dev libgmock-dev libnghttp2-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd
-  logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod)
+  logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod haproxy)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them

@@ -32,7 +32,7 @@ bool valid_field_value(std::string_view value) {
 // Variables a `return` URL or body may hold.
 bool known_variables(std::string_view text) {
   static const std::set<std::string, std::less<>> kNames = {"scheme", "host", "request_uri",
-                                                            "uri", "args", "is_args"};
+                                                            "uri", "args", "is_args", "remote_addr"};
   for (size_t at = text.find('$'); at != std::string_view::npos; at = text.find('$', at + 1)) {
     size_t end = at + 1;
     const bool braced = end < text.size() && text[end] == '{';
@@ -125,7 +125,7 @@ void read_return(Section& s, LocationConfig& l) {
       s.fail(*t.node("url"), "return.url", "only with 301, 302, 303, 307 or 308");
     }
     if (!known_variables(r.url) || !known_variables(r.body)) {
-      s.fail(*node, "return", "unknown variable (known: $scheme $host $request_uri $uri $args $is_args $1..$9)");
+      s.fail(*node, "return", "unknown variable (known: $scheme $host $request_uri $uri $args $is_args $remote_addr $1..$9)");
     }
     if (!valid_field_value(r.url) || !valid_field_value(r.type)) {
       s.fail(*node, "return", "line breaks in url or type");

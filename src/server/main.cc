@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   Flags flags;
   CLI::App app("tern: a small, fast HTTP/1.1 web server", "tern");
   app.add_option("-c,--config", flags.config_file, "TOML configuration file")->check(CLI::ExistingFile);
-  app.add_option("--listen", flags.listen, "ADDRESS:PORT to listen on, then tls, h2c or no-h2 (repeatable; [::1]:8080 for IPv6)");
+  app.add_option("--listen", flags.listen, "ADDRESS:PORT to listen on, then tls, h2c, no-h2 or proxy_protocol (repeatable; [::1]:8080 for IPv6)");
   app.add_option("--root", flags.root, "document root");
   app.add_option("--workers", flags.workers, "worker threads")->check(CLI::Range(1, 1024));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error, critical or off");

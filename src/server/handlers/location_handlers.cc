@@ -105,6 +105,8 @@ void expand_variables(std::string_view text, const Route& route, bool url, std::
       out->append(request.query());
     } else if (name == "is_args") {
       if (!request.query().empty()) out->push_back('?');
+    } else if (name == "remote_addr") {
+      out->append(route.client->to_ip());
     }
   }
 }
