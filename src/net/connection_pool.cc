@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/assert.h"
 #include "base/log.h"
 #include "net/event_loop.h"
 #include "net/tcp_client.h"
@@ -17,10 +18,23 @@ struct ConnectionPool::Slot {
   User* user = nullptr;   // while kBusy
   size_t index = 0;       // in slots_
   bool dropped = false;   // out of the pool; its callbacks do nothing
+  bool named = false;     // with proxy_protocol: its header is sent, for named_for
+  ProxyHeader named_for;
 };
 
+namespace {
+
+bool same_client(const ProxyHeader& a, const ProxyHeader& b) {
+  if (a.local || b.local) return a.local == b.local;
+  return a.source == b.source && a.destination == b.destination;
+}
+
+}  // namespace
+
 ConnectionPool::ConnectionPool(EventLoop* loop, ConnectionPoolOptions options)
-    : loop_(loop), options_(std::move(options)) {}
+    : loop_(loop), options_(std::move(options)) {
+  TERN_CHECK(options_.proxy_protocol == 0 || (options_.proxy_protocol <= 2 && !options_.secure));
+}
 
 ConnectionPool::~ConnectionPool() { close(); }
 
@@ -60,14 +74,13 @@ void ConnectionPool::retire() {
   for (Slot* slot : idle) drop_slot(slot);
 }
 
-void ConnectionPool::acquire(User* user) {
+void ConnectionPool::acquire(User* user, const ProxyHeader* client) {
   loop_->assert_in_loop_thread();
   if (destroying_) return fail_later(user, Failure::kConnectFailed, "connection pool closed");
+  const ProxyHeader want = client != nullptr && options_.proxy_protocol != 0 ? *client : ProxyHeader{};
   if (waiting_.empty() && !idle_.empty()) {
     // The common case: a connection at hand, nobody ahead.
-    Slot* slot = idle_.back();
-    idle_.pop_back();
-    return lend(slot, user);
+    if (Slot* slot = take_idle(want)) return lend(slot, user, want);
   }
   // The queue holds the users no connection is on its way to: those beside
   // an idle connection, or one that is being or can be opened, are served.
@@ -75,7 +88,7 @@ void ConnectionPool::acquire(User* user) {
   if (queued >= options_.max_waiting && slots_.size() >= options_.max_connections && idle() == 0) {
     return fail_later(user, Failure::kOverloaded, "too many requests waiting for a connection");
   }
-  Waiter waiter{user, {}};
+  Waiter waiter{user, {}, want};
   waiter.timer = loop_->run_after(options_.queue_timeout, [this, user] {
     auto it = std::find_if(waiting_.begin(), waiting_.end(),
                            [user](const Waiter& w) { return w.user == user; });
@@ -89,21 +102,42 @@ void ConnectionPool::acquire(User* user) {
 
 void ConnectionPool::serve_waiters() {
   if (destroying_) return;
-  // Idle connections first, to the longest-waiting users.
-  while (!waiting_.empty() && !idle_.empty()) {
-    Slot* slot = idle_.back();
-    idle_.pop_back();
-    Waiter waiter = waiting_.front();
-    waiting_.pop_front();
-    loop_->cancel(waiter.timer);
-    lend(slot, waiter.user);
+  // Idle connections first, to the longest-waiting users (each lent one
+  // may change the queue: the search begins again).
+  for (bool lent = true; lent && !waiting_.empty() && !idle_.empty();) {
+    lent = false;
+    for (size_t i = 0; i < waiting_.size(); ++i) {
+      Slot* slot = take_idle(waiting_[i].client);
+      if (slot == nullptr) continue;
+      Waiter waiter = waiting_[i];
+      waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(i));
+      loop_->cancel(waiter.timer);
+      lend(slot, waiter.user, waiter.client);
+      lent = true;
+      break;
+    }
   }
   if (waiting_.empty()) return;
-  // Then open connections for those still waiting, as many as allowed. A
-  // connect can fail at once, which removes a waiter and calls back here.
-  while (waiting_.size() > connecting() && slots_.size() < options_.max_connections) {
+  // Then open connections for those still waiting, as many as allowed (an
+  // idle connection of another client gives way). A connect can fail at
+  // once, which removes a waiter and calls back here.
+  while (waiting_.size() > connecting()) {
+    if (slots_.size() >= options_.max_connections) {
+      if (options_.proxy_protocol == 0 || idle_.empty()) break;
+      drop_slot(idle_.front());
+    }
     open_slot();
   }
+}
+
+ConnectionPool::Slot* ConnectionPool::take_idle(const ProxyHeader& client) {
+  for (size_t i = idle_.size(); i-- > 0;) {
+    Slot* slot = idle_[i];
+    if (options_.proxy_protocol != 0 && slot->named && !same_client(slot->named_for, client)) continue;
+    idle_.erase(idle_.begin() + static_cast<std::ptrdiff_t>(i));
+    return slot;
+  }
+  return nullptr;
 }
 
 void ConnectionPool::open_slot() {
@@ -170,11 +204,18 @@ void ConnectionPool::on_closed(Slot* slot, TcpConnection& conn) {
   serve_waiters();
 }
 
-void ConnectionPool::lend(Slot* slot, User* user) {
+void ConnectionPool::lend(Slot* slot, User* user, const ProxyHeader& client) {
   slot->state = Slot::State::kBusy;
   slot->user = user;
   user->slot_ = slot;
-  user->on_lease(*slot->client->connection());
+  TcpConnection& conn = *slot->client->connection();
+  if (options_.proxy_protocol != 0 && !slot->named) {
+    // Its first bytes, ahead of the user's.
+    slot->named = true;
+    slot->named_for = client;
+    conn.send(proxy_header(options_.proxy_protocol, client));
+  }
+  user->on_lease(conn);
 }
 
 void ConnectionPool::release(User* user, bool reusable) {

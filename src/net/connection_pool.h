@@ -25,6 +25,13 @@
 // go on calling it until it is destroyed. One pool per loop per upstream,
 // closed on that loop's thread (the destructor closes it if nobody did),
 // never from inside one of its users' callbacks; loop thread only.
+//
+// With proxy_protocol, each connection begins with a PROXY protocol header
+// naming the client (and the address it came to) of the user it is first
+// lent to, and is lent again only to users for that same client: the
+// upstream (a server behind HAProxy's accept-proxy, a tern listening with
+// proxy_protocol) believes one client per connection. Idle connections of
+// other clients give way (the oldest closes) when max_connections are open.
 #pragma once
 
 #include <chrono>
@@ -36,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/proxy_protocol.h"
 #include "net/socket_address.h"
 #include "net/timer_wheel.h"
 
@@ -59,6 +67,10 @@ struct ConnectionPoolOptions {
   // TLS to the server (a tls::ClientContext): a connection is lent once its
   // handshake is over; one that fails counts as a failed connect.
   std::shared_ptr<SecureContext> secure{};
+  // 1 or 2: connections begin with a PROXY protocol header of that version
+  // (see above); 0: none. Not with `secure` (the header would have to
+  // come before the handshake).
+  int proxy_protocol = 0;
 };
 
 class ConnectionPool {
@@ -91,7 +103,10 @@ class ConnectionPool {
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
-  void acquire(User* user);
+  // `client`: the client a proxy_protocol pool's connection is for (copied);
+  // null: the pool's own (a LOCAL header: a health check). Ignored without
+  // proxy_protocol.
+  void acquire(User* user, const ProxyHeader* client = nullptr);
   // Closes every connection and fails every user (see above).
   void close();
   // Winds the pool down without failing anyone (a reload replaced it):
@@ -115,6 +130,7 @@ class ConnectionPool {
   struct Waiter {
     User* user;
     TimerId timer;  // queue timeout
+    ProxyHeader client;  // with proxy_protocol: whose connection it needs
   };
   struct Failing {  // a failure to report after this round
     User* user;
@@ -126,7 +142,10 @@ class ConnectionPool {
   void on_connected(Slot* slot, TcpConnection& conn);
   void on_connect_failed(Slot* slot, std::string_view why);
   void on_closed(Slot* slot, TcpConnection& conn);
-  void lend(Slot* slot, User* user);
+  void lend(Slot* slot, User* user, const ProxyHeader& client);
+  // An idle connection `client` may have (the last given back first), out
+  // of idle_; null if none.
+  Slot* take_idle(const ProxyHeader& client);
   void serve_waiters();
   void drop_slot(Slot* slot);
   void fail_later(User* user, Failure failure, std::string why);

@@ -178,6 +178,17 @@ ProxyParseResult parse_proxy_header(std::string_view bytes) {
   return invalid("no PROXY protocol header");
 }
 
+std::string proxy_header(int version, const ProxyHeader& header) {
+  if (!header.local) {
+    return version == 1 ? proxy_header_v1(header.source, header.destination)
+                        : proxy_header_v2(header.source, header.destination);
+  }
+  if (version == 1) return "PROXY UNKNOWN\r\n";
+  std::string out(kV2Signature);
+  out.append("\x20\x00\x00\x00", 4);  // version 2, LOCAL; UNSPEC; no addresses
+  return out;
+}
+
 std::string proxy_header_v1(const InetAddress& source, const InetAddress& destination) {
   if (source.is_ipv6() != destination.is_ipv6()) return "PROXY UNKNOWN\r\n";
   std::string out = source.is_ipv6() ? "PROXY TCP6 " : "PROXY TCP4 ";

@@ -71,5 +71,8 @@ struct ProxyProtocolOptions {
 std::string proxy_header_v1(const InetAddress& source, const InetAddress& destination);
 // The binary form, with the PROXY command and no TLVs.
 std::string proxy_header_v2(const InetAddress& source, const InetAddress& destination);
+// `header` in `version` (1 or 2); a local one as "PROXY UNKNOWN" or the
+// LOCAL command (a connection of the sender's own: a health check).
+std::string proxy_header(int version, const ProxyHeader& header);
 
 }  // namespace tern::net

@@ -131,6 +131,9 @@ struct UpstreamConfig {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds queue_timeout{10000};
   std::optional<upstream::HealthOptions> health;  // active health checks
+  // 1 or 2 ("v1", "v2"): connections to the servers begin with a PROXY
+  // protocol header naming the client; 0: none.
+  int proxy_protocol = 0;
   // Set on the proxy's copy of a group for the locations that pass to it
   // over "https://" (ProxyRoutes): its servers speak TLS.
   std::optional<UpstreamTlsConfig> tls{};

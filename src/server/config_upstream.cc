@@ -150,6 +150,7 @@ void read_upstreams(Section& top, const toml::node& node, Config& c) {
     s.get_int("queue", &u.queue, 0, 1'000'000);
     s.get_duration("connect_timeout", &u.connect_timeout);
     s.get_duration("queue_timeout", &u.queue_timeout);
+    s.get_choice("proxy_protocol", &u.proxy_protocol, {{"v1", 1}, {"v2", 2}});
     if (const toml::node* health = s.node("health")) {
       if (!health->is_table()) s.fail(*health, "health", "expected a table { path = \"/health\", interval = \"5s\" }");
       u.health = read_health(s.sub(*health->as_table(), "health"));
@@ -232,10 +233,20 @@ void check_proxies(const std::string& file, const Config& c) {
   auto named = [&c](const std::string& name) {
     return std::any_of(c.upstreams.begin(), c.upstreams.end(), [&](const UpstreamConfig& u) { return u.name == name; });
   };
+  auto group = [&c](const std::string& name) -> const UpstreamConfig* {
+    for (const UpstreamConfig& u : c.upstreams) {
+      if (u.name == name) return &u;
+    }
+    return nullptr;
+  };
   auto check_fastcgi = [&](const FastCgiConfig& f, const std::string& where) {
     if (!f.group.empty() && !named(f.group)) {
       throw ConfigError(file, f.pass_line, where + ".pass",
                         "\"" + f.group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:9000");
+    }
+    if (const UpstreamConfig* u = group(f.group); u != nullptr && u->proxy_protocol != 0) {
+      throw ConfigError(file, f.pass_line, where + ".pass",
+                        "the [[upstream]] \"" + f.group + "\" sends the PROXY protocol, which FastCGI servers do not read");
     }
   };
   for (size_t i = 0; i < c.fastcgi.size(); ++i) check_fastcgi(c.fastcgi[i], "fastcgi[" + std::to_string(i) + "]");
@@ -254,6 +265,12 @@ void check_proxies(const std::string& file, const Config& c) {
         throw ConfigError(file, l.proxy->line,
                           "server[" + std::to_string(i) + "].location[" + std::to_string(j) + "].proxy.pass",
                           "\"" + l.proxy->group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:3000");
+      }
+      if (const UpstreamConfig* u = group(l.proxy->group); u != nullptr && u->proxy_protocol != 0 && l.proxy->tls) {
+        throw ConfigError(file, l.proxy->line,
+                          "server[" + std::to_string(i) + "].location[" + std::to_string(j) + "].proxy.pass",
+                          "the [[upstream]] \"" + l.proxy->group +
+                              "\" sends the PROXY protocol, which tern does not send ahead of TLS yet: pass over http://");
       }
     }
   }

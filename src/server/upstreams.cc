@@ -47,6 +47,7 @@ std::vector<upstream::GroupServer> group_servers(const UpstreamConfig& config) {
     server.spec.backup = s.backup;
     server.spec.max_fails = s.max_fails;
     server.spec.fail_timeout = s.fail_timeout;
+    server.proxy_protocol = config.proxy_protocol;
     servers.push_back(std::move(server));
   }
   return servers;

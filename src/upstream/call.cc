@@ -94,7 +94,7 @@ void Call::acquire() {
   attempt_open_ = true;
   attempt_began_ms_ = loop_->clock().now_ms();
   group_.started(server_);
-  group_.pool(server_).acquire(this);
+  group_.pool(server_).acquire(this, options_.proxy_client ? &*options_.proxy_client : nullptr);
 }
 
 void Call::settle(bool failed) {

@@ -163,6 +163,9 @@ struct CallOptions {
   http::ResponseParser::Limits response_head;
   // The key a hashing group places the request by.
   std::string hash_key;
+  // The client and the address it came to, for a group whose connections
+  // begin with a PROXY protocol header (GroupServer::proxy_protocol).
+  std::optional<net::ProxyHeader> proxy_client;
   // A failed attempt goes on to another server (see above).
   bool next_server = false;
   unsigned max_tries = 0;  // 0: each server once

@@ -21,6 +21,7 @@ Group::Group(net::EventLoop* loop, std::string name, const std::vector<GroupServ
     net::ConnectionPoolOptions options = pool;
     options.address = server.address;
     options.secure = server.secure;
+    options.proxy_protocol = server.proxy_protocol;
     options.name = servers.size() == 1 ? name_ : name_ + " " + server.address.to_string();
     pools_.push_back(std::make_unique<net::ConnectionPool>(loop_, options));
   }

@@ -35,6 +35,7 @@ struct GroupServer {
   ServerSpec spec;
   net::SocketAddress address = net::InetAddress();
   std::shared_ptr<net::SecureContext> secure{};  // TLS to it (tls::ClientContext); null: plain
+  int proxy_protocol = 0;  // 1 or 2: its connections begin with that PROXY header (ConnectionPool)
 };
 
 // What is counted per server of a group on one loop (metrics), written by

@@ -16,6 +16,7 @@ class HealthCheck::Probe final : private net::ConnectionPool::User {
     net::ConnectionPoolOptions options;
     options.address = server.address;
     options.secure = server.secure;
+    options.proxy_protocol = server.proxy_protocol;  // the probes' headers say LOCAL
     options.name = label_ + " health check";
     options.max_connections = 1;
     options.max_waiting = 1;

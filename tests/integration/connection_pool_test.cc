@@ -721,5 +721,108 @@ TEST_F(ConnectionPoolTest, DestroyingThePoolWithAFailureStillPendingIsSafe) {
   });
 }
 
+// Toward an upstream that reads the PROXY protocol (a TcpServer expecting
+// it from loopback): each connection names the client it was first lent
+// for, and is lent again for that client only. The upstream answers each
+// message with the client its connection named.
+class ProxiedPoolTest : public ConnectionPoolTest {
+ protected:
+  void SetUp() override {
+    upstream_runner_.run([&] {
+      const InetAddress address(0, true);
+      server_ = std::make_unique<TcpServer>(upstream_runner_.loop(), address);
+      server_->set_proxy_protocol(address, {.trusted = [](const InetAddress& peer) { return peer.is_loopback(); }});
+      server_->set_connection_callback([this](TcpConnection& conn) {
+        if (conn.connected()) ++accepts_;
+      });
+      server_->set_message_callback([](TcpConnection& conn, Buffer& input) {
+        const ProxyHeader* header = conn.proxy_header();
+        const std::string named = header == nullptr ? "none" : header->local ? "local" : conn.client_address().to_ip_port();
+        conn.send(named + " " + input.retrieve_all_as_string());
+      });
+      ASSERT_TRUE(server_->start().ok());
+    });
+  }
+  void TearDown() override {
+    destroy_pool();
+    upstream_runner_.run([&] { server_.reset(); });
+  }
+  void make_proxied_pool(int version, size_t max_connections = ConnectionPoolOptions::kNoLimit) {
+    auto options = options_for(server_->listen_address().port());
+    options.proxy_protocol = version;
+    options.max_connections = max_connections;
+    make_pool(options);
+  }
+  void acquire_for(TestUser& u, const char* client) {
+    pool_runner_.run([&] {
+      ProxyHeader header;
+      if (client != nullptr) {
+        header.local = false;
+        header.source = *InetAddress::parse(client);
+        header.destination = *InetAddress::parse(header.source.is_ipv6() ? "[2001:db8::1]:443" : "10.0.0.2:443");
+      }
+      pool_->acquire(&u, client != nullptr ? &header : nullptr);
+    });
+  }
+  // What the upstream says back to `message` on u's connection.
+  std::string round_trip(TestUser& u, const std::string& message) {
+    on_pool([&] { u.received.clear(); });
+    if (!send(u, message)) return "(no connection)";
+    eventually([&] { return u.received.ends_with(message); });
+    return on_pool([&] { return u.received; });
+  }
+
+  std::unique_ptr<TcpServer> server_;  // upstream loop only
+  std::atomic<int> accepts_{0};
+};
+
+TEST_F(ProxiedPoolTest, AConnectionIsLentAgainOnlyForTheClientItsHeaderNamed) {
+  make_proxied_pool(2);
+  TestUser& a = user("a");
+  acquire_for(a, "203.0.113.7:5000");
+  ASSERT_TRUE(eventually([&] { return a.leases == 1; }));
+  EXPECT_EQ(round_trip(a, "one"), "203.0.113.7:5000 one");
+  release(a, true);
+  TestUser& b = user("b");
+  acquire_for(b, "203.0.113.7:5000");
+  ASSERT_TRUE(eventually([&] { return b.leases == 1; }));
+  EXPECT_TRUE(on_pool([&] { return b.conn_id == a.conn_id; }));
+  EXPECT_EQ(round_trip(b, "two"), "203.0.113.7:5000 two");
+  release(b, true);
+  TestUser& c = user("c");
+  acquire_for(c, "198.51.100.9:6000");
+  ASSERT_TRUE(eventually([&] { return c.leases == 1; }));
+  EXPECT_FALSE(on_pool([&] { return c.conn_id == a.conn_id; }));
+  EXPECT_EQ(round_trip(c, "three"), "198.51.100.9:6000 three");
+  EXPECT_EQ(accepts_.load(), 2);
+  EXPECT_EQ(on_pool([&] { return pool_->idle(); }), 1u);  // a's, kept for its client
+}
+
+TEST_F(ProxiedPoolTest, AtMaxConnectionsAnotherClientsIdleConnectionGivesWay) {
+  make_proxied_pool(1, /*max_connections=*/1);
+  TestUser& a = user("a");
+  acquire_for(a, "203.0.113.7:5000");
+  ASSERT_TRUE(eventually([&] { return a.leases == 1; }));
+  EXPECT_EQ(round_trip(a, "one"), "203.0.113.7:5000 one");
+  release(a, true);
+  TestUser& b = user("b");
+  acquire_for(b, "[2001:db8::7]:7000");
+  ASSERT_TRUE(eventually([&] { return b.leases == 1; }));
+  EXPECT_EQ(round_trip(b, "two"), "[2001:db8::7]:7000 two");
+  EXPECT_EQ(on_pool([&] { return pool_->connections(); }), 1u);
+  EXPECT_EQ(accepts_.load(), 2);
+}
+
+TEST_F(ProxiedPoolTest, ThePoolsOwnConnectionsSayLocal) {
+  for (int version : {1, 2}) {
+    make_proxied_pool(version);
+    TestUser& probe = user("probe");
+    acquire_for(probe, nullptr);
+    ASSERT_TRUE(eventually([&] { return probe.leases == 1; }));
+    EXPECT_EQ(round_trip(probe, "health"), "local health") << version;
+    destroy_pool();
+  }
+}
+
 }  // namespace
 }  // namespace tern::net

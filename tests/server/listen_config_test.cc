@@ -150,6 +150,28 @@ TEST_F(ConfigFileTest, RealIpMistakesNameTheirKey) {
   EXPECT_EQ(key_of("[[server]]\nreal_ip = { from = [] }\n"), "2: server[0].real_ip.from");
 }
 
+TEST_F(ConfigFileTest, AnUpstreamSendsThePROXYProtocolOnlyWhereItCanBeRead) {
+  const std::string group = "[[upstream]]\nname = \"lb\"\nservers = [{ address = \"127.0.0.1:9\" }]\n";
+  const Config config = load(group + "proxy_protocol = \"v2\"\n");
+  EXPECT_EQ(config.upstreams.at(0).proxy_protocol, 2);
+  EXPECT_EQ(load(group).upstreams.at(0).proxy_protocol, 0);
+  const auto error_of = [this](const std::string& toml) -> std::string {
+    try {
+      load(toml);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "loaded";
+  };
+  EXPECT_NE(error_of(group + "proxy_protocol = \"v3\"\n").find("upstream[0].proxy_protocol: expected \"v1\" or \"v2\""),
+            std::string::npos);
+  const std::string sites = group + "proxy_protocol = \"v1\"\n[[server]]\n[[server.location]]\nprefix = \"/\"\n";
+  EXPECT_NE(error_of(sites + "fastcgi = { pass = \"lb\" }\n").find("which FastCGI servers do not read"),
+            std::string::npos);
+  EXPECT_NE(error_of(sites + "proxy = { pass = \"https://lb\" }\n").find("ahead of TLS"), std::string::npos);
+  EXPECT_EQ(error_of(sites + "proxy = { pass = \"http://lb\" }\n"), "loaded");
+}
+
 TEST_F(ConfigFileTest, Http2TableKeepsItsWindowsWithinTheProtocol) {
   const Config config = load("[http2]\nmax_concurrent_streams = 64\nstream_window = \"1MiB\"\n"
                              "connection_window = \"16MiB\"\n");

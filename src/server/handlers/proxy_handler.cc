@@ -244,6 +244,7 @@ ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location)
   if (group_ >= 0) {
     const UpstreamConfig& group = routes->config(static_cast<size_t>(group_));
     if (group.method == UpstreamConfig::Method::kHash) hash_ = group.hash;
+    proxy_protocol_ = group.proxy_protocol != 0;
   }
 }
 
@@ -301,6 +302,12 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
   options.max_temp_file = config_.max_temp_file;
   options.temp_dir = routes_->temp_dir();
   options.hash_key = hash_key(route);
+  if (proxy_protocol_) {
+    net::ProxyHeader& client = options.proxy_client.emplace();
+    client.local = false;
+    client.source = exchange.client_address();
+    client.destination = exchange.local_address();
+  }
   options.next_server = config_.next_upstream;
   options.max_tries = config_.next_upstream_tries;
   options.next_server_timeout = config_.next_upstream_timeout;

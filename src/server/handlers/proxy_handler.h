@@ -107,6 +107,7 @@ class ProxyHandler final : public Handler {
   const int group_;
   std::string prefix_;  // the location's, replaced by config_.path
   std::string hash_;    // the group's hash key, for a hashing group
+  bool proxy_protocol_ = false;  // the group's connections name their client
   std::string log_name_;
   std::string rewrite_from_;
 };

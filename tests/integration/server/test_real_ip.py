@@ -28,11 +28,12 @@ LOG_FORMAT = "$remote_addr $realip_remote_addr $proxy_protocol_addr $request_uri
 
 @pytest.fixture
 def haproxy(tmp_path):
-    """start(mode, server_lines, frontend_lines=()) -> a running HAProxy."""
+    """start(mode, server_lines, frontend_lines=(), bind_options="") -> a
+    running HAProxy (haproxy.HAProxy)."""
     started = []
 
-    def start(mode, server_lines, frontend_lines=()):
-        proxy = HAProxy(tmp_path / f"haproxy{len(started)}", mode, server_lines, frontend_lines)
+    def start(mode, server_lines, frontend_lines=(), bind_options=""):
+        proxy = HAProxy(tmp_path / f"haproxy{len(started)}", mode, server_lines, frontend_lines, bind_options)
         started.append(proxy)
         return proxy
 
@@ -122,6 +123,29 @@ def test_x_forwarded_for_from_haproxy_names_the_client_and_goes_upstream(tern_fa
     assert ask(lb.port, "/lan/x", "127.0.0.3").status == 403
     lines = wait_for_lines(srv.workdir / "access.log", 3)
     assert lines[0] == "127.0.0.2 127.0.0.1 - /echo 200", lines
+
+
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_an_upstream_behind_haproxy_accept_proxy_sees_each_client(tern_factory, haproxy, apps, version):
+    (app,) = apps("app")
+    # HAProxy reads the header tern sends (accept-proxy) and tells the app
+    # the client it named.
+    lb = haproxy("http", [f"server app {app.address}"], ["http-request set-header X-Haproxy-Src %[src]"],
+                 bind_options="accept-proxy")
+    health = {"path": "/health", "interval": "200ms", "timeout": "500ms", "rise": 1, "fall": 1}
+    srv = tern_factory(site({"from": TRUSTED}, [{"prefix": "/echo", "proxy": {"pass": "http://lb"}}],
+                            upstream=[{"name": "lb", "proxy_protocol": version, "health": health,
+                                       "servers": [{"address": f"127.0.0.1:{lb.port}"}]}]))
+    time.sleep(1.0)  # health checks through HAProxy, each with a LOCAL header
+    # Connections to the upstream are per client: each request's is its own.
+    for source in ("127.0.0.2", "127.0.0.3", "127.0.0.2"):
+        with HttpConn.open(srv.port, source=source) as conn:
+            for _ in range(2):
+                resp = conn.get("/echo")
+                assert resp.status == 200, resp.body
+                fields = {name.lower(): value for name, value in json.loads(resp.body)["headers"]}
+                assert fields["x-haproxy-src"] == source, fields
+    assert "marked down" not in srv.stderr(), srv.stderr()
 
 
 def test_an_untrusted_peers_forwarded_fields_are_ignored(tern_factory):
