@@ -40,8 +40,8 @@ struct ProxyHeader {
   // check) or a family it could not name (version 1's UNKNOWN, version 2's
   // UNSPEC and UNIX): the addresses are those of the TCP connection.
   bool local = true;
-  InetAddress source;       // the client, when !local
-  InetAddress destination;  // the address the client connected to, when !local
+  InetAddress source = InetAddress();       // the client, when !local
+  InetAddress destination = InetAddress();  // the address the client connected to, when !local
   int version = 0;          // 1 or 2
 };
 

@@ -80,7 +80,7 @@ void TcpConnection::establish(bool input_waiting) {
   if (awaiting_proxy_header_) {
     // Announced once the header is read (proxy_header_read), which may be
     // in this first read.
-    if (input_waiting) proxy_read();
+    if (input_waiting) handle_read();
     if (!disconnected() && !close_scheduled_) register_channel();
     return;
   }
@@ -258,8 +258,8 @@ void TcpConnection::note_activity(uint64_t bytes) {
 }
 
 void TcpConnection::handle_read() {
-  if (awaiting_proxy_header_) [[unlikely]] return proxy_read();
-  if (secure_) return secure_read();
+  // A PROXY protocol header comes before TLS: read as plain bytes.
+  if (secure_ && !awaiting_proxy_header_) return secure_read();
   // Level-triggered: one read per event, the loop comes back if more is
   // waiting. Edge-triggered: read until the socket is drained or the
   // application stops reading.
@@ -270,11 +270,16 @@ void TcpConnection::handle_read() {
     ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
     if (n > 0) {
       count_received(static_cast<uint64_t>(n));
-      deliver_input();
+      if (awaiting_proxy_header_) [[unlikely]] {
+        proxy_input();  // and what came after the header, once it is read
+      } else {
+        deliver_input();
+      }
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
           static_cast<size_t>(n) < offered) {
         return;
       }
+      if (secure_ && !awaiting_proxy_header_) return secure_read();
       continue;
     }
     loop()->buffers().drain(input_);

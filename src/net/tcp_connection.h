@@ -238,7 +238,6 @@ class TcpConnection final : public OutputStream {
   // client it names (both outlive the connection).
   void expect_proxy_header(const ProxyProtocolOptions* options,
                            const std::function<bool(const InetAddress&)>* admit);
-  void proxy_read();
   // The bytes in input_ so far: the header read (and what came after it
   // handed on), more awaited, or the connection closed.
   void proxy_input();

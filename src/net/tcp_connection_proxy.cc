@@ -27,31 +27,6 @@ void TcpConnection::proxy_timer_fired(void* self) {
   conn->force_close();
 }
 
-void TcpConnection::proxy_read() {
-  // As handle_read; once the header is read, on through handle_read's own
-  // path for what is left on the socket (edge-triggered).
-  for (;;) {
-    int err = 0;
-    size_t offered = 0;
-    loop()->buffers().fill(input_);
-    const ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
-    if (n > 0) {
-      count_received(static_cast<uint64_t>(n));
-      proxy_input();
-      if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
-          static_cast<size_t>(n) < offered) {
-        return;
-      }
-      if (!awaiting_proxy_header_) return handle_read();
-      continue;
-    }
-    loop()->buffers().drain(input_);
-    if (n == 0) return handle_peer_eof();
-    if (err == EAGAIN || err == EWOULDBLOCK) return;
-    return fail(err, "read");
-  }
-}
-
 void TcpConnection::proxy_input() {
   const ProxyParseResult r = parse_proxy_header({input_.peek(), input_.readable_bytes()});
   if (r.status == ProxyParse::kIncomplete) return;
