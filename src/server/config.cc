@@ -255,6 +255,7 @@ namespace config_detail {
 
 void read_tls(Section& s, int line, TlsConfig* t) {
   t->line = line;
+  t->file = s.file();
   t->where = s.prefix().substr(0, s.prefix().size() - 1);
   auto certs = s.get_strings("cert");
   auto keys = s.get_strings("key");
@@ -427,12 +428,7 @@ Config default_config() {
 void rebuild_implicit_site(Config& config) { config_detail::finish_sites(config.source, config); }
 
 Config load_config(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw ConfigError(path, static_cast<int>(e.source().begin.line), "(syntax)", std::string(e.description()));
-  }
+  toml::table root = config_detail::parse_config_file(path);
   Config c = default_config();
   c.source = path;
   Section top(path, root, "");
@@ -473,6 +469,8 @@ Config load_config(const std::string& path) {
   }
   if (const toml::node* node = top.node("upstream")) config_detail::read_upstreams(top, *node, c);
   if (const toml::node* node = top.node("server")) config_detail::read_sites(top, *node, c);
+  std::vector<std::string> chain{path};
+  config_detail::read_includes(top, c, chain);
   top.finish();
   config_detail::finish_sites(path, c);
   config_detail::check_proxies(path, c);

@@ -137,6 +137,7 @@ struct UpstreamConfig {
   // Set on the proxy's copy of a group for the locations that pass to it
   // over "https://" (ProxyRoutes): its servers speak TLS.
   std::optional<UpstreamTlsConfig> tls{};
+  std::string file;  // the file it was read from (an included one)
   int line = 0;
   bool operator==(const UpstreamConfig&) const = default;
 };
@@ -226,6 +227,7 @@ struct TlsConfig {
   std::string curves;
   bool prefer_server_ciphers = false;
   std::string where = "tls";  // the table, for messages ("server[1].tls")
+  std::string file;           // the file it is in; empty: the main one
   int line = 0;
   bool operator==(const TlsConfig&) const = default;
 };
@@ -299,6 +301,8 @@ struct SiteConfig {
   std::vector<LocationConfig> locations;
   TlsConfig tls;  // [server.tls] over [tls]
   RealIpConfig real_ip;  // [server.real_ip] over [real_ip]
+  std::string file;   // the file it was read from (an included one); empty: made
+  std::string where;  // its table there, for messages ("server[1]")
   bool implicit = false;  // made from the top-level keys (no [[server]] in the file)
   int line = 0;
   bool operator==(const SiteConfig&) const = default;

@@ -90,13 +90,15 @@ void check_proxy_protocol(const std::string& file, const Config& c) {
   int line = c.listen_line;
   std::string key = "listen";
   const net::InetAddress* address = c.listen.proxy_protocol.empty() ? nullptr : &c.listen.proxy_protocol.front();
+  const std::string* in = &file;
   for (size_t i = 0; address == nullptr && i < c.sites.size(); ++i) {
     if (c.sites[i].listen.proxy_protocol.empty()) continue;
     address = &c.sites[i].listen.proxy_protocol.front();
     line = c.sites[i].line;
-    key = "server[" + std::to_string(i) + "].listen";
+    key = c.sites[i].where + ".listen";
+    if (!c.sites[i].file.empty()) in = &c.sites[i].file;
   }
-  throw ConfigError(file, line, key,
+  throw ConfigError(*in, line, key,
                     address->to_ip_port() +
                         " proxy_protocol: no network may send the header; name the load balancers' in "
                         "real_ip.from (real_ip = { from = [\"10.0.0.0/8\"], header = \"proxy_protocol\" })");

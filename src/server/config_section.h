@@ -175,6 +175,12 @@ void read_tls(Section& s, int line, TlsConfig* t);
 // The [[server]] blocks (the node under "server" in the top table).
 void read_sites(const Section& top, const toml::node& node, Config& c);
 
+// A config file parsed, with its ${NAME}s filled in (config_files.cc).
+toml::table parse_config_file(const std::string& path);
+// The files `include` names in `s`, read into `c` (config_files.cc);
+// `chain`: the real paths of the files being read, the main one first.
+void read_includes(Section& s, Config& c, std::vector<std::string>& chain);
+
 // After the whole file: the implicit site when there is no [[server]], the
 // inherited values (root, index) filled in, and the checks across sites.
 void finish_sites(const std::string& file, Config& c);

@@ -274,6 +274,8 @@ LocationConfig read_location(Section s, int line) {
 SiteConfig read_site(Section s, int line, const Config& c) {
   SiteConfig site;
   site.line = line;
+  site.file = s.file();
+  site.where = s.prefix().substr(0, s.prefix().size() - 1);
   site.tls = c.tls;
   site.real_ip = c.real_ip;
   if (auto names = s.get_strings("names")) {
@@ -343,7 +345,6 @@ void check_tls_addresses(const std::string& file, const Config& c) {
 
 void read_sites(const Section& top, const toml::node& node, Config& c) {
   if (!node.is_array_of_tables()) top.fail(node, "server", "expected [[server]] blocks");
-  c.sites.clear();
   size_t i = 0;
   for (const toml::node& block : *node.as_array()) {
     const std::string name = "server[" + std::to_string(i++) + "].";
@@ -381,10 +382,11 @@ void finish_sites(const std::string& file, Config& c) {
       everything.line = site.line;
       site.locations.push_back(std::move(everything));
     }
+    const std::string& in = site.file.empty() ? file : site.file;
     if (site.is_default) {
       for (const net::InetAddress& address : site.listen.empty() ? c.listen.all : site.listen.all) {
         if (std::find(with_default.begin(), with_default.end(), address) != with_default.end()) {
-          throw ConfigError(file, site.line, "server.default",
+          throw ConfigError(in, site.line, site.where + ".default",
                             "another site is the default on " + address.to_ip_port());
         }
         with_default.push_back(address);
@@ -393,11 +395,11 @@ void finish_sites(const std::string& file, Config& c) {
     std::set<std::pair<int, std::string>> seen;
     for (const LocationConfig& l : site.locations) {
       if (l.users && !c.auth.enabled) {
-        throw ConfigError(file, l.line, "server.location.users", "needs an [auth] section");
+        throw ConfigError(in, l.line, site.where + ".location.users", "needs an [auth] section");
       }
       const bool regex = l.match == LocationConfig::Match::kRegex || l.match == LocationConfig::Match::kRegexCaseless;
       if (!regex && !seen.emplace(static_cast<int>(l.match), l.pattern).second) {
-        throw ConfigError(file, l.line, "server.location", "duplicate location \"" + l.pattern + "\"");
+        throw ConfigError(in, l.line, site.where + ".location", "duplicate location \"" + l.pattern + "\"");
       }
     }
   }

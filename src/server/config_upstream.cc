@@ -128,11 +128,15 @@ void read_upstreams(Section& top, const toml::node& node, Config& c) {
     Section s(top.file(), *block.as_table(), prefix);
     UpstreamConfig u;
     u.line = static_cast<int>(block.source().begin.line);
+    u.file = s.file();
     s.get_string("name", &u.name);
     if (const toml::node* name = s.node("name")) {
       if (!valid_group_name(u.name)) s.fail(*name, "name", "expected letters, digits, '_', '-' or '.'");
       for (const UpstreamConfig& other : c.upstreams) {
-        if (other.name == u.name) s.fail(*name, "name", "already the name of the group at line " + std::to_string(other.line));
+        if (other.name == u.name) {
+          s.fail(*name, "name", "already the name of the group at " +
+                                    (other.file == u.file ? "line " : other.file + ":") + std::to_string(other.line));
+        }
       }
     } else {
       s.fail(block, "name", "required (the name a proxy's pass uses: \"http://NAME\")");
@@ -230,45 +234,39 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
 }
 
 void check_proxies(const std::string& file, const Config& c) {
-  auto named = [&c](const std::string& name) {
-    return std::any_of(c.upstreams.begin(), c.upstreams.end(), [&](const UpstreamConfig& u) { return u.name == name; });
-  };
   auto group = [&c](const std::string& name) -> const UpstreamConfig* {
     for (const UpstreamConfig& u : c.upstreams) {
       if (u.name == name) return &u;
     }
     return nullptr;
   };
-  auto check_fastcgi = [&](const FastCgiConfig& f, const std::string& where) {
-    if (!f.group.empty() && !named(f.group)) {
-      throw ConfigError(file, f.pass_line, where + ".pass",
+  auto check_fastcgi = [&](const FastCgiConfig& f, const std::string& in, const std::string& where) {
+    if (f.group.empty()) return;
+    const UpstreamConfig* u = group(f.group);
+    if (u == nullptr) {
+      throw ConfigError(in, f.pass_line, where + ".pass",
                         "\"" + f.group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:9000");
     }
-    if (const UpstreamConfig* u = group(f.group); u != nullptr && u->proxy_protocol != 0) {
-      throw ConfigError(file, f.pass_line, where + ".pass",
+    if (u->proxy_protocol != 0) {
+      throw ConfigError(in, f.pass_line, where + ".pass",
                         "the [[upstream]] \"" + f.group + "\" sends the PROXY protocol, which FastCGI servers do not read");
     }
   };
-  for (size_t i = 0; i < c.fastcgi.size(); ++i) check_fastcgi(c.fastcgi[i], "fastcgi[" + std::to_string(i) + "]");
-  for (size_t i = 0; i < c.sites.size(); ++i) {
-    for (size_t j = 0; j < c.sites[i].locations.size(); ++j) {
-      for (const FastCgiConfig& f : c.sites[i].locations[j].fastcgi) {
-        check_fastcgi(f, "server[" + std::to_string(i) + "].location[" + std::to_string(j) + "].fastcgi");
-      }
-    }
-  }
-  for (size_t i = 0; i < c.sites.size(); ++i) {
-    for (size_t j = 0; j < c.sites[i].locations.size(); ++j) {
-      const LocationConfig& l = c.sites[i].locations[j];
+  for (size_t i = 0; i < c.fastcgi.size(); ++i) check_fastcgi(c.fastcgi[i], file, "fastcgi[" + std::to_string(i) + "]");
+  for (const SiteConfig& site : c.sites) {
+    const std::string& in = site.file.empty() ? file : site.file;
+    for (size_t j = 0; j < site.locations.size(); ++j) {
+      const LocationConfig& l = site.locations[j];
+      const std::string where = site.where + ".location[" + std::to_string(j) + "]";
+      for (const FastCgiConfig& f : l.fastcgi) check_fastcgi(f, in, where + ".fastcgi");
       if (!l.proxy) continue;
-      if (!named(l.proxy->group) && !net::SocketAddress::parse(l.proxy->group)) {
-        throw ConfigError(file, l.proxy->line,
-                          "server[" + std::to_string(i) + "].location[" + std::to_string(j) + "].proxy.pass",
+      const UpstreamConfig* u = group(l.proxy->group);
+      if (u == nullptr && !net::SocketAddress::parse(l.proxy->group)) {
+        throw ConfigError(in, l.proxy->line, where + ".proxy.pass",
                           "\"" + l.proxy->group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:3000");
       }
-      if (const UpstreamConfig* u = group(l.proxy->group); u != nullptr && u->proxy_protocol != 0 && l.proxy->tls) {
-        throw ConfigError(file, l.proxy->line,
-                          "server[" + std::to_string(i) + "].location[" + std::to_string(j) + "].proxy.pass",
+      if (u != nullptr && u->proxy_protocol != 0 && l.proxy->tls) {
+        throw ConfigError(in, l.proxy->line, where + ".proxy.pass",
                           "the [[upstream]] \"" + l.proxy->group +
                               "\" sends the PROXY protocol, which tern does not send ahead of TLS yet: pass over http://");
       }

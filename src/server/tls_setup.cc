@@ -27,11 +27,12 @@ void check(const Config& config, const TlsConfig& t, const tls::Identity& identi
     settings.identities.push_back(identity);
     tls::ServerContext loaded(std::move(settings));
   } catch (const std::exception& e) {
-    throw ConfigError(config.source, t.line, t.where + ".cert", e.what());
+    throw ConfigError(t.file.empty() ? config.source : t.file, t.line, t.where + ".cert", e.what());
   }
   for (const tls::CertificatePair& pair : identity.pairs) {
     for (std::string& warning : tls::certificate_warnings(pair)) {
-      warnings->push_back(config.source + ":" + std::to_string(t.line) + ": " + t.where + ".cert: " + warning);
+      warnings->push_back((t.file.empty() ? config.source : t.file) + ":" + std::to_string(t.line) + ": " + t.where +
+                          ".cert: " + warning);
     }
   }
 }

@@ -1,6 +1,7 @@
 """Command line and config file: -t, errors as one line naming file, line
 and key with exit status 2, flags overriding the file, startup failures."""
 
+import signal
 import socket
 import subprocess
 
@@ -283,3 +284,25 @@ def test_a_temp_dir_that_cannot_take_files_fails_the_check(tmp_path):
     proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
     assert proc.returncode == 2, proc
     assert "temp_dir" in proc.stderr and "missing" in proc.stderr, proc.stderr
+
+
+def test_a_conf_d_layout_with_secrets_from_the_environment_serves_and_reloads(tern_factory):
+    """include = ["conf.d/*.toml"]: each site in a file of its own, its root
+    from the environment; a file added later is served after SIGHUP, and a
+    mistake in one is named by its own path (the running sites stay)."""
+    srv = tern_factory({"include": ["conf.d/*.toml"], "server": [{"names": ["main.test"]}]},
+                       env={"SHOP_ROOT": "shop"})
+    conf_d = srv.workdir / "conf.d"
+    conf_d.mkdir()
+    (srv.workdir / "shop").mkdir()
+    (srv.workdir / "shop" / "index.html").write_text("shop\n")
+    (conf_d / "shop.toml").write_text(f'[[server]]\nnames = ["shop.test"]\nroot = "{srv.workdir}/${{SHOP_ROOT}}"\n')
+    srv.reload()
+    resp = srv.get("/", [("Host", "shop.test")])
+    assert (resp.status, resp.body) == (200, b"shop\n")
+    (conf_d / "broken.toml").write_text('[[server]]\nnames = ["b.test"]\nroot = "${BROKEN_ROOT}"\n')
+    before = srv.stderr().count("keeping the running configuration")
+    srv.signal(signal.SIGHUP)
+    assert srv.wait_for_log("keeping the running configuration", before + 1)
+    assert f"{conf_d}/broken.toml:3: server[0].root: ${{BROKEN_ROOT}} is not set" in srv.stderr(), srv.stderr()
+    assert srv.get("/", [("Host", "shop.test")]).body == b"shop\n"

@@ -294,7 +294,7 @@ def test_php_runs_only_where_a_location_says(tern_factory, fpm, tmp_path):
     ('[[server]]\n[[server.location]]\nprefix = "/"\nallow = ["10.0.0.1/8"]\n',
      "server[0].location[0].allow"),
     ('[[server]]\n[[server.location]]\nprefix = "/"\nunknown = 1\n', "server[0].location[0].unknown"),
-    ('[[server]]\ndefault = true\n[[server]]\ndefault = true\n', "server.default"),
+    ('[[server]]\ndefault = true\n[[server]]\ndefault = true\n', "server[1].default"),
     ('[[server]]\nerror_page = { 99 = "/x.html" }\n', "server[0].error_page.99"),
     ('[[server]]\n[[server.location]]\nprefix = "/"\nerror_page = { 404 = "x.html" }\n',
      "server[0].location[0].error_page.404"),
