@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "base/assert.h"
@@ -12,18 +13,34 @@ ResponseWriter& ResponseWriter::start(int status, std::string_view reason) {
   TERN_CHECK_MSG(!started(), "ResponseWriter::start called twice");
   TERN_CHECK(status >= 100 && status <= 999);
   status_ = status;
+  if (extra_ != nullptr && !extra_->remove.empty() && extra_->removes("Server")) {
+    ctx_.stream->start_head(status, reason, {{}, ctx_.date, {}});
+    return *this;
+  }
   ctx_.stream->start_head(status, reason, {ctx_.server, ctx_.date, ctx_.ok_head});
   return *this;
 }
 
+bool ExtraFields::removes(std::string_view name) const {
+  return std::any_of(remove.begin(), remove.end(), [name](const std::string& r) { return iequals(r, name); });
+}
+
 ResponseWriter& ResponseWriter::header(std::string_view name, std::string_view value) {
   TERN_CHECK(started() && !finished_ && !streaming_);
+  if (extra_ != nullptr && !extra_->remove.empty() && extra_->removes(name)) return *this;
   ctx_.stream->field(name, value);
   return *this;
 }
 
 ResponseWriter& ResponseWriter::fields(const FieldBlock& block) {
   TERN_CHECK(started() && !finished_ && !streaming_);
+  if (extra_ != nullptr && !extra_->remove.empty()) {
+    // One field at a time, less the removed ones.
+    for (size_t i = 0; i < block.size(); ++i) {
+      if (!extra_->removes(block.name(i))) ctx_.stream->field(block.name(i), block.value(i));
+    }
+    return *this;
+  }
   ctx_.stream->fields(block);
   return *this;
 }

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/compression.h"
 #include "http/request.h"
@@ -43,11 +44,15 @@ class ErrorPageHook;
 // Fields a configuration adds to responses (a location's headers),
 // prepared once: `always` on every response,
 // `success` on 200, 201, 204, 206, 301, 302, 303, 304, 307 and 308 (the
-// statuses nginx's add_header applies to).
+// statuses nginx's add_header applies to); and the fields it takes out of
+// every response, whoever wrote them (an application's X-Powered-By, the
+// Server field).
 struct ExtraFields {
   FieldBlock always;
   FieldBlock success;
-  bool empty() const { return always.empty() && success.empty(); }
+  std::vector<std::string> remove;  // lower case
+  bool empty() const { return always.empty() && success.empty() && remove.empty(); }
+  bool removes(std::string_view name) const;
 };
 
 class ResponseWriter {

@@ -1,5 +1,6 @@
 #include "proxy/forward_head.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <string>
@@ -78,6 +79,11 @@ void begin_list(net::Buffer& out, const http::Request& request, std::string_view
 
 }  // namespace
 
+bool FieldEdits::edits(std::string_view name) const {
+  return std::any_of(set.begin(), set.end(), [name](const auto& field) { return iequals(field.first, name); }) ||
+         std::any_of(remove.begin(), remove.end(), [name](const std::string& removed) { return iequals(removed, name); });
+}
+
 void write_forward_head(const http::Request& request, const ForwardOptions& options, net::Buffer& out) {
   out.append(request.method_text());
   out.append(" ");
@@ -86,42 +92,57 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   const std::string_view host = !options.host.empty()     ? options.host
                                 : !request.host().empty() ? request.host()
                                                           : options.upstream_host;
-  field(out, "Host", host);
+  // The location's edits, if any: a field they name is theirs alone.
+  const FieldEdits* edits = options.edits != nullptr && !options.edits->empty() ? options.edits : nullptr;
+  const auto ours = [edits](std::string_view name) { return edits == nullptr || !edits->edits(name); };
+  if (ours("Host")) field(out, "Host", host);
   bool connection = false;
   for (const http::Header& h : request.headers()) connection = connection || h.id == http::FieldId::kConnection;
   for (const http::Header& h : request.headers()) {
-    if (forwarded_as_is(h, request, connection)) field(out, h.name, h.value);
+    if (forwarded_as_is(h, request, connection) && ours(h.name)) field(out, h.name, h.value);
   }
   const std::string_view proto = options.secure ? "https" : "http";
   if (options.client != nullptr) {
-    field(out, "X-Real-IP", options.client->to_ip());
+    if (ours("X-Real-IP")) field(out, "X-Real-IP", options.client->to_ip());
     const net::InetAddress& from = options.hop != nullptr ? *options.hop : *options.client;
     const std::string ip = from.to_ip();
-    begin_list(out, request, "X-Forwarded-For");
-    out.append(ip);
-    out.append("\r\n");
-    // RFC 7239: an IPv6 node is quoted and bracketed.
-    begin_list(out, request, "Forwarded");
-    out.append(from.is_ipv6() ? "for=\"[" : "for=");
-    out.append(ip);
-    out.append(from.is_ipv6() ? "]\";proto=" : ";proto=");
-    out.append(proto);
-    if (!request.host().empty()) {
-      out.append(";host=\"");
-      out.append(request.host());
-      out.append("\"");
+    if (ours("X-Forwarded-For")) {
+      begin_list(out, request, "X-Forwarded-For");
+      out.append(ip);
+      out.append("\r\n");
     }
-    out.append("\r\n");
+    // RFC 7239: an IPv6 node is quoted and bracketed.
+    if (ours("Forwarded")) {
+      begin_list(out, request, "Forwarded");
+      out.append(from.is_ipv6() ? "for=\"[" : "for=");
+      out.append(ip);
+      out.append(from.is_ipv6() ? "]\";proto=" : ";proto=");
+      out.append(proto);
+      if (!request.host().empty()) {
+        out.append(";host=\"");
+        out.append(request.host());
+        out.append("\"");
+      }
+      out.append("\r\n");
+    }
   }
-  field(out, "X-Forwarded-Proto", proto);
+  if (ours("X-Forwarded-Proto")) field(out, "X-Forwarded-Proto", proto);
   // The request's id (the client's X-Request-Id, or one made here), so that
   // the upstream's logs and ours name the request alike.
-  field(out, "X-Request-Id", request.id());
-  if (!request.host().empty()) field(out, "X-Forwarded-Host", request.host());
-  begin_list(out, request, "Via");
-  out.append(request.version() == http::Version::kHttp10 ? "1.0 " : "1.1 ");
-  out.append(options.via);
-  out.append("\r\n");
+  if (ours("X-Request-Id")) field(out, "X-Request-Id", request.id());
+  if (!request.host().empty() && ours("X-Forwarded-Host")) field(out, "X-Forwarded-Host", request.host());
+  if (ours("Via")) {
+    begin_list(out, request, "Via");
+    out.append(request.version() == http::Version::kHttp10 ? "1.0 " : "1.1 ");
+    out.append(options.via);
+    out.append("\r\n");
+  }
+  if (edits != nullptr) {
+    // An empty value sends none (nginx's proxy_set_header X "").
+    for (const auto& [name, value] : edits->set) {
+      if (!value.empty()) field(out, name, value);
+    }
+  }
   if (options.upgrade) {
     field(out, "Connection", "upgrade");
     field(out, "Upgrade", request.header(http::FieldId::kUpgrade));

@@ -28,7 +28,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "http/request.h"
 
@@ -38,6 +41,17 @@ class InetAddress;
 }  // namespace tern::net
 
 namespace tern::proxy {
+
+// Fields a location sets on the forwarded request (in place of the
+// client's and tern's own of those names) or takes out of it. Not the
+// fields that frame the message (the config refuses them).
+struct FieldEdits {
+  std::vector<std::pair<std::string, std::string>> set;
+  std::vector<std::string> remove;
+  bool empty() const { return set.empty() && remove.empty(); }
+  // Whether the field `name` is set or taken out here.
+  bool edits(std::string_view name) const;
+};
 
 struct ForwardOptions {
   std::string_view target;  // the request-target to send (the client's, or rewritten)
@@ -54,6 +68,7 @@ struct ForwardOptions {
   std::optional<uint64_t> content_length;
   bool chunked = false;
   bool upgrade = false;  // forward the client's Upgrade (WebSocket)
+  const FieldEdits* edits = nullptr;  // null: none
 };
 
 void write_forward_head(const http::Request& request, const ForwardOptions& options, net::Buffer& out);

@@ -173,7 +173,10 @@ bool ChainLoop::has_error_pages() const {
 
 void ChainLoop::set_filters(const http::Request& request, http::ResponseWriter& writer) const {
   const Location* location = route_.location;
-  if (location == nullptr) return;
+  if (location == nullptr) {
+    if (route_.site != nullptr && !route_.site->fields().empty()) writer.set_extra_fields(&route_.site->fields());
+    return;
+  }
   if (!location->fields.empty()) writer.set_extra_fields(&location->fields);
   if (location->compression != nullptr) {
     writer.set_compression(location->compression, request.header(http::FieldId::kAcceptEncoding));

@@ -150,6 +150,10 @@ struct ProxyConfig {
   // proxy_pass with a URI); without, the request's target goes as sent.
   std::optional<std::string> path;
   std::string host;  // the Host sent; empty: the client's
+  // Fields of the forwarded request: set (replacing the client's and
+  // tern's own of the name) and taken out.
+  std::vector<std::pair<std::string, std::string>> set_headers;
+  std::vector<std::string> remove_headers;
   std::chrono::milliseconds read_timeout{60000};  // for the first byte, and between two
   std::chrono::milliseconds send_timeout{60000};  // between two steps of writing the request
   bool request_buffering = true;
@@ -187,8 +191,11 @@ struct LocationConfig {
   std::vector<std::string> try_files;  // candidates, then a URI or "=404"
   ReturnConfig ret;
   using Fields = std::vector<std::pair<std::string, std::string>>;
-  Fields headers;         // added to 200, 201, 204, 206, 301, 302, 303, 304, 307, 308
-  Fields headers_always;  // added to every response
+  // Added to 200, 201, 204, 206, 301, 302, 303, 304, 307, 308, over the
+  // site's of the same name; an empty value takes the field out instead.
+  Fields headers;
+  Fields headers_always;  // the same, on every response
+  std::vector<std::string> headers_remove;  // taken out of every response, with the site's
   std::optional<std::chrono::seconds> expires;  // Cache-Control: max-age on 2xx/3xx
   bool deny_all = false;
   std::vector<Cidr> allow;  // non-empty: only these clients
@@ -298,6 +305,10 @@ struct SiteConfig {
   std::string root;         // empty: [static].root
   std::vector<std::string> index;  // empty: [static].index
   std::vector<std::pair<int, std::string>> error_pages;  // for locations without their own
+  // Every location's, under its own (LocationConfig's of the same names).
+  LocationConfig::Fields headers;
+  LocationConfig::Fields headers_always;
+  std::vector<std::string> headers_remove;
   std::vector<LocationConfig> locations;
   TlsConfig tls;  // [server.tls] over [tls]
   RealIpConfig real_ip;  // [server.real_ip] over [real_ip]

@@ -148,6 +148,12 @@ class Section {
 
 // `listen` (a string or an array of them) into *out, replacing it.
 void read_listen(Section& s, ListenConfig* out);
+// A table of response or request fields ({ X-Frame-Options = "DENY" }),
+// and a list of field names to take out; neither may name a field that
+// frames the message (Content-Length, Connection, ...).
+LocationConfig::Fields read_fields(Section& s, const char* key);
+std::vector<std::string> read_removed_fields(Section& s, const char* key);
+
 // A real_ip table into *out, replacing it.
 void read_real_ip(Section s, const toml::table& table, RealIpConfig* out);
 

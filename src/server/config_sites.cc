@@ -3,6 +3,7 @@
 #include <set>
 
 #include "http/chars.h"
+#include "http/request.h"
 #include "server/config_section.h"
 #include "server/regex.h"
 
@@ -69,21 +70,6 @@ void read_root(Section& s, const char* key, std::string* out) {
   if (const toml::node* node = s.node(key); node != nullptr && out->empty()) {
     s.fail(*node, key, "expected a directory");
   }
-}
-
-LocationConfig::Fields read_fields(Section& s, const char* key) {
-  LocationConfig::Fields out;
-  const toml::table* table = s.get_table(key);
-  if (table == nullptr) return out;
-  for (const auto& [name, node] : *table) {
-    const std::string field(name.str());
-    if (!valid_field_name(field)) s.fail(node, std::string(key) + "." + field, "not a header name");
-    if (!node.is_string() || !valid_field_value(node.as_string()->get())) {
-      s.fail(node, std::string(key) + "." + field, "expected a string without line breaks");
-    }
-    out.emplace_back(field, node.as_string()->get());
-  }
-  return out;
 }
 
 std::vector<Cidr> read_cidrs(Section& s, const char* key) {
@@ -211,6 +197,7 @@ LocationConfig read_location(Section s, int line) {
   read_return(s, l);
   l.headers = read_fields(s, "headers");
   l.headers_always = read_fields(s, "headers_always");
+  l.headers_remove = read_removed_fields(s, "headers_remove");
   if (const toml::node* node = s.node("expires")) {
     if (!(node->is_string() && node->as_string()->get() == "off")) {
       std::chrono::milliseconds expires{0};
@@ -307,6 +294,9 @@ SiteConfig read_site(Section s, int line, const Config& c) {
   read_root(s, "root", &site.root);
   site.index = read_index(s);
   site.error_pages = read_error_pages(s);
+  site.headers = read_fields(s, "headers");
+  site.headers_always = read_fields(s, "headers_always");
+  site.headers_remove = read_removed_fields(s, "headers_remove");
   if (const toml::table* t = s.get_table("tls")) {
     Section tls = s.sub(*t, "tls");
     read_tls(tls, static_cast<int>(t->source().begin.line), &site.tls);
@@ -327,6 +317,43 @@ SiteConfig read_site(Section s, int line, const Config& c) {
 }
 
 }  // namespace
+
+// Fields a response may not lose or be given from the config: they frame
+// the message or belong to the connection.
+bool framing_field(std::string_view name) {
+  for (std::string_view fixed : {"Content-Length", "Transfer-Encoding", "Connection", "Date", "Upgrade", "Keep-Alive"}) {
+    if (http::iequals(name, fixed)) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> read_removed_fields(Section& s, const char* key) {
+  std::vector<std::string> out;
+  if (auto names = s.get_strings(key)) {
+    for (const auto& [name, node] : *names) {
+      if (!valid_field_name(name)) s.fail(*node, key, "\"" + name + "\" is not a header name");
+      if (framing_field(name)) s.fail(*node, key, name + " belongs to the message's framing and stays");
+      out.push_back(name);
+    }
+  }
+  return out;
+}
+
+LocationConfig::Fields read_fields(Section& s, const char* key) {
+  LocationConfig::Fields out;
+  const toml::table* table = s.get_table(key);
+  if (table == nullptr) return out;
+  for (const auto& [name, node] : *table) {
+    const std::string field(name.str());
+    if (!valid_field_name(field)) s.fail(node, std::string(key) + "." + field, "not a header name");
+    if (!node.is_string() || !valid_field_value(node.as_string()->get())) {
+      s.fail(node, std::string(key) + "." + field, "expected a string without line breaks");
+    }
+    if (framing_field(field)) s.fail(node, std::string(key) + "." + field, "belongs to the message's framing");
+    out.emplace_back(field, node.as_string()->get());
+  }
+  return out;
+}
 
 // Every address marked "tls" has a site with a certificate on it.
 void check_tls_addresses(const std::string& file, const Config& c) {

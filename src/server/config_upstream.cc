@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "http/request.h"
 #include "server/config_section.h"
 
 namespace tern::server::config_detail {
@@ -206,6 +207,11 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
     s.fail(*pass, "pass", "a path in pass replaces a location's prefix: only in a prefix location");
   }
   s.get_string("host", &p.host);
+  p.set_headers = read_fields(s, "set_headers");
+  p.remove_headers = read_removed_fields(s, "remove_headers");
+  for (const std::string& name : p.remove_headers) {
+    if (http::iequals(name, "Host")) s.fail(*s.node("remove_headers"), "remove_headers", "an HTTP/1.1 request needs its Host");
+  }
   if (p.host.find_first_of("\r\n\0 ", 0, 4) != std::string::npos) s.fail(*s.node("host"), "host", "expected a host name");
   s.get_duration("read_timeout", &p.read_timeout);
   s.get_duration("send_timeout", &p.send_timeout);

@@ -26,12 +26,45 @@ std::string trim_slashes(std::string root) {
   return root;
 }
 
-http::ExtraFields format_fields(const LocationConfig& l) {
-  http::ExtraFields fields;
-  for (const auto& [name, value] : l.headers_always) fields.always.add(name, value);
-  for (const auto& [name, value] : l.headers) fields.success.add(name, value);
-  if (l.expires) fields.success.add("Cache-Control", "max-age=" + std::to_string(l.expires->count()));
-  return fields;
+// A location's response fields over its site's: a field the location
+// names replaces the site's of that name, an empty value takes it out, and
+// both lists of removals count. Without the location, the site's alone.
+http::ExtraFields format_fields(const SiteConfig& site, const LocationConfig* l) {
+  using Fields = LocationConfig::Fields;
+  std::vector<std::string> remove = site.headers_remove;
+  if (l != nullptr) remove.insert(remove.end(), l->headers_remove.begin(), l->headers_remove.end());
+  const auto merged = [&](const Fields& outer, const Fields* inner) {
+    Fields out;
+    for (const auto& [name, value] : outer) {
+      const bool replaced = inner != nullptr && std::any_of(inner->begin(), inner->end(), [&](const auto& field) {
+                              return http::iequals(field.first, name);
+                            });
+      if (!replaced) out.emplace_back(name, value);
+    }
+    if (inner != nullptr) out.insert(out.end(), inner->begin(), inner->end());
+    return out;
+  };
+  const Fields always = merged(site.headers_always, l != nullptr ? &l->headers_always : nullptr);
+  const Fields success = merged(site.headers, l != nullptr ? &l->headers : nullptr);
+  for (const Fields* fields : {&always, &success}) {
+    for (const auto& [name, value] : *fields) {
+      if (value.empty()) remove.push_back(name);
+    }
+  }
+  http::ExtraFields out;
+  for (std::string& name : remove) {
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  out.remove = std::move(remove);
+  const auto add = [&out](http::FieldBlock& block, const Fields& fields) {
+    for (const auto& [name, value] : fields) {
+      if (!value.empty() && !out.removes(name)) block.add(name, value);
+    }
+  };
+  add(out.always, always);
+  add(out.success, success);
+  if (l != nullptr && l->expires) out.success.add("Cache-Control", "max-age=" + std::to_string(l->expires->count()));
+  return out;
 }
 
 std::string location_root(const Config& config, const SiteConfig& site, const LocationConfig& l) {
@@ -134,6 +167,7 @@ size_t Sites::store_for(std::string root, std::vector<std::string> index, bool a
 void Sites::add_site(const Config& config, const SiteConfig& site_config, Metrics* metrics) {
   auto site = std::make_unique<Site>();
   site->config_ = site_config;
+  site->fields_ = format_fields(site_config, nullptr);
   const std::string site_name = site_label(site_config.names);
   if (metrics != nullptr) site->series_ = metrics->request_series(site_name, "");
   const std::vector<std::string>& site_index =
@@ -158,7 +192,7 @@ void Sites::add_site(const Config& config, const SiteConfig& site_config, Metric
     for (size_t i = 0; i < lc.fastcgi.size(); ++i) l.fastcgi.push_back(fastcgi_count_++);
     l.allow = join(lc.methods);
     l.error_pages = lc.error_pages.empty() ? &site->config_.error_pages : &l.config.error_pages;
-    l.fields = format_fields(lc);
+    l.fields = format_fields(site_config, &lc);
     if (lc.compress.value_or(config.compression.enabled)) l.compression = &compression_;
     needs_users_ = needs_users_ || lc.users;
   }

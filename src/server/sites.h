@@ -80,6 +80,8 @@ class Site {
   // nginx, such a request is 301 to the slash, before any location.
   bool wants_slash(std::string_view path) const;
   const SiteConfig& config() const { return config_; }
+  // The site's own response fields, for what no location answers.
+  const http::ExtraFields& fields() const { return fields_; }
   // The page for `status` of `location` (its own error pages, else the
   // site's), or an empty view.
   std::string_view error_page(const Location* location, int status) const;
@@ -90,6 +92,7 @@ class Site {
  private:
   friend class Sites;
   SiteConfig config_;
+  http::ExtraFields fields_;
   uint32_t series_ = 0;
   std::vector<Location> locations_;
   std::vector<const Location*> exact_;

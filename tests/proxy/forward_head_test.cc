@@ -102,6 +102,30 @@ TEST(ForwardHeadTest, BehindATrustedProxyTheListsGainTheHopAndXRealIpTheClient) 
   EXPECT_NE(head.find("\r\nForwarded: for=10.0.0.5;proto=http;host=\"shop.test\"\r\n"), std::string::npos) << head;
 }
 
+// A location's set_headers replace the client's and tern's own fields of
+// their names (an empty one sends none); remove_headers take fields out.
+TEST(ForwardHeadTest, TheLocationsEditsReplaceAndRemoveFields) {
+  FieldEdits edits;
+  edits.set = {{"X-Forwarded-Proto", "https"}, {"X-Tenant", "blue"}, {"X-Debug", ""}};
+  edits.remove = {"Cookie", "x-request-id", "Via"};
+  ForwardOptions options;
+  options.edits = &edits;
+  const std::string head = forward(
+      "GET / HTTP/1.1\r\nHost: shop.test\r\nCookie: a=b\r\nX-Tenant: red\r\nX-Debug: 1\r\nAccept: */*\r\n\r\n",
+      options, kClient);
+  EXPECT_NE(head.find("\r\nX-Forwarded-Proto: https\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Forwarded-Proto: http\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Tenant: blue\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("red"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Debug"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Cookie"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Request-Id"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Via"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nAccept: */*\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nHost: shop.test\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Real-IP: 192.0.2.7\r\n"), std::string::npos) << head;
+}
+
 TEST(ForwardHeadTest, AnIpv6ClientIsQuotedInForwardedAndTlsSaysHttps) {
   const net::InetAddress v6 = *net::InetAddress::from_ip_port("2001:db8::1", 443);
   const std::string head =

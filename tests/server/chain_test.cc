@@ -155,6 +155,50 @@ error_page = { 404 = "/errors/404.html" }
   EXPECT_EQ(ask(get("/errors/404.html")).status, 404);  // internal
 }
 
+// A site's response fields reach every location, which adds to them,
+// replaces one by name, or takes one out (an empty value, headers_remove),
+// whoever wrote it: the handler, a file's prepared fields, the Server field.
+TEST_F(ChainTest, LocationsInheritTheSitesFieldsAndMayDropAny) {
+  load(R"([[server]]
+headers = { Strict-Transport-Security = "max-age=63072000", X-Frame-Options = "DENY" }
+headers_always = { X-Site = "shop" }
+headers_remove = ["X-Powered-By"]
+  [[server.location]]
+  prefix = "/plain/"
+  return = { status = 200, body = "plain" }
+  [[server.location]]
+  prefix = "/framed/"
+  headers = { X-Frame-Options = "SAMEORIGIN", Server = "", X-Extra = "1" }
+  headers_remove = ["Content-Type"]
+  return = { status = 200, body = "framed" }
+  [[server.location]]
+  prefix = "/"
+  headers = { X-Frame-Options = "" }
+  headers_remove = ["ETag"]
+)");
+  Answer plain = ask(get("/plain/x"));
+  EXPECT_EQ(plain.header("Strict-Transport-Security"), "max-age=63072000");
+  EXPECT_EQ(plain.header("X-Frame-Options"), "DENY");
+  EXPECT_EQ(plain.header("X-Site"), "shop");
+  EXPECT_EQ(plain.header("Server"), "tern");
+  Answer framed = ask(get("/framed/x"));
+  EXPECT_EQ(framed.body, "framed");
+  EXPECT_EQ(framed.header("Strict-Transport-Security"), "max-age=63072000");  // inherited
+  EXPECT_EQ(framed.header("X-Frame-Options"), "SAMEORIGIN");                 // replaced
+  EXPECT_EQ(framed.header("X-Extra"), "1");
+  EXPECT_EQ(framed.header("Server"), "") << framed.head;
+  EXPECT_EQ(framed.header("Content-Type"), "") << framed.head;
+  Answer file = ask(get("/index.html"));
+  EXPECT_EQ(file.body, "home\n");
+  EXPECT_EQ(file.header("X-Frame-Options"), "") << file.head;
+  EXPECT_EQ(file.header("ETag"), "") << file.head;
+  EXPECT_NE(file.header("Last-Modified"), "") << file.head;
+  // What no location answers still has the site's.
+  Answer missing = ask(get("/nothing"));
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.header("X-Site"), "shop");
+}
+
 // Behind a trusted proxy the request's client is the one it names, and
 // allow/deny judge that client; an untrusted peer's claim changes nothing.
 TEST_F(ChainTest, AllowJudgesTheClientTrustedProxiesName) {

@@ -236,7 +236,8 @@ ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location)
     : routes_(routes),
       config_(*location.config.proxy),
       group_(routes->find(*location.config.proxy)),
-      log_name_("proxy " + location.config.proxy->group) {
+      log_name_("proxy " + location.config.proxy->group),
+      edits_{location.config.proxy->set_headers, location.config.proxy->remove_headers} {
   if (config_.path) {
     prefix_ = location.config.pattern;
     if (config_.redirect) rewrite_from_ = (config_.tls ? "https://" : "http://") + config_.group + *config_.path;
@@ -290,6 +291,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
                                                             : std::string_view(config_.group);
   forward.client = &exchange.client_address();
   forward.hop = route.connection_client;
+  forward.edits = &edits_;
   forward.secure = exchange.secure() != nullptr;
 
   upstream::CallOptions options;

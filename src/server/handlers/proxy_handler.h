@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "net/loop_local.h"
+#include "proxy/forward_head.h"
 #include "server/config.h"
 #include "server/handler.h"
 #include "upstream/group.h"
@@ -110,6 +111,7 @@ class ProxyHandler final : public Handler {
   bool proxy_protocol_ = false;  // the group's connections name their client
   std::string log_name_;
   std::string rewrite_from_;
+  proxy::FieldEdits edits_;  // the location's set_headers and remove_headers
 };
 
 }  // namespace tern::server

@@ -206,6 +206,24 @@ def test_headers_are_rewritten_both_ways(tern_factory, apps):
     assert resp.header("Content-Type").startswith("application/json")
 
 
+def test_a_location_edits_the_fields_going_up_and_coming_back(tern_factory, apps):
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "headers_remove": ["Content-Type"],
+                             "proxy": {"pass": f"http://{a.address}",
+                                       "set_headers": {"X-Forwarded-Proto": "https", "X-Tenant": "blue"},
+                                       "remove_headers": ["Cookie"]}}))
+    resp = srv.get("/echo", [("Cookie", "session=1"), ("X-Tenant", "red")])
+    assert resp.status == 200
+    seen = {}
+    for name, value in json.loads(resp.body)["headers"]:
+        seen.setdefault(name.lower(), []).append(value)
+    assert seen["x-forwarded-proto"] == ["https"], seen
+    assert seen["x-tenant"] == ["blue"], seen
+    assert "cookie" not in seen, seen
+    # The upstream's Content-Type is taken out of its answer.
+    assert resp.header("Content-Type") is None, resp.head if hasattr(resp, "head") else resp
+
+
 def test_a_path_in_pass_replaces_the_prefix_and_redirects_come_back(tern_factory, apps):
     (a,) = apps("a")
     srv = tern_factory(site([{"prefix": "/api/", "proxy": {"pass": "http://app/"}},

@@ -295,6 +295,15 @@ def test_php_runs_only_where_a_location_says(tern_factory, fpm, tmp_path):
      "server[0].location[0].allow"),
     ('[[server]]\n[[server.location]]\nprefix = "/"\nunknown = 1\n', "server[0].location[0].unknown"),
     ('[[server]]\ndefault = true\n[[server]]\ndefault = true\n', "server[1].default"),
+    ('[[server]]\nheaders_remove = ["Content-Length"]\n', "server[0].headers_remove"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\nheaders = { Transfer-Encoding = "x" }\n',
+     "server[0].location[0].headers.Transfer-Encoding"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "http://127.0.0.1:9", remove_headers = ["host"] }\n',
+     "server[0].location[0].proxy.remove_headers"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "http://127.0.0.1:9", set_headers = { Content-Length = "1" } }\n',
+     "server[0].location[0].proxy.set_headers.Content-Length"),
     ('[[server]]\nerror_page = { 99 = "/x.html" }\n', "server[0].error_page.99"),
     ('[[server]]\n[[server.location]]\nprefix = "/"\nerror_page = { 404 = "x.html" }\n',
      "server[0].location[0].error_page.404"),
