@@ -1,5 +1,6 @@
 // The [[server]] and [[server.location]] parts of the config file.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "http/chars.h"
@@ -30,10 +31,12 @@ bool valid_field_value(std::string_view value) {
                       [](char ch) { return ch == '\r' || ch == '\n' || ch == '\0'; });
 }
 
-// Variables a `return` URL or body may hold.
-bool known_variables(std::string_view text) {
-  static const std::set<std::string, std::less<>> kNames = {"scheme", "host", "request_uri",
-                                                            "uri", "args", "is_args", "remote_addr"};
+// Variables a `return` URL or body may hold; `regex`: the location's,
+// whose named groups are variables too.
+bool known_variables(std::string_view text, const Regex* regex = nullptr) {
+  static const std::set<std::string, std::less<>> kNames = {"scheme", "host", "request_uri", "uri", "args",
+                                                            "is_args", "remote_addr", "server_name",
+                                                            "server_port"};
   for (size_t at = text.find('$'); at != std::string_view::npos; at = text.find('$', at + 1)) {
     size_t end = at + 1;
     const bool braced = end < text.size() && text[end] == '{';
@@ -45,7 +48,8 @@ bool known_variables(std::string_view text) {
     }
     std::string_view name = text.substr(start, end - start);
     if (braced && (end >= text.size() || text[end] != '}')) return false;
-    const bool capture = name.size() == 1 && name[0] >= '0' && name[0] <= '9';
+    const bool capture = (name.size() == 1 && name[0] >= '0' && name[0] <= '9') ||
+                         (regex != nullptr && regex->group_number(name) > 0 && regex->group_number(name) < 10);
     if (!capture && !kNames.contains(name)) return false;
   }
   return true;
@@ -84,7 +88,7 @@ std::vector<Cidr> read_cidrs(Section& s, const char* key) {
   return out;
 }
 
-void read_return(Section& s, LocationConfig& l) {
+void read_return(Section& s, LocationConfig& l, const Regex* regex) {
   const toml::node* node = s.node("return");
   if (node == nullptr) return;
   ReturnConfig& r = l.ret;
@@ -110,8 +114,10 @@ void read_return(Section& s, LocationConfig& l) {
     if (!redirect && t.node("url") != nullptr) {
       s.fail(*t.node("url"), "return.url", "only with 301, 302, 303, 307 or 308");
     }
-    if (!known_variables(r.url) || !known_variables(r.body)) {
-      s.fail(*node, "return", "unknown variable (known: $scheme $host $request_uri $uri $args $is_args $remote_addr $1..$9)");
+    if (!known_variables(r.url, regex) || !known_variables(r.body, regex)) {
+      s.fail(*node, "return",
+             "unknown variable (known: $scheme $host $request_uri $uri $args $is_args $remote_addr $server_name "
+             "$server_port $1..$9 and the regex's named groups)");
     }
     if (!valid_field_value(r.url) || !valid_field_value(r.type)) {
       s.fail(*node, "return", "line breaks in url or type");
@@ -143,6 +149,7 @@ std::vector<std::pair<int, std::string>> read_error_pages(Section& s) {
 LocationConfig read_location(Section s, int line) {
   LocationConfig l;
   l.line = line;
+  std::optional<Regex> compiled;  // a regex location's, for its named groups
   int kinds = 0;
   for (auto [key, match] : {std::pair{"prefix", LocationConfig::Match::kPrefix},
                             std::pair{"exact", LocationConfig::Match::kExact},
@@ -156,7 +163,7 @@ LocationConfig read_location(Section s, int line) {
     const bool regex = match == LocationConfig::Match::kRegex || match == LocationConfig::Match::kRegexCaseless;
     if (regex) {
       try {
-        Regex check(l.pattern, match == LocationConfig::Match::kRegexCaseless ? Regex::kCaseless : Regex::kNone);
+        compiled.emplace(l.pattern, match == LocationConfig::Match::kRegexCaseless ? Regex::kCaseless : Regex::kNone);
       } catch (const std::invalid_argument& e) {
         s.fail(*node, key, std::string("not a valid regular expression: ") + e.what());
       }
@@ -184,7 +191,9 @@ LocationConfig read_location(Section s, int line) {
       if (item.empty() || (item.front() != '/' && item.front() != '$' && item.front() != '=')) {
         s.fail(*node, "try_files", "expected paths (\"$uri\", \"/index.html\") or a final \"=404\"");
       }
-      if (!known_variables(item)) s.fail(*node, "try_files", "unknown variable in \"" + item + "\"");
+      if (!known_variables(item, compiled ? &*compiled : nullptr)) {
+        s.fail(*node, "try_files", "unknown variable in \"" + item + "\"");
+      }
       l.try_files.push_back(item);
     }
     if (l.try_files.size() < 2) s.fail(*s.node("try_files"), "try_files", "expected candidates and a final URI or \"=CODE\"");
@@ -194,7 +203,7 @@ LocationConfig read_location(Section s, int line) {
       if (code < 200 || code > 599) s.fail(*s.node("try_files"), "try_files", "\"=CODE\" needs a status from 200 to 599");
     }
   }
-  read_return(s, l);
+  read_return(s, l, compiled ? &*compiled : nullptr);
   l.headers = read_fields(s, "headers");
   l.headers_always = read_fields(s, "headers_always");
   l.headers_remove = read_removed_fields(s, "headers_remove");

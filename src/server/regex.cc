@@ -46,6 +46,12 @@ Regex::Regex(std::string_view pattern, uint32_t flags) : pattern_(pattern) {
   code_ = std::move(owned);
 }
 
+int Regex::group_number(std::string_view name) const {
+  const std::string text(name);
+  const int n = pcre2_substring_number_from_name(code_->code, reinterpret_cast<PCRE2_SPTR>(text.c_str()));
+  return n > 0 ? n : -1;
+}
+
 bool Regex::search(std::string_view subject, Captures* captures) const {
   pcre2_match_data* data = thread_match_data();
   const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(subject.data()),

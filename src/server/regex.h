@@ -45,6 +45,9 @@ class Regex {
   // Whether the pattern matches somewhere in `subject`; the groups go to
   // `captures` when given.
   bool search(std::string_view subject, Captures* captures = nullptr) const;
+  // The number of the group `(?<name>...)`; -1 when the pattern has none of
+  // that name.
+  int group_number(std::string_view name) const;
 
   const std::string& pattern() const { return pattern_; }
 

@@ -199,6 +199,24 @@ headers_remove = ["X-Powered-By"]
   EXPECT_EQ(missing.header("X-Site"), "shop");
 }
 
+TEST_F(ChainTest, ReturnNamesTheSiteThePortAndTheRegexsNamedGroups) {
+  load(R"([[server]]
+names = ["shop.test", "www.shop.test"]
+  [[server.location]]
+  regex = '^/item/(?<id>[0-9]+)/(?<slug>[a-z-]+)$'
+  return = { status = 301, url = "https://$server_name/items/$id?slug=${slug}&from=$1" }
+  [[server.location]]
+  prefix = "/where"
+  return = { status = 200, body = "$server_name:$server_port" }
+)");
+  Answer moved = ask(get("/item/42/blue-shoe", "www.shop.test"));
+  EXPECT_EQ(moved.status, 301);
+  EXPECT_EQ(moved.header("Location"), "https://shop.test/items/42?slug=blue-shoe&from=42");
+  Answer where = ask(get("/where", "shop.test"));
+  EXPECT_EQ(where.body.substr(0, where.body.find(':')), "shop.test");
+  EXPECT_NE(where.body.find(':'), std::string::npos);
+}
+
 // Behind a trusted proxy the request's client is the one it names, and
 // allow/deny judge that client; an untrusted peer's claim changes nothing.
 TEST_F(ChainTest, AllowJudgesTheClientTrustedProxiesName) {

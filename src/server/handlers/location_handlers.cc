@@ -87,6 +87,11 @@ void expand_variables(std::string_view text, const Route& route, bool url, std::
     at = end;
     if (name.size() == 1 && name[0] >= '0' && name[0] <= '9') {
       out->append(route.captures.get(static_cast<size_t>(name[0] - '0')));
+    } else if (name == "server_name") {
+      const std::vector<std::string>& names = route.site->config().names;
+      if (!names.empty() && names.front().front() != '~') out->append(names.front());
+    } else if (name == "server_port") {
+      out->append(std::to_string(route.local->port()));
     } else if (name == "scheme") {
       out->append(route.secure != nullptr ? "https" : "http");
     } else if (name == "host") {
@@ -107,6 +112,10 @@ void expand_variables(std::string_view text, const Route& route, bool url, std::
       if (!request.query().empty()) out->push_back('?');
     } else if (name == "remote_addr") {
       out->append(route.client->to_ip());
+    } else if (route.location != nullptr && route.location->regex) {
+      // A named group of the location's regex (the config checked it).
+      const int group = route.location->regex->group_number(name);
+      if (group > 0) out->append(route.captures.get(static_cast<size_t>(group)));
     }
   }
 }
