@@ -200,6 +200,10 @@ struct LocationConfig {
   bool deny_all = false;
   std::vector<Cidr> allow;  // non-empty: only these clients
   std::vector<Cidr> deny;
+  // nginx's allow/deny in order ("deny 10.0.0.1", "allow 10.0.0.0/8",
+  // "deny all"): the first rule whose network holds the client decides;
+  // none: allowed. Not with allow, deny.
+  std::vector<AccessRule> access;
   std::vector<std::string> methods;  // empty: any; others get 405
   bool internal = false;  // reached only through try_files (not by a client)
   bool autoindex = false;  // an HTML listing for a directory without an index

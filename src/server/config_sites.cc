@@ -222,6 +222,27 @@ LocationConfig read_location(Section s, int line) {
     }
   }
   l.allow = read_cidrs(s, "allow");
+  if (auto rules = s.get_strings("access")) {
+    if (l.deny_all || !l.allow.empty() || !l.deny.empty()) {
+      s.fail(*s.node("access"), "access", "either access rules or allow and deny, not both");
+    }
+    for (const auto& [text, node] : *rules) {
+      AccessRule rule;
+      const size_t space = text.find(' ');
+      const std::string_view verb = std::string_view(text).substr(0, space);
+      const std::string_view what =
+          space == std::string::npos ? std::string_view() : std::string_view(text).substr(text.find_first_not_of(' ', space));
+      rule.allow = verb == "allow";
+      if ((verb != "allow" && verb != "deny") || what.empty()) {
+        s.fail(*node, "access", "\"" + text + "\": expected \"allow NETWORK\", \"deny NETWORK\" or \"deny all\"");
+      }
+      if (what != "all") {
+        rule.network = Cidr::parse(what);
+        if (!rule.network) s.fail(*node, "access", "\"" + text + "\": not an address or network (\"10.0.0.0/8\")");
+      }
+      l.access.push_back(rule);
+    }
+  }
   if (auto methods = s.get_strings("methods")) {
     for (const auto& [name, node] : *methods) {
       const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {

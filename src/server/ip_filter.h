@@ -27,6 +27,13 @@ struct Cidr {
   bool operator==(const Cidr&) const = default;
 };
 
+// One of an ordered list of allow and deny rules (a location's `access`).
+struct AccessRule {
+  bool allow = false;
+  std::optional<Cidr> network;  // none: every address ("all")
+  bool operator==(const AccessRule&) const = default;
+};
+
 class IpFilter {
  public:
   IpFilter() = default;

@@ -217,6 +217,25 @@ names = ["shop.test", "www.shop.test"]
   EXPECT_NE(where.body.find(':'), std::string::npos);
 }
 
+// access: nginx's allow and deny in order, the first match deciding.
+TEST_F(ChainTest, AccessRulesDecideInOrderTheFirstMatchWinning) {
+  load(R"([[server]]
+  [[server.location]]
+  prefix = "/admin/"
+  access = ["deny 10.1.2.3", "allow 10.0.0.0/8", "allow 2001:db8::/32", "deny all"]
+  return = { status = 200, body = "admin" }
+  [[server.location]]
+  prefix = "/open/"
+  access = ["deny 10.9.0.0/16"]
+  return = { status = 200, body = "open" }
+)");
+  EXPECT_EQ(ask(get("/admin/"), "10.1.2.3").status, 403);
+  EXPECT_EQ(ask(get("/admin/"), "10.1.2.4").body, "admin");
+  EXPECT_EQ(ask(get("/admin/"), "192.0.2.1").status, 403);
+  EXPECT_EQ(ask(get("/open/"), "10.9.1.1").status, 403);
+  EXPECT_EQ(ask(get("/open/"), "192.0.2.1").body, "open");  // no rule matched: allowed
+}
+
 // Behind a trusted proxy the request's client is the one it names, and
 // allow/deny judge that client; an untrusted peer's claim changes nothing.
 TEST_F(ChainTest, AllowJudgesTheClientTrustedProxiesName) {

@@ -29,14 +29,20 @@ void SlashHandler::respond(const Route& route, http::ResponseWriter& writer) {
 }
 
 AccessHandler::AccessHandler(const LocationConfig& config)
-    : deny_all_(config.deny_all), allow_(config.allow), deny_(config.deny) {}
+    : deny_all_(config.deny_all), allow_(config.allow), deny_(config.deny), access_(config.access) {}
 
 bool AccessHandler::needed(const LocationConfig& config) {
-  return config.deny_all || !config.allow.empty() || !config.deny.empty();
+  return config.deny_all || !config.allow.empty() || !config.deny.empty() || !config.access.empty();
 }
 
 Claim AccessHandler::claim(Route& route) {
   const net::InetAddress& client = *route.client;
+  if (!access_.empty()) {
+    for (const AccessRule& rule : access_) {
+      if (!rule.network || rule.network->contains(client)) return rule.allow ? Claim::kPass : Claim::kRespond;
+    }
+    return Claim::kPass;
+  }
   auto in = [&client](const std::vector<Cidr>& list) {
     return std::any_of(list.begin(), list.end(), [&client](const Cidr& c) { return c.contains(client); });
   };

@@ -51,6 +51,7 @@ class AccessHandler final : public Handler {
   bool deny_all_;
   std::vector<Cidr> allow_;
   std::vector<Cidr> deny_;
+  std::vector<AccessRule> access_;  // in order, first match decides
 };
 
 // methods: 405 with Allow for a method the location does not list (GET

@@ -296,6 +296,9 @@ def test_php_runs_only_where_a_location_says(tern_factory, fpm, tmp_path):
     ('[[server]]\n[[server.location]]\nprefix = "/"\nunknown = 1\n', "server[0].location[0].unknown"),
     ('[[server]]\ndefault = true\n[[server]]\ndefault = true\n', "server[1].default"),
     ('[[server]]\nheaders_remove = ["Content-Length"]\n', "server[0].headers_remove"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\naccess = ["permit 10.0.0.0/8"]\n', "server[0].location[0].access"),
+    ('[[server]]\n[[server.location]]\nprefix = "/"\naccess = ["deny all"]\nallow = ["10.0.0.0/8"]\n',
+     "server[0].location[0].access"),
     ('[[server]]\n[[server.location]]\nprefix = "/"\nheaders = { Transfer-Encoding = "x" }\n',
      "server[0].location[0].headers.Transfer-Encoding"),
     ('[[server]]\n[[server.location]]\nprefix = "/"\n'
