@@ -31,6 +31,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
     : sites_(std::move(sites)),
       mime_(std::move(mime)),
       deny_dotfiles_(config.static_files.deny_dotfiles),
+      blocked_(config.blocked),
       loops_(loops) {
   const StaticConfig& st = config.static_files;
   static_base_.symlinks = st.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
@@ -119,6 +120,7 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& co
   const RealIpConfig& real_ip = r.site->config().real_ip;
   request.set_client_address(real_ip.enabled() ? real_client(real_ip, request, connection_client) : connection_client);
   r.client = &request.client_address();
+  if (real_ip.enabled() && !chain_->blocked().empty() && chain_->blocked().blocked(*r.client)) return refuse(403);
   request.set_tag(r.site->series());
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(request.path(), &path_, &dot_segment);

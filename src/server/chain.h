@@ -82,6 +82,9 @@ class Chain : public std::enable_shared_from_this<Chain> {
   // StaticFiles options for a store (its root and index, and [static]).
   StaticFilesOptions static_options(const StaticStore& store) const;
   bool deny_dotfiles() const { return deny_dotfiles_; }
+  // The config's blocked networks, for a client real_ip found behind a
+  // proxy (the connection's own were judged at accept).
+  const IpFilter& blocked() const { return blocked_; }
   bool use_mmap() const { return use_mmap_; }
   const net::LoopLocal<ChainLoop>& loops() const { return *loops_; }
 
@@ -90,6 +93,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   std::shared_ptr<const MimeTypes> mime_;
   StaticFilesOptions static_base_;
   bool deny_dotfiles_;
+  IpFilter blocked_;
   bool use_mmap_;
   std::vector<std::unique_ptr<Handler>> owned_;
   std::vector<std::vector<Handler*>> chains_;  // by Location::id

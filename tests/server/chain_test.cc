@@ -239,7 +239,8 @@ TEST_F(ChainTest, AccessRulesDecideInOrderTheFirstMatchWinning) {
 // Behind a trusted proxy the request's client is the one it names, and
 // allow/deny judge that client; an untrusted peer's claim changes nothing.
 TEST_F(ChainTest, AllowJudgesTheClientTrustedProxiesName) {
-  load(R"([[server]]
+  load(R"(blocked = ["192.0.2.66/32"]
+[[server]]
 real_ip = { from = ["10.0.0.0/8"] }
   [[server.location]]
   prefix = "/lan/"
@@ -251,6 +252,8 @@ real_ip = { from = ["10.0.0.0/8"] }
   EXPECT_EQ(ask(get("/lan/"), "10.0.0.5").status, 403);
   EXPECT_EQ(ask(forwarded, "198.51.100.1").status, 403);
   EXPECT_EQ(ask(get("/lan/"), "192.0.2.8").body, "inside");
+  // A blocked client is refused behind the proxy too.
+  EXPECT_EQ(ask("GET /lan/ HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 192.0.2.66\r\n\r\n", "10.0.0.5").status, 403);
 }
 
 // Static files answer from the head; a body behind it is dropped (the
