@@ -222,11 +222,19 @@ void ErrorPages::bind(const Chain* chain, const Route& route) {
 }
 
 bool ErrorPages::write(http::ResponseWriter& writer, int status, std::string_view allow) {
-  const std::string_view path = site_->error_page(location_, status);
-  if (path.empty()) return false;
+  const std::string_view page = site_->error_page(location_, status);
+  if (page.empty()) return false;
+  const std::optional<ErrorPageTarget> target = parse_error_page(page);
+  if (!target) return false;  // the config checked it
+  if (!target->url.empty()) {
+    writer.start(target->status != 0 ? target->status : 302).header("Location", target->url);
+    writer.header("Content-Type", "text/html; charset=utf-8");
+    writer.body("<!DOCTYPE html>\n<html><body>Moved</body></html>\n");
+    return true;
+  }
   ChainLoop* loop = chain_->loops().current();
   if (loop == nullptr || &loop->chain() != chain_) return false;
-  return loop->serve_error_page(*site_, path, status, allow, writer);
+  return loop->serve_error_page(*site_, target->path, target->status != 0 ? target->status : status, allow, writer);
 }
 
 namespace {

@@ -297,6 +297,17 @@ struct Http2Config {
   bool operator==(const Http2Config&) const = default;
 };
 
+// What an error_page value names: "/errors/404.html" (a page of the site,
+// served with the error's status), "=200 /empty.gif" (with another),
+// "https://status.example.com/" (a 302 there), "=301 https://..." (a
+// redirect of that status).
+struct ErrorPageTarget {
+  int status = 0;        // 0: the error's own (a page) or 302 (a URL)
+  std::string_view path;  // a path of the site, or
+  std::string_view url;   // an absolute http(s) URL
+};
+std::optional<ErrorPageTarget> parse_error_page(std::string_view text);
+
 // One [[server]]: a site, chosen by the request's Host.
 struct SiteConfig {
   // Exact ("example.com"), wildcard ("*.example.com", "example.*",

@@ -138,10 +138,14 @@ std::vector<std::pair<int, std::string>> read_error_pages(Section& s) {
     if (code < 300 || code > 599) {
       s.fail(node, "error_page." + status, "expected a status from 300 to 599 as the key");
     }
-    if (!node.is_string() || node.as_string()->get().empty() || node.as_string()->get().front() != '/') {
-      s.fail(node, "error_page." + status, "expected a path of the site (\"/errors/404.html\")");
+    const std::string* text = node.is_string() ? &node.as_string()->get() : nullptr;
+    const std::optional<ErrorPageTarget> target = text != nullptr ? parse_error_page(*text) : std::nullopt;
+    if (!target || !valid_field_value(*text)) {
+      s.fail(node, "error_page." + status,
+             "expected a path of the site (\"/errors/404.html\"), a URL to redirect to (\"https://...\"), "
+             "either after \"=CODE \" for another status (\"=200 /empty.gif\", \"=301 https://...\")");
     }
-    out.emplace_back(code, node.as_string()->get());
+    out.emplace_back(code, *text);
   }
   return out;
 }
@@ -464,3 +468,35 @@ void finish_sites(const std::string& file, Config& c) {
 }
 
 }  // namespace tern::server::config_detail
+
+namespace tern::server {
+
+std::optional<ErrorPageTarget> parse_error_page(std::string_view text) {
+  ErrorPageTarget target;
+  if (text.starts_with('=')) {
+    const size_t space = text.find(' ');
+    if (space == std::string_view::npos) return std::nullopt;
+    const std::string_view code = text.substr(1, space - 1);
+    int status = 0;
+    for (char c : code) {
+      if (c < '0' || c > '9' || status > 999) return std::nullopt;
+      status = status * 10 + (c - '0');
+    }
+    if (code.size() != 3 || status < 200 || status > 599) return std::nullopt;
+    target.status = status;
+    text = text.substr(text.find_first_not_of(' ', space) == std::string_view::npos ? text.size()
+                                                                                      : text.find_first_not_of(' ', space));
+  }
+  if (text.starts_with("http://") || text.starts_with("https://")) {
+    const bool redirect = target.status == 0 || target.status == 301 || target.status == 302 ||
+                          target.status == 303 || target.status == 307 || target.status == 308;
+    if (!redirect || text.size() <= 8) return std::nullopt;
+    target.url = text;
+    return target;
+  }
+  if (text.empty() || text.front() != '/' || text.find(' ') != std::string_view::npos) return std::nullopt;
+  target.path = text;
+  return target;
+}
+
+}  // namespace tern::server

@@ -217,6 +217,32 @@ names = ["shop.test", "www.shop.test"]
   EXPECT_NE(where.body.find(':'), std::string::npos);
 }
 
+// error_page: a page of the site with the error's status or another
+// ("=200 /page"), or a redirect ("https://...", "=301 https://...").
+TEST_F(ChainTest, ErrorPagesMayChangeTheStatusOrRedirect) {
+  load(R"([[server]]
+error_page = { 404 = "=200 /app/index.html", 403 = "https://help.example.com/denied", 405 = "=301 https://example.com/ro" }
+  [[server.location]]
+  prefix = "/ro/"
+  methods = ["GET"]
+  return = { status = 200, body = "read" }
+  [[server.location]]
+  prefix = "/closed/"
+  deny = true
+  [[server.location]]
+  prefix = "/"
+)");
+  Answer missing = ask(get("/nothing"));
+  EXPECT_EQ(missing.status, 200);
+  EXPECT_EQ(missing.body, "spa shell\n");
+  Answer denied = ask(get("/closed/x"));
+  EXPECT_EQ(denied.status, 302);
+  EXPECT_EQ(denied.header("Location"), "https://help.example.com/denied");
+  Answer moved = ask("DELETE /ro/x HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(moved.status, 301);
+  EXPECT_EQ(moved.header("Location"), "https://example.com/ro");
+}
+
 // access: nginx's allow and deny in order, the first match deciding.
 TEST_F(ChainTest, AccessRulesDecideInOrderTheFirstMatchWinning) {
   load(R"([[server]]
