@@ -86,5 +86,5 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_DESCRIPTION
     "tern's reactor network library (static, with headers)\nlibtern: event loops, TCP and UDP servers and clients, timers, buffers,\nHTTP/1.1, HTTP/2 and TLS, for C++20. find_package(tern) or pkg-config tern.\nMIT license.")
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libspdlog-dev, liburing-dev, libssl-dev, zlib1g-dev, libbrotli-dev, pkg-config")
+    "libspdlog-dev, liburing-dev, libc-ares-dev, libssl-dev, zlib1g-dev, libbrotli-dev, pkg-config")
 include(CPack)

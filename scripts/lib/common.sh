@@ -33,10 +33,10 @@ ensure_packages() {
 }
 
 # What building libtern and the tern executable needs (liburing: the io_uring
-# backend; libssl-dev: HTTPS, and openssl to make the demo's self-signed
+# backend; c-ares: upstreams by name; libssl-dev: HTTPS, and openssl to make the demo's self-signed
 # certificate; the users app: SQLite, MariaDB Connector/C, libsodium,
 # nlohmann-json; libsystemd-dev: sd_notify for the systemd unit; wrk for the training run of the profile-guided release build).
-BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 liburing-dev
+BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 liburing-dev libc-ares-dev
   libssl-dev openssl libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
   libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev
   libbrotli-dev libsystemd-dev wrk)
@@ -56,7 +56,7 @@ RUN_PACKAGES=(php8.2-fpm)
 TEST_PACKAGES=(libgtest-dev libgmock-dev libnghttp2-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd
-  logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod haproxy)
+  logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod haproxy dnsmasq)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them

@@ -435,6 +435,14 @@ Config load_config(const std::string& path) {
   read_server(top, c);
   read_cpu_affinity(top, c);
   read_blocked(top, c);
+  if (auto servers = top.get_strings("resolver")) {
+    for (const auto& [text, node] : *servers) {
+      const bool address = net::InetAddress::parse(text) || net::InetAddress::from_ip_port(text, 53);
+      if (!address) top.fail(*node, "resolver", "\"" + text + "\" is not an address (\"10.0.0.2\", \"127.0.0.1:5353\")");
+      c.resolver.push_back(text);
+    }
+  }
+  top.get_duration("resolve_interval", &c.resolve_interval);
   top.get_string("access_log", &c.access_log);
   if (const toml::node* node = top.node("access_log_format")) {
     top.get_string("access_log_format", &c.access_log_format);

@@ -94,8 +94,12 @@ struct FastCgiConfig {
 
 // One server of an [[upstream]] group.
 struct UpstreamServerConfig {
-  std::string address_text;  // as written: "127.0.0.1:3000", "unix:/run/app.sock"
+  std::string address_text;  // as written: "127.0.0.1:3000", "unix:/run/app.sock", "app:3000"
   net::SocketAddress address = net::InetAddress();
+  // A DNS name ("app" of "app:3000"): every address it resolves to is a
+  // server of the group, each with this one's settings; empty: `address`.
+  std::string host;
+  uint16_t port = 0;
   unsigned weight = 1;
   bool backup = false;  // only while no other server is available
   unsigned max_fails = 1;  // failures within fail_timeout that take it out; 0: never
@@ -414,6 +418,11 @@ struct Config {
   // "combined", "json" or a format with $variables (server/access_log_format.h).
   std::string access_log_format = "combined";
   std::vector<Cidr> blocked;
+  // The DNS servers for upstreams by name ("10.0.0.2", "127.0.0.1:5353");
+  // empty: /etc/resolv.conf.
+  std::vector<std::string> resolver;
+  // How often a name is asked again; 0: when its answer's TTL runs out.
+  std::chrono::milliseconds resolve_interval{0};
   // [real_ip]: the client that trusted proxies name (sites may have their own).
   RealIpConfig real_ip;
 };
@@ -421,6 +430,10 @@ struct Config {
 // The networks that may send a PROXY protocol header: every real_ip.from,
 // the top level's and the sites'.
 std::vector<Cidr> proxy_protocol_senders(const Config& config);
+
+// "app:3000", "api.internal:8080": a DNS name and a port (not an address);
+// false for anything else.
+bool parse_host_port(std::string_view text, std::string* host, uint16_t* port);
 
 // The configuration with no file: ./www on 127.0.0.1:8080, a worker per CPU.
 Config default_config();

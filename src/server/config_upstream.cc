@@ -18,14 +18,49 @@ bool valid_group_name(std::string_view name) {
   });
 }
 
+}  // namespace
+}  // namespace tern::server::config_detail
+
+namespace tern::server {
+
+bool parse_host_port(std::string_view text, std::string* host, uint16_t* port) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  const std::string_view name = text.substr(0, colon);
+  const std::string_view digits = text.substr(colon + 1);
+  unsigned value = 0;
+  if (digits.empty() || digits.size() > 5) return false;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (value == 0 || value > 65535) return false;
+  // Letters, digits, '-' and '.', as DNS names are (and '_' as some are).
+  if (name.size() > 253 || name.front() == '.' || name.front() == '-' || !config_detail::valid_group_name(name)) {
+    return false;
+  }
+  // All digits and dots would be an address, and not a valid one.
+  if (std::all_of(name.begin(), name.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) return false;
+  *host = std::string(name);
+  *port = static_cast<uint16_t>(value);
+  return true;
+}
+
+}  // namespace tern::server
+
+namespace tern::server::config_detail {
+namespace {
+
 UpstreamServerConfig read_upstream_server(Section s, const toml::node& where) {
   UpstreamServerConfig server;
   s.get_string("address", &server.address_text);
   const toml::node* address = s.node("address");
   if (address == nullptr) s.fail(where, "address", "required (\"127.0.0.1:3000\" or \"unix:/run/app.sock\")");
-  auto parsed = net::SocketAddress::parse(server.address_text);
-  if (!parsed) s.fail(*address, "address", "expected \"127.0.0.1:3000\", \"[::1]:3000\" or \"unix:/run/app.sock\"");
-  server.address = *parsed;
+  if (auto parsed = net::SocketAddress::parse(server.address_text)) {
+    server.address = *parsed;
+  } else if (!parse_host_port(server.address_text, &server.host, &server.port)) {
+    s.fail(*address, "address", "expected \"127.0.0.1:3000\", \"[::1]:3000\", \"unix:/run/app.sock\" or a name: \"app:3000\"");
+  }
   s.get_int("weight", &server.weight, 1, 1000);
   s.get_bool("backup", &server.backup);
   s.get_int("max_fails", &server.max_fails, 0, 1000);
@@ -267,9 +302,13 @@ void check_proxies(const std::string& file, const Config& c) {
       for (const FastCgiConfig& f : l.fastcgi) check_fastcgi(f, in, where + ".fastcgi");
       if (!l.proxy) continue;
       const UpstreamConfig* u = group(l.proxy->group);
-      if (u == nullptr && !net::SocketAddress::parse(l.proxy->group)) {
+      std::string host;
+      uint16_t port = 0;
+      if (u == nullptr && !net::SocketAddress::parse(l.proxy->group) && !parse_host_port(l.proxy->group, &host, &port)) {
         throw ConfigError(in, l.proxy->line, where + ".proxy.pass",
-                          "\"" + l.proxy->group + "\" names no [[upstream]] and is not an address such as 127.0.0.1:3000");
+                          "\"" + l.proxy->group +
+                              "\" names no [[upstream]] and is neither an address such as 127.0.0.1:3000 nor a name "
+                              "and a port such as app:3000");
       }
       if (u != nullptr && u->proxy_protocol != 0 && l.proxy->tls) {
         throw ConfigError(in, l.proxy->line, where + ".proxy.pass",

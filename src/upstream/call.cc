@@ -35,6 +35,7 @@ Call::Call(http::Exchange& exchange, Group& group, const CallOptions& options, C
       codec_(&codec),
       tap_(std::move(tap)),
       loop_(exchange.loop()) {
+  group_.attach();
   const std::string_view id = exchange.request().id();
   const std::string_view before = " (request ";
   char* out = request_note_.data();
@@ -42,6 +43,11 @@ Call::Call(http::Exchange& exchange, Group& group, const CallOptions& options, C
   out = std::copy(id.begin(), id.end(), out);  // at most 64 bytes
   *out++ = ')';
   request_note_size_ = static_cast<uint8_t>(out - request_note_.data());
+}
+
+Call::~Call() {
+  done();
+  group_.detach();
 }
 
 void Call::begin() {

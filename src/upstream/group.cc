@@ -38,6 +38,7 @@ std::optional<size_t> Group::pick(std::string_view key, uint64_t tried) {
       }
     }
   }
+  if (pools_.empty()) return std::nullopt;  // a name that has not resolved yet
   if (pools_.size() == 1) {
     // One server (a FastCGI block): no choice to make, and no passive
     // health either, so that its failures are reported as they happen.

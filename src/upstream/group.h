@@ -73,7 +73,15 @@ class Group {
   void set_counters(std::vector<ServerCounters*> counters);
   // Active health checks: the verdicts of a HealthCheck (one per server,
   // outliving the group), read at each pick.
-  void watch(const std::atomic<bool>* up) { up_ = up; }
+  // `keep` holds what `up` is part of (a HealthCheck) while the group lives.
+  void watch(const std::atomic<bool>* up, std::shared_ptr<const void> keep = nullptr) {
+    up_ = up;
+    keep_ = std::move(keep);
+  }
+  // The Calls that use the group (a retired group goes once it has none).
+  void attach() { ++calls_; }
+  void detach() { --calls_; }
+  size_t calls() const { return calls_; }
 
   // As ConnectionPool's, for every pool.
   void close();
@@ -91,7 +99,9 @@ class Group {
   Balancer balancer_;
   std::vector<std::unique_ptr<net::ConnectionPool>> pools_;
   const std::atomic<bool>* up_ = nullptr;
+  std::shared_ptr<const void> keep_;
   std::vector<ServerCounters*> counters_;
+  size_t calls_ = 0;
 };
 
 }  // namespace tern::upstream

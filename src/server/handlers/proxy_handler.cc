@@ -97,13 +97,15 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config) {
         if (declared != config.upstreams.end()) {
           group = *declared;
         } else {
-          auto address = net::SocketAddress::parse(name);
-          if (!address) continue;  // the config refused it already
+          UpstreamServerConfig server;
+          if (auto address = net::SocketAddress::parse(name)) {
+            server.address = *address;
+          } else if (!parse_host_port(name, &server.host, &server.port)) {
+            continue;  // the config refused it already
+          }
           group.name = name;
           group.line = l.proxy->line;
-          UpstreamServerConfig server;
           server.address_text = name;
-          server.address = *address;
           server.max_fails = 0;  // a single server is never taken out
           group.servers.push_back(server);
         }
@@ -116,7 +118,10 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config) {
 }
 
 ProxyRoutes::ProxyRoutes(const Config& config)
-    : groups_(proxy_groups(config)), secure_(groups_.size()), temp_dir_(config.temp_dir) {
+    : groups_(proxy_groups(config)),
+      secure_(groups_.size()),
+      temp_dir_(config.temp_dir),
+      names_(std::make_unique<UpstreamNames>(groups_, config)) {
   for (const UpstreamConfig& group : config.upstreams) declared_.push_back(group.name);
   for (size_t i = 0; i < groups_.size(); ++i) {
     const UpstreamConfig& group = groups_[i];
@@ -157,48 +162,127 @@ ProxyRoutes::ProxyRoutes(const Config& config)
   }
 }
 
+ProxyRoutes::~ProxyRoutes() { names_->stop(); }
+
 std::vector<upstream::GroupServer> ProxyRoutes::servers(size_t index) const {
-  std::vector<upstream::GroupServer> servers = group_servers(groups_[index]);
-  for (size_t j = 0; j < servers.size() && j < secure_[index].size(); ++j) servers[j].secure = secure_[index][j];
+  const bool named = names_->named(index);
+  std::vector<upstream::GroupServer> servers;
+  if (named) {
+    UpstreamConfig resolved = groups_[index];
+    resolved.servers = names_->servers(index);
+    servers = group_servers(resolved);
+  } else {
+    servers = group_servers(groups_[index]);
+  }
+  // A group given by name shares one TLS context among the addresses it
+  // resolves to; otherwise each server has its own.
+  for (size_t j = 0; j < servers.size() && !secure_[index].empty(); ++j) {
+    servers[j].secure = secure_[index][named ? 0 : std::min(j, secure_[index].size() - 1)];
+  }
   return servers;
 }
 
+ProxyRoutes::Generation ProxyRoutes::generation(size_t index) const {
+  Generation made;
+  made.servers = servers(index);
+  std::lock_guard lock(mu_);
+  if (index < health_.size()) made.health = health_[index];
+  return made;
+}
+
 void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
-  health_.clear();
-  for (const UpstreamConfig& config : groups_) {
-    if (!config.health) {
-      health_.push_back(nullptr);
-      continue;
-    }
-    health_.push_back(std::make_unique<upstream::HealthCheck>(loop, "proxy " + config.name,
-                                                              servers(health_.size()), *config.health));
-    health_.back()->start();
-    TERN_LOG_INFO("proxy: upstream {}: health check GET {} every {} ms", config.name, config.health->path,
-                  config.health->interval.count());
+  main_loop_ = loop;
+  {
+    std::lock_guard lock(mu_);
+    health_.clear();
   }
+  for (const UpstreamConfig& config : groups_) {
+    std::shared_ptr<upstream::HealthCheck> check;
+    if (config.health) {
+      check = std::make_shared<upstream::HealthCheck>(loop, "proxy " + config.name, servers(health_.size()),
+                                                      *config.health);
+      check->start();
+      TERN_LOG_INFO("proxy: upstream {}: health check GET {} every {} ms", config.name, config.health->path,
+                    config.health->interval.count());
+    }
+    std::lock_guard lock(mu_);
+    health_.push_back(std::move(check));
+  }
+  names_->start(loop, [this](size_t index) { names_changed(index); });
 }
 
 void ProxyRoutes::stop_health_checks() {
+  names_->stop();
+  std::lock_guard lock(mu_);
   for (auto& check : health_) {
     if (check) check->stop();
   }
 }
 
+std::unique_ptr<upstream::Group> ProxyRoutes::make_group(net::EventLoop* loop, size_t index,
+                                                         const Generation& made) const {
+  const UpstreamConfig& config = groups_[index];
+  net::ConnectionPoolOptions options;
+  options.max_connections = config.connections == 0 ? net::ConnectionPoolOptions::kNoLimit : config.connections;
+  options.max_idle = config.keepalive;
+  options.max_waiting = config.queue;
+  options.connect_timeout = config.connect_timeout;
+  options.queue_timeout = config.queue_timeout;
+  auto group = std::make_unique<upstream::Group>(loop, "proxy " + config.name, made.servers,
+                                                 group_method(config.method), options);
+  if (metrics_ != nullptr) metrics_->count_group(loop, "proxy", config.name, *group, made.servers);
+  if (made.health) group->watch(made.health->up(), made.health);
+  return group;
+}
+
 void ProxyRoutes::init_loop(net::EventLoop* loop) {
   LoopState* state = &loops_.emplace(loop);
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    const UpstreamConfig& config = groups_[i];
-    net::ConnectionPoolOptions options;
-    options.max_connections = config.connections == 0 ? net::ConnectionPoolOptions::kNoLimit : config.connections;
-    options.max_idle = config.keepalive;
-    options.max_waiting = config.queue;
-    options.connect_timeout = config.connect_timeout;
-    options.queue_timeout = config.queue_timeout;
-    state->groups.push_back(std::make_unique<upstream::Group>(loop, "proxy " + config.name, servers(i),
-                                                              group_method(config.method), options));
-    if (metrics_ != nullptr) metrics_->count_group(loop, "proxy", config.name, *state->groups.back(), servers(i));
-    if (i < health_.size() && health_[i]) state->groups.back()->watch(health_[i]->up());
+  for (size_t i = 0; i < groups_.size(); ++i) state->groups.push_back(make_group(loop, i, generation(i)));
+}
+
+// The posted replacements run within a round of each loop; this object is
+// destroyed only long after a reload retired it (once no request that
+// began under it is left), by which time they have run.
+void ProxyRoutes::names_changed(size_t index) {
+  const UpstreamConfig& config = groups_[index];
+  if (config.health) {
+    // A new check for the new servers; the old one stops, and goes once
+    // the loops' groups that read it are gone.
+    auto check = std::make_shared<upstream::HealthCheck>(main_loop_, "proxy " + config.name, servers(index),
+                                                         *config.health);
+    check->start();
+    std::lock_guard lock(mu_);
+    if (health_[index]) {
+      health_[index]->stop();
+      stopped_health_.push_back(std::move(health_[index]));
+    }
+    health_[index] = std::move(check);
+    std::erase_if(stopped_health_, [](const auto& old) { return old.use_count() == 1; });
   }
+  const Generation made = generation(index);
+  loops_.for_each([this, index, &made](net::EventLoop* loop, LoopState&) {
+    loop->queue_in_loop([this, loop, index, made] { replace_group(loop, index, made); });
+  });
+}
+
+void ProxyRoutes::replace_group(net::EventLoop* loop, size_t index, const Generation& made) {
+  LoopState* state = loops_.get(loop);
+  if (state == nullptr || index >= state->groups.size()) return;
+  std::unique_ptr<upstream::Group>& current = state->groups[index];
+  current->retire();
+  state->replaced.push_back(std::move(current));
+  current = make_group(loop, index, made);
+  prune_replaced(state, loop);
+}
+
+void ProxyRoutes::prune_replaced(LoopState* state, net::EventLoop* loop) {
+  std::erase_if(state->replaced, [](const std::unique_ptr<upstream::Group>& group) { return group->calls() == 0; });
+  if (state->replaced.empty() || state->prune.valid()) return;
+  // Those still in use are looked at again later.
+  state->prune = loop->run_after(std::chrono::seconds(5), [state, loop] {
+    state->prune = net::TimerId{};
+    prune_replaced(state, loop);
+  });
 }
 
 void ProxyRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
@@ -206,7 +290,11 @@ void ProxyRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
   // answer 502, and the groups go with this object, after the loops.
   loops_.for_each([this, &loops](net::EventLoop* loop, LoopState&) {
     run_on_loop_and_wait(loop, loops, [this, loop] {
-      for (auto& group : loops_.get(loop)->groups) group->close();
+      LoopState* state = loops_.get(loop);
+      for (auto& group : state->groups) group->close();
+      for (auto& group : state->replaced) group->close();
+      if (state->prune.valid()) loop->cancel(state->prune);
+      state->prune = net::TimerId{};
     });
   });
 }
@@ -214,6 +302,10 @@ void ProxyRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
 void ProxyRoutes::retire_loop(net::EventLoop* loop) {
   if (LoopState* state = loops_.get(loop)) {
     for (auto& group : state->groups) group->retire();
+    // What was replaced goes with this object now (it outlives its
+    // requests), not by a timer that could outlive it.
+    if (state->prune.valid()) loop->cancel(state->prune);
+    state->prune = net::TimerId{};
   }
 }
 

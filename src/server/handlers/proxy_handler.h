@@ -10,7 +10,10 @@
 // no locks), created by init_loop() on that loop's thread and closed by
 // shutdown(); a reload that changes them builds new ones and retires the
 // old behind the requests that began under them, as for FastCGI blocks.
-// A group's active health check runs once per process, on the main loop.
+// A group's active health check runs once per process, on the main loop,
+// and so do the lookups of servers given by name (UpstreamNames): when a
+// name's addresses change, each loop's group is rebuilt with them and
+// swapped in, the old one kept until the requests that use it are over.
 //
 // ProxyHandler is one location's proxy: the request target (the client's
 // as sent, or with the location's prefix replaced by the path of `pass`),
@@ -26,6 +29,7 @@
 #include "proxy/forward_head.h"
 #include "server/config.h"
 #include "server/handler.h"
+#include "server/upstream_names.h"
 #include "upstream/group.h"
 #include "upstream/health_check.h"
 
@@ -47,6 +51,7 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config);
 class ProxyRoutes {
  public:
   explicit ProxyRoutes(const Config& config);
+  ~ProxyRoutes();
   ProxyRoutes(const ProxyRoutes&) = delete;
   ProxyRoutes& operator=(const ProxyRoutes&) = delete;
 
@@ -61,8 +66,9 @@ class ProxyRoutes {
   // A reload replaced these groups: this loop's pools wind down. On the
   // loop's thread.
   void retire_loop(net::EventLoop* loop);
-  // The active health checks of the groups that have them, on `loop` (the
-  // main one), before any init_loop(); stopped on that loop's thread.
+  // The active health checks of the groups that have them, and the lookups
+  // of servers given by name, on `loop` (the main one), before any
+  // init_loop(); stopped on that loop's thread.
   void start_health_checks(net::EventLoop* loop);
   void stop_health_checks();
 
@@ -76,10 +82,25 @@ class ProxyRoutes {
  private:
   struct LoopState {
     std::vector<std::unique_ptr<upstream::Group>> groups;
+    // Replaced by a name's new addresses, until their calls are over.
+    std::vector<std::unique_ptr<upstream::Group>> replaced;
+    net::TimerId prune;
+  };
+  // What a loop builds group `index` from: its servers, and its check.
+  struct Generation {
+    std::vector<upstream::GroupServer> servers;
+    std::shared_ptr<upstream::HealthCheck> health;
   };
 
   // Group `index`'s servers, each with its TLS context if it has one.
   std::vector<upstream::GroupServer> servers(size_t index) const;
+  Generation generation(size_t index) const;
+  std::unique_ptr<upstream::Group> make_group(net::EventLoop* loop, size_t index, const Generation& made) const;
+  // Main loop: a name of group `index` moved; every loop gets a new group.
+  void names_changed(size_t index);
+  // On `loop`: its group `index` replaced by one made from `made`.
+  void replace_group(net::EventLoop* loop, size_t index, const Generation& made);
+  static void prune_replaced(LoopState* state, net::EventLoop* loop);
 
   std::vector<UpstreamConfig> groups_;
   Metrics* metrics_ = nullptr;
@@ -89,8 +110,13 @@ class ProxyRoutes {
   std::vector<std::vector<std::shared_ptr<net::SecureContext>>> secure_;
   std::string temp_dir_;
   // One per group (null without checks); the loops' groups read their
-  // verdicts, so they outlive loops_.
-  std::vector<std::unique_ptr<upstream::HealthCheck>> health_;
+  // verdicts and hold them. Replaced when a name moves: the old ones stop
+  // and go (on the main loop) once no loop's group holds them.
+  std::vector<std::shared_ptr<upstream::HealthCheck>> health_;  // guarded by mu_
+  std::vector<std::shared_ptr<upstream::HealthCheck>> stopped_health_;
+  net::EventLoop* main_loop_ = nullptr;
+  std::unique_ptr<UpstreamNames> names_;
+  mutable std::mutex mu_;
   net::LoopLocal<LoopState> loops_;
 };
 

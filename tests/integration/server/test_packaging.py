@@ -201,7 +201,7 @@ def test_cpack_makes_the_server_and_library_packages(tmp_path):
     server = debs[f"tern_0.1.0_{arch}.deb"]
     assert field(server, "Package") == "tern" and field(server, "Section") == "httpd"
     depends = field(server, "Depends")
-    for library in ("libssl3", "liburing2", "libsystemd0", "libsqlite3-0"):
+    for library in ("libssl3", "liburing2", "libc-ares2", "libsystemd0", "libsqlite3-0"):
         assert library in depends, depends
     assert "nghttp2" not in depends, depends  # HTTP/2 is tern's own
     assert "MIT license" in field(server, "Description")
@@ -214,7 +214,7 @@ def test_cpack_makes_the_server_and_library_packages(tmp_path):
 
     dev = debs[f"libtern-dev_0.1.0_{arch}.deb"]
     assert field(dev, "Package") == "libtern-dev" and field(dev, "Section") == "libdevel"
-    for package in ("libspdlog-dev", "liburing-dev", "libssl-dev"):
+    for package in ("libspdlog-dev", "liburing-dev", "libc-ares-dev", "libssl-dev"):
         assert package in field(dev, "Depends")
     assert "nghttp2" not in field(dev, "Depends")
     files = contents(dev)
