@@ -26,7 +26,6 @@ uint64_t ring_hash(std::string_view data) {
 }
 
 Balancer::Balancer(std::vector<ServerSpec> servers, Method method) : method_(method) {
-  if (servers.empty()) throw std::invalid_argument("an upstream group needs a server");
   if (servers.size() > kMaxServers) throw std::invalid_argument("more than 64 servers in an upstream group");
   for (ServerSpec& spec : servers) {
     spec.weight = std::max(spec.weight, 1u);

@@ -52,7 +52,8 @@ class Balancer {
   using Clock = std::chrono::steady_clock;
   enum class Method : uint8_t { kRoundRobin, kLeastConnections, kHash };
 
-  // At most kMaxServers servers; weights of 0 count as 1.
+  // At most kMaxServers servers (none: nothing is picked, as for a name not
+  // resolved yet); weights of 0 count as 1.
   static constexpr size_t kMaxServers = 64;
   Balancer(std::vector<ServerSpec> servers, Method method);
 

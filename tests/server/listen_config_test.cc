@@ -172,6 +172,37 @@ TEST_F(ConfigFileTest, AnUpstreamSendsThePROXYProtocolOnlyWhereItCanBeRead) {
   EXPECT_EQ(error_of(sites + "proxy = { pass = \"http://lb\" }\n"), "loaded");
 }
 
+TEST(UpstreamNamesConfig, ANameAndAPortAreNotAnAddress) {
+  std::string host;
+  uint16_t port = 0;
+  EXPECT_TRUE(parse_host_port("app:3000", &host, &port));
+  EXPECT_EQ(host, "app");
+  EXPECT_EQ(port, 3000);
+  EXPECT_TRUE(parse_host_port("api.internal.svc.cluster.local:8080", &host, &port));
+  for (const char* bad : {"app", "app:", ":80", "app:0", "app:65536", "app:80x", "1.2.3.4:80", "-app:80", "a b:80",
+                          "unix:/run/x.sock", "[::1]:80"}) {
+    EXPECT_FALSE(parse_host_port(bad, &host, &port)) << bad;
+  }
+}
+
+TEST_F(ConfigFileTest, UpstreamsByNameTakeTheResolverAndItsInterval) {
+  const Config config = load(R"(resolver = ["10.0.0.2", "127.0.0.1:5353"]
+resolve_interval = "30s"
+[[upstream]]
+name = "app"
+servers = [{ address = "app:3000", weight = 2 }, { address = "127.0.0.1:3001" }]
+)");
+  EXPECT_EQ(config.resolver, (std::vector<std::string>{"10.0.0.2", "127.0.0.1:5353"}));
+  EXPECT_EQ(config.resolve_interval, std::chrono::seconds(30));
+  const UpstreamServerConfig& named = config.upstreams.at(0).servers.at(0);
+  EXPECT_EQ(named.host, "app");
+  EXPECT_EQ(named.port, 3000);
+  EXPECT_EQ(named.weight, 2u);
+  EXPECT_TRUE(config.upstreams.at(0).servers.at(1).host.empty());
+  EXPECT_THROW(load("resolver = [\"dns.example\"]\n"), ConfigError);
+  EXPECT_THROW(load("[[upstream]]\nname = \"a\"\nservers = [{ address = \"app\" }]\n"), ConfigError);
+}
+
 TEST_F(ConfigFileTest, Http2TableKeepsItsWindowsWithinTheProtocol) {
   const Config config = load("[http2]\nmax_concurrent_streams = 64\nstream_window = \"1MiB\"\n"
                              "connection_window = \"16MiB\"\n");

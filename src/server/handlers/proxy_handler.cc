@@ -170,6 +170,11 @@ std::vector<upstream::GroupServer> ProxyRoutes::servers(size_t index) const {
   if (named) {
     UpstreamConfig resolved = groups_[index];
     resolved.servers = names_->servers(index);
+    if (resolved.servers.size() > upstream::Balancer::kMaxServers) {
+      TERN_LOG_EVERY_SECOND(spdlog::level::warn, "proxy: upstream {}: its names resolve to {} addresses; the first {} serve",
+                            resolved.name, resolved.servers.size(), upstream::Balancer::kMaxServers);
+      resolved.servers.resize(upstream::Balancer::kMaxServers);
+    }
     servers = group_servers(resolved);
   } else {
     servers = group_servers(groups_[index]);

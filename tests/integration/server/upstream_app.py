@@ -22,6 +22,7 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
 import asyncio
 import hashlib
 import json
+import os
 import sys
 
 from aiohttp import WSMsgType, web
@@ -162,5 +163,7 @@ def server_context(cert, key):
 
 if __name__ == "__main__":
     tls = server_context(sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else None
-    web.run_app(make_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), print=None,
+    # UPSTREAM_APP_HOST: another loopback address (a second "host" on the same port).
+    web.run_app(make_app(sys.argv[1]), host=os.environ.get("UPSTREAM_APP_HOST", "127.0.0.1"), port=int(sys.argv[2]),
+                print=None,
                 access_log=None, handle_signals=True, ssl_context=tls)

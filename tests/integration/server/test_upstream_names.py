@@ -1,0 +1,204 @@
+"""Upstreams by name, as in Docker Compose or Kubernetes: a real DNS server
+(dnsmasq on a loopback port, answering from a hosts file the test rewrites)
+names the application; tern follows its answer without a reload, no
+request failing while the name moves, every address of the name serving,
+and the last addresses kept when the DNS server goes away.
+
+The two application "hosts" are 127.0.0.2 and 127.0.0.3, on the same port."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from http_client import HttpConn
+
+HERE = Path(__file__).resolve().parent
+DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
+
+
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free_on_both():
+    """A TCP port free on 127.0.0.2 and 127.0.0.3."""
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.2", 0))
+            port = a.getsockname()[1]
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.3", port))
+                    return port
+                except OSError:
+                    continue
+    raise AssertionError("no port free on both addresses")
+
+
+class Dnsmasq:
+    """dnsmasq answering from `hosts` with a TTL of one second."""
+
+    def __init__(self, workdir, hosts):
+        self.hosts = Path(workdir) / "hosts"
+        self.hosts.write_text(hosts)
+        self.port = free_udp_port()
+        self.log = open(Path(workdir) / "dnsmasq.log", "ab")
+        self.proc = subprocess.Popen(
+            [DNSMASQ, "--keep-in-foreground", f"--port={self.port}", "--listen-address=127.0.0.1",
+             "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}", "--local-ttl=1",
+             "--conf-file=/dev/null", "--pid-file=", f"--user={'root' if os.geteuid() == 0 else ''}"],
+            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+        time.sleep(0.2)
+        assert self.proc.poll() is None, "dnsmasq exited"
+
+    def answer(self, hosts):
+        self.hosts.write_text(hosts)
+        self.proc.send_signal(signal.SIGHUP)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class App:
+    """upstream_app.py NAME on HOST:PORT."""
+
+    def __init__(self, name, host, port, log):
+        env = dict(os.environ, UPSTREAM_APP_HOST=host)
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "upstream_app.py"), name, str(port)], env=env,
+                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                return
+            except OSError:
+                assert self.proc.poll() is None, f"upstream {name} exited"
+                time.sleep(0.05)
+        raise AssertionError(f"upstream {name} did not start")
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def world(tmp_path):
+    """(port, dnsmasq answering app.test with 127.0.0.2) with an app "a" on
+    127.0.0.2 and "b" on 127.0.0.3, both on port."""
+    if not os.access(DNSMASQ, os.X_OK):
+        pytest.fail("no dnsmasq: ./scripts/test installs it (Debian dnsmasq)")
+    port = port_free_on_both()
+    log = open(tmp_path / "apps.log", "ab")
+    apps = [App("a", "127.0.0.2", port, log), App("b", "127.0.0.3", port, log)]
+    dns = Dnsmasq(tmp_path, "127.0.0.2 app.test\n")
+    yield port, dns
+    dns.stop()
+    for app in apps:
+        app.kill()
+    log.close()
+
+
+def config(port, dns, **extra):
+    return {
+        "resolver": [f"127.0.0.1:{dns.port}"],
+        "upstream": [{"name": "app", "servers": [{"address": f"app.test:{port}"}], **extra}],
+        "server": [{"location": [{"prefix": "/", "proxy": {"pass": "http://app"}}]}],
+    }
+
+
+def names_until(srv, want, timeout=15.0):
+    """Asks /name until the answers seen in a row of 10 are `want` (a set)."""
+    deadline = time.monotonic() + timeout
+    recent = []
+    while time.monotonic() < deadline:
+        resp = srv.get("/name")
+        recent = (recent + [resp.body.decode() if resp.status == 200 else f"status {resp.status}"])[-10:]
+        if len(recent) == 10 and set(recent) == want:
+            return recent
+        time.sleep(0.05)
+    raise AssertionError(f"wanted {want}, last answers {recent}; stderr:\n{srv.stderr()[-3000:]}")
+
+
+def test_a_name_that_moves_under_load_fails_no_request(tern_factory, world):
+    port, dns = world
+    srv = tern_factory(config(port, dns))
+    names_until(srv, {"a"})
+    stop = threading.Event()
+    seen = Counter()
+    failures = []
+
+    def load():
+        with HttpConn.open(srv.port) as conn:
+            while not stop.is_set():
+                try:
+                    resp = conn.get("/name")
+                except OSError as e:  # a dropped connection is a failure too
+                    failures.append(repr(e))
+                    return
+                if resp.status != 200:
+                    failures.append(resp.status)
+                seen[resp.body.decode()] += 1
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    dns.answer("127.0.0.3 app.test\n")  # the container moved
+    try:
+        names_until(srv, {"b"})
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    assert not failures, failures[:10]
+    assert seen["a"] > 0 and seen["b"] > 0, seen
+    assert "app.test is now 127.0.0.3 (was 127.0.0.2)" in srv.stderr()
+
+
+def test_every_address_of_a_name_serves_and_the_last_ones_outlive_the_dns_server(tern_factory, world):
+    port, dns = world
+    srv = tern_factory(config(port, dns, health={"path": "/health", "interval": "200ms", "rise": 1, "fall": 1}))
+    names_until(srv, {"a"})
+    dns.answer("127.0.0.2 app.test\n127.0.0.3 app.test\n")
+    names_until(srv, {"a", "b"})
+    dns.stop()  # the name stops resolving: its addresses stay
+    deadline = time.monotonic() + 15
+    while "does not resolve" not in srv.stderr() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "upstream app: app.test does not resolve" in srv.stderr(), srv.stderr()[-3000:]
+    names_until(srv, {"a", "b"})
+
+
+def test_a_name_that_never_resolved_is_a_502_and_serves_once_it_does(tern_factory, world):
+    port, dns = world
+    dns.answer("")
+    srv = tern_factory(config(port, dns))
+    time.sleep(0.5)
+    assert srv.get("/name").status == 502
+    dns.answer("127.0.0.3 app.test\n")
+    names_until(srv, {"b"})
+
+
+def test_a_pass_may_name_the_application_directly(tern_factory, world):
+    port, dns = world
+    srv = tern_factory({"resolver": [f"127.0.0.1:{dns.port}"], "resolve_interval": "300ms",
+                        "server": [{"location": [{"prefix": "/", "proxy": {"pass": f"http://app.test:{port}"}}]}]})
+    names_until(srv, {"a"})
+    dns.answer("127.0.0.3 app.test\n")
+    names_until(srv, {"b"})
