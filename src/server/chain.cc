@@ -67,7 +67,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
       }
       if (lc.users && users != nullptr) add(chain, std::make_unique<UsersHandler>(users));
       if (lc.proxy && proxy != nullptr) {
-        add(chain, std::make_unique<ProxyHandler>(proxy, location));
+        add(chain, std::make_unique<ProxyHandler>(proxy, location, this));
         continue;  // it answers every request
       }
       for (size_t block : location.fastcgi) add(chain, std::make_unique<FastCgiHandler>(fastcgi, block, this));

@@ -165,7 +165,15 @@ struct ProxyConfig {
   size_t response_buffer = 64 * 1024;
   uint64_t max_temp_file = uint64_t{1} << 30;
   http::ResponseParser::Limits response_head;  // as FastCgiConfig's
-  bool next_upstream = true;  // a failed attempt goes on to another server
+  // A failed attempt goes on to another server: with no connection, a
+  // connection closed ("error") or no answer in time ("timeout") before
+  // a response, and these statuses (not relayed); for a request that is
+  // not idempotent only with next_non_idempotent.
+  bool next_upstream = true;
+  bool next_on_error = true;
+  bool next_on_timeout = true;
+  std::vector<int> next_on_status;
+  bool next_non_idempotent = false;
   unsigned next_upstream_tries = 0;  // 0: every server once
   std::chrono::milliseconds next_upstream_timeout{0};  // 0: no bound
   bool redirect = true;  // Location "http://GROUP/path..." becomes "PREFIX..."

@@ -256,7 +256,28 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   s.get_size("max_temp_file", &p.max_temp_file, 0);
   s.get_size("response_header_bytes", &p.response_head.max_head_bytes, 1024);
   s.get_int("response_headers", &p.response_head.max_headers, 1, 100000);
-  s.get_bool("next_upstream", &p.next_upstream);
+  if (const toml::node* node = s.node("next_upstream"); node != nullptr && node->is_array()) {
+    // nginx's proxy_next_upstream: the conditions, in a list.
+    p.next_on_error = p.next_on_timeout = false;
+    const auto words = s.get_strings("next_upstream");
+    for (const auto& [word, item] : *words) {
+      if (word == "error") {
+        p.next_on_error = true;
+      } else if (word == "timeout") {
+        p.next_on_timeout = true;
+      } else if (word == "non_idempotent") {
+        p.next_non_idempotent = true;
+      } else if (word == "403" || word == "404" || word == "429" || word == "500" || word == "502" || word == "503" ||
+                 word == "504") {
+        p.next_on_status.push_back(std::stoi(word));
+      } else {
+        s.fail(*item, "next_upstream",
+               "\"" + word + "\": expected error, timeout, 403, 404, 429, 500, 502, 503, 504 or non_idempotent");
+      }
+    }
+  } else {
+    s.get_bool("next_upstream", &p.next_upstream);
+  }
   s.get_int("next_upstream_tries", &p.next_upstream_tries, 0, 64);
   s.get_duration("next_upstream_timeout", &p.next_upstream_timeout);
   s.get_bool("redirect", &p.redirect);

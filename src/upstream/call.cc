@@ -111,16 +111,24 @@ void Call::settle(bool failed) {
   if (exchange_ != nullptr) exchange_->request().add_upstream_ms(static_cast<int64_t>(elapsed));
 }
 
-// Another server for a failed attempt, if the options, the request and the
-// bounds allow it (the caller checked that the request may be sent again).
-bool Call::try_next_server(std::string_view why) {
+bool Call::may_send_again() const {
+  return replayable_ && (idempotent_ || options_.next_non_idempotent);
+}
+
+bool Call::next_server_allowed() {
   if (!options_.next_server || exchange_ == nullptr || response_started_) return false;
   if (options_.max_tries != 0 && tries_ >= options_.max_tries) return false;
   if (options_.next_server_timeout.count() > 0 &&
       loop_->clock().now() - first_try_ >= options_.next_server_timeout) {
     return false;
   }
-  if (tries_ >= group_.size() || !group_.pick(options_.hash_key, tried_)) return false;
+  return tries_ < group_.size() && group_.pick(options_.hash_key, tried_).has_value();
+}
+
+// Another server for a failed attempt, if the options, the request and the
+// bounds allow it (the caller checked that the request may be sent again).
+bool Call::try_next_server(std::string_view why) {
+  if (!next_server_allowed()) return false;
   TERN_LOG_WARN("{}: {}, trying the next server{}", group_.server_name(server_), why, request_note());
   if (read_timer_.valid()) loop_->cancel(read_timer_);
   read_timer_ = net::TimerId{};
@@ -288,7 +296,7 @@ void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
     return acquire();
   }
   settle(true);
-  if (!response_started_ && idempotent_ && replayable_ &&
+  if (!response_started_ && options_.next_on_error && may_send_again() &&
       try_next_server("connection closed before a response")) {
     return;
   }
@@ -326,8 +334,7 @@ void Call::on_read_timeout() {
   if (upstream_ != nullptr) group_.pool(server_).cancel(this);
   upstream_ = nullptr;
   settle(true);
-  if (!response_started_ && idempotent_ && replayable_ &&
-      try_next_server("no response in time")) {
+  if (!response_started_ && options_.next_on_timeout && may_send_again() && try_next_server("no response in time")) {
     return;
   }
   TERN_LOG_ERROR("{}: no response within {} ms{}", group_.server_name(server_),

@@ -53,9 +53,11 @@
 // buffered. With CallOptions::next_server (the proxy), a failed attempt
 // moves to another server of the group: always when no connection could be
 // made (the request never left), and for an idempotent request also when
-// the connection closed or timed out before a response head; never for a
-// POST that reached its server. Attempts are bounded by max_tries and by
-// next_server_timeout from the first. Each server's outcome goes to its
+// the connection closed (next_on_error) or timed out (next_on_timeout)
+// before a response head, or the head has one of next_on_status (502,
+// 503, 504, 429: not relayed, its connection closed); never for a POST
+// that reached its server unless next_non_idempotent. Attempts are bounded
+// by max_tries and by next_server_timeout from the first. Each server's outcome goes to its
 // group's passive health (upstream/group.h).
 //
 // The exchange owns its Call (http::ExchangeJob) and destroys it after the
@@ -166,8 +168,13 @@ struct CallOptions {
   // The client and the address it came to, for a group whose connections
   // begin with a PROXY protocol header (GroupServer::proxy_protocol).
   std::optional<net::ProxyHeader> proxy_client;
-  // A failed attempt goes on to another server (see above).
+  // A failed attempt goes on to another server (see above): on no
+  // connection; on a connection closed, a timeout, those statuses.
   bool next_server = false;
+  bool next_on_error = true;
+  bool next_on_timeout = true;
+  std::span<const int> next_on_status;  // not owned: outlives the call
+  bool next_non_idempotent = false;
   unsigned max_tries = 0;  // 0: each server once
   std::chrono::milliseconds next_server_timeout{0};  // 0: no bound but tries
   // A Location or Refresh of the response that starts with `from` gets
@@ -237,6 +244,11 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   // Takes a connection to the chosen server, or to the next one.
   void acquire();
   bool try_next_server(std::string_view why);
+  // Whether the request may go to its server again, or to another: its
+  // body can be sent again, and it is idempotent (or the options allow).
+  bool may_send_again() const;
+  // Whether the options and the bounds leave another server to try.
+  bool next_server_allowed();
   void write_request();
   void send_request();
   void pump_body();

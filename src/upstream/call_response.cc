@@ -3,6 +3,9 @@
 // call.h.
 #include "upstream/call.h"
 
+#include <algorithm>
+#include <string>
+
 #include "base/log.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
@@ -42,6 +45,17 @@ bool Call::write_response_head() {
                    group_.server_name(server_), status, request_note());
     settle(false);
     fail(502, "1xx status from the upstream");
+    return false;
+  }
+  if (std::find(options_.next_on_status.begin(), options_.next_on_status.end(), status) !=
+          options_.next_on_status.end() &&
+      may_send_again() && next_server_allowed()) {
+    // Not relayed: another server is asked. The connection goes (its body
+    // is not read).
+    if (upstream_ != nullptr) group_.pool(server_).cancel(this);
+    upstream_ = nullptr;
+    settle(true);
+    if (!try_next_server("answered " + std::to_string(status))) fail(502, "no other server to try");
     return false;
   }
   response_started_ = true;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -39,14 +40,19 @@ class DnsResolverTest : public ::testing::Test {
   void SetUp() override {
     if (::access(kDnsmasq, X_OK) != 0) GTEST_SKIP() << "no dnsmasq (Debian dnsmasq; ./scripts/test installs it)";
     write_hosts("10.1.2.3 app.test\n10.1.2.4 app.test\n2001:db8::7 app.test\n");
-    port_ = free_udp_port();
-    dnsmasq_ = std::make_unique<tern::testing::ChildProcess>(
-        std::vector<std::string>{kDnsmasq, "--keep-in-foreground", "--port=" + std::to_string(port_),
-                                 "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
-                                 "--addn-hosts=" + dir_.at("hosts"), "--local-ttl=7", "--conf-file=/dev/null",
-                                 "--user=" + std::string(::geteuid() == 0 ? "root" : ""), "--pid-file="},
-        1024, dir_.at("dnsmasq.log"));
-    ASSERT_GT(dnsmasq_->pid(), 0);
+    // A port free for UDP may be taken for TCP: then another one.
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      port_ = free_udp_port();
+      dnsmasq_ = std::make_unique<tern::testing::ChildProcess>(
+          std::vector<std::string>{kDnsmasq, "--keep-in-foreground", "--port=" + std::to_string(port_),
+                                   "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
+                                   "--addn-hosts=" + dir_.at("hosts"), "--local-ttl=7", "--conf-file=/dev/null",
+                                   "--user=" + std::string(::geteuid() == 0 ? "root" : ""), "--pid-file="},
+          1024, dir_.at("dnsmasq.log"));
+      ASSERT_GT(dnsmasq_->pid(), 0);
+      std::this_thread::sleep_for(200ms);
+      if (::waitpid(dnsmasq_->pid(), nullptr, WNOHANG) == 0) break;
+    }
     auto made = DnsResolver::make(runner_.loop(), {.servers = {"127.0.0.1:" + std::to_string(port_)},
                                                     .timeout = 500ms, .tries = 2});
     ASSERT_TRUE(made.ok()) << made.error().message();

@@ -154,12 +154,9 @@ Claim FastCgiHandler::claim(Route& route) {
   return route.app != nullptr ? Claim::kExchange : Claim::kPass;
 }
 
-void FastCgiHandler::start(const Route& route, http::Exchange& exchange) {
-  // An X-Accel-Redirect from the application: the file the URI names in
-  // this site, as a GET, with the application's download fields (the chain
-  // lives as long as the exchange: it keeps it).
-  auto redirect = [chain = chain_, site = route.site](std::string_view uri,
-                                                      const upstream::ResponseHead& head, http::Exchange& ex) {
+InternalRedirect accel_redirect(const Chain* chain, const Site* site) {
+  // The chain lives as long as the exchange: it keeps it.
+  return [chain, site](std::string_view uri, const upstream::ResponseHead& head, http::Exchange& ex) {
     http::ExtraFields fields;
     for (const http::Header& field : head.headers) {
       for (std::string_view kept : {"Content-Disposition", "Set-Cookie", "Cache-Control", "Expires"}) {
@@ -174,7 +171,10 @@ void FastCgiHandler::start(const Route& route, http::Exchange& exchange) {
     if (!answered) http::write_error_page(ex.writer(), 404);
     ex.finish();
   };
-  routes_->start(block_, exchange, std::move(redirect));
+}
+
+void FastCgiHandler::start(const Route& route, http::Exchange& exchange) {
+  routes_->start(block_, exchange, accel_redirect(chain_, route.site));
 }
 
 }  // namespace tern::server

@@ -9,6 +9,7 @@
 #include "http/exchange.h"
 #include "server/handler.h"
 #include "server/ip_filter.h"
+#include "upstream/call.h"
 
 namespace tern::auth {
 class UsersApp;
@@ -97,6 +98,13 @@ class UsersHandler final : public Handler {
 };
 
 // One FastCGI block on the chain.
+// What answers an application's X-Accel-Redirect (a FastCGI block's or a
+// proxied server's): the file the URI names in `site`, as a GET, with the
+// application's download fields (Content-Disposition, Set-Cookie,
+// Cache-Control, Expires); 404 when no static location has it.
+using InternalRedirect = decltype(upstream::CallOptions::internal_redirect);
+InternalRedirect accel_redirect(const Chain* chain, const Site* site);
+
 class FastCgiHandler final : public Handler {
  public:
   // `chain` answers the block's X-Accel-Redirects.

@@ -1,4 +1,3 @@
-#include "server/metrics.h"
 #include "server/handlers/proxy_handler.h"
 
 #include "base/log.h"
@@ -8,6 +7,8 @@
 #include "http/uri.h"
 #include "net/event_loop.h"
 #include "proxy/http_codec.h"
+#include "server/handlers/location_handlers.h"
+#include "server/metrics.h"
 #include "server/sites.h"
 #include "server/upstreams.h"
 #include "tls/client_context.h"
@@ -329,8 +330,9 @@ upstream::Group* ProxyRoutes::group(size_t index) const {
   return state->groups[index].get();
 }
 
-ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location)
+ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location, const Chain* chain)
     : routes_(routes),
+      chain_(chain),
       config_(*location.config.proxy),
       group_(routes->find(*location.config.proxy)),
       log_name_("proxy " + location.config.proxy->group),
@@ -401,6 +403,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
   options.max_temp_file = config_.max_temp_file;
   options.temp_dir = routes_->temp_dir();
   options.hash_key = hash_key(route);
+  options.internal_redirect = accel_redirect(chain_, route.site);
   if (proxy_protocol_) {
     net::ProxyHeader& client = options.proxy_client.emplace();
     client.local = false;
@@ -408,6 +411,10 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
     client.destination = exchange.local_address();
   }
   options.next_server = config_.next_upstream;
+  options.next_on_error = config_.next_on_error;
+  options.next_on_timeout = config_.next_on_timeout;
+  options.next_on_status = config_.next_on_status;
+  options.next_non_idempotent = config_.next_non_idempotent;
   options.max_tries = config_.next_upstream_tries;
   options.next_server_timeout = config_.next_upstream_timeout;
   if (!rewrite_from_.empty()) {

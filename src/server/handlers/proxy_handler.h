@@ -40,6 +40,7 @@ class SecureContext;
 
 namespace tern::server {
 
+class Chain;
 class Metrics;
 struct Location;
 
@@ -122,7 +123,8 @@ class ProxyRoutes {
 
 class ProxyHandler final : public Handler {
  public:
-  ProxyHandler(const ProxyRoutes* routes, const Location& location);
+  // `chain` answers the upstream's X-Accel-Redirects.
+  ProxyHandler(const ProxyRoutes* routes, const Location& location, const Chain* chain);
   Claim claim(Route&) override { return Claim::kExchange; }
   void start(const Route& route, http::Exchange& exchange) override;
 
@@ -130,6 +132,7 @@ class ProxyHandler final : public Handler {
   std::string hash_key(const Route& route) const;
 
   const ProxyRoutes* routes_;
+  const Chain* chain_;
   const ProxyConfig config_;
   const int group_;
   std::string prefix_;  // the location's, replaced by config_.path

@@ -224,6 +224,44 @@ def test_a_location_edits_the_fields_going_up_and_coming_back(tern_factory, apps
     assert resp.header("Content-Type") is None, resp.head if hasattr(resp, "head") else resp
 
 
+def test_next_upstream_on_chosen_statuses_and_never_a_post_unless_asked(tern_factory, apps):
+    a, b = apps("a", "b")
+    upstream = group("app", [(a, {"max_fails": 0}), (b, {"max_fails": 0})])  # a stays in the rotation
+    srv = tern_factory(site([
+        {"prefix": "/503/", "proxy": {"pass": "http://app/", "next_upstream": ["error", "timeout", "503"]}},
+        {"prefix": "/any/", "proxy": {"pass": "http://app/", "next_upstream": ["503", "non_idempotent"]}},
+        {"prefix": "/plain/", "proxy": {"pass": "http://app/"}},
+    ], [upstream]))
+    with srv.connect() as conn:
+        for _ in range(6):
+            resp = conn.get("/503/failon?name=a&code=503")
+            assert (resp.status, resp.body) == (200, b"b"), resp.body
+        posts = [conn.request(b"POST /503/failon?name=a&code=503 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+                 for _ in range(4)]
+        assert {p.status for p in posts} == {200, 503}, [p.status for p in posts]  # a POST is not sent twice
+        posts = [conn.request(b"POST /any/failon?name=a&code=503 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx")
+                 for _ in range(4)]
+        assert {p.status for p in posts} == {200}
+        plain = [conn.get("/plain/failon?name=a&code=503").status for _ in range(4)]
+        assert set(plain) == {200, 503}, plain  # the statuses are relayed unless named
+    assert "answered 503, trying the next server" in srv.stderr()
+
+
+def test_an_x_accel_redirect_from_the_application_serves_the_sites_file(tern_factory, apps):
+    (a,) = apps("a")
+    srv = tern_factory(site([
+        {"prefix": "/protected/", "internal": True},
+        {"prefix": "/", "proxy": {"pass": f"http://{a.address}"}},
+    ]))
+    srv.write_file("protected/report.txt", b"the report\n")
+    resp = srv.get("/accel?to=/protected/report.txt")
+    assert (resp.status, resp.body) == (200, b"the report\n")
+    assert resp.header("Content-Disposition") == "attachment; filename=x.txt"
+    assert resp.header("X-Accel-Redirect") is None
+    assert srv.get("/protected/report.txt").status == 404  # internal: not for clients
+    assert srv.get("/accel?to=/protected/missing.txt").status == 404
+
+
 def test_a_path_in_pass_replaces_the_prefix_and_redirects_come_back(tern_factory, apps):
     (a,) = apps("a")
     srv = tern_factory(site([{"prefix": "/api/", "proxy": {"pass": "http://app/"}},

@@ -52,15 +52,18 @@ class Dnsmasq:
     def __init__(self, workdir, hosts):
         self.hosts = Path(workdir) / "hosts"
         self.hosts.write_text(hosts)
-        self.port = free_udp_port()
         self.log = open(Path(workdir) / "dnsmasq.log", "ab")
-        self.proc = subprocess.Popen(
-            [DNSMASQ, "--keep-in-foreground", f"--port={self.port}", "--listen-address=127.0.0.1",
-             "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}", "--local-ttl=1",
-             "--conf-file=/dev/null", "--pid-file=", f"--user={'root' if os.geteuid() == 0 else ''}"],
-            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
-        time.sleep(0.2)
-        assert self.proc.poll() is None, "dnsmasq exited"
+        for _ in range(5):  # a port free for UDP may be taken for TCP: another one
+            self.port = free_udp_port()
+            self.proc = subprocess.Popen(
+                [DNSMASQ, "--keep-in-foreground", f"--port={self.port}", "--listen-address=127.0.0.1",
+                 "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}", "--local-ttl=1",
+                 "--conf-file=/dev/null", "--pid-file=", f"--user={'root' if os.geteuid() == 0 else ''}"],
+                stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
+            time.sleep(0.3)
+            if self.proc.poll() is None:
+                return
+        raise AssertionError(f"dnsmasq did not start: {(Path(workdir) / 'dnsmasq.log').read_text()}")
 
     def answer(self, hosts):
         self.hosts.write_text(hosts)

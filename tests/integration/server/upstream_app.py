@@ -9,6 +9,8 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
   GET  /stream?n=&size=&delay=   n pieces, chunked, `delay` seconds apart
   GET  /slow?delay=S      answers after S seconds
   GET  /redirect          302 to http://app/v1/there (for Location rewriting)
+  GET  /accel?to=URI      200 with X-Accel-Redirect: URI and a Content-Disposition
+  *    /failon?name=N&code=C   status C if this is app N, else 200 and the name
   POST /count             counts the requests that reached it; GET /count reads
   POST /hangup            reads the body, then closes without answering
   GET  /hangup            closes without answering
@@ -90,6 +92,16 @@ def make_app(name):
     async def redirect(request):
         raise web.HTTPFound("http://app/v1/there")
 
+    async def fail_on(request):
+        await request.read()
+        if request.query.get("name") == name:
+            return web.Response(status=int(request.query["code"]), text=f"{name} failed")
+        return web.Response(text=name)
+
+    async def accel(request):
+        return web.Response(text="not this body", headers={
+            "X-Accel-Redirect": request.query["to"], "Content-Disposition": "attachment; filename=x.txt"})
+
     async def count(request):
         if request.method == "POST":
             await request.read()
@@ -128,6 +140,8 @@ def make_app(name):
     app.router.add_get("/stream", stream)
     app.router.add_get("/slow", slow)
     app.router.add_get("/redirect", redirect)
+    app.router.add_get("/accel", accel)
+    app.router.add_route("*", "/failon", fail_on)
     app.router.add_route("*", "/count", count)
     app.router.add_route("*", "/hangup", hangup)
     app.router.add_get("/health", health)
