@@ -313,6 +313,13 @@ void check_proxies(const std::string& file, const Config& c) {
       throw ConfigError(in, f.pass_line, where + ".pass",
                         "the [[upstream]] \"" + f.group + "\" sends the PROXY protocol, which FastCGI servers do not read");
     }
+    for (const UpstreamServerConfig& server : u->servers) {
+      if (!server.host.empty()) {
+        throw ConfigError(in, f.pass_line, where + ".pass",
+                          "the [[upstream]] \"" + f.group + "\" names its server " + server.address_text +
+                              " by name, which only a proxy's groups resolve yet: give FastCGI an address");
+      }
+    }
   };
   for (size_t i = 0; i < c.fastcgi.size(); ++i) check_fastcgi(c.fastcgi[i], file, "fastcgi[" + std::to_string(i) + "]");
   for (const SiteConfig& site : c.sites) {

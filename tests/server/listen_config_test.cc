@@ -200,6 +200,10 @@ servers = [{ address = "app:3000", weight = 2 }, { address = "127.0.0.1:3001" }]
   EXPECT_EQ(named.weight, 2u);
   EXPECT_TRUE(config.upstreams.at(0).servers.at(1).host.empty());
   EXPECT_THROW(load("resolver = [\"dns.example\"]\n"), ConfigError);
+  // FastCGI takes addresses only, for now.
+  EXPECT_THROW(load("[[upstream]]\nname = \"php\"\nservers = [{ address = \"php:9000\" }]\n[[server]]\n"
+                    "[[server.location]]\nprefix = \"/\"\nfastcgi = { pass = \"php\" }\n"),
+               ConfigError);
   EXPECT_THROW(load("[[upstream]]\nname = \"a\"\nservers = [{ address = \"app\" }]\n"), ConfigError);
 }
 
