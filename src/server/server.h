@@ -180,8 +180,11 @@ class Server {
 // Applies the logging part of a config (error log file, level, rotation).
 void apply_log_config(const LogConfig& log);
 
-// The settings that differ between two configs and that only a restart
-// applies ("listen", "[[fastcgi]]", ...); empty when a reload applies all.
-std::vector<std::string> settings_needing_restart(const Config& running, const Config& fresh);
+// The settings that differ between the running config and a fresh one and
+// that only a restart applies ("workers", "[auth]", "listen ... (now
+// tls)", ...), named for the warning; each is set back to its running
+// value in `fresh` (server.cc's one table of them). Empty when a reload
+// applies all.
+std::vector<std::string> keep_restart_settings(const Config& running, Config& fresh);
 
 }  // namespace tern::server

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "server/config.h"
+#include "server/server.h"
 #include "support/temp_dir.h"
 
 namespace tern::server {
@@ -205,6 +206,25 @@ servers = [{ address = "app:3000", weight = 2 }, { address = "127.0.0.1:3001" }]
                     "[[server.location]]\nprefix = \"/\"\nfastcgi = { pass = \"php\" }\n"),
                ConfigError);
   EXPECT_THROW(load("[[upstream]]\nname = \"a\"\nservers = [{ address = \"app\" }]\n"), ConfigError);
+}
+
+// One table names what only a restart applies and keeps its running value.
+TEST_F(ConfigFileTest, AReloadKeepsAndNamesWhatOnlyARestartApplies) {
+  const Config running = load("workers = 2\nio = \"epoll\"\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\n");
+  Config fresh = load("workers = 3\nio = \"io_uring\"\nresolve_interval = \"5s\"\nresolver = [\"10.0.0.2\"]\n"
+                      "listen = [\"127.0.0.1:8080\", \"127.0.0.1:8081 h2c\"]\n[http2]\nenabled = false\n"
+                      "[timeouts]\nheader = \"3s\"\n");
+  const std::vector<std::string> keys = keep_restart_settings(running, fresh);
+  EXPECT_EQ(keys, (std::vector<std::string>{"workers", "io", "[http2]", "resolver", "resolve_interval",
+                                            "listen ... h2c"}));
+  EXPECT_EQ(fresh.workers, running.workers);
+  EXPECT_EQ(fresh.io, running.io);
+  EXPECT_EQ(fresh.http2, running.http2);
+  EXPECT_EQ(fresh.resolver, running.resolver);
+  EXPECT_EQ(fresh.resolve_interval, running.resolve_interval);
+  EXPECT_EQ(fresh.limits.header_timeout, std::chrono::seconds(3));  // a reload applies this one
+  Config same = running;
+  EXPECT_TRUE(keep_restart_settings(running, same).empty());
 }
 
 TEST_F(ConfigFileTest, Http2TableKeepsItsWindowsWithinTheProtocol) {
