@@ -33,18 +33,20 @@ def pattern_bytes(n):
 
 
 class App:
-    """One upstream_app.py process."""
+    """One upstream_app.py process, on `host` (another loopback address
+    makes a second host on the same port)."""
 
-    def __init__(self, name, port, log, tls=()):
+    def __init__(self, name, port, log, tls=(), host="127.0.0.1"):
         self.name = name
         self.port = port
-        self.address = f"127.0.0.1:{port}"
+        self.address = f"{host}:{port}"
         self.proc = subprocess.Popen([sys.executable, str(HERE / "upstream_app.py"), name, str(port), *tls],
-                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                     env=dict(os.environ, UPSTREAM_APP_HOST=host))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                socket.create_connection((host, port), timeout=1).close()
                 return
             except OSError:
                 assert self.proc.poll() is None, f"upstream {name} exited"

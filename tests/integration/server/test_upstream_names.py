@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -20,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from http_client import HttpConn
+from test_proxy import App
 
-HERE = Path(__file__).resolve().parent
 DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
 
 
@@ -76,29 +75,6 @@ class Dnsmasq:
         self.log.close()
 
 
-class App:
-    """upstream_app.py NAME on HOST:PORT."""
-
-    def __init__(self, name, host, port, log):
-        env = dict(os.environ, UPSTREAM_APP_HOST=host)
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "upstream_app.py"), name, str(port)], env=env,
-                                     stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection((host, port), timeout=1).close()
-                return
-            except OSError:
-                assert self.proc.poll() is None, f"upstream {name} exited"
-                time.sleep(0.05)
-        raise AssertionError(f"upstream {name} did not start")
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.fixture
 def world(tmp_path):
     """(port, dnsmasq answering app.test with 127.0.0.2) with an app "a" on
@@ -107,7 +83,7 @@ def world(tmp_path):
         pytest.fail("no dnsmasq: ./scripts/test installs it (Debian dnsmasq)")
     port = port_free_on_both()
     log = open(tmp_path / "apps.log", "ab")
-    apps = [App("a", "127.0.0.2", port, log), App("b", "127.0.0.3", port, log)]
+    apps = [App("a", port, log, host="127.0.0.2"), App("b", port, log, host="127.0.0.3")]
     dns = Dnsmasq(tmp_path, "127.0.0.2 app.test\n")
     yield port, dns
     dns.stop()
