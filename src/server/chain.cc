@@ -115,6 +115,7 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& co
   r.status = 0;
   r.redirects = 0;
   r.internal = false;
+  r.named = {};
   resolved_for_ = &request;
   r.site = &chain_->sites().select(request.host(), local);
   const RealIpConfig& real_ip = r.site->config().real_ip;
@@ -134,7 +135,8 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& co
   }
   for (;;) {
     r.captures.clear();
-    r.location = r.site->match(r.path, &r.captures);
+    r.location = r.named.empty() ? r.site->match(r.path, &r.captures) : r.site->named(r.named);
+    r.named = {};
     // An internal location is for try_files' redirects, not for clients.
     if (r.location == nullptr || (r.location->config.internal && !r.internal)) {
       r.location = nullptr;
@@ -244,7 +246,7 @@ namespace {
 const Location* static_target(const Site& site, std::string_view path, std::string* file) {
   Captures captures;
   const Location* target = site.match(path, &captures);
-  if (target == nullptr || !target->config.static_files ||
+  if (target == nullptr || !target->config.static_files || (target->alias && target->regex) ||
       !alias_file_path(target->alias ? target->config.pattern : std::string_view(), path, file)) {
     return nullptr;
   }

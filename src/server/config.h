@@ -193,7 +193,8 @@ struct ReturnConfig {
 
 // One [[server.location]]: where a request path goes within a site.
 struct LocationConfig {
-  enum class Match { kPrefix, kExact, kRegex, kRegexCaseless };
+  // kNamed: "@app", matched by no path; try_files' last entry goes there.
+  enum class Match { kPrefix, kExact, kRegex, kRegexCaseless, kNamed };
   Match match = Match::kPrefix;
   std::string pattern;      // the path, or the regular expression
   bool skip_regex = false;  // as the longest prefix, no regex is tried (nginx "^~")

@@ -158,7 +158,8 @@ LocationConfig read_location(Section s, int line) {
   for (auto [key, match] : {std::pair{"prefix", LocationConfig::Match::kPrefix},
                             std::pair{"exact", LocationConfig::Match::kExact},
                             std::pair{"regex", LocationConfig::Match::kRegex},
-                            std::pair{"iregex", LocationConfig::Match::kRegexCaseless}}) {
+                            std::pair{"iregex", LocationConfig::Match::kRegexCaseless},
+                            std::pair{"named", LocationConfig::Match::kNamed}}) {
     const toml::node* node = s.node(key);
     if (node == nullptr) continue;
     ++kinds;
@@ -171,13 +172,17 @@ LocationConfig read_location(Section s, int line) {
       } catch (const std::invalid_argument& e) {
         s.fail(*node, key, std::string("not a valid regular expression: ") + e.what());
       }
+    } else if (match == LocationConfig::Match::kNamed) {
+      if (l.pattern.size() < 2 || l.pattern.front() != '@' || l.pattern.find_first_of(" /") != std::string::npos) {
+        s.fail(*node, key, "expected a name starting with '@' (\"@app\")");
+      }
     } else if (l.pattern.empty() || l.pattern.front() != '/') {
       s.fail(*node, key, "expected a path starting with '/'");
     }
   }
   if (kinds != 1) {
     throw ConfigError(s.file(), line, s.prefix() + "prefix",
-                      "a location needs exactly one of prefix, exact, regex, iregex");
+                      "a location needs exactly one of prefix, exact, regex, iregex, named");
   }
   s.get_bool("skip_regex", &l.skip_regex);
   if (l.skip_regex && l.match != LocationConfig::Match::kPrefix) {
@@ -186,14 +191,17 @@ LocationConfig read_location(Section s, int line) {
   read_root(s, "root", &l.root);
   read_root(s, "alias", &l.alias);
   if (!l.alias.empty() && !l.root.empty()) s.fail(*s.node("alias"), "alias", "a location has root or alias, not both");
-  if (!l.alias.empty() && l.match != LocationConfig::Match::kPrefix) {
-    s.fail(*s.node("alias"), "alias", "only for a prefix location");
+  if (!l.alias.empty() && l.match == LocationConfig::Match::kExact) {
+    s.fail(*s.node("alias"), "alias", "for a prefix location, or a regex one with captures (\"/srv/files/$1\")");
+  }
+  if (!l.alias.empty() && compiled && !known_variables(l.alias, &*compiled)) {
+    s.fail(*s.node("alias"), "alias", "unknown variable (a regex location's alias takes $1..$9 and named groups)");
   }
   l.index = read_index(s);
   if (auto files = s.get_strings("try_files")) {
     for (const auto& [item, node] : *files) {
-      if (item.empty() || (item.front() != '/' && item.front() != '$' && item.front() != '=')) {
-        s.fail(*node, "try_files", "expected paths (\"$uri\", \"/index.html\") or a final \"=404\"");
+      if (item.empty() || (item.front() != '/' && item.front() != '$' && item.front() != '=' && item.front() != '@')) {
+        s.fail(*node, "try_files", "expected paths (\"$uri\", \"/index.html\") or a final \"=404\" or \"@name\"");
       }
       if (!known_variables(item, compiled ? &*compiled : nullptr)) {
         s.fail(*node, "try_files", "unknown variable in \"" + item + "\"");
@@ -201,6 +209,7 @@ LocationConfig read_location(Section s, int line) {
       l.try_files.push_back(item);
     }
     if (l.try_files.size() < 2) s.fail(*s.node("try_files"), "try_files", "expected candidates and a final URI or \"=CODE\"");
+    if (compiled && !l.alias.empty()) s.fail(*s.node("try_files"), "try_files", "not with a regex location's alias");
     const std::string& last = l.try_files.back();
     if (last.front() == '=') {
       const int code = parse_status(std::string_view(last).substr(1));
@@ -455,6 +464,15 @@ void finish_sites(const std::string& file, Config& c) {
     }
     std::set<std::pair<int, std::string>> seen;
     for (const LocationConfig& l : site.locations) {
+      if (!l.try_files.empty() && l.try_files.back().front() == '@') {
+        const bool found = std::any_of(site.locations.begin(), site.locations.end(), [&](const LocationConfig& n) {
+          return n.match == LocationConfig::Match::kNamed && n.pattern == l.try_files.back();
+        });
+        if (!found) {
+          throw ConfigError(in, l.line, site.where + ".location.try_files",
+                            "no location of the site is named \"" + l.try_files.back() + "\"");
+        }
+      }
       if (l.users && !c.auth.enabled) {
         throw ConfigError(in, l.line, site.where + ".location.users", "needs an [auth] section");
       }

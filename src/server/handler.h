@@ -52,6 +52,9 @@ struct Route : http::Route {
   const http::ExchangeHandler* app = nullptr;
   int status = 0;
   int redirects = 0;  // internal redirects so far
+  // A try_files' named location ("@app") the redirect goes to, the path
+  // unchanged; empty: the path is matched.
+  std::string_view named;
   bool internal = false;  // reached through an internal redirect
 };
 

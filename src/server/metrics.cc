@@ -166,6 +166,7 @@ std::string location_label(const LocationConfig& location) {
     case LocationConfig::Match::kExact: return "= " + location.pattern;
     case LocationConfig::Match::kRegex: return "~ " + location.pattern;
     case LocationConfig::Match::kRegexCaseless: return "~* " + location.pattern;
+    case LocationConfig::Match::kNamed: return location.pattern;
     case LocationConfig::Match::kPrefix: break;
   }
   return location.skip_regex ? "^~ " + location.pattern : location.pattern;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "server/handlers/static_handler.h"
 #include "server/metrics.h"
 
 namespace tern::server {
@@ -68,7 +69,7 @@ http::ExtraFields format_fields(const SiteConfig& site, const LocationConfig* l)
 }
 
 std::string location_root(const Config& config, const SiteConfig& site, const LocationConfig& l) {
-  if (!l.alias.empty()) return l.alias;
+  if (!l.alias.empty()) return is_regex(l) ? split_regex_alias(l.alias).root : l.alias;
   if (!l.root.empty()) return l.root;
   return site.root.empty() ? config.static_files.root : site.root;
 }
@@ -140,6 +141,13 @@ const Location* Site::match(std::string_view path, Captures* captures) const {
     if (l->regex->search(path, captures)) return l;
   }
   return longest;
+}
+
+const Location* Site::named(std::string_view name) const {
+  for (const Location& l : locations_) {
+    if (l.config.match == LocationConfig::Match::kNamed && l.config.pattern == name) return &l;
+  }
+  return nullptr;
 }
 
 Sites::Sites(const Config& config, Metrics* metrics)

@@ -75,6 +75,8 @@ struct Location {
 class Site {
  public:
   const Location* match(std::string_view path, Captures* captures) const;
+  // The location named `name` ("@app"), for a try_files that ends there.
+  const Location* named(std::string_view name) const;
   // Whether `path` is a proxy or FastCGI location's prefix without its
   // final slash ("/app" for "/app/") and no exact location is `path`: as
   // nginx, such a request is 301 to the slash, before any location.

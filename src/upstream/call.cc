@@ -45,10 +45,7 @@ Call::Call(http::Exchange& exchange, Group& group, const CallOptions& options, C
   request_note_size_ = static_cast<uint8_t>(out - request_note_.data());
 }
 
-Call::~Call() {
-  done();
-  group_.detach();
-}
+Call::~Call() { done(); }
 
 void Call::begin() {
   const bool chunked = exchange_->request().body_framing() == http::BodyFraming::kChunked;
@@ -374,6 +371,9 @@ void Call::done() {
   upstream_ = nullptr;
   body_.clear();
   response_.clear();
+  // The group may go from here (a name's new addresses replaced it); the
+  // call itself is destroyed after the round, perhaps after the group.
+  group_.detach();
   // The exchange ended (or is ending): it destroys this call after the round.
 }
 

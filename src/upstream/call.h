@@ -220,7 +220,7 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
  public:
   // Lets go of the pool and timers if the call never ended (its exchange
   // went with its loop).
-  ~Call() override;
+  ~Call() override;  // done(), if nothing ended the call before
 
  private:
   // Queued bytes at which a side stops feeding the other: the client's

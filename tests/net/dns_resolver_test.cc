@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -124,13 +125,13 @@ TEST_F(DnsResolverTest, AnUnknownNameOrASilentServerIsAnErrorNotAHang) {
 
 TEST_F(DnsResolverTest, AnAddressAnswersItselfAndAnswersComeAfterResolveReturns) {
   std::promise<DnsResolver::Answer> answered;
+  std::atomic<bool> called{false};
   const bool inside = runner_.run([&] {
-    bool called = false;
     resolver_->resolve("192.0.2.1", 8080, [&](DnsResolver::Answer a) {
       called = true;
       answered.set_value(std::move(a));
     });
-    return called;
+    return called.load();
   });
   EXPECT_FALSE(inside);
   auto answer = answered.get_future().get();

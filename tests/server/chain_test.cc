@@ -243,6 +243,43 @@ error_page = { 404 = "=200 /app/index.html", 403 = "https://help.example.com/den
   EXPECT_EQ(moved.header("Location"), "https://example.com/ro");
 }
 
+// A regex location's alias takes its captures: nginx's
+// `location ~ ... { alias /dir/$1; }`.
+TEST_F(ChainTest, ARegexLocationsAliasTakesItsCaptures) {
+  ::mkdir(dir_.at("files").c_str(), 0755);
+  write("files/report.txt", "the report\n");
+  load(std::string(R"([[server]]
+  [[server.location]]
+  regex = '^/dl/(?<name>[a-z]+)\.txt$'
+  alias = ")") + dir_.at("files") + R"(/$name.txt"
+  [[server.location]]
+  regex = '^/by-number/([a-z]+)$'
+  alias = ")" + dir_.at("files") + R"(/$1.txt"
+)");
+  Answer found = ask(get("/dl/report.txt"));
+  EXPECT_EQ(found.status, 200);
+  EXPECT_EQ(found.body, "the report\n");
+  EXPECT_EQ(ask(get("/by-number/report")).body, "the report\n");
+  EXPECT_EQ(ask(get("/dl/missing.txt")).status, 404);
+}
+
+// try_files may end at a named location, which takes the request as it is.
+TEST_F(ChainTest, TryFilesMayEndAtANamedLocation) {
+  load(R"([[server]]
+  [[server.location]]
+  prefix = "/"
+  try_files = ["$uri", "@app"]
+  [[server.location]]
+  named = "@app"
+  return = { status = 200, body = "app saw $uri" }
+)");
+  EXPECT_EQ(ask(get("/index.html")).body, "home\n");
+  Answer app = ask(get("/some/route"));
+  EXPECT_EQ(app.status, 200);
+  EXPECT_EQ(app.body, "app saw /some/route");
+  EXPECT_EQ(ask(get("/@app")).status, 200);  // a path, not the name: tried as a file, then @app
+}
+
 // access: nginx's allow and deny in order, the first match deciding.
 TEST_F(ChainTest, AccessRulesDecideInOrderTheFirstMatchWinning) {
   load(R"([[server]]

@@ -1,6 +1,7 @@
 #include "server/handlers/static_handler.h"
 
 #include "http/error_page.h"
+#include "http/uri.h"
 #include "server/handlers/autoindex.h"
 #include "server/handlers/location_handlers.h"
 #include "server/sites.h"
@@ -118,9 +119,19 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
 
 
 StaticHandler::StaticHandler(const Location& location, bool use_mmap)
-    : prefix_(location.alias ? location.config.pattern : std::string()),
+    : prefix_(location.alias && !location.regex ? location.config.pattern : std::string()),
+      regex_alias_(location.alias && location.regex ? split_regex_alias(location.config.alias).rest : std::string()),
       try_files_(location.config.try_files),
       use_mmap_(use_mmap) {}
+
+RegexAlias split_regex_alias(std::string_view alias) {
+  const size_t variable = std::min(alias.find('$'), alias.size());
+  const size_t slash = alias.rfind('/', variable == alias.size() ? alias.size() - 1 : variable);
+  RegexAlias out;
+  out.root = std::string(alias.substr(0, slash == 0 ? 1 : slash));
+  out.rest = std::string(alias.substr(slash));
+  return out;
+}
 
 bool StaticHandler::file_path(std::string_view path, std::string* out) const {
   return alias_file_path(prefix_, path, out);
@@ -143,6 +154,7 @@ bool alias_file_path(std::string_view prefix, std::string_view path, std::string
 }
 
 Claim StaticHandler::claim(Route& route) {
+  if (!regex_alias_.empty()) return Claim::kRespond;  // one file, named by the captures
   if (!try_files_.empty()) {
     const Claim claim = try_files(route);
     if (claim != Claim::kRespond || route.status != 0) return claim;
@@ -199,6 +211,11 @@ Claim StaticHandler::try_files(Route& route) {
     route.status = std::stoi(last.substr(1));
     return Claim::kRespond;
   }
+  if (last.front() == '@') {
+    // A named location takes the request as it is (nginx's try_files ... @app).
+    route.named = last;
+    return Claim::kRedirect;
+  }
   candidate.clear();
   expand_variables(last, route, false, &candidate);
   // The query a fallback URI names is not applied: the request keeps its own.
@@ -211,6 +228,17 @@ Claim StaticHandler::try_files(Route& route) {
 void StaticHandler::respond(const Route& route, http::ResponseWriter& writer) {
   if (route.status != 0) return http::write_error_page(writer, route.status);
   const auto now = net::EventLoop::current()->clock().now();
+  if (!regex_alias_.empty()) {
+    // The captures fill the alias in; the result is a path beneath its
+    // root, normalised again (a capture may hold "//").
+    std::string expanded;
+    expand_variables(regex_alias_, route, false, &expanded);
+    std::string scratch;
+    bool dot_segment = false;
+    Result<std::string_view> file = http::normalized_path(expanded, &scratch, &dot_segment);
+    if (!file || dot_segment) return http::write_error_page(writer, 404);
+    return respond_static(*route.files, *route.request, {*file, true, route.path, false}, writer, now, use_mmap_);
+  }
   if (prefix_.empty()) {
     return respond_static(*route.files, *route.request, {route.path, true, route.path, false}, writer, now, use_mmap_);
   }

@@ -42,6 +42,16 @@ inline void respond_static(StaticFiles& files, const http::Request& request, htt
 // path does not continue the prefix at a segment ("/imgx" for "/img").
 bool alias_file_path(std::string_view prefix, std::string_view path, std::string* out);
 
+// A regex location's alias ("/srv/files/$1", nginx's alias with captures):
+// the directory its files are beneath (the part before the first
+// variable, up to a '/': "/srv/files") and the rest, expanded for each
+// request ("/$1").
+struct RegexAlias {
+  std::string root;
+  std::string rest;
+};
+RegexAlias split_regex_alias(std::string_view alias);
+
 // The static files of a location on the handler chain: the file the path
 // names beneath the location's root (or, with an alias, what follows the
 // location's prefix beneath the alias), or with try_files the first
@@ -66,6 +76,7 @@ class StaticHandler final : public Handler {
   bool file_path(std::string_view path, std::string* out) const;
 
   std::string prefix_;  // of an alias location; empty otherwise
+  std::string regex_alias_;  // of a regex location's alias: the file beneath the root, with captures
   std::vector<std::string> try_files_;
   bool use_mmap_;
 };
