@@ -184,7 +184,9 @@ std::string proxy_header(int version, const ProxyHeader& header) {
                         : proxy_header_v2(header.source, header.destination);
   }
   if (version == 1) return "PROXY UNKNOWN\r\n";
-  std::string out(kV2Signature);
+  std::string out;
+  out.reserve(kV2Fixed);
+  out.append(kV2Signature);
   out.append("\x20\x00\x00\x00", 4);  // version 2, LOCAL; UNSPEC; no addresses
   return out;
 }
@@ -198,7 +200,9 @@ std::string proxy_header_v1(const InetAddress& source, const InetAddress& destin
 }
 
 std::string proxy_header_v2(const InetAddress& source, const InetAddress& destination) {
-  std::string out(kV2Signature);
+  std::string out;
+  out.reserve(kV2Fixed + kV2Inet6);
+  out.append(kV2Signature);
   const bool same = source.is_ipv6() == destination.is_ipv6();
   out.push_back(static_cast<char>(same ? 0x21 : 0x20));  // version 2; PROXY, or LOCAL when unnamable
   if (!same) {
