@@ -119,7 +119,8 @@ TEST_P(ProxyListenerTest, AHeaderInPiecesIsAnnouncedOnlyOnceWhole) {
 TEST_P(ProxyListenerTest, ALocalHeaderLeavesThePeerTheClient) {
   start();
   RawClient client(port_);
-  ASSERT_TRUE(client.send_all(std::string("\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00", 16) + "hi"));
+  // A LOCAL header (version 2), then two bytes.
+  ASSERT_TRUE(client.send_all(std::string_view("\r\n\r\n\0\r\nQUIT\n\x20\x00\x00\x00hi", 18)));
   EXPECT_EQ(client.read_exactly(2), "hi");
   ASSERT_EQ(clients().size(), 1u);
   EXPECT_TRUE(clients()[0].starts_with("127.0.0.1:")) << clients()[0];
