@@ -148,6 +148,10 @@ class Section {
 
 // `listen` (a string or an array of them) into *out, replacing it.
 void read_listen(Section& s, ListenConfig* out);
+// A field name (a token) and a value without line breaks or NUL.
+bool valid_field_name(std::string_view name);
+bool valid_field_value(std::string_view value);
+
 // A table of response or request fields ({ X-Frame-Options = "DENY" }),
 // and a list of field names to take out; neither may name a field that
 // frames the message (Content-Length, Connection, ...).
