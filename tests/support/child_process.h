@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,9 +27,13 @@ class ChildProcess {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
-      // Only async-signal-safe calls between fork and exec.
+      // Only async-signal-safe calls between fork and exec. The child dies
+      // with the test, even one that crashes before its destructor runs.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
       ::dup2(out[1], STDOUT_FILENO);
       int err = ::open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (err >= 0) ::dup2(err, STDERR_FILENO);
