@@ -9,7 +9,7 @@
 #include "server/handlers/proxy_handler.h"
 #include "server/handlers/location_handlers.h"
 #include "server/handlers/metrics_handler.h"
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 #include "server/handlers/static_handler.h"
 
 namespace tern::server {

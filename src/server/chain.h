@@ -23,7 +23,7 @@
 #include "http/exchange.h"
 #include "http/request.h"
 #include "http/response_writer.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "net/loop_local.h"
 #include "server/handler.h"
 #include "http/error_page.h"

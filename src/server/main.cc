@@ -4,7 +4,7 @@
 //   tern -c conf/tern.toml    serve what the file says
 //   tern -t -c conf/tern.toml check the file and exit
 //   tern -s reload -c ...     signal the running tern (reload, reopen, stop,
-//                             quit; server/control.h)
+//                             quit; server/process/control.h)
 //
 // Flags override the config file. A bad flag or config value is one line on
 // stderr naming the file, line and key, and exit status 2.
@@ -22,11 +22,11 @@
 #include "base/spool.h"
 #include "net/event_loop.h"
 #include "net/signal_set.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "net/inherited_sockets.h"
-#include "server/control.h"
-#include "server/privileges.h"
-#include "server/upgrade.h"
+#include "server/process/control.h"
+#include "server/process/privileges.h"
+#include "server/process/upgrade.h"
 #include "server/sites.h"
 #include "server/server.h"
 #include "server/tls_setup.h"

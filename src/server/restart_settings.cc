@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/server.h"
 
 namespace tern::server {

@@ -20,7 +20,7 @@
 #include "server/chain.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/proxy_handler.h"
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 #include "server/upstreams.h"
 #include "server/sites.h"
 

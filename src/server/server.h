@@ -20,7 +20,7 @@
 //                    running value and is named in the log.
 //   SIGUSR1          reopen the log files (after logrotate moved them)
 //   SIGUSR2          binary upgrade: start the executable again with the
-//                    listening sockets handed over (server/upgrade.h)
+//                    listening sockets handed over (server/process/upgrade.h)
 //   SIGRTMIN         start / stop a CPU profile (-DTERN_PROFILER=ON builds)
 //
 // Owned by main(); runs on the main thread's loop.
@@ -37,9 +37,9 @@
 #include "http/http_server.h"
 #include "net/loop_local.h"
 #include "net/signal_set.h"
-#include "server/access_log.h"
-#include "server/config.h"
-#include "server/control.h"
+#include "server/observability/access_log.h"
+#include "server/config/config.h"
+#include "server/process/control.h"
 #include "server/ip_filter.h"
 #include "server/mime_types.h"
 #include "server/tls_setup.h"
@@ -81,7 +81,7 @@ class Server {
   std::string status_line() const;
   // SIGRTMIN: starts or stops a CPU profile (builds with -DTERN_PROFILER=ON).
   void toggle_profiler();
-  // SIGUSR2: starts the new binary beside this process (server/upgrade.h).
+  // SIGUSR2: starts the new binary beside this process (server/process/upgrade.h).
   void upgrade();
 
   // For upgrade(): the executable and the arguments to start it with.

@@ -13,10 +13,10 @@
 #include "base/task_pool.h"
 #include "http/http_server.h"
 #include "net/event_loop.h"
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 #include "server/server.h"
-#include "server/service_notify.h"
-#include "server/upgrade.h"
+#include "server/process/service_notify.h"
+#include "server/process/upgrade.h"
 
 namespace tern::server {
 namespace {

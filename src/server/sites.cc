@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "server/handlers/static_handler.h"
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 
 namespace tern::server {
 namespace {

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "http/response_writer.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/regex.h"
 
 namespace tern::server {
@@ -69,7 +69,7 @@ struct Location {
   const std::vector<std::pair<int, std::string>>* error_pages = nullptr;  // its own, or the site's
   http::ExtraFields fields;    // headers and expires
   const http::CompressionPolicy* compression = nullptr;  // null: not compressed on the fly
-  uint32_t series = 0;         // its requests' metrics series (server/metrics.h)
+  uint32_t series = 0;         // its requests' metrics series (server/observability/metrics.h)
 };
 
 class Site {

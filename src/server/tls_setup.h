@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/sites.h"
 #include "tls/server_context.h"
 

@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "net/event_loop.h"
+#include "upstream/balancer.h"
 
 namespace tern::server {
 namespace {
@@ -121,6 +122,17 @@ std::vector<UpstreamServerConfig> UpstreamNames::servers(size_t group) const {
     }
   }
   return out;
+}
+
+UpstreamConfig UpstreamNames::resolved(size_t group) const {
+  UpstreamConfig config = groups_[group];
+  config.servers = servers(group);
+  if (config.servers.size() > upstream::Balancer::kMaxServers) {
+    TERN_LOG_EVERY_SECOND(spdlog::level::warn, "upstream {}: its names resolve to {} addresses; the first {} serve",
+                          config.name, config.servers.size(), upstream::Balancer::kMaxServers);
+    config.servers.resize(upstream::Balancer::kMaxServers);
+  }
+  return config;
 }
 
 }  // namespace tern::server

@@ -21,7 +21,7 @@
 
 #include "net/dns_resolver.h"
 #include "net/timer_wheel.h"
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace tern::net {
 class EventLoop;
@@ -50,6 +50,9 @@ class UpstreamNames {
   // The group's servers by address: each entry given by name becomes one
   // per address it last resolved to (none yet: none). Any thread.
   std::vector<UpstreamServerConfig> servers(size_t group) const;
+  // The group's config with those servers, as many as a group can balance
+  // (the rest left out with a warning). Any thread.
+  UpstreamConfig resolved(size_t group) const;
 
  private:
   struct Entry {

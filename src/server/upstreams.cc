@@ -81,10 +81,12 @@ void Upstreams::init_loop(net::EventLoop* loop) {
 }
 
 void Upstreams::start_health_checks(net::EventLoop* loop) {
+  if (fastcgi) fastcgi->start_names(loop);
   if (proxy) proxy->start_health_checks(loop);
 }
 
 void Upstreams::stop_health_checks() {
+  if (fastcgi) fastcgi->stop_names();
   if (proxy) proxy->stop_health_checks();
 }
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "upstream/group.h"
 
 namespace tern::net {
@@ -47,8 +47,9 @@ struct Upstreams {
   void init_loop(net::EventLoop* loop);
   void shutdown(const std::vector<net::EventLoop*>& loops);
   void retire_loop(net::EventLoop* loop);
-  // The proxy groups' active health checks, on `loop` (the main one): begun
-  // before the first init_loop(), ended when these are replaced or closed.
+  // The proxy groups' active health checks and the lookups of servers given
+  // by name, on `loop` (the main one): begun before the first init_loop(),
+  // ended when these are replaced or closed.
   void start_health_checks(net::EventLoop* loop);
   void stop_health_checks();
 

@@ -1,4 +1,4 @@
-#include "server/access_log_format.h"
+#include "server/observability/access_log_format.h"
 
 #include <gtest/gtest.h>
 

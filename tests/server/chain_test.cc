@@ -11,7 +11,7 @@
 #include "http1/request_parser.h"
 #include "net/event_loop.h"
 #include "net/inet_address.h"
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 #include "support/exchange_harness.h"
 #include "support/temp_dir.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "support/temp_dir.h"
 
 namespace tern::server {

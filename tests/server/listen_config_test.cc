@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/server.h"
 #include "support/temp_dir.h"
 

@@ -1,7 +1,7 @@
 // Metrics: series, per-loop counts summed by a snapshot, and the two
 // formats they leave in (Prometheus text read back line by line, the JSON
 // parsed).
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -14,8 +14,8 @@
 #include "http/request.h"
 #include "net/event_loop.h"
 #include "net/event_loop_thread.h"
-#include "server/config.h"
-#include "server/metrics_text.h"
+#include "server/config/config.h"
+#include "server/observability/metrics_text.h"
 
 namespace tern::server {
 namespace {

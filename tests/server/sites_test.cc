@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "server/config.h"
+#include "server/config/config.h"
 #include "support/temp_dir.h"
 
 namespace tern::server {

@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 #include "server/handlers/fastcgi_handler.h"
 
 #include <fcntl.h>
@@ -55,8 +55,6 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 
 struct FastCgiRoutes::Block {
   FastCgiConfig config;
-  // Its php-fpm servers: the address of `pass`, or the [[upstream]] it names.
-  std::vector<upstream::GroupServer> servers;
   upstream::Balancer::Method balance = upstream::Balancer::Method::kRoundRobin;
   std::string root;  // without a trailing '/'
   std::optional<std::string> suffix;
@@ -89,7 +87,6 @@ struct FastCgiRoutes::LoopState {
     int status = 0;         // 0, or the error to answer (404, 403)
   };
 
-  std::vector<std::unique_ptr<upstream::Group>> groups;  // one per pool (pools_)
   std::vector<std::unique_ptr<OpenFileCache>> scripts;      // one per block: what exists
   std::string path;   // scratch for the normalised path
   std::string probe;  // scratch for a candidate script
@@ -102,7 +99,8 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
       server_name_(config.server_name),
       temp_dir_(config.temp_dir),
       symlinks_anywhere_(config.static_files.allow_symlinks_outside_root),
-      cache_valid_(config.static_files.cache_valid) {
+      cache_valid_(config.static_files.cache_valid),
+      groups_([this](net::EventLoop* loop, size_t pool) { return make_group(loop, pool); }) {
   for (const FastCgiConfig& block_config : blocks) {
     auto block = std::make_unique<Block>();
     block->config = block_config;
@@ -118,24 +116,28 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
     ::close(fd);
     block->suffix = literal_suffix(block_config.match);
     if (!block->suffix) block->pattern.emplace(block_config.match);
+    // Its php-fpm servers: the address of `pass`, the name, or the
+    // [[upstream]] it names.
+    UpstreamConfig application;
     if (block_config.group.empty()) {
-      upstream::GroupServer server;
+      UpstreamServerConfig server;
       server.address = block_config.address;
-      server.spec.address = server.address.to_string();
-      block->servers.push_back(std::move(server));
+      server.host = block_config.host;
+      server.port = block_config.port;
+      server.address_text = block_config.host.empty() ? block_config.address.to_string() : block_config.pass;
+      application.name = server.address_text;
+      application.servers.push_back(std::move(server));
     } else {
       for (const UpstreamConfig& group : config.upstreams) {
-        if (group.name != block_config.group) continue;
-        block->servers = group_servers(group);
-        block->balance = group_method(group.method);
+        if (group.name == block_config.group) application = group;
       }
-      if (block->servers.empty()) {
+      if (application.name.empty()) {
         throw std::runtime_error("fastcgi block at line " + std::to_string(block_config.line) +
                                  ": no [[upstream]] named " + block_config.group);
       }
     }
-    block->log_name = "fastcgi " + (block_config.group.empty() ? block_config.address.to_string()
-                                                               : block_config.group);
+    block->balance = group_method(application.method);
+    block->log_name = "fastcgi " + application.name;
     block->allow = join(block_config.methods, ", ");
     if (block_config.cache) {
       block->cache = std::make_unique<ResponseCache>(block_config.cache_size, block_config.cache_ttl);
@@ -152,12 +154,13 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
     block->handler = [this, raw](http::Exchange& exchange) { handle(*raw, exchange); };
     // The application and how it is pooled: blocks alike share one pool.
     const FastCgiConfig& c = block_config;
-    const std::string key = fmt::format("{}|{}|{}|{}|{}", c.group.empty() ? c.address.to_string() : "group " + c.group,
+    const std::string key = fmt::format("{}|{}|{}|{}|{}", c.group.empty() ? application.name : "group " + c.group,
                                         c.pool, c.queue, c.connect_timeout.count(), c.queue_timeout.count());
     auto pool = std::find_if(pools_.begin(), pools_.end(), [&key](const Pool& p) { return p.key == key; });
     if (pool == pools_.end()) {
       block->pool = pools_.size();
       pools_.push_back({key, raw});
+      applications_.push_back(std::move(application));
     } else {
       block->pool = static_cast<size_t>(pool - pools_.begin());
       TERN_LOG_INFO("fastcgi: {} shares the connections of the block at line {}", block_config.match,
@@ -165,28 +168,38 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
     }
     blocks_.push_back(std::move(block));
   }
+  names_ = std::make_unique<UpstreamNames>(applications_, config);
 }
 
-FastCgiRoutes::~FastCgiRoutes() = default;
+FastCgiRoutes::~FastCgiRoutes() { names_->stop(); }
+
+std::vector<upstream::GroupServer> FastCgiRoutes::servers(size_t pool) const {
+  return group_servers(names_->named(pool) ? names_->resolved(pool) : applications_[pool]);
+}
+
+std::unique_ptr<upstream::Group> FastCgiRoutes::make_group(net::EventLoop* loop, size_t pool) const {
+  const Block& block = *pools_[pool].first;
+  net::ConnectionPoolOptions options;
+  options.max_connections = block.config.pool;
+  options.max_idle = block.config.pool;
+  options.max_waiting = block.config.queue;
+  options.connect_timeout = block.config.connect_timeout;
+  options.queue_timeout = block.config.queue_timeout;
+  const std::vector<upstream::GroupServer> servers = this->servers(pool);
+  auto group = std::make_unique<upstream::Group>(loop, block.log_name, servers, block.balance, options);
+  if (metrics_ != nullptr) metrics_->count_group(loop, "fastcgi", applications_[pool].name, *group, servers);
+  return group;
+}
+
+void FastCgiRoutes::start_names(net::EventLoop* loop) {
+  names_->start(loop, [this](size_t pool) { groups_.remake(pool); });
+}
+
+void FastCgiRoutes::stop_names() { names_->stop(); }
 
 void FastCgiRoutes::init_loop(net::EventLoop* loop) {
+  groups_.init_loop(loop, pools_.size());
   LoopState* state = &loops_.emplace(loop);
-  for (const Pool& pool : pools_) {
-    const Block& block = *pool.first;
-    net::ConnectionPoolOptions options;
-    options.max_connections = block.config.pool;
-    options.max_idle = block.config.pool;
-    options.max_waiting = block.config.queue;
-    options.connect_timeout = block.config.connect_timeout;
-    options.queue_timeout = block.config.queue_timeout;
-    state->groups.push_back(
-        std::make_unique<upstream::Group>(loop, block.log_name, block.servers, block.balance, options));
-    if (metrics_ != nullptr) {
-      const FastCgiConfig& c = block.config;
-      metrics_->count_group(loop, "fastcgi", c.group.empty() ? c.address.to_string() : c.group,
-                            *state->groups.back(), block.servers);
-    }
-  }
   for (const auto& block : blocks_) {
     OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
@@ -197,21 +210,9 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
   }
 }
 
-void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
-  // Closed, not destroyed: a request still on its way finds a pool that
-  // answers 502, and the pools go with this object, after the loops.
-  loops_.for_each([this, &loops](net::EventLoop* loop, LoopState&) {
-    run_on_loop_and_wait(loop, loops, [this, loop] {
-      for (auto& group : loops_.get(loop)->groups) group->close();
-    });
-  });
-}
+void FastCgiRoutes::shutdown(const std::vector<net::EventLoop*>& loops) { groups_.close(loops); }
 
-void FastCgiRoutes::retire_loop(net::EventLoop* loop) {
-  if (LoopState* state = loops_.get(loop)) {
-    for (auto& group : state->groups) group->retire();
-  }
-}
+void FastCgiRoutes::retire_loop(net::EventLoop* loop) { groups_.retire_loop(loop); }
 
 const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view normalized) {
   LoopState* state = loops_.current();
@@ -324,7 +325,8 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   upstream::CallOptions options;
   options.read_timeout = block.config.read_timeout;
   // Several php-fpm pools: a failed attempt may go to another.
-  options.next_server = block.servers.size() > 1;
+  upstream::Group* group = groups_.get(block.pool);
+  options.next_server = group->size() > 1;
   if (block.balance == upstream::Balancer::Method::kHash) options.hash_key = exchange.client_address().to_ip();
   options.log_name = block.log_name;
   options.request_buffering = block.config.request_buffering;
@@ -367,8 +369,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };
-  fastcgi::relay(exchange, *state.groups[block.pool], options, std::move(head_writer),
-                       std::move(tap));
+  fastcgi::relay(exchange, *group, options, std::move(head_writer), std::move(tap));
 }
 
 }  // namespace tern::server

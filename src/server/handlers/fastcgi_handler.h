@@ -26,8 +26,11 @@
 // application: blocks that pass to the same address or [[upstream]] with
 // the same pool settings (pool, queue, timeouts) share it, whichever
 // locations they are in, so `pool` x workers is what php-fpm must have
-// children for, however many locations pass to it. Blocks with `cache`
-// on share one ResponseCache between loops.
+// children for, however many locations pass to it. An application given
+// by name ("php:9000", or an [[upstream]] server) is looked up on the main
+// loop (UpstreamNames) and its pools made again on each loop when the
+// answer changes, as for a proxy's. Blocks with `cache` on share one
+// ResponseCache between loops.
 #pragma once
 
 #include <memory>
@@ -39,8 +42,10 @@
 #include "http/exchange.h"
 #include "http/request.h"
 #include "net/loop_local.h"
-#include "server/config.h"
+#include "server/config/config.h"
+#include "server/loop_groups.h"
 #include "server/response_cache.h"
+#include "server/upstream_names.h"
 #include "upstream/group.h"
 
 namespace tern::net {
@@ -75,6 +80,10 @@ class FastCgiRoutes {
   // the requests that began under them (ConnectionPool::retire). On the
   // loop's thread.
   void retire_loop(net::EventLoop* loop);
+  // The lookups of applications given by name, on `loop` (the main one),
+  // before any init_loop(); stopped on that loop's thread.
+  void start_names(net::EventLoop* loop);
+  void stop_names();
 
   // The handler of `block` for a request with this normalised path, or
   // nullptr. Loop thread; the handler returned must be run before the next
@@ -93,18 +102,24 @@ class FastCgiRoutes {
   // The pool settings and servers blocks share a pool by.
   struct Pool {
     std::string key;
-    const Block* first;  // its settings and servers
+    const Block* first;  // its settings
   };
 
+  // Pool `index`'s php-fpm servers now.
+  std::vector<upstream::GroupServer> servers(size_t pool) const;
+  std::unique_ptr<upstream::Group> make_group(net::EventLoop* loop, size_t pool) const;
   void handle(const Block& block, http::Exchange& exchange, InternalRedirect redirect = nullptr);
 
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<Pool> pools_;
+  std::vector<UpstreamConfig> applications_;  // one per pool: its servers, by address or name
+  std::unique_ptr<UpstreamNames> names_;
   const std::string software_;
   const std::string server_name_;
   const std::string temp_dir_;
   const bool symlinks_anywhere_;
   const std::chrono::milliseconds cache_valid_;
+  LoopGroups groups_;  // one per pool
   net::LoopLocal<LoopState> loops_;
   Metrics* metrics_ = nullptr;
 };

@@ -7,7 +7,7 @@
 #include "http/uri.h"
 #include "net/inet_address.h"
 #include "server/chain.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/sites.h"
 #include "upstream/call.h"

@@ -3,9 +3,9 @@
 #include "http/error_page.h"
 #include "http/request.h"
 #include "http/response_writer.h"
-#include "server/metrics.h"
-#include "server/metrics_text.h"
-#include "server/status_page.h"
+#include "server/observability/metrics.h"
+#include "server/observability/metrics_text.h"
+#include "server/observability/status_page.h"
 
 #ifndef TERN_VERSION
 #define TERN_VERSION "0.0.0"

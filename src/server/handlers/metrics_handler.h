@@ -1,4 +1,4 @@
-// A location with `metrics`: the server's figures (server/metrics.h) as
+// A location with `metrics`: the server's figures (server/observability/metrics.h) as
 // Prometheus text ("prometheus"), or the status page ("status": the HTML
 // page, and with ?format=json the JSON it polls). Answered from the head,
 // to GET and HEAD (405 otherwise), never cached by the client. Who may ask

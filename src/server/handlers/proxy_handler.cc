@@ -8,7 +8,7 @@
 #include "net/event_loop.h"
 #include "proxy/http_codec.h"
 #include "server/handlers/location_handlers.h"
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 #include "server/sites.h"
 #include "server/upstreams.h"
 #include "tls/client_context.h"
@@ -64,6 +64,13 @@ std::optional<UpstreamTlsConfig> proxy_tls(const ProxyConfig& proxy, bool declar
   return tls;
 }
 
+// How long a proxy's connects may take: the location's own, else its
+// [[upstream]]'s (`declared`, null for an address), else the default.
+std::chrono::milliseconds proxy_connect_timeout(const ProxyConfig& proxy, const UpstreamConfig* declared) {
+  if (proxy.connect_timeout) return *proxy.connect_timeout;
+  return declared != nullptr ? declared->connect_timeout : UpstreamConfig().connect_timeout;
+}
+
 std::vector<UpstreamConfig> proxy_groups(const Config& config) {
   // A group per upstream and scheme: the [[upstream]]s a proxy passes to
   // over http:// (or none does), then one per [[upstream]] or address and
@@ -81,9 +88,11 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config) {
   for (const UpstreamConfig& group : config.upstreams) {
     if (passes(group.name, false) || !passes(group.name, true)) groups.push_back(group);
   }
-  auto find = [&groups](const std::string& name, const std::optional<UpstreamTlsConfig>& tls) {
-    return std::any_of(groups.begin(), groups.end(),
-                       [&](const UpstreamConfig& g) { return g.name == name && g.tls == tls; });
+  auto find = [&groups](const std::string& name, const std::optional<UpstreamTlsConfig>& tls,
+                        std::chrono::milliseconds connect_timeout) {
+    return std::any_of(groups.begin(), groups.end(), [&](const UpstreamConfig& g) {
+      return g.name == name && g.tls == tls && g.connect_timeout == connect_timeout;
+    });
   };
   for (const bool tls_pass : {true, false}) {
     for (const SiteConfig& site : config.sites) {
@@ -93,7 +102,9 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config) {
         auto declared = std::find_if(config.upstreams.begin(), config.upstreams.end(),
                                      [&](const UpstreamConfig& g) { return g.name == name; });
         const std::optional<UpstreamTlsConfig> tls = proxy_tls(*l.proxy, declared != config.upstreams.end());
-        if (find(name, tls)) continue;
+        const std::chrono::milliseconds connect_timeout =
+            proxy_connect_timeout(*l.proxy, declared != config.upstreams.end() ? &*declared : nullptr);
+        if (find(name, tls, connect_timeout)) continue;
         UpstreamConfig group;
         if (declared != config.upstreams.end()) {
           group = *declared;
@@ -111,6 +122,7 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config) {
           group.servers.push_back(server);
         }
         group.tls = tls;
+        group.connect_timeout = connect_timeout;
         groups.push_back(std::move(group));
       }
     }
@@ -122,8 +134,9 @@ ProxyRoutes::ProxyRoutes(const Config& config)
     : groups_(proxy_groups(config)),
       secure_(groups_.size()),
       temp_dir_(config.temp_dir),
-      names_(std::make_unique<UpstreamNames>(groups_, config)) {
-  for (const UpstreamConfig& group : config.upstreams) declared_.push_back(group.name);
+      names_(std::make_unique<UpstreamNames>(groups_, config)),
+      loops_([this](net::EventLoop* loop, size_t index) { return make_group(loop, index); }) {
+  declared_ = config.upstreams;
   for (size_t i = 0; i < groups_.size(); ++i) {
     const UpstreamConfig& group = groups_[i];
     std::string servers;
@@ -167,19 +180,7 @@ ProxyRoutes::~ProxyRoutes() { names_->stop(); }
 
 std::vector<upstream::GroupServer> ProxyRoutes::servers(size_t index) const {
   const bool named = names_->named(index);
-  std::vector<upstream::GroupServer> servers;
-  if (named) {
-    UpstreamConfig resolved = groups_[index];
-    resolved.servers = names_->servers(index);
-    if (resolved.servers.size() > upstream::Balancer::kMaxServers) {
-      TERN_LOG_EVERY_SECOND(spdlog::level::warn, "proxy: upstream {}: its names resolve to {} addresses; the first {} serve",
-                            resolved.name, resolved.servers.size(), upstream::Balancer::kMaxServers);
-      resolved.servers.resize(upstream::Balancer::kMaxServers);
-    }
-    servers = group_servers(resolved);
-  } else {
-    servers = group_servers(groups_[index]);
-  }
+  std::vector<upstream::GroupServer> servers = group_servers(named ? names_->resolved(index) : groups_[index]);
   // A group given by name shares one TLS context among the addresses it
   // resolves to; otherwise each server has its own.
   for (size_t j = 0; j < servers.size() && !secure_[index].empty(); ++j) {
@@ -191,28 +192,28 @@ std::vector<upstream::GroupServer> ProxyRoutes::servers(size_t index) const {
 ProxyRoutes::Generation ProxyRoutes::generation(size_t index) const {
   Generation made;
   made.servers = servers(index);
-  std::lock_guard lock(mu_);
-  if (index < health_.size()) made.health = health_[index];
+  const UpstreamConfig& config = groups_[index];
+  if (config.health) {
+    made.health = std::make_shared<upstream::HealthCheck>(main_loop_, "proxy " + config.name, made.servers,
+                                                          *config.health);
+    made.health->start();
+  }
   return made;
 }
 
 void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
   main_loop_ = loop;
+  std::vector<Generation> made;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    made.push_back(generation(i));
+    if (groups_[i].health) {
+      TERN_LOG_INFO("proxy: upstream {}: health check GET {} every {} ms", groups_[i].name,
+                    groups_[i].health->path, groups_[i].health->interval.count());
+    }
+  }
   {
     std::lock_guard lock(mu_);
-    health_.clear();
-  }
-  for (const UpstreamConfig& config : groups_) {
-    std::shared_ptr<upstream::HealthCheck> check;
-    if (config.health) {
-      check = std::make_shared<upstream::HealthCheck>(loop, "proxy " + config.name, servers(health_.size()),
-                                                      *config.health);
-      check->start();
-      TERN_LOG_INFO("proxy: upstream {}: health check GET {} every {} ms", config.name, config.health->path,
-                    config.health->interval.count());
-    }
-    std::lock_guard lock(mu_);
-    health_.push_back(std::move(check));
+    current_ = std::move(made);
   }
   names_->start(loop, [this](size_t index) { names_changed(index); });
 }
@@ -220,14 +221,25 @@ void ProxyRoutes::start_health_checks(net::EventLoop* loop) {
 void ProxyRoutes::stop_health_checks() {
   names_->stop();
   std::lock_guard lock(mu_);
-  for (auto& check : health_) {
-    if (check) check->stop();
+  for (Generation& made : current_) {
+    if (made.health) made.health->stop();
   }
 }
 
-std::unique_ptr<upstream::Group> ProxyRoutes::make_group(net::EventLoop* loop, size_t index,
-                                                         const Generation& made) const {
+std::unique_ptr<upstream::Group> ProxyRoutes::make_group(net::EventLoop* loop, size_t index) const {
   const UpstreamConfig& config = groups_[index];
+  Generation made;
+  bool started = false;
+  {
+    std::lock_guard lock(mu_);
+    if (index < current_.size()) {
+      made = current_[index];
+      started = true;
+    }
+  }
+  // Health checks not started (a program of one's own): the servers as they
+  // are, unchecked.
+  if (!started) made.servers = servers(index);
   net::ConnectionPoolOptions options;
   options.max_connections = config.connections == 0 ? net::ConnectionPoolOptions::kNoLimit : config.connections;
   options.max_idle = config.keepalive;
@@ -241,93 +253,45 @@ std::unique_ptr<upstream::Group> ProxyRoutes::make_group(net::EventLoop* loop, s
   return group;
 }
 
-void ProxyRoutes::init_loop(net::EventLoop* loop) {
-  LoopState* state = &loops_.emplace(loop);
-  for (size_t i = 0; i < groups_.size(); ++i) state->groups.push_back(make_group(loop, i, generation(i)));
-}
+void ProxyRoutes::init_loop(net::EventLoop* loop) { loops_.init_loop(loop, groups_.size()); }
 
-// The posted replacements run within a round of each loop; this object is
-// destroyed only long after a reload retired it (once no request that
-// began under it is left), by which time they have run.
+// Main loop. The old check stops, and goes once the loops' groups that
+// read it are gone.
 void ProxyRoutes::names_changed(size_t index) {
-  const UpstreamConfig& config = groups_[index];
-  if (config.health) {
-    // A new check for the new servers; the old one stops, and goes once
-    // the loops' groups that read it are gone.
-    auto check = std::make_shared<upstream::HealthCheck>(main_loop_, "proxy " + config.name, servers(index),
-                                                         *config.health);
-    check->start();
+  Generation made = generation(index);
+  {
     std::lock_guard lock(mu_);
-    if (health_[index]) {
-      health_[index]->stop();
-      stopped_health_.push_back(std::move(health_[index]));
+    Generation& current = current_[index];
+    if (current.health) {
+      current.health->stop();
+      stopped_health_.push_back(std::move(current.health));
     }
-    health_[index] = std::move(check);
+    current = std::move(made);
     std::erase_if(stopped_health_, [](const auto& old) { return old.use_count() == 1; });
   }
-  const Generation made = generation(index);
-  loops_.for_each([this, index, &made](net::EventLoop* loop, LoopState&) {
-    loop->queue_in_loop([this, loop, index, made] { replace_group(loop, index, made); });
-  });
+  loops_.remake(index);
 }
 
-void ProxyRoutes::replace_group(net::EventLoop* loop, size_t index, const Generation& made) {
-  LoopState* state = loops_.get(loop);
-  if (state == nullptr || index >= state->groups.size()) return;
-  std::unique_ptr<upstream::Group>& current = state->groups[index];
-  current->retire();
-  state->replaced.push_back(std::move(current));
-  current = make_group(loop, index, made);
-  prune_replaced(state, loop);
-}
+void ProxyRoutes::shutdown(const std::vector<net::EventLoop*>& loops) { loops_.close(loops); }
 
-void ProxyRoutes::prune_replaced(LoopState* state, net::EventLoop* loop) {
-  std::erase_if(state->replaced, [](const std::unique_ptr<upstream::Group>& group) { return group->calls() == 0; });
-  if (state->replaced.empty() || state->prune.valid()) return;
-  // Those still in use are looked at again later.
-  state->prune = loop->run_after(std::chrono::seconds(5), [state, loop] {
-    state->prune = net::TimerId{};
-    prune_replaced(state, loop);
-  });
-}
-
-void ProxyRoutes::shutdown(const std::vector<net::EventLoop*>& loops) {
-  // Closed, not destroyed: a request still on its way finds pools that
-  // answer 502, and the groups go with this object, after the loops.
-  loops_.for_each([this, &loops](net::EventLoop* loop, LoopState&) {
-    run_on_loop_and_wait(loop, loops, [this, loop] {
-      LoopState* state = loops_.get(loop);
-      for (auto& group : state->groups) group->close();
-      for (auto& group : state->replaced) group->close();
-      if (state->prune.valid()) loop->cancel(state->prune);
-      state->prune = net::TimerId{};
-    });
-  });
-}
-
-void ProxyRoutes::retire_loop(net::EventLoop* loop) {
-  if (LoopState* state = loops_.get(loop)) {
-    for (auto& group : state->groups) group->retire();
-    // What was replaced goes with this object now (it outlives its
-    // requests), not by a timer that could outlive it.
-    if (state->prune.valid()) loop->cancel(state->prune);
-    state->prune = net::TimerId{};
-  }
-}
+void ProxyRoutes::retire_loop(net::EventLoop* loop) { loops_.retire_loop(loop); }
 
 int ProxyRoutes::find(const ProxyConfig& proxy) const {
-  const bool declared = std::find(declared_.begin(), declared_.end(), proxy.group) != declared_.end();
-  const std::optional<UpstreamTlsConfig> tls = proxy_tls(proxy, declared);
+  auto declared = std::find_if(declared_.begin(), declared_.end(),
+                               [&proxy](const UpstreamConfig& group) { return group.name == proxy.group; });
+  const UpstreamConfig* group = declared != declared_.end() ? &*declared : nullptr;
+  const std::optional<UpstreamTlsConfig> tls = proxy_tls(proxy, group != nullptr);
+  const std::chrono::milliseconds connect_timeout = proxy_connect_timeout(proxy, group);
   for (size_t i = 0; i < groups_.size(); ++i) {
-    if (groups_[i].name == proxy.group && groups_[i].tls == tls) return static_cast<int>(i);
+    if (groups_[i].name == proxy.group && groups_[i].tls == tls && groups_[i].connect_timeout == connect_timeout) {
+      return static_cast<int>(i);
+    }
   }
   return -1;
 }
 
 upstream::Group* ProxyRoutes::group(size_t index) const {
-  LoopState* state = loops_.current();
-  if (state == nullptr || index >= state->groups.size()) return nullptr;
-  return state->groups[index].get();
+  return loops_.get(index);
 }
 
 ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location, const Chain* chain)

@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "net/loop_local.h"
 #include "proxy/forward_head.h"
-#include "server/config.h"
+#include "server/config/config.h"
 #include "server/handler.h"
+#include "server/loop_groups.h"
 #include "server/upstream_names.h"
 #include "upstream/group.h"
 #include "upstream/health_check.h"
@@ -81,13 +81,8 @@ class ProxyRoutes {
   const std::string& temp_dir() const { return temp_dir_; }
 
  private:
-  struct LoopState {
-    std::vector<std::unique_ptr<upstream::Group>> groups;
-    // Replaced by a name's new addresses, until their calls are over.
-    std::vector<std::unique_ptr<upstream::Group>> replaced;
-    net::TimerId prune;
-  };
-  // What a loop builds group `index` from: its servers, and its check.
+  // What the loops make group `index` from: its servers, and the check that
+  // judges those very servers (its verdicts are by their positions).
   struct Generation {
     std::vector<upstream::GroupServer> servers;
     std::shared_ptr<upstream::HealthCheck> health;
@@ -95,17 +90,17 @@ class ProxyRoutes {
 
   // Group `index`'s servers, each with its TLS context if it has one.
   std::vector<upstream::GroupServer> servers(size_t index) const;
+  // The generation of group `index` now: its servers, and a new check
+  // (started on the main loop) if it has one.
   Generation generation(size_t index) const;
-  std::unique_ptr<upstream::Group> make_group(net::EventLoop* loop, size_t index, const Generation& made) const;
+  // Group `index` for `loop`, from its current generation.
+  std::unique_ptr<upstream::Group> make_group(net::EventLoop* loop, size_t index) const;
   // Main loop: a name of group `index` moved; every loop gets a new group.
   void names_changed(size_t index);
-  // On `loop`: its group `index` replaced by one made from `made`.
-  void replace_group(net::EventLoop* loop, size_t index, const Generation& made);
-  static void prune_replaced(LoopState* state, net::EventLoop* loop);
 
   std::vector<UpstreamConfig> groups_;
   Metrics* metrics_ = nullptr;
-  std::vector<std::string> declared_;  // the [[upstream]] names
+  std::vector<UpstreamConfig> declared_;  // the [[upstream]]s
   // Per group, a TLS context per server (none for a plain group), shared by
   // every loop's pools and the health check.
   std::vector<std::vector<std::shared_ptr<net::SecureContext>>> secure_;
@@ -113,12 +108,12 @@ class ProxyRoutes {
   // One per group (null without checks); the loops' groups read their
   // verdicts and hold them. Replaced when a name moves: the old ones stop
   // and go (on the main loop) once no loop's group holds them.
-  std::vector<std::shared_ptr<upstream::HealthCheck>> health_;  // guarded by mu_
+  std::vector<Generation> current_;  // guarded by mu_; empty until start_health_checks()
   std::vector<std::shared_ptr<upstream::HealthCheck>> stopped_health_;
   net::EventLoop* main_loop_ = nullptr;
   std::unique_ptr<UpstreamNames> names_;
   mutable std::mutex mu_;
-  net::LoopLocal<LoopState> loops_;
+  LoopGroups loops_;
 };
 
 class ProxyHandler final : public Handler {

@@ -45,15 +45,15 @@ def _fcgi_pair(name, value=b""):
     return bytes([len(name), len(value)]) + name + value
 
 
-def fcgi_get_values(path, timeout=2.0):
+def fcgi_get_values(path, timeout=2.0, host="127.0.0.1"):
     """Sends an FCGI_GET_VALUES management record to the unix socket at path
-    (or the TCP port, an int) and returns the raw content of the
+    (or the TCP port on host, an int) and returns the raw content of the
     FCGI_GET_VALUES_RESULT (a php-fpm child answers it: proof that the pool
     accepts and speaks FastCGI)."""
     tcp = isinstance(path, int)
     with socket.socket(socket.AF_INET if tcp else socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
-        sock.connect(("127.0.0.1", path) if tcp else str(path))
+        sock.connect((host, path) if tcp else str(path))
         sock.sendall(_fcgi_record(FCGI_GET_VALUES, 0, _fcgi_pair(b"FCGI_MPXS_CONNS")))
         data = b""
         while len(data) < 8:
@@ -84,7 +84,7 @@ class PhpFpm:
         fpm.stop()
     """
 
-    def __init__(self, workdir=None, children=4, php_settings=None, tcp_port=None):
+    def __init__(self, workdir=None, children=4, php_settings=None, tcp_port=None, tcp_host="127.0.0.1", env=None):
         self.binary = find_php_fpm()
         if os.environ.get("TERN_PHP_FPM"):
             assert self.binary, f"TERN_PHP_FPM={os.environ['TERN_PHP_FPM']} is not an executable"
@@ -108,18 +108,21 @@ class PhpFpm:
             self._socket_dir = Path(tempfile.mkdtemp(prefix="tern-fpm-"))
             socket_path = self._socket_dir / "php-fpm.sock"
         self.socket_path = socket_path
-        # With tcp_port, php-fpm listens on 127.0.0.1:tcp_port instead.
+        # With tcp_port, php-fpm listens on tcp_host:tcp_port instead.
         self.tcp_port = tcp_port
+        self.tcp_host = tcp_host
+        # Variables the pool's scripts see in $_SERVER (env[NAME] = value).
+        self.env = dict(env or {})
         self.proc = None
 
     @property
     def pass_address(self):
         """The value for a [[fastcgi]] block's pass key."""
-        return f"127.0.0.1:{self.tcp_port}" if self.tcp_port else f"unix:{self.socket_path}"
+        return f"{self.tcp_host}:{self.tcp_port}" if self.tcp_port else f"unix:{self.socket_path}"
 
     @property
     def listen(self):
-        return f"127.0.0.1:{self.tcp_port}" if self.tcp_port else str(self.socket_path)
+        return f"{self.tcp_host}:{self.tcp_port}" if self.tcp_port else str(self.socket_path)
 
     @property
     def pid(self):
@@ -165,6 +168,7 @@ class PhpFpm:
             "security.limit_extensions = .php",
         ]
         lines += [f"php_admin_value[{k}] = {v}" for k, v in php.items()]
+        lines += [f"env[{k}] = {v}" for k, v in self.env.items()]
         return "\n".join(lines) + "\n"
 
     # -- lifecycle --
@@ -190,7 +194,7 @@ class PhpFpm:
                                      f"({' '.join(cmd)});\n{self.logs()}")
             if self.tcp_port or self.socket_path.exists():
                 try:
-                    fcgi_get_values(self.tcp_port or self.socket_path)
+                    fcgi_get_values(self.tcp_port or self.socket_path, host=self.tcp_host)
                     return self
                 except OSError as e:
                     last_error = e

@@ -1,6 +1,7 @@
 """Command line and config file: -t, errors as one line naming file, line
 and key with exit status 2, flags overriding the file, startup failures."""
 
+import os
 import signal
 import socket
 import subprocess
@@ -49,6 +50,8 @@ BAD_CONFIGS = [
     ("non-string-mime", '[static.mime]\nmd = 5\n', "static.mime.md", 4),
     ("fastcgi-bad-regex", '[[fastcgi]]\nmatch = "(php"\npass = "127.0.0.1:9000"\n', "fastcgi[0].match", 4),
     ("fastcgi-bad-pass", '[[fastcgi]]\nmatch = "php$"\npass = "php-fpm"\n', "fastcgi[0].pass", 5),
+    ("fastcgi-pass-name-bad-port", '[[fastcgi]]\nmatch = "php$"\npass = "php:99999"\n', "fastcgi[0].pass", 5),
+    ("fastcgi-pass-name-no-port", '[[fastcgi]]\nmatch = "php$"\npass = "php-fpm.internal:"\n', "fastcgi[0].pass", 5),
     ("fastcgi-long-unix-path", '[[fastcgi]]\nmatch = "php$"\npass = "unix:/' + "x" * 120 + '"\n', "fastcgi[0].pass", 5),
     ("fastcgi-missing-pass", '[[fastcgi]]\nmatch = "php$"\n', "fastcgi[0].pass", 3),
     ("fastcgi-missing-match", '[[fastcgi]]\npass = "127.0.0.1:9000"\n', "fastcgi[0].match", 3),
@@ -153,6 +156,46 @@ def test_readme_sites_example_passes_check(tmp_path):
     proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "is ok" in proc.stdout
+
+
+def readme_toml(after):
+    """The first ```toml block of README.md after the text `after`."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    rest = readme[readme.index(after):]
+    start = rest.index("```toml\n") + 8
+    return rest[start:rest.index("```\n", start)]
+
+
+def test_readme_conf_d_example_passes_check_as_written(tmp_path):
+    """"Splitting the config": the two files of the example, in a folder
+    laid out as /etc/tern, with its variables in the environment."""
+    example = readme_toml("**Splitting the config.**")
+    main, site = example.split("# /etc/tern/conf.d/shop.toml\n")
+    (tmp_path / "etc" / "conf.d").mkdir(parents=True)
+    (tmp_path / "etc" / "tern.toml").write_text(main)
+    (tmp_path / "etc" / "conf.d" / "shop.toml").write_text(site)
+    (tmp_path / "shop").mkdir()
+    env = {**os.environ, "DB_PASSWORD": "pass", "TERN_SECRET": "s" * 32, "SHOP_ROOT": str(tmp_path / "shop")}
+    proc = subprocess.run([str(TERN_BIN), "-t", "-c", str(tmp_path / "etc" / "tern.toml")], capture_output=True,
+                          text=True, timeout=30, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    # Without the secret's variable, the error names the file, line and key.
+    del env["TERN_SECRET"]
+    proc = subprocess.run([str(TERN_BIN), "-t", "-c", str(tmp_path / "etc" / "tern.toml")], capture_output=True,
+                          text=True, timeout=30, cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'etc' / 'tern.toml'}:5: auth.secret: ${{TERN_SECRET}} is not set" in proc.stderr, proc.stderr
+
+
+def test_readme_compose_example_passes_check_as_written(tmp_path):
+    """"Upstreams by name": an upstream and a php-fpm given by names that do
+    not resolve here (nothing is asked at a check, and at start a name that
+    does not resolve yet is a 502 until it does)."""
+    (tmp_path / "www").mkdir()
+    path = tmp_path / "compose.toml"
+    path.write_text(readme_toml("**Upstreams by name.**"))
+    proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_missing_document_root_fails_check(tmp_path):

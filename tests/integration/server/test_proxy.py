@@ -924,3 +924,38 @@ def test_a_websocket_tunnel_keeps_the_last_frames_when_the_upstream_closes_at_on
                 assert conn.is_closed()
     finally:
         upstream.close()
+
+
+def test_a_location_may_have_its_own_connect_timeout(tern_factory):
+    """An upstream whose accept queue is full answers no SYN: a connect to
+    it waits for the connect timeout, the location's where it sets one (it
+    has connections of its own), the group's elsewhere."""
+    with socket.socket() as stuck:
+        stuck.bind(("127.0.0.1", 0))
+        stuck.listen(0)
+        port = stuck.getsockname()[1]
+        queued = []
+        for _ in range(3):  # fill the queue: later connects are not answered
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            queued.append(s)
+        time.sleep(0.2)
+        try:
+            srv = tern_factory({
+                "upstream": [{"name": "stuck", "connect_timeout": "3s",
+                              "servers": [{"address": f"127.0.0.1:{port}"}]}],
+                "server": [{"location": [
+                    {"prefix": "/quick/", "proxy": {"pass": "http://stuck", "connect_timeout": "300ms"}},
+                    {"prefix": "/", "proxy": {"pass": "http://stuck"}},
+                ]}],
+            })
+            for path, low, high in (("/quick/x", 0.25, 2.5), ("/x", 2.9, 10.0)):
+                started = time.monotonic()
+                resp = srv.get(path)
+                elapsed = time.monotonic() - started
+                assert resp.status == 502, (path, resp)
+                assert low <= elapsed <= high, (path, elapsed)
+        finally:
+            for s in queued:
+                s.close()

@@ -11,16 +11,20 @@ and the test's own direct connections come from 127.0.0.1, the only
 trusted address."""
 
 import json
+import tomllib
 import socket
 import subprocess
 import time
 
 import pytest
 
+from auth_api import SECRET, auth_config, error_of, login, register
 from haproxy import HAProxy
+from php_site import fastcgi_block, start_fastcgi_server
 from test_access import wait_for_lines
 from test_proxy import apps  # noqa: F401 (a fixture)
 from http_client import HttpConn
+from tern_server import REPO_ROOT, merge
 
 TRUSTED = ["127.0.0.1/32"]
 LOG_FORMAT = "$remote_addr $realip_remote_addr $proxy_protocol_addr $request_uri $status"
@@ -148,6 +152,44 @@ def test_an_upstream_behind_haproxy_accept_proxy_sees_each_client(tern_factory, 
     assert "marked down" not in srv.stderr(), srv.stderr()
 
 
+class Front:
+    """Where a test's clients connect: HAProxy's port, with tern's connect()."""
+
+    def __init__(self, port):
+        self.port = port
+
+    def connect(self, source=None):
+        return HttpConn.open(self.port, source=source)
+
+
+def test_the_login_throttle_counts_each_client_behind_the_proxy(tern_factory, haproxy, tmp_path):
+    (tmp_path / "db").mkdir()
+    srv = tern_factory(merge(auth_config(f"sqlite:{tmp_path / 'db' / 'users.db'}", secret=SECRET, login_attempts=3),
+                             {"real_ip": {"from": TRUSTED}}))
+    lb = Front(haproxy("http", [f"server tern 127.0.0.1:{srv.port}"], ["option forwardfor"]).port)
+    assert register(lb, "mallory", "mallory password", source="127.0.0.3").status == 201
+    for i in range(3):
+        error_of(login(lb, "mallory", f"guess {i}", source="127.0.0.2"), 401)
+    error_of(login(lb, "mallory", "mallory password", source="127.0.0.2"), 429)
+    # Every request reaches tern from HAProxy's address; the other client
+    # behind it is not throttled for the first one's guesses.
+    assert login(lb, "mallory", "mallory password", source="127.0.0.3").status == 200
+
+
+def test_php_sees_the_client_behind_the_proxy_in_remote_addr(tern_factory, haproxy, fpm):
+    srv = start_fastcgi_server(tern_factory, [fastcgi_block(fpm.pass_address)], {"real_ip": {"from": TRUSTED}})
+    lb = haproxy("http", [f"server tern 127.0.0.1:{srv.port}"], ["option forwardfor"])
+    resp = ask(lb.port, "/echo.php", "127.0.0.2")
+    assert resp.status == 200, resp.body[:2000]
+    env = json.loads(resp.body)["server"]
+    assert env["REMOTE_ADDR"] == "127.0.0.2", env
+    # What the client sent comes to PHP as it was.
+    assert env["HTTP_X_FORWARDED_FOR"] == "127.0.0.2", env
+    # Straight from an untrusted client, its own claim is not believed.
+    resp = ask(srv.port, "/echo.php", "127.0.0.3", [("X-Forwarded-For", "127.0.0.2")])
+    assert json.loads(resp.body)["server"]["REMOTE_ADDR"] == "127.0.0.3"
+
+
 def test_an_untrusted_peers_forwarded_fields_are_ignored(tern_factory):
     srv = tern_factory(site({"from": TRUSTED}))
     spoof = [("X-Forwarded-For", "127.0.0.2"), ("X-Real-IP", "127.0.0.2")]
@@ -203,6 +245,41 @@ def test_malformed_proxy_headers_close_the_connection_and_the_server_serves_on(t
         sock.sendall(b"PROXY TCP4 127.0.0.2 127.0.0.1 5000 80\r\nGET /ip HTTP/1.1\r\nHost: a\r\n\r\n")
         assert sock.recv(65536).endswith(b"127.0.0.2")
     assert "PROXY protocol:" in srv.stderr()
+
+
+def readme_example(after, lang):
+    """The first ```lang block of README.md after the text `after`."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    rest = readme[readme.index(after):]
+    start = rest.index(f"```{lang}\n") + len(lang) + 4
+    return rest[start:rest.index("```\n", start)]
+
+
+def test_the_readme_haproxy_example_runs_as_written(tern_factory, haproxy, pki):
+    """README's worked example, its addresses moved to loopback: HAProxy's
+    backend lines and tern's settings as they are written there."""
+    haproxy_cfg = readme_example("A worked example: HAProxy in front", "")
+    tern_toml = tomllib.loads(readme_example("# haproxy.cfg", "toml"))
+    (listen,) = tern_toml.pop("listen")
+    address, *flags = listen.split()
+    assert address == "0.0.0.0:443" and flags == ["tls", "proxy_protocol"], listen
+    assert tern_toml["real_ip"]["from"] == ["10.0.0.2/32"], tern_toml
+    tern_toml["real_ip"]["from"] = TRUSTED  # HAProxy's host, here
+    cert, key = pki.issue("a.test")
+    srv = tern_factory({**tern_toml, "access_log": "access.log", "tls": {"cert": cert, "key": key},
+                        "server": [{"location": [{"prefix": "/ip", "return": {"status": 200, "body": "$remote_addr"}}]}]},
+                       tls=True, listen_flags=" ".join(flags[1:]))
+    backend = haproxy_cfg[haproxy_cfg.index("backend tern"):].splitlines()[1:]
+    mode = [line.split()[1] for line in backend if line.split()[0] == "mode"]
+    servers = [line.strip().split() for line in backend if line.split()[0] == "server"]
+    assert mode == ["tcp"] and servers, haproxy_cfg
+    lb = haproxy(mode[0], [" ".join(["server", servers[0][1], f"127.0.0.1:{srv.port}", *servers[0][3:]])])
+    proc = subprocess.run(["curl", "-sS", "--max-time", "30", "--cacert", str(pki.ca), "--resolve",
+                           f"a.test:{lb.port}:127.0.0.1", "--interface", "127.0.0.2", f"https://a.test:{lb.port}/ip"],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, "127.0.0.2"), proc.stderr
+    lines = wait_for_lines(srv.workdir / "access.log", 1)
+    assert lines[0].startswith('127.0.0.2 via 127.0.0.1 "GET /ip HTTP/'), lines
 
 
 def test_a_listener_for_the_proxy_protocol_needs_networks_to_trust(tmp_path):

@@ -4,7 +4,9 @@ names the application; tern follows its answer without a reload, no
 request failing while the name moves, every address of the name serving,
 and the last addresses kept when the DNS server goes away.
 
-The two application "hosts" are 127.0.0.2 and 127.0.0.3, on the same port."""
+The two application "hosts" are 127.0.0.2 and 127.0.0.3, on the same port:
+HTTP applications for the proxy, php-fpm pools for FastCGI ("php:9000", as
+in a Compose file)."""
 
 import os
 import shutil
@@ -19,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from http_client import HttpConn
+from php_fpm import PhpFpm
+from php_site import fastcgi_block, start_fastcgi_server
 from test_proxy import App
 
 DNSMASQ = shutil.which("dnsmasq") or "/usr/sbin/dnsmasq"
@@ -100,12 +104,12 @@ def config(port, dns, **extra):
     }
 
 
-def names_until(srv, want, timeout=15.0):
-    """Asks /name until the answers seen in a row of 10 are `want` (a set)."""
+def names_until(srv, want, timeout=15.0, path="/name"):
+    """Asks `path` until the answers seen in a row of 10 are `want` (a set)."""
     deadline = time.monotonic() + timeout
     recent = []
     while time.monotonic() < deadline:
-        resp = srv.get("/name")
+        resp = srv.get(path)
         recent = (recent + [resp.body.decode() if resp.status == 200 else f"status {resp.status}"])[-10:]
         if len(recent) == 10 and set(recent) == want:
             return recent
@@ -181,3 +185,32 @@ def test_a_pass_may_name_the_application_directly(tern_factory, world):
     names_until(srv, {"a"})
     dns.answer("127.0.0.3 app.test\n")
     names_until(srv, {"b"})
+
+
+def test_php_fpm_given_by_name_is_followed_when_it_moves(tern_factory, tmp_path):
+    port = port_free_on_both()
+    pools = [PhpFpm(tmp_path / f"fpm-{name}", children=4, tcp_port=port, tcp_host=host, env={"FPM_NAME": name})
+             for name, host in (("a", "127.0.0.2"), ("b", "127.0.0.3"))]
+    dns = Dnsmasq(tmp_path, "127.0.0.2 php.test\n")
+    try:
+        for pool in pools:
+            pool.start()
+        srv = start_fastcgi_server(tern_factory, [fastcgi_block(f"php.test:{port}", pool=2)],
+                                   {"resolver": [f"127.0.0.1:{dns.port}"]})
+        srv.write_file("pool.php", "<?php echo $_SERVER['FPM_NAME'];\n")
+        names_until(srv, {"a"}, path="/pool.php")
+        statuses = Counter()
+        dns.answer("127.0.0.3 php.test\n")  # the container moved
+        deadline = time.monotonic() + 15
+        recent = []
+        while time.monotonic() < deadline and recent[-10:] != ["b"] * 10:
+            resp = srv.get("/pool.php")
+            statuses[resp.status] += 1
+            recent.append(resp.body.decode())
+        assert recent[-10:] == ["b"] * 10, (recent[-20:], srv.stderr()[-3000:])
+        assert set(statuses) == {200}, statuses
+        assert "php.test is now 127.0.0.3 (was 127.0.0.2)" in srv.stderr()
+    finally:
+        dns.stop()
+        for pool in pools:
+            pool.cleanup()

@@ -1,4 +1,4 @@
-#include "server/control.h"
+#include "server/process/control.h"
 
 #include <fcntl.h>
 #include <unistd.h>

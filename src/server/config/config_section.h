@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace tern::server::config_detail {
 

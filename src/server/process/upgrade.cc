@@ -1,4 +1,4 @@
-#include "server/upgrade.h"
+#include "server/process/upgrade.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "server/access_log_format.h"
+#include "server/observability/access_log_format.h"
 
 namespace spdlog {
 class logger;

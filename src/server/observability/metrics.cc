@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include "base/log.h"
 #include "http/request.h"
 #include "net/event_loop.h"
-#include "server/config.h"
+#include "server/config/config.h"
 
 namespace tern::server {
 namespace {

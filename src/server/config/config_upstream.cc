@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "http/request.h"
-#include "server/config_section.h"
+#include "server/config/config_section.h"
 
 namespace tern::server::config_detail {
 namespace {
@@ -248,6 +248,11 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
     if (http::iequals(name, "Host")) s.fail(*s.node("remove_headers"), "remove_headers", "an HTTP/1.1 request needs its Host");
   }
   if (p.host.find_first_of("\r\n\0 ", 0, 4) != std::string::npos) s.fail(*s.node("host"), "host", "expected a host name");
+  if (s.node("connect_timeout") != nullptr) {
+    std::chrono::milliseconds timeout{0};
+    s.get_duration("connect_timeout", &timeout);
+    p.connect_timeout = timeout;
+  }
   s.get_duration("read_timeout", &p.read_timeout);
   s.get_duration("send_timeout", &p.send_timeout);
   s.get_bool("request_buffering", &p.request_buffering);
@@ -312,13 +317,6 @@ void check_proxies(const std::string& file, const Config& c) {
     if (u->proxy_protocol != 0) {
       throw ConfigError(in, f.pass_line, where + ".pass",
                         "the [[upstream]] \"" + f.group + "\" sends the PROXY protocol, which FastCGI servers do not read");
-    }
-    for (const UpstreamServerConfig& server : u->servers) {
-      if (!server.host.empty()) {
-        throw ConfigError(in, f.pass_line, where + ".pass",
-                          "the [[upstream]] \"" + f.group + "\" names its server " + server.address_text +
-                              " by name, which only a proxy's groups resolve yet: give FastCGI an address");
-      }
     }
   };
   for (size_t i = 0; i < c.fastcgi.size(); ++i) check_fastcgi(c.fastcgi[i], file, "fastcgi[" + std::to_string(i) + "]");

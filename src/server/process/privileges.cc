@@ -1,4 +1,4 @@
-#include "server/privileges.h"
+#include "server/process/privileges.h"
 
 #include <grp.h>
 #include <pwd.h>

@@ -1,4 +1,4 @@
-#include "server/metrics_text.h"
+#include "server/observability/metrics_text.h"
 
 #include <fmt/format.h>
 

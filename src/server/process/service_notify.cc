@@ -1,4 +1,4 @@
-#include "server/service_notify.h"
+#include "server/process/service_notify.h"
 
 #include <systemd/sd-daemon.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 
 #include "http/chars.h"
 #include "http/request.h"
-#include "server/config_section.h"
+#include "server/config/config_section.h"
 #include "server/regex.h"
 
 namespace tern::server::config_detail {

@@ -21,8 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "server/config.h"
-#include "server/config_section.h"
+#include "server/config/config.h"
+#include "server/config/config_section.h"
 
 namespace tern::server::config_detail {
 namespace {

@@ -61,8 +61,12 @@ struct StaticConfig {
 // FastCGI application (php-fpm).
 struct FastCgiConfig {
   std::string match;  // PCRE2 regular expression, searched in the decoded path
-  std::string pass;   // "unix:/run/php/php-fpm.sock", "127.0.0.1:9000", or an [[upstream]]'s name
+  // "unix:/run/php/php-fpm.sock", "127.0.0.1:9000", a name and port
+  // ("php:9000"), or an [[upstream]]'s name.
+  std::string pass;
   net::SocketAddress address = net::InetAddress();
+  std::string host;  // the name of "php:9000", resolved as an upstream's
+  uint16_t port = 0;
   std::string group;  // the [[upstream]] pass names (its servers: several php-fpm pools)
   std::string root;   // empty: the location's (the static root)
   std::string index = "index.php";  // run for a request naming a directory, if present
@@ -158,6 +162,9 @@ struct ProxyConfig {
   // tern's own of the name) and taken out.
   std::vector<std::pair<std::string, std::string>> set_headers;
   std::vector<std::string> remove_headers;
+  // The location's own connect timeout (nginx's proxy_connect_timeout);
+  // unset: the group's. A location with one has connections of its own.
+  std::optional<std::chrono::milliseconds> connect_timeout;
   std::chrono::milliseconds read_timeout{60000};  // for the first byte, and between two
   std::chrono::milliseconds send_timeout{60000};  // between two steps of writing the request
   bool request_buffering = true;

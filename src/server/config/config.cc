@@ -1,10 +1,10 @@
-#include "server/config.h"
+#include "server/config/config.h"
 
 #include <toml++/toml.h>
 
-#include "server/access_log_format.h"
-#include "server/config_section.h"
-#include "server/privileges.h"
+#include "server/observability/access_log_format.h"
+#include "server/config/config_section.h"
+#include "server/process/privileges.h"
 #include "server/regex.h"
 
 #include <sched.h>
@@ -311,13 +311,12 @@ FastCgiConfig read_fastcgi(Section s, int line, const char* default_match) {
   if (const toml::node* node = s.node("pass")) {
     auto address = net::SocketAddress::parse(f.pass);
     const bool name = !address && !f.pass.empty() && f.pass.find_first_of(":/") == std::string::npos;
-    if (!address && !name) {
-      s.fail(*node, "pass", "expected \"unix:/path/to.sock\", \"127.0.0.1:9000\" or an [[upstream]]'s name");
-    }
     if (address) {
       f.address = *address;
-    } else {
+    } else if (name) {
       f.group = f.pass;  // checked against the [[upstream]] names once they are all read
+    } else if (!parse_host_port(f.pass, &f.host, &f.port)) {
+      s.fail(*node, "pass", "expected \"unix:/path/to.sock\", \"127.0.0.1:9000\", \"php:9000\" or an [[upstream]]'s name");
     }
     f.pass_line = static_cast<int>(node->source().begin.line);
   } else {

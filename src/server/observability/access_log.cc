@@ -1,4 +1,4 @@
-#include "server/access_log.h"
+#include "server/observability/access_log.h"
 
 #include <spdlog/async.h>
 #include <spdlog/spdlog.h>
@@ -11,7 +11,7 @@
 #include "http/response_writer.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
-#include "server/access_log_format.h"
+#include "server/observability/access_log_format.h"
 
 namespace tern::server {
 

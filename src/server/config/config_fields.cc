@@ -7,7 +7,7 @@
 
 #include "http/chars.h"
 #include "http/request.h"
-#include "server/config_section.h"
+#include "server/config/config_section.h"
 
 namespace tern::server::config_detail {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/metrics.h"
+#include "server/observability/metrics.h"
 
 namespace tern::server {
 

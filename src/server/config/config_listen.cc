@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
-#include "server/config.h"
-#include "server/config_section.h"
+#include "server/config/config.h"
+#include "server/config/config_section.h"
 
 namespace tern::server {
 

@@ -1,4 +1,4 @@
-#include "server/status_page.h"
+#include "server/observability/status_page.h"
 
 namespace tern::server {
 namespace {
