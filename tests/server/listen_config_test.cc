@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "server/config/config.h"
+#include "server/handlers/proxy_handler.h"
 #include "server/server.h"
 #include "support/temp_dir.h"
 
@@ -201,11 +202,40 @@ servers = [{ address = "app:3000", weight = 2 }, { address = "127.0.0.1:3001" }]
   EXPECT_EQ(named.weight, 2u);
   EXPECT_TRUE(config.upstreams.at(0).servers.at(1).host.empty());
   EXPECT_THROW(load("resolver = [\"dns.example\"]\n"), ConfigError);
-  // FastCGI takes addresses only, for now.
-  EXPECT_THROW(load("[[upstream]]\nname = \"php\"\nservers = [{ address = \"php:9000\" }]\n[[server]]\n"
-                    "[[server.location]]\nprefix = \"/\"\nfastcgi = { pass = \"php\" }\n"),
+  // FastCGI takes names too: through an [[upstream]], or in its pass.
+  const Config fastcgi = load(
+      "[[upstream]]\nname = \"php\"\nservers = [{ address = \"php:9000\" }]\n[[server]]\n"
+      "[[server.location]]\nprefix = \"/\"\nfastcgi = { pass = \"php\" }\n"
+      "[[server.location]]\nprefix = \"/blog/\"\nfastcgi = { pass = \"blog-php:9001\" }\n");
+  const FastCgiConfig& by_group = fastcgi.sites.at(0).locations.at(0).fastcgi.at(0);
+  EXPECT_EQ(by_group.group, "php");
+  const FastCgiConfig& by_name = fastcgi.sites.at(0).locations.at(1).fastcgi.at(0);
+  EXPECT_TRUE(by_name.group.empty());
+  EXPECT_EQ(by_name.host, "blog-php");
+  EXPECT_EQ(by_name.port, 9001);
+  EXPECT_THROW(load("[[server]]\n[[server.location]]\nprefix = \"/\"\nfastcgi = { pass = \"php:\" }\n"),
                ConfigError);
   EXPECT_THROW(load("[[upstream]]\nname = \"a\"\nservers = [{ address = \"app\" }]\n"), ConfigError);
+}
+
+// A location's own connect timeout gives it a group of its own, the others
+// sharing the [[upstream]]'s.
+TEST_F(ConfigFileTest, ALocationsConnectTimeoutGivesItsGroupConnectionsOfItsOwn) {
+  const Config config = load(
+      "[[upstream]]\nname = \"app\"\nconnect_timeout = \"3s\"\nservers = [{ address = \"127.0.0.1:3000\" }]\n"
+      "[[server]]\n[[server.location]]\nprefix = \"/quick/\"\n"
+      "proxy = { pass = \"http://app\", connect_timeout = \"300ms\" }\n"
+      "[[server.location]]\nprefix = \"/\"\nproxy = { pass = \"http://app\" }\n"
+      "[[server.location]]\nprefix = \"/direct/\"\nproxy = { pass = \"http://127.0.0.1:3001\", connect_timeout = \"1s\" }\n");
+  EXPECT_EQ(config.sites.at(0).locations.at(0).proxy->connect_timeout, std::chrono::milliseconds(300));
+  EXPECT_FALSE(config.sites.at(0).locations.at(1).proxy->connect_timeout.has_value());
+  const std::vector<UpstreamConfig> groups = proxy_groups(config);
+  std::vector<std::pair<std::string, int64_t>> seen;
+  for (const UpstreamConfig& group : groups) seen.emplace_back(group.name, group.connect_timeout.count());
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, int64_t>>{{"app", 3000}, {"app", 300}, {"127.0.0.1:3001", 1000}}));
+  EXPECT_THROW(load("[[server]]\n[[server.location]]\nprefix = \"/\"\n"
+                    "proxy = { pass = \"http://app:1\", connect_timeout = \"soon\" }\n"),
+               ConfigError);
 }
 
 // One table names what only a restart applies and keeps its running value.
