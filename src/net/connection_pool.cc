@@ -1,6 +1,7 @@
 #include "net/connection_pool.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "base/assert.h"
@@ -173,7 +174,7 @@ void ConnectionPool::open_slot() {
   client.set_connect_failed_callback([this, slot](const Error& error, bool) {
     if (slot->dropped) return;
     const bool handshake = std::strcmp(error.what, "TLS handshake") == 0;
-    on_connect_failed(slot, handshake ? slot->client->handshake_failure() : error.message());
+    on_connect_failed(slot, error.code == ETIMEDOUT, handshake ? slot->client->handshake_failure() : error.message());
   });
   client.connect();
 }
@@ -185,14 +186,14 @@ void ConnectionPool::on_connected(Slot* slot, TcpConnection& /*conn*/) {
   serve_waiters();
 }
 
-void ConnectionPool::on_connect_failed(Slot* slot, std::string_view why) {
+void ConnectionPool::on_connect_failed(Slot* slot, bool timed_out, std::string_view why) {
   drop_slot(slot);
   // The attempt was made for the longest-waiting user: it gets the error.
   if (!waiting_.empty()) {
     Waiter waiter = waiting_.front();
     waiting_.pop_front();
     loop_->cancel(waiter.timer);
-    fail_later(waiter.user, Failure::kConnectFailed, std::string(why));
+    fail_later(waiter.user, timed_out ? Failure::kConnectTimedOut : Failure::kConnectFailed, std::string(why));
   }
   serve_waiters();
 }

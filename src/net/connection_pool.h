@@ -77,7 +77,10 @@ class ConnectionPool {
   struct Slot;
 
  public:
-  enum class Failure { kConnectFailed, kOverloaded };
+  // kConnectTimedOut: the connect (or the TLS handshake) took longer than
+  // connect_timeout; kConnectFailed: it failed otherwise (refused, no
+  // route, a handshake refused) or the pool is closed.
+  enum class Failure { kConnectFailed, kConnectTimedOut, kOverloaded };
 
   // The borrower of a connection.
   class User {
@@ -140,7 +143,7 @@ class ConnectionPool {
 
   void open_slot();
   void on_connected(Slot* slot, TcpConnection& conn);
-  void on_connect_failed(Slot* slot, std::string_view why);
+  void on_connect_failed(Slot* slot, bool timed_out, std::string_view why);
   void on_closed(Slot* slot, TcpConnection& conn);
   void lend(Slot* slot, User* user, const ProxyHeader& client);
   // An idle connection `client` may have (the last given back first), out

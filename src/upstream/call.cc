@@ -219,7 +219,8 @@ void Call::on_lease_failed(net::ConnectionPool::Failure failure, std::string_vie
   // Nothing reached the server: any request may go to the next.
   if (replayable_ && try_next_server(std::string("connect failed: ") + std::string(why))) return;
   TERN_LOG_EVERY_SECOND(spdlog::level::err, "{}: connect failed: {}{}", group_.server_name(server_), why, request_note());
-  fail(502, why);
+  // As nginx: a connect that timed out is a 504, one refused a 502.
+  fail(failure == net::ConnectionPool::Failure::kConnectTimedOut ? 504 : 502, why);
 }
 
 void Call::on_upstream_drained(net::TcpConnection& /*conn*/) {
