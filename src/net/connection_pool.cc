@@ -34,7 +34,7 @@ bool same_client(const ProxyHeader& a, const ProxyHeader& b) {
 
 ConnectionPool::ConnectionPool(EventLoop* loop, ConnectionPoolOptions options)
     : loop_(loop), options_(std::move(options)) {
-  TERN_CHECK(options_.proxy_protocol == 0 || (options_.proxy_protocol <= 2 && !options_.secure));
+  TERN_CHECK(options_.proxy_protocol >= 0 && options_.proxy_protocol <= 2);
 }
 
 ConnectionPool::~ConnectionPool() { close(); }
@@ -127,7 +127,7 @@ void ConnectionPool::serve_waiters() {
       if (options_.proxy_protocol == 0 || idle_.empty()) break;
       drop_slot(idle_.front());
     }
-    open_slot();
+    open_slot(waiting_[connecting()].client);
   }
 }
 
@@ -141,7 +141,7 @@ ConnectionPool::Slot* ConnectionPool::take_idle(const ProxyHeader& client) {
   return nullptr;
 }
 
-void ConnectionPool::open_slot() {
+void ConnectionPool::open_slot(const ProxyHeader& named_for) {
   TcpClientOptions client_options;
   client_options.name = options_.name;
   client_options.connector.connect_timeout = options_.connect_timeout;
@@ -151,6 +151,12 @@ void ConnectionPool::open_slot() {
   slots_.push_back(std::make_unique<Slot>());
   Slot* slot = slots_.back().get();
   slot->index = slots_.size() - 1;
+  if (options_.proxy_protocol != 0 && options_.secure) {
+    // Ahead of the handshake: the connection is this client's from the start.
+    client_options.preamble = proxy_header(options_.proxy_protocol, named_for);
+    slot->named = true;
+    slot->named_for = named_for;
+  }
   ++connecting_;
   slot->client = std::make_unique<TcpClient>(loop_, options_.address, client_options);
   TcpClient& client = *slot->client;

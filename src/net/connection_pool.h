@@ -32,6 +32,8 @@
 // upstream (a server behind HAProxy's accept-proxy, a tern listening with
 // proxy_protocol) believes one client per connection. Idle connections of
 // other clients give way (the oldest closes) when max_connections are open.
+// Over TLS the header comes before the handshake, so a connection is named
+// when it is opened, for the first user waiting without one on its way.
 #pragma once
 
 #include <chrono>
@@ -68,8 +70,7 @@ struct ConnectionPoolOptions {
   // handshake is over; one that fails counts as a failed connect.
   std::shared_ptr<SecureContext> secure{};
   // 1 or 2: connections begin with a PROXY protocol header of that version
-  // (see above); 0: none. Not with `secure` (the header would have to
-  // come before the handshake).
+  // (see above); 0: none.
   int proxy_protocol = 0;
 };
 
@@ -141,7 +142,8 @@ class ConnectionPool {
     std::string why;
   };
 
-  void open_slot();
+  // A new connection; with proxy_protocol over TLS, named for `named_for`.
+  void open_slot(const ProxyHeader& named_for);
   void on_connected(Slot* slot, TcpConnection& conn);
   void on_connect_failed(Slot* slot, bool timed_out, std::string_view why);
   void on_closed(Slot* slot, TcpConnection& conn);

@@ -62,6 +62,14 @@ void TcpClient::on_connected(Socket socket) {
     if (failed_cb_) failed_cb_(Error{ENOMEM, "TLS handshake"}, false);
     return;  // the Socket closes
   }
+  if (!options_.preamble.empty()) {
+    int saved_errno = 0;
+    const ssize_t n = sockets::write(socket.fd(), options_.preamble.data(), options_.preamble.size(), &saved_errno);
+    if (n != static_cast<ssize_t>(options_.preamble.size())) {
+      if (failed_cb_) failed_cb_(Error{n < 0 ? saved_errno : EAGAIN, "write"}, false);
+      return;  // the Socket closes
+    }
+  }
   TcpConnection* conn = table.open(std::move(socket), peer, &callbacks_, options_.trigger,
                                    /*accepted=*/false);
   connection_ = conn->id();

@@ -41,6 +41,10 @@ struct TcpClientOptions {
   bool tcp_nodelay = true;
   // TLS (or another SecureLayer) over the connection; null: plain.
   std::shared_ptr<SecureContext> secure{};
+  // Bytes written on the socket as it connects, before anything else and
+  // outside TLS: a PROXY protocol header. At most a few KiB (a fresh
+  // socket takes them at once; one that does not fails the connect).
+  std::string preamble{};
 };
 
 class TcpClient {

@@ -336,11 +336,6 @@ void check_proxies(const std::string& file, const Config& c) {
                               "\" names no [[upstream]] and is neither an address such as 127.0.0.1:3000 nor a name "
                               "and a port such as app:3000");
       }
-      if (u != nullptr && u->proxy_protocol != 0 && l.proxy->tls) {
-        throw ConfigError(in, l.proxy->line, where + ".proxy.pass",
-                          "the [[upstream]] \"" + l.proxy->group +
-                              "\" sends the PROXY protocol, which tern does not send ahead of TLS yet: pass over http://");
-      }
     }
   }
 }

@@ -152,6 +152,26 @@ def test_an_upstream_behind_haproxy_accept_proxy_sees_each_client(tern_factory, 
     assert "marked down" not in srv.stderr(), srv.stderr()
 
 
+def test_the_proxy_protocol_goes_ahead_of_tls_to_an_https_upstream(tern_factory, haproxy, apps, pki, tmp_path):
+    (app,) = apps("app")
+    cert, key = pki.issue("lb.test")
+    combined = tmp_path / "lb.pem"
+    combined.write_text(open(cert).read() + open(key).read())
+    # HAProxy reads the header, then terminates TLS (accept-proxy ssl).
+    lb = haproxy("http", [f"server app {app.address}"], ["http-request set-header X-Haproxy-Src %[src]"],
+                 bind_options=f"accept-proxy ssl crt {combined}")
+    srv = tern_factory(site({"from": TRUSTED}, [{"prefix": "/echo", "proxy": {
+        "pass": "https://lb", "tls": {"ca": str(pki.ca), "name": "lb.test"}}}],
+        upstream=[{"name": "lb", "proxy_protocol": "v2", "servers": [{"address": f"127.0.0.1:{lb.port}"}]}]))
+    for source in ("127.0.0.2", "127.0.0.3", "127.0.0.2"):
+        with HttpConn.open(srv.port, source=source) as conn:
+            for _ in range(2):
+                resp = conn.get("/echo")
+                assert resp.status == 200, (resp.body, srv.stderr()[-2000:])
+                fields = {name.lower(): value for name, value in json.loads(resp.body)["headers"]}
+                assert fields["x-haproxy-src"] == source, fields
+
+
 class Front:
     """Where a test's clients connect: HAProxy's port, with tern's connect()."""
 
