@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "proxy/http_codec.h"
 #include "server/handlers/static_files.h"
 #include "server/handlers/static_handler.h"
+#include "server/limits/rate_limit.h"
 #include "upstream/group.h"
 #include "support/loop_runner.h"
 #include "support/raw_socket.h"
@@ -296,6 +298,25 @@ TEST_F(RelayedAllocations, HundredsInFlightMakeNoMore) {
   const double per_request = allocations_per_request(kClients, 20);
   ASSERT_GE(per_request, 0) << "a relayed request failed";
   EXPECT_LE(per_request, 2.0);
+}
+
+// A rate limit's table is made whole at start: checking keys, new ones
+// pushing old ones out included, allocates nothing.
+TEST(RateLimitAllocations, CheckingKeysAllocatesNothing) {
+  RateLimit limit({.rate_milli = 10'000, .burst = 5, .size = 256});
+  char text[32];
+  auto key = [&text](int i) {
+    const auto end = std::to_chars(text, text + sizeof text, i).ptr;
+    return std::string_view(text, static_cast<size_t>(end - text));
+  };
+  t_counting = true;
+  const size_t before = g_allocations.load();
+  int allowed = 0;
+  for (int i = 0; i < 10'000; ++i) allowed += limit.check(key(i % 1000), i).allowed ? 1 : 0;
+  const size_t made = g_allocations.load() - before;
+  t_counting = false;
+  EXPECT_EQ(made, 0u);
+  EXPECT_GT(allowed, 0);
 }
 
 }  // namespace
