@@ -5,9 +5,6 @@
 #include "net/connection_pool.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +20,7 @@
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
 #include "support/loop_runner.h"
+#include "support/raw_socket.h"
 #include "support/temp_dir.h"
 
 namespace tern::net {
@@ -482,23 +480,12 @@ TEST_F(ConnectionPoolTest, RefusedConnectFailsEachWaiterAndThePoolRecovers) {
 // A listener whose accept queue is full answers no SYN: the connect times
 // out, and the user is told so (the proxy answers 504 for it, as nginx).
 TEST_F(ConnectionPoolTest, AConnectThatTimesOutFailsAsATimeout) {
-  const int stuck = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(stuck, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::bind(stuck, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(stuck, 0), 0);
-  ASSERT_EQ(::getsockname(stuck, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  std::vector<int> queued;
-  for (int i = 0; i < 3; ++i) {  // fill the queue: later connects are not answered
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    (void)::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-    queued.push_back(fd);
-  }
-  std::this_thread::sleep_for(100ms);
-  auto options = options_for(ntohs(address.sin_port));
+  tern::testing::RawListener stuck(/*backlog=*/0);
+  ASSERT_GE(stuck.fd(), 0);
+  // One connection fills its queue: later connects are not answered.
+  tern::testing::RawClient queued(stuck.port());
+  ASSERT_GE(queued.fd(), 0);
+  auto options = options_for(stuck.port());
   options.connect_timeout = 200ms;
   make_pool(options);
   TestUser& a = user("a");
@@ -506,8 +493,6 @@ TEST_F(ConnectionPoolTest, AConnectThatTimesOutFailsAsATimeout) {
   EXPECT_TRUE(eventually([&] { return a.failures == 1; }));
   EXPECT_EQ(on_pool([&] { return a.failure; }), Failure::kConnectTimedOut);
   destroy_pool();
-  for (int fd : queued) ::close(fd);
-  ::close(stuck);
 }
 
 TEST_F(ConnectionPoolTest, ReleaseNotReusableClosesTheConnection) {

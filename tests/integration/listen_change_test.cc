@@ -79,15 +79,9 @@ TEST_P(ListenChangeTest, AddressesComeAndGoWhileConnectionsCarryOn) {
   EXPECT_EQ(runner.run([&] { return server->listen_addresses().size(); }), 1u);
 
   // An address someone else holds: an error, and nothing changes.
-  const int blocker = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(blocker, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(blocker, 4), 0);
-  ::getsockname(blocker, reinterpret_cast<sockaddr*>(&addr), &len);
-  const uint16_t taken = ntohs(addr.sin_port);
+  tern::testing::RawListener blocker(/*backlog=*/4);
+  ASSERT_GE(blocker.fd(), 0);
+  const uint16_t taken = blocker.port();
   const uint16_t c = free_port();
   EXPECT_FALSE(runner.run([&] {
     return server->set_listen_addresses({loopback(c), loopback(taken)}).ok();
@@ -95,7 +89,6 @@ TEST_P(ListenChangeTest, AddressesComeAndGoWhileConnectionsCarryOn) {
   EXPECT_TRUE(refused(c));  // bound and dropped again, never listened on
   RawClient again(b);
   EXPECT_TRUE(echoes(again, "unchanged"));
-  ::close(blocker);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ListenChangeTest,

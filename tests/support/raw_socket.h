@@ -28,6 +28,40 @@ inline bool force_send_room(int fd, size_t bytes) {
          ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got, &len) == 0 && static_cast<size_t>(got) > bytes;
 }
 
+// A socket listening on 127.0.0.1 (a free port, or `port`) that nobody
+// accepts from: an address held, or, with a backlog of 0 and its queue
+// filled, a server that answers no SYN. fd() < 0 on failure.
+class RawListener {
+ public:
+  explicit RawListener(int backlog, uint16_t port = 0) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, backlog) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~RawListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawListener(const RawListener&) = delete;
+  RawListener& operator=(const RawListener&) = delete;
+
+  int fd() const { return fd_; }
+  uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
 class RawClient {
  public:
   // Connects to 127.0.0.1:port; fd() < 0 on failure.
