@@ -6,7 +6,7 @@
 
 namespace tern::http {
 
-void write_error_page(ResponseWriter& writer, int status, std::string_view allow) {
+void write_error_page(ResponseWriter& writer, int status, ErrorField field) {
   // After these nginx stops reusing the connection, and so do we: the
   // request was malformed or the server is in trouble.
   if (status == 400 || status == 413 || status == 414 || status == 500 || status == 501) {
@@ -14,7 +14,7 @@ void write_error_page(ResponseWriter& writer, int status, std::string_view allow
   }
   if (ErrorPageHook* hook = writer.error_pages(); hook != nullptr && !writer.started()) {
     writer.set_error_pages(nullptr);  // once: a page that fails falls back to ours
-    if (hook->write(writer, status, allow)) return;
+    if (hook->write(writer, status, field)) return;
   }
   std::string_view reason = reason_phrase(status);
   // Small enough to build on the stack; error paths may allocate anyway.
@@ -30,7 +30,7 @@ void write_error_page(ResponseWriter& writer, int status, std::string_view allow
   page += reason;
   page += "</h1></body></html>\n";
   writer.start(status).header("Content-Type", "text/html; charset=utf-8");
-  if (!allow.empty()) writer.header("Allow", allow);
+  if (!field.name.empty()) writer.header(field.name, field.value);
   writer.body(page);
 }
 

@@ -9,17 +9,29 @@
 
 namespace tern::http {
 
+// A field an error response carries: Allow for a 405, Retry-After for a
+// 429 (no name: none).
+struct ErrorField {
+  std::string_view name;
+  std::string_view value;
+};
+
 // Answers an error status in place of the built-in page.
 class ErrorPageHook {
  public:
   virtual ~ErrorPageHook() = default;
-  // Writes the whole response for `status` (with `allow` for a 405) and
-  // returns true, or writes nothing and returns false.
-  virtual bool write(ResponseWriter& writer, int status, std::string_view allow) = 0;
+  // Writes the whole response for `status` (with `field`) and returns
+  // true, or writes nothing and returns false.
+  virtual bool write(ResponseWriter& writer, int status, ErrorField field) = 0;
 };
 
-// Writes a small HTML error page for `status` (and nothing else for HEAD).
-// 400, 413, 414, 500 and 501 also end the connection after the response.
-void write_error_page(ResponseWriter& writer, int status, std::string_view allow = {});
+// Writes a small HTML error page for `status` (and nothing else for HEAD),
+// with `field`. 400, 413, 414, 500 and 501 also end the connection after
+// the response.
+void write_error_page(ResponseWriter& writer, int status, ErrorField field = {});
+// A 405's, with its Allow ("GET, HEAD").
+inline void write_error_page(ResponseWriter& writer, int status, std::string_view allow) {
+  write_error_page(writer, status, ErrorField{allow.empty() ? std::string_view() : std::string_view("Allow"), allow});
+}
 
 }  // namespace tern::http

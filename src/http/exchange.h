@@ -97,6 +97,9 @@ class ExchangeTransport {
  public:
   virtual net::EventLoop* loop() const = 0;
   virtual const net::InetAddress& peer_address() const = 0;
+  // The connection's client: the one its PROXY protocol header named, else
+  // the peer.
+  virtual const net::InetAddress& connection_client() const { return peer_address(); }
   virtual const net::InetAddress& local_address() const = 0;
   // The carrier's TLS; null for plain HTTP.
   virtual const net::SecureLayer* secure() const { return nullptr; }
@@ -150,6 +153,8 @@ class Exchange {
   size_t pending_output_bytes() const;
   // The TCP peer (a load balancer, where one is in front).
   const net::InetAddress& peer_address() const { return transport_->peer_address(); }
+  // The connection's client (the PROXY protocol's, else the peer).
+  const net::InetAddress& connection_client() const { return transport_->connection_client(); }
   // The client (Request::client_address()).
   const net::InetAddress& client_address() const {
     return request_->has_client_address() ? request_->client_address() : transport_->peer_address();
@@ -164,6 +169,11 @@ class Exchange {
   void set_body_handler(BodyHandler handler) { body_handler_ = std::move(handler); }
   void pause_body();
   void resume_body();
+  // Holds the body back for a handler that has yet to take the request (a
+  // request waiting for its turn under a rate limit), whatever the handler
+  // then pauses and resumes: the body flows once released and not paused.
+  void hold_body();
+  void release_body();
   bool body_complete() const { return body_complete_; }
 
   void set_drain_handler(std::function<void()> handler) { drain_handler_ = std::move(handler); }
@@ -195,7 +205,8 @@ class Exchange {
   bool active() const { return id_.valid(); }
   // A piece of the body arrived (see set_body_handler).
   void deliver(std::string_view piece, bool last);
-  bool body_paused() const { return body_paused_; }
+  // Whether the transport should not read the body now.
+  bool body_paused() const { return body_paused_ || body_held_; }
   // The output drained after wait_for_drain().
   void drained();
   // The response as it stands (without the close that writer() may add).
@@ -218,6 +229,7 @@ class Exchange {
   ExchangeId id_;  // valid while active
   bool body_complete_ = true;
   bool body_paused_ = false;
+  bool body_held_ = false;
 };
 
 }  // namespace tern::http

@@ -84,6 +84,7 @@ class Http1Connection final : public ExchangeTransport, public HttpConnection {
   // ExchangeTransport: what an exchange asks of the connection.
   net::EventLoop* loop() const override;
   const net::InetAddress& peer_address() const override;
+  const net::InetAddress& connection_client() const override;
   const net::InetAddress& local_address() const override;
   const net::SecureLayer* secure() const override;
   bool must_close() const override;

@@ -118,6 +118,7 @@ void Http1Connection::fail_exchange(int status, std::string_view log_reason) {
 net::EventLoop* Http1Connection::loop() const { return conn_->loop(); }
 
 const net::InetAddress& Http1Connection::peer_address() const { return conn_->peer_address(); }
+const net::InetAddress& Http1Connection::connection_client() const { return conn_->client_address(); }
 
 const net::InetAddress& Http1Connection::local_address() const { return conn_->local_address(); }
 

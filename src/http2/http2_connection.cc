@@ -27,6 +27,7 @@ class Http2Connection::Task final : public http::ExchangeTransport {
   // ExchangeTransport.
   net::EventLoop* loop() const override { return owner_->conn_->loop(); }
   const net::InetAddress& peer_address() const override { return owner_->conn_->peer_address(); }
+  const net::InetAddress& connection_client() const override { return owner_->conn_->client_address(); }
   const net::InetAddress& local_address() const override { return owner_->conn_->local_address(); }
   const net::SecureLayer* secure() const override { return owner_->conn_->secure_layer(); }
   bool must_close() const override { return false; }  // a stream ends, not the connection

@@ -11,6 +11,7 @@
 #include "server/handlers/metrics_handler.h"
 #include "server/observability/metrics.h"
 #include "server/handlers/static_handler.h"
+#include "server/limits/limit_handler.h"
 
 namespace tern::server {
 namespace {
@@ -32,7 +33,8 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
       mime_(std::move(mime)),
       deny_dotfiles_(config.static_files.deny_dotfiles),
       blocked_(config.blocked),
-      loops_(loops) {
+      loops_(loops),
+      key_limits_(std::make_unique<KeyLimits>(config.key_limits)) {
   const StaticConfig& st = config.static_files;
   static_base_.symlinks = st.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
   static_base_.gzip_static = st.gzip_static;
@@ -53,6 +55,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
     for (const Location& location : site->locations()) {
       std::vector<Handler*>& chain = chains_[location.id];
       const LocationConfig& lc = location.config;
+      if (!lc.limit.empty()) add(chain, std::make_unique<LimitHandler>(*key_limits_, lc, this));
       if (AccessHandler::needed(lc)) add(chain, std::make_unique<AccessHandler>(lc));
       if (!lc.methods.empty()) add(chain, std::make_unique<MethodsHandler>(lc.methods, location.allow));
       if (lc.ret.status != 0) {
@@ -105,7 +108,7 @@ void ChainLoop::refuse(int status) {
 }
 
 void ChainLoop::resolve(const http::Request& request, const net::InetAddress& connection_client,
-                        const net::InetAddress& local) {
+                        const net::InetAddress& local, bool limited) {
   Route& r = route_;
   r.request = &request;
   r.local = &local;
@@ -116,6 +119,8 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& co
   r.redirects = 0;
   r.internal = false;
   r.named = {};
+  r.limited = limited;
+  r.wait = {};
   resolved_for_ = &request;
   r.site = &chain_->sites().select(request.host(), local);
   const RealIpConfig& real_ip = r.site->config().real_ip;
@@ -203,6 +208,26 @@ void ChainLoop::start(http::Exchange& exchange) {
   handler_->start(route_, exchange);
 }
 
+void ChainLoop::resume(http::Exchange& exchange) {
+  // The same request again, from its head: its site, location and claims
+  // (what the exchange's writer carries, fields and error pages, stays).
+  route_.secure = exchange.secure();
+  resolve(exchange.request(), exchange.connection_client(), exchange.local_address(), /*limited=*/true);
+  resolved_for_ = nullptr;
+  switch (claim_) {
+    case Claim::kExchange:
+      handler_->start(route_, exchange);
+      break;
+    case Claim::kRespond:
+    case Claim::kRespondWithBody:  // no location handler reads a body to answer
+    default:
+      handler_->respond(route_, exchange.writer());
+      exchange.finish();
+      return;  // what is left of the body is dropped
+  }
+  exchange.release_body();
+}
+
 void ChainLoop::respond(const http::Request& request, http::ResponseWriter& writer) {
   if (resolved_for_ != &request) {
     // Only claim() resolves (HttpServer asks it for every request head).
@@ -223,7 +248,7 @@ void ErrorPages::bind(const Chain* chain, const Route& route) {
   location_ = route.location;
 }
 
-bool ErrorPages::write(http::ResponseWriter& writer, int status, std::string_view allow) {
+bool ErrorPages::write(http::ResponseWriter& writer, int status, http::ErrorField field) {
   const std::string_view page = site_->error_page(location_, status);
   if (page.empty()) return false;
   const std::optional<ErrorPageTarget> target = parse_error_page(page);
@@ -236,7 +261,7 @@ bool ErrorPages::write(http::ResponseWriter& writer, int status, std::string_vie
   }
   ChainLoop* loop = chain_->loops().current();
   if (loop == nullptr || &loop->chain() != chain_) return false;
-  return loop->serve_error_page(*site_, target->path, target->status != 0 ? target->status : status, allow, writer);
+  return loop->serve_error_page(*site_, target->path, target->status != 0 ? target->status : status, field, writer);
 }
 
 namespace {
@@ -256,7 +281,7 @@ const Location* static_target(const Site& site, std::string_view path, std::stri
 }  // namespace
 
 bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int status,
-                                 std::string_view allow, http::ResponseWriter& writer) {
+                                 http::ErrorField field, http::ResponseWriter& writer) {
   std::string file;
   const Location* target = static_target(site, path, &file);
   if (target == nullptr) return false;
@@ -269,7 +294,7 @@ bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int st
   // (its `always` ones, for an error status), not the failed request's.
   writer.set_extra_fields(target->fields.empty() ? nullptr : &target->fields);
   writer.start(status).header("Content-Type", result.content_type);
-  if (!allow.empty()) writer.header("Allow", allow);
+  if (!field.name.empty()) writer.header(field.name, field.value);
   if (result.file->has_content()) {
     writer.body(result.file->content());
     return true;

@@ -42,6 +42,7 @@ class ChainLoop;
 class FastCgiRoutes;
 class Metrics;
 struct LoopMetrics;
+class KeyLimits;
 class ProxyRoutes;
 
 // A location's error_page on a response's writer: the status answered
@@ -54,7 +55,7 @@ class ErrorPages final : public http::ErrorPageHook {
   void bind(const Chain* chain, const Route& route);
   // For an exchange: keeps the chain too.
   void keep(std::shared_ptr<const Chain> chain) { kept_ = std::move(chain); }
-  bool write(http::ResponseWriter& writer, int status, std::string_view allow) override;
+  bool write(http::ResponseWriter& writer, int status, http::ErrorField field) override;
 
  private:
   const Chain* chain_ = nullptr;
@@ -87,6 +88,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   const IpFilter& blocked() const { return blocked_; }
   bool use_mmap() const { return use_mmap_; }
   const net::LoopLocal<ChainLoop>& loops() const { return *loops_; }
+  const KeyLimits& key_limits() const { return *key_limits_; }
 
  private:
   std::shared_ptr<const Sites> sites_;
@@ -98,6 +100,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   std::vector<std::unique_ptr<Handler>> owned_;
   std::vector<std::vector<Handler*>> chains_;  // by Location::id
   const net::LoopLocal<ChainLoop>* loops_;
+  std::unique_ptr<KeyLimits> key_limits_;
 };
 
 class ChainLoop {
@@ -115,10 +118,14 @@ class ChainLoop {
   Claim claim(http::Route& route);
   void respond(const http::Request& request, http::ResponseWriter& writer);
   void start(http::Exchange& exchange);
+  // An exchange that waited for its turn under a [[limit]] goes on to the
+  // location's other handlers (its limits are not counted again); its
+  // held body is released to whichever takes it.
+  void resume(http::Exchange& exchange);
 
   const Chain& chain() const { return *chain_; }
   // Answers `status` with the file at `path` of `site` (ErrorPages).
-  bool serve_error_page(const Site& site, std::string_view path, int status, std::string_view allow,
+  bool serve_error_page(const Site& site, std::string_view path, int status, http::ErrorField field,
                         http::ResponseWriter& writer);
   // Answers `request` with the static file `uri` names in `site` (an
   // application's X-Accel-Redirect), `fields` added; false when it names
@@ -133,7 +140,7 @@ class ChainLoop {
   // `connection_client`: the connection's client, which the site's real_ip
   // may replace (as the request's client) with one its proxies name.
   void resolve(const http::Request& request, const net::InetAddress& connection_client,
-               const net::InetAddress& local);
+               const net::InetAddress& local, bool limited = false);
   void refuse(int status);
   bool has_error_pages() const;
   // The location's output filters (fields, compression) on `writer`.

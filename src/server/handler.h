@@ -23,6 +23,7 @@
 // that outlives start() copies what it needs.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,12 @@ struct Route : http::Route {
   const http::ExchangeHandler* app = nullptr;
   int status = 0;
   int redirects = 0;  // internal redirects so far
+  // Its [[limit]]s: counted (not again after an internal redirect or a
+  // wait), and how long it waits for its turn or, refused, until one
+  // would be allowed.
+  bool limited = false;
+  std::chrono::milliseconds wait{0};
+  std::string scratch;  // a handler's, during its call
   // A try_files' named location ("@app") the redirect goes to, the path
   // unchanged; empty: the path is matched.
   std::string_view named;

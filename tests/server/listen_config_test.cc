@@ -239,6 +239,32 @@ TEST_F(ConfigFileTest, ALocationsConnectTimeoutGivesItsGroupConnectionsOfItsOwn)
                ConfigError);
 }
 
+// [[limit]]: rates in thousandths a second, nodelay as a delay of the whole
+// burst, and the locations that name them.
+TEST_F(ConfigFileTest, LimitsReadTheirRateBurstAndKey) {
+  const Config config = load(
+      "[[limit]]\nname = \"api\"\nrate = \"10r/s\"\nburst = 20\ndelay = 5\n"
+      "[[limit]]\nname = \"login\"\nkey = \"$server_name:$cookie_session\"\nrate = \"30r/m\"\nburst = 3\n"
+      "nodelay = true\nstatus = 503\nsize = 1000\n"
+      "[[server]]\n[[server.location]]\nprefix = \"/\"\nlimit = [\"api\", \"login\"]\n");
+  ASSERT_EQ(config.key_limits.size(), 2u);
+  const KeyLimitConfig& api = config.key_limits[0];
+  EXPECT_EQ(api.key, "$remote_addr");
+  EXPECT_EQ(api.rate_milli, 10'000u);
+  EXPECT_EQ(api.burst, 20u);
+  EXPECT_EQ(api.delay, 5u);
+  EXPECT_EQ(api.status, 429);
+  const KeyLimitConfig& login = config.key_limits[1];
+  EXPECT_EQ(login.rate_milli, 500u);
+  EXPECT_EQ(login.delay, 3u);
+  EXPECT_EQ(login.status, 503);
+  EXPECT_EQ(login.size, 1000u);
+  EXPECT_EQ(config.sites.at(0).locations.at(0).limit, (std::vector<std::string>{"api", "login"}));
+  EXPECT_THROW(load("[[limit]]\nname = \"a\"\nrate = \"0r/s\"\n"), ConfigError);
+  EXPECT_THROW(load("[[limit]]\nname = \"a\"\nrate = \"1r/s\"\nkey = \"plain\"\n"), ConfigError);
+  EXPECT_THROW(load("[[limit]]\nname = \"a\"\nrate = \"1r/s\"\nnodelay = true\ndelay = 0\n"), ConfigError);
+}
+
 // One table names what only a restart applies and keeps its running value.
 TEST_F(ConfigFileTest, AReloadKeepsAndNamesWhatOnlyARestartApplies) {
   const Config running = load("workers = 2\nio = \"epoll\"\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\n");

@@ -474,6 +474,7 @@ Config load_config(const std::string& path) {
     read_tls_sessions(s, c);
     s.finish();
   }
+  if (const toml::node* node = top.node("limit")) config_detail::read_key_limits(top, *node, c);
   if (const toml::node* node = top.node("upstream")) config_detail::read_upstreams(top, *node, c);
   if (const toml::node* node = top.node("server")) config_detail::read_sites(top, *node, c);
   std::vector<std::string> chain{path};
@@ -482,6 +483,7 @@ Config load_config(const std::string& path) {
   config_detail::finish_sites(path, c);
   config_detail::check_proxies(path, c);
   config_detail::check_proxy_protocol(path, c);
+  config_detail::check_key_limits(path, c);
   if (c.access_log == "off") c.access_log.clear();
   c.limits.temp_dir = c.temp_dir;
   return c;

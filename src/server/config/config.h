@@ -199,6 +199,24 @@ struct ReturnConfig {
 };
 
 // One [[server.location]]: where a request path goes within a site.
+// One [[limit]]: requests for one key (a client address, a cookie, a
+// combination: `key` with variables) at most `rate` a second, nginx's
+// limit_req. Requests beyond the rate are held up to `burst`: the first
+// `delay` of them go at once, the rest wait their turn; beyond the burst,
+// `status` (429) with Retry-After. Locations name the limits they take.
+struct KeyLimitConfig {
+  std::string name;
+  std::string key = "$remote_addr";
+  uint64_t rate_milli = 0;  // requests a second in thousandths ("10r/s": 10000, "30r/m": 500)
+  uint32_t burst = 0;
+  uint32_t delay = 0;  // nodelay: burst
+  int status = 429;
+  size_t size = 100'000;  // keys kept (the least recently used go)
+  std::string file;  // where it is, for messages
+  int line = 0;
+  bool operator==(const KeyLimitConfig&) const = default;
+};
+
 struct LocationConfig {
   // kNamed: "@app", matched by no path; try_files' last entry goes there.
   enum class Match { kPrefix, kExact, kRegex, kRegexCaseless, kNamed };
@@ -225,6 +243,7 @@ struct LocationConfig {
   // none: allowed. Not with allow, deny.
   std::vector<AccessRule> access;
   std::vector<std::string> methods;  // empty: any; others get 405
+  std::vector<std::string> limit;  // the [[limit]]s it takes, by name
   bool internal = false;  // reached only through try_files (not by a client)
   bool autoindex = false;  // an HTML listing for a directory without an index
   std::optional<bool> compress;  // unset: [compression].enabled
@@ -427,6 +446,7 @@ struct Config {
   // the users app ([auth]), the [[fastcgi]] blocks and the static files.
   std::vector<SiteConfig> sites;
   std::vector<UpstreamConfig> upstreams;  // [[upstream]] groups
+  std::vector<KeyLimitConfig> key_limits;  // [[limit]]s
   AuthConfig auth;
   size_t task_threads = 4;  // for blocking work (the users database, password hashing)
   LogConfig log;

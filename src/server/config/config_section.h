@@ -168,6 +168,14 @@ FastCgiConfig read_fastcgi(Section s, int line, const char* default_match);
 // An address marked proxy_protocol needs networks allowed to send it.
 void check_proxy_protocol(const std::string& file, const Config& c);
 
+// A group's or a limit's name: letters, digits, '_', '-' and '.'.
+bool valid_group_name(std::string_view name);
+
+// The [[limit]]s (the node under "limit" in the top table).
+void read_key_limits(Section& top, const toml::node& node, Config& c);
+// After the whole file: every location's limits are [[limit]]s.
+void check_key_limits(const std::string& file, const Config& c);
+
 // The [[upstream]] groups (the node under "upstream" in the top table).
 void read_upstreams(Section& top, const toml::node& node, Config& c);
 

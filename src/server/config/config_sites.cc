@@ -248,6 +248,9 @@ LocationConfig read_location(Section s, int line) {
       l.access.push_back(rule);
     }
   }
+  if (auto names = s.get_strings("limit")) {
+    for (const auto& [name, node] : *names) l.limit.push_back(name);  // checked once every [[limit]] is read
+  }
   if (auto methods = s.get_strings("methods")) {
     for (const auto& [name, node] : *methods) {
       const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {

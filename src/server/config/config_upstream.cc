@@ -9,7 +9,6 @@
 #include "server/config/config_section.h"
 
 namespace tern::server::config_detail {
-namespace {
 
 bool valid_group_name(std::string_view name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
@@ -18,7 +17,6 @@ bool valid_group_name(std::string_view name) {
   });
 }
 
-}  // namespace
 }  // namespace tern::server::config_detail
 
 namespace tern::server {

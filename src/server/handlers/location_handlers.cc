@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "auth/users_app.h"
+#include "http/chars.h"
 #include "http/error_page.h"
 #include "http/uri.h"
 #include "net/inet_address.h"
@@ -76,6 +77,45 @@ void MethodsHandler::respond(const Route&, http::ResponseWriter& writer) {
 ReturnHandler::ReturnHandler(const LocationConfig& config)
     : status_(config.ret.status), url_(config.ret.url), body_(config.ret.body), type_(config.ret.type) {}
 
+namespace {
+
+// "x_user" (of $http_x_user) names the field X-User.
+bool field_name_matches(std::string_view variable, std::string_view name) {
+  if (variable.size() != name.size()) return false;
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char want = variable[i] == '_' ? '-' : variable[i];
+    if (lower(want) != lower(name[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view field_value(const http::Request& request, std::string_view variable) {
+  for (const http::Header& field : request.headers()) {
+    if (field_name_matches(variable, field.name)) return field.value;
+  }
+  return {};
+}
+
+std::string_view cookie_value(const http::Request& request, std::string_view name) {
+  for (const http::Header& field : request.headers()) {
+    if (field.id != http::FieldId::kCookie) continue;
+    std::string_view list = field.value;
+    while (!list.empty()) {
+      const size_t semicolon = list.find(';');
+      std::string_view pair = http::chars::trim_ows(list.substr(0, semicolon));
+      if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+        return pair.substr(name.size() + 1);
+      }
+      if (semicolon == std::string_view::npos) break;
+      list.remove_prefix(semicolon + 1);
+    }
+  }
+  return {};
+}
+
 void expand_variables(std::string_view text, const Route& route, bool url, std::string* out) {
   const http::Request& request = *route.request;
   size_t at = 0;
@@ -118,6 +158,10 @@ void expand_variables(std::string_view text, const Route& route, bool url, std::
       if (!request.query().empty()) out->push_back('?');
     } else if (name == "remote_addr") {
       out->append(route.client->to_ip());
+    } else if (name.starts_with("http_") && name.size() > 5) {
+      out->append(field_value(request, name.substr(5)));
+    } else if (name.starts_with("cookie_") && name.size() > 7) {
+      out->append(cookie_value(request, name.substr(7)));
     } else if (route.location != nullptr && route.location->regex) {
       // A named group of the location's regex (the config checked it).
       const int group = route.location->regex->group_number(name);

@@ -82,9 +82,17 @@ class ReturnHandler final : public Handler {
   std::string type_;
 };
 
-// $scheme $host $request_uri $uri $args $is_args and $1..$9 in `text`,
-// appended to *out; in a URL ($uri percent-encoded) or not.
+// $scheme $host $request_uri $uri $args $is_args $remote_addr
+// $server_name $server_port $http_NAME $cookie_NAME and $1..$9 (or a
+// regex location's named groups) in `text`, appended to *out; in a URL
+// ($uri percent-encoded) or not.
 void expand_variables(std::string_view text, const Route& route, bool url, std::string* out);
+
+// The value of the request's field `variable` names ("x_user": X-User;
+// the first of that name), or "".
+std::string_view field_value(const http::Request& request, std::string_view variable);
+// The value of the request's cookie `name`, or "".
+std::string_view cookie_value(const http::Request& request, std::string_view name);
 
 // The users app on the chain: its paths (/api/...) as exchanges.
 class UsersHandler final : public Handler {

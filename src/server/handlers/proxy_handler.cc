@@ -15,37 +15,6 @@
 #include "upstream/call.h"
 
 namespace tern::server {
-namespace {
-
-// "$http_x_user" names the field X-User.
-bool field_name_matches(std::string_view variable, std::string_view name) {
-  if (variable.size() != name.size()) return false;
-  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char want = variable[i] == '_' ? '-' : variable[i];
-    if (lower(want) != lower(name[i])) return false;
-  }
-  return true;
-}
-
-std::string_view cookie_value(const http::Request& request, std::string_view name) {
-  for (const http::Header& field : request.headers()) {
-    if (field.id != http::FieldId::kCookie) continue;
-    std::string_view list = field.value;
-    while (!list.empty()) {
-      const size_t semicolon = list.find(';');
-      std::string_view pair = http::chars::trim_ows(list.substr(0, semicolon));
-      if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
-        return pair.substr(name.size() + 1);
-      }
-      if (semicolon == std::string_view::npos) break;
-      list.remove_prefix(semicolon + 1);
-    }
-  }
-  return {};
-}
-
-}  // namespace
 
 // A proxy's TLS settings with the name filled in: nginx's $proxy_host, the
 // group's name or the address's IP (a Unix socket needs a name: the config
@@ -318,11 +287,8 @@ std::string ProxyHandler::hash_key(const Route& route) const {
   if (hash_ == "$remote_addr") return route.client->to_ip();
   if (hash_ == "$request_uri") return std::string(request.uri());
   if (hash_.starts_with("$cookie_")) return std::string(cookie_value(request, std::string_view(hash_).substr(8)));
-  const std::string_view variable = std::string_view(hash_).substr(6);  // "$http_"
-  for (const http::Header& field : request.headers()) {
-    if (field_name_matches(variable, field.name)) return std::string(field.value);
-  }
-  return {};
+  return std::string(field_value(request, std::string_view(hash_).substr(6)));  // "$http_"
+
 }
 
 void ProxyHandler::start(const Route& route, http::Exchange& exchange) {

@@ -50,6 +50,13 @@ BAD_CONFIGS = [
     ("non-string-mime", '[static.mime]\nmd = 5\n', "static.mime.md", 4),
     ("fastcgi-bad-regex", '[[fastcgi]]\nmatch = "(php"\npass = "127.0.0.1:9000"\n', "fastcgi[0].match", 4),
     ("fastcgi-bad-pass", '[[fastcgi]]\nmatch = "php$"\npass = "php-fpm"\n', "fastcgi[0].pass", 5),
+    ("limit-without-rate", '[[limit]]\nname = "a"\n', "limit[0].rate", 3),
+    ("limit-rate-per-hour", '[[limit]]\nname = "a"\nrate = "10r/h"\n', "limit[0].rate", 5),
+    ("limit-delay-over-burst", '[[limit]]\nname = "a"\nrate = "1r/s"\nburst = 2\ndelay = 3\n', "limit[0].delay", 7),
+    ("limit-unknown-variable", '[[limit]]\nname = "a"\nrate = "1r/s"\nkey = "$nope"\n', "limit[0].key", 6),
+    ("limit-twice", '[[limit]]\nname = "a"\nrate = "1r/s"\n[[limit]]\nname = "a"\nrate = "2r/s"\n', "limit[1].name", 7),
+    ("location-unknown-limit", '[[server]]\n[[server.location]]\nprefix = "/"\nlimit = ["x"]\n',
+     "server[0].location[0].limit", 4),
     ("fastcgi-pass-name-bad-port", '[[fastcgi]]\nmatch = "php$"\npass = "php:99999"\n', "fastcgi[0].pass", 5),
     ("fastcgi-pass-name-no-port", '[[fastcgi]]\nmatch = "php$"\npass = "php-fpm.internal:"\n', "fastcgi[0].pass", 5),
     ("fastcgi-long-unix-path", '[[fastcgi]]\nmatch = "php$"\npass = "unix:/' + "x" * 120 + '"\n', "fastcgi[0].pass", 5),
@@ -194,6 +201,14 @@ def test_readme_compose_example_passes_check_as_written(tmp_path):
     (tmp_path / "www").mkdir()
     path = tmp_path / "compose.toml"
     path.write_text(readme_toml("**Upstreams by name.**"))
+    proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_readme_rate_limit_example_passes_check_as_written(tmp_path):
+    (tmp_path / "www").mkdir()
+    path = tmp_path / "limits.toml"
+    path.write_text(readme_toml("### Rate limits"))
     proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 

@@ -1,0 +1,54 @@
+// LimitHandler: a location's [[limit]]s, first on its chain (before
+// allow/deny, as nginx's limit_req runs before its access phase). Each
+// limit's key is made from the request (handlers/location_handlers.h's
+// variables; an empty key is not limited) and counted in the limit's
+// table. A request over a limit is answered with the limit's status (429)
+// and a Retry-After; one that must wait its turn is taken as an exchange,
+// its body held, and handed back to the chain when its time comes
+// (ChainLoop::resume), the limits not counted again. A client that leaves
+// meanwhile takes its timer with it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/config/config.h"
+#include "server/handler.h"
+#include "server/limits/rate_limit.h"
+
+namespace tern::server {
+
+class Chain;
+
+// The [[limit]]s of a config, one table each, shared by every loop.
+class KeyLimits {
+ public:
+  explicit KeyLimits(const std::vector<KeyLimitConfig>& configs);
+  // The limit named `name` and its settings; null if none.
+  RateLimit* find(std::string_view name, const KeyLimitConfig** config) const;
+
+ private:
+  std::vector<KeyLimitConfig> configs_;
+  std::vector<std::unique_ptr<RateLimit>> limits_;
+};
+
+class LimitHandler final : public Handler {
+ public:
+  // `chain` answers the requests that waited (it outlives them: each
+  // exchange keeps it).
+  LimitHandler(const KeyLimits& limits, const LocationConfig& location, const Chain* chain);
+  Claim claim(Route& route) override;
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+  void start(const Route& route, http::Exchange& exchange) override;
+
+ private:
+  struct Limit {
+    RateLimit* table;
+    const KeyLimitConfig* config;
+  };
+  std::vector<Limit> limits_;
+  const Chain* chain_;
+};
+
+}  // namespace tern::server
