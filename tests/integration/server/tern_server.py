@@ -176,17 +176,47 @@ class TernServer:
         raise AssertionError(f"tern did not start; stderr:\n{self.stderr()}")
 
     def _wait_listening(self):
+        """Whether tern came to listen on its port: its own socket, not
+        another process's that took the port first (a connect alone would
+        not tell them apart)."""
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
-            try:
-                socket.create_connection((self.host, self.port), timeout=1).close()
+            if self._owns_listener():
                 return True
-            except OSError:
-                time.sleep(0.02)
+            time.sleep(0.02)
         self.proc.kill()
         raise AssertionError(f"tern did not listen within {START_TIMEOUT}s; stderr:\n{self.stderr()}")
+
+    def _owns_listener(self):
+        """Whether one of tern's descriptors is a socket listening on
+        self.port (/proc/net/tcp and tcp6: state 0A is LISTEN)."""
+        listening = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    next(f)
+                    for line in f:
+                        fields = line.split()
+                        if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == self.port:
+                            listening.add(fields[9])
+            except OSError:
+                continue
+        if not listening:
+            return False
+        try:
+            fds = os.listdir(f"/proc/{self.proc.pid}/fd")
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{self.proc.pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in listening:
+                return True
+        return False
 
     def signal(self, signo):
         self.proc.send_signal(signo)
