@@ -1,6 +1,7 @@
 #include "auth/rate_limiter.h"
 
 #include <cstring>
+#include <iterator>
 
 namespace tern::auth {
 
@@ -15,14 +16,20 @@ std::string address_key(const net::InetAddress& peer) {
 RateLimiter::RateLimiter(uint32_t limit, std::chrono::seconds window, size_t max_addresses)
     : limit_(limit), window_(window.count() > 0 ? window.count() : 1), max_addresses_(max_addresses) {}
 
+void RateLimiter::expire(Bucket& bucket, int64_t now) const {
+  auto kept = bucket.times.begin();
+  while (kept != bucket.times.end() && *kept <= now - window_) ++kept;
+  bucket.times.erase(bucket.times.begin(), kept);
+}
+
 bool RateLimiter::allow(const std::string& address, int64_t now, int64_t* retry_after) {
-  const int64_t window_start = now - now % window_;
   std::lock_guard lock(mu_);
   auto it = buckets_.find(address);
   if (it == buckets_.end() && buckets_.size() >= max_addresses_) {
-    std::erase_if(buckets_, [window_start](const auto& entry) {
-      return entry.second.window_start != window_start;
-    });
+    for (auto entry = buckets_.begin(); entry != buckets_.end();) {
+      expire(entry->second, now);
+      entry = entry->second.times.empty() ? buckets_.erase(entry) : std::next(entry);
+    }
   }
   Bucket* bucket = &overflow_;
   if (it != buckets_.end()) {
@@ -30,12 +37,13 @@ bool RateLimiter::allow(const std::string& address, int64_t now, int64_t* retry_
   } else if (buckets_.size() < max_addresses_) {
     bucket = &buckets_[address];
   }
-  if (bucket->window_start != window_start) *bucket = Bucket{window_start, 0};
-  if (bucket->count >= limit_) {
-    *retry_after = window_start + window_ - now;
+  expire(*bucket, now);
+  if (bucket->times.size() >= limit_) {
+    // Until the oldest leaves the window.
+    *retry_after = bucket->times.front() + window_ - now;
     return false;
   }
-  ++bucket->count;
+  bucket->times.push_back(now);
   return true;
 }
 

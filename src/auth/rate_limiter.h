@@ -1,7 +1,10 @@
-// RateLimiter: at most N events per client address per window (login
-// attempts), counted in fixed windows. Bounded: when the table is full,
-// entries from past windows are swept out, and beyond that new addresses
-// share one overflow bucket rather than growing memory without limit.
+// RateLimiter: at most N events per client address in any window of the
+// given length (login attempts): each address keeps the times of its last
+// N events, and an event comes only when the oldest of them has left the
+// window. (Fixed windows would let 2N through across a boundary.) Bounded:
+// when the table is full, addresses with nothing in the window are swept
+// out, and beyond that new addresses share one overflow entry rather than
+// growing memory without limit.
 //
 // Shared by every loop; thread-safe.
 #pragma once
@@ -11,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "net/inet_address.h"
 
@@ -30,10 +34,12 @@ class RateLimiter {
   bool allow(const std::string& address, int64_t now, int64_t* retry_after);
 
  private:
+  // The times of an address's last events, oldest first, at most limit_.
   struct Bucket {
-    int64_t window_start = 0;
-    uint32_t count = 0;
+    std::vector<int64_t> times;
   };
+  // Drops the times that have left the window ending at `now`.
+  void expire(Bucket& bucket, int64_t now) const;
 
   const uint32_t limit_;
   const int64_t window_;

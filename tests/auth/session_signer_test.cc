@@ -126,24 +126,32 @@ TEST(LoginThrottle, StaysBoundedUnderManyAccounts) {
   EXPECT_FALSE(throttle.allow("late", 2000, &retry));
 }
 
-TEST(RateLimiter, AllowsTheLimitPerWindowThenRefuses) {
+TEST(RateLimiter, AllowsTheLimitInAnyWindowThenRefuses) {
   RateLimiter limiter(3, std::chrono::seconds(60));
   int64_t retry = 0;
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.allow("10.0.0.1", 120, &retry));
-  EXPECT_FALSE(limiter.allow("10.0.0.1", 130, &retry));
-  EXPECT_EQ(retry, 50);  // the window [120, 180) ends in 50 s
-  EXPECT_TRUE(limiter.allow("10.0.0.2", 130, &retry)) << "addresses are counted apart";
-  EXPECT_TRUE(limiter.allow("10.0.0.1", 180, &retry)) << "a new window";
+  EXPECT_TRUE(limiter.allow("10.0.0.1", 150, &retry));
+  EXPECT_TRUE(limiter.allow("10.0.0.1", 170, &retry));
+  EXPECT_TRUE(limiter.allow("10.0.0.1", 175, &retry));
+  // Across a minute's boundary the window still holds all three (fixed
+  // windows would have let 3 more through at 180).
+  EXPECT_FALSE(limiter.allow("10.0.0.1", 180, &retry));
+  EXPECT_EQ(retry, 30);  // the event at 150 leaves the window at 210
+  EXPECT_TRUE(limiter.allow("10.0.0.2", 180, &retry)) << "addresses are counted apart";
+  EXPECT_FALSE(limiter.allow("10.0.0.1", 209, &retry));
+  EXPECT_EQ(retry, 1);
+  EXPECT_TRUE(limiter.allow("10.0.0.1", 210, &retry));
+  EXPECT_FALSE(limiter.allow("10.0.0.1", 211, &retry));
+  EXPECT_EQ(retry, 19);  // then the one at 170, at 230
 }
 
 TEST(RateLimiter, StaysBoundedUnderManyAddresses) {
   RateLimiter limiter(1, std::chrono::seconds(60), /*max_addresses=*/4);
   int64_t retry = 0;
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(limiter.allow("a" + std::to_string(i), 0, &retry));
-  // The table is full of this window's entries: newcomers share one bucket.
+  // The table is full of entries in the window: newcomers share one entry.
   EXPECT_TRUE(limiter.allow("b0", 0, &retry));
   EXPECT_FALSE(limiter.allow("b1", 0, &retry));
-  // Next window: old entries are swept, newcomers get their own again.
+  // A window later: the old entries are swept, newcomers get their own again.
   EXPECT_TRUE(limiter.allow("c0", 60, &retry));
   EXPECT_TRUE(limiter.allow("c1", 60, &retry));
 }

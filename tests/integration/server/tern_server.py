@@ -191,9 +191,10 @@ class TernServer:
 
     def _owns_listener(self):
         """Whether one of tern's descriptors is a socket listening on
-        self.port (/proc/net/tcp and tcp6: state 0A is LISTEN)."""
+        self.port (its network namespace's tcp and tcp6 tables, which may
+        not be the test's: state 0A is LISTEN)."""
         listening = set()
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for table in (f"/proc/{self.proc.pid}/net/tcp", f"/proc/{self.proc.pid}/net/tcp6"):
             try:
                 with open(table) as f:
                     next(f)
