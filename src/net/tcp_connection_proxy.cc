@@ -42,7 +42,6 @@ void TcpConnection::proxy_input() {
   input_.retrieve(r.size);
   proxy_->header = r.header;
   proxy_->timer.cancel();
-  awaiting_proxy_header_ = false;
   if (!r.header.local && proxy_->admit != nullptr && !(*proxy_->admit)(r.header.source)) {
     TERN_LOG_DEBUG("conn {} {}: refused the client {} its PROXY header names", slot_, peer_.to_ip_port(),
                    r.header.source.to_ip());
@@ -50,6 +49,9 @@ void TcpConnection::proxy_input() {
     loop()->buffers().drain(input_);
     return close_at_round_end();
   }
+  // Only now: a connection refused above was never announced, and its
+  // close must not be either.
+  awaiting_proxy_header_ = false;
   proxy_header_read();
 }
 

@@ -232,6 +232,20 @@ def test_a_proxy_header_from_outside_real_ip_from_closes_the_connection(tern_fac
         assert sock.recv(65536).endswith(b"127.0.0.2")
 
 
+def test_a_blocked_client_named_by_a_proxy_header_is_closed_and_the_server_serves_on(tern_factory):
+    """Regression: the close of a connection its PROXY header's client
+    refused was announced to the HTTP server, which never had it (an abort)."""
+    srv = tern_factory(site({"from": TRUSTED, "header": "proxy_protocol"}, blocked=["192.0.2.0/24"]),
+                       listen_flags="proxy_protocol")
+    for _ in range(2):
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            sock.sendall(b"PROXY TCP4 192.0.2.7 127.0.0.1 5000 80\r\nGET /ip HTTP/1.1\r\nHost: a\r\n\r\n")
+            assert closed_without_answer(sock)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+        sock.sendall(b"PROXY TCP4 127.0.0.2 127.0.0.1 5000 80\r\nGET /ip HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert sock.recv(65536).endswith(b"127.0.0.2")
+
+
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 MALFORMED = [
     b"GET /ip HTTP/1.1\r\nHost: a\r\n\r\n",                     # no header at all
