@@ -94,10 +94,14 @@ void InetAddress::set_port(uint16_t port) {
 }
 
 std::string InetAddress::to_ip() const {
-  char text[INET6_ADDRSTRLEN] = "";
+  char text[INET6_ADDRSTRLEN];
+  return std::string(text, to_ip(text));
+}
+
+size_t InetAddress::to_ip(char* text) const {
   if (is_ipv6()) {
-    inet_ntop(AF_INET6, &addr6_.sin6_addr, text, sizeof text);
-    return text;
+    if (inet_ntop(AF_INET6, &addr6_.sin6_addr, text, INET6_ADDRSTRLEN) == nullptr) return 0;
+    return strlen(text);
   }
   // Dotted decimal by hand: inet_ntop formats through printf, and the proxy
   // writes a client's address into every request it forwards.
@@ -110,7 +114,7 @@ std::string InetAddress::to_ip() const {
     *out++ = static_cast<char>('0' + v % 10);
     if (i < 3) *out++ = '.';
   }
-  return std::string(text, static_cast<size_t>(out - text));
+  return static_cast<size_t>(out - text);
 }
 
 std::string InetAddress::to_ip_port() const {

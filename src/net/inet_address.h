@@ -32,6 +32,9 @@ class InetAddress {
   void set_port(uint16_t port);
 
   std::string to_ip() const;       // "127.0.0.1", "::1"
+  // The same into `out` (room for INET6_ADDRSTRLEN), without allocating;
+  // its length.
+  size_t to_ip(char* out) const;
   std::string to_ip_port() const;  // "127.0.0.1:80", "[::1]:80"
 
   const sockaddr* sockaddr_ptr() const { return reinterpret_cast<const sockaddr*>(&addr6_); }

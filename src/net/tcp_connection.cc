@@ -40,7 +40,7 @@ TcpConnection::~TcpConnection() {
   // Only the loop's ConnectionTable destroys connections, on the loop thread,
   // either pooled ones or, at loop shutdown, live ones (without callbacks).
   if (secure_) secure_->timer.cancel();
-  if (proxy_) proxy_->timer.cancel();
+  if (client_) client_->timer.cancel();
   if (state_ != State::kIdle && state_ != State::kDisconnected) {
     if (idle_timer_) idle_timer_->cancel();
     abandon_send();
@@ -139,9 +139,13 @@ void TcpConnection::recycle() {
     loop()->buffers().drain(secure_->out);
     secure_.reset();
   }
-  if (proxy_) {
-    proxy_->timer.cancel();
-    proxy_.reset();
+  if (client_) {
+    // Kept for the next life, emptied.
+    client_->timer.cancel();
+    client_->relayed = false;
+    client_->header = ProxyHeader{};
+    client_->admit = nullptr;
+    client_->gate.reset();
   }
   awaiting_proxy_header_ = false;
   context_.reset();
@@ -406,6 +410,11 @@ void TcpConnection::handle_close() {
   const bool announced = !awaiting_proxy_header_ && (!secure_ || secure_->announced);
   if (callbacks_->on_connection && announced) callbacks_->on_connection(*this);
   if (callbacks_->on_close) callbacks_->on_close(*this);
+  // A gate waiting for a PROXY header was not entered yet.
+  if (client_ && client_->gate && !awaiting_proxy_header_) {
+    client_->gate->leave(client_address());
+    client_->gate.reset();
+  }
   socket_.reset();
   loop()->connections().release(this);
 }

@@ -47,6 +47,7 @@
 #include "net/buffer.h"
 #include "net/callbacks.h"
 #include "net/channel.h"
+#include "net/connection_gate.h"
 #include "net/inet_address.h"
 #include "net/output_stream.h"
 #include "net/proxy_protocol.h"
@@ -75,10 +76,12 @@ class TcpConnection final : public OutputStream {
   const InetAddress& peer_address() const { return peer_; }
   // The client: the source a PROXY protocol header named, else the peer.
   const InetAddress& client_address() const {
-    return proxy_ != nullptr && !proxy_->header.local ? proxy_->header.source : peer_;
+    return client_ != nullptr && client_->relayed && !client_->header.local ? client_->header.source : peer_;
   }
   // The PROXY protocol header the connection began with; null without one.
-  const ProxyHeader* proxy_header() const { return proxy_ != nullptr ? &proxy_->header : nullptr; }
+  const ProxyHeader* proxy_header() const {
+    return client_ != nullptr && client_->relayed ? &client_->header : nullptr;
+  }
   // Whether the peer is on this host: a loopback address, or the address
   // it connected to.
   bool peer_is_local() const;
@@ -224,20 +227,32 @@ class TcpConnection final : public OutputStream {
   void close_at_round_end();
   void fail(int err, const char* what);
 
-  // A relayed connection's header (tcp_connection_proxy.cc).
-  struct ProxyState {
-    explicit ProxyState(TcpConnection* conn) : timer(&TcpConnection::proxy_timer_fired, conn) {}
+  // Who the client is and what let it in, for a connection relayed by a
+  // load balancer (its PROXY header: tcp_connection_proxy.cc) or counted
+  // by a gate. Made when first needed and kept for the pooled object's
+  // next lives.
+  struct ClientState {
+    explicit ClientState(TcpConnection* conn) : timer(&TcpConnection::proxy_timer_fired, conn) {}
+    bool relayed = false;  // a PROXY header is expected, or was read
     Timeout timer;  // the header's deadline
     ProxyHeader header;
     // TcpServer's accept filter, for the client the header names; may be null.
     const std::function<bool(const InetAddress&)>* admit = nullptr;
+    // While the header is awaited, the gate its client is to enter by;
+    // then the gate the client entered by (left on close). May be null.
+    std::shared_ptr<ConnectionGate> gate;
   };
+  ClientState& client_state();
 
   // TcpServer's side: before establish(), the connection must begin with a
   // PROXY protocol header, within options->timeout; `admit` judges the
-  // client it names (both outlive the connection).
+  // client it names (both outlive the connection), and that client enters
+  // by `gate` (may be null).
   void expect_proxy_header(const ProxyProtocolOptions* options,
-                           const std::function<bool(const InetAddress&)>* admit);
+                           const std::function<bool(const InetAddress&)>* admit,
+                           std::shared_ptr<ConnectionGate> gate);
+  // TcpServer's side: the client has entered by `gate`, which it leaves on close.
+  void entered(std::shared_ptr<ConnectionGate> gate) { client_state().gate = std::move(gate); }
   // The bytes in input_ so far: the header read (and what came after it
   // handed on), more awaited, or the connection closed.
   void proxy_input();
@@ -337,7 +352,7 @@ class TcpConnection final : public OutputStream {
   // next lives: connections without one (HTTP has its own) do not carry it.
   std::unique_ptr<Timeout> idle_timer_;
   std::unique_ptr<SecureState> secure_;  // null for a plain connection
-  std::unique_ptr<ProxyState> proxy_;    // null unless relayed
+  std::unique_ptr<ClientState> client_;  // null unless relayed or gated, in this life or a past one
   mutable InetAddress local_;
   InetAddress peer_;
 };

@@ -11,13 +11,21 @@
 
 namespace tern::net {
 
+TcpConnection::ClientState& TcpConnection::client_state() {
+  if (!client_) client_ = std::make_unique<ClientState>(this);
+  return *client_;
+}
+
 void TcpConnection::expect_proxy_header(const ProxyProtocolOptions* options,
-                                        const std::function<bool(const InetAddress&)>* admit) {
-  TERN_DCHECK(state_ == State::kConnected && !proxy_);
-  proxy_ = std::make_unique<ProxyState>(this);
-  proxy_->admit = admit;
+                                        const std::function<bool(const InetAddress&)>* admit,
+                                        std::shared_ptr<ConnectionGate> gate) {
+  TERN_DCHECK(state_ == State::kConnected && (!client_ || !client_->relayed));
+  ClientState& client = client_state();
+  client.relayed = true;
+  client.admit = admit;
+  client.gate = std::move(gate);
   awaiting_proxy_header_ = true;
-  proxy_->timer.arm(options->timeout);
+  client.timer.arm(options->timeout);
 }
 
 void TcpConnection::proxy_timer_fired(void* self) {
@@ -40,15 +48,20 @@ void TcpConnection::proxy_input() {
     return close_at_round_end();
   }
   input_.retrieve(r.size);
-  proxy_->header = r.header;
-  proxy_->timer.cancel();
-  if (!r.header.local && proxy_->admit != nullptr && !(*proxy_->admit)(r.header.source)) {
+  client_->header = r.header;
+  client_->timer.cancel();
+  // A LOCAL header (the balancer's own health check) names no client.
+  if (!r.header.local && ((client_->admit != nullptr && !(*client_->admit)(r.header.source)) ||
+                          (client_->gate && !client_->gate->enter(r.header.source)))) {
     TERN_LOG_DEBUG("conn {} {}: refused the client {} its PROXY header names", slot_, peer_.to_ip_port(),
                    r.header.source.to_ip());
+    loop()->load().shed.add();
     input_.retrieve_all();
     loop()->buffers().drain(input_);
     return close_at_round_end();
   }
+  // The gate is the one entered by, or none.
+  if (r.header.local) client_->gate.reset();
   // Only now: a connection refused above was never announced, and its
   // close must not be either.
   awaiting_proxy_header_ = false;

@@ -366,6 +366,12 @@ void TcpServer::drain_handoffs(size_t index) {
   }
 }
 
+void TcpServer::set_gate(std::shared_ptr<ConnectionGate> gate) {
+  std::lock_guard lock(gate_mu_);
+  gated_.store(gate != nullptr, std::memory_order_release);
+  gate_ = std::move(gate);
+}
+
 size_t TcpServer::pick_loop() {
   return options_.dispatch_policy == DispatchPolicy::kLeastLoaded ? pool_->pick_least_loaded()
                                                                    : pool_->pick_round_robin();
@@ -392,11 +398,25 @@ void TcpServer::open_connection(EventLoop* io, Socket socket, const InetAddress&
     io->load().shed.add();
     return;  // the Socket closes
   }
+  std::shared_ptr<ConnectionGate> gate;
+  if (gated_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(gate_mu_);
+    gate = gate_;
+  }
+  // The client is the peer unless a PROXY header is to name it.
+  if (gate && how.proxy == nullptr && !gate->enter(peer)) {
+    io->load().shed.add();
+    return;  // the Socket closes
+  }
   io->load().accepted.add();
   TcpConnection* conn =
       table.open(std::move(socket), peer, &callbacks_, options_.trigger);
   if (options_.idle_timeout.count() > 0) conn->set_idle_timeout(options_.idle_timeout);
-  if (how.proxy != nullptr) conn->expect_proxy_header(how.proxy, accept_filter_ ? &accept_filter_ : nullptr);
+  if (how.proxy != nullptr) {
+    conn->expect_proxy_header(how.proxy, accept_filter_ ? &accept_filter_ : nullptr, std::move(gate));
+  } else if (gate) {
+    conn->entered(std::move(gate));
+  }
   if (layer) conn->use_secure_layer(std::move(layer), secure->handshake_timeout());
   table.establish(conn, /*input_waiting=*/options_.defer_accept.count() > 0);
 }

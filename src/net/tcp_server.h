@@ -26,14 +26,17 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/bounded_queue.h"
 #include "base/result.h"
 #include "net/callbacks.h"
+#include "net/connection_gate.h"
 #include "net/inet_address.h"
 #include "net/proxy_protocol.h"
 #include "net/secure_layer.h"
@@ -164,6 +167,10 @@ class TcpServer {
   // connection. With TLS, the header comes before the handshake. Set as
   // set_secure_context is.
   void set_proxy_protocol(const InetAddress& address, ProxyProtocolOptions options);
+  // The gate new connections pass once their client is known (see
+  // net/connection_gate.h); null: none. Any thread, any time: connections
+  // already in keep the gate they entered by.
+  void set_gate(std::shared_ptr<ConnectionGate> gate);
 
   // Runs on each I/O loop's thread before it serves (per-loop state lives there).
   void set_thread_init_callback(ThreadInitCallback cb) {
@@ -245,6 +252,9 @@ class TcpServer {
   ThreadInitCallback thread_init_;
   std::function<bool(const InetAddress&)> accept_filter_;
   std::function<size_t(EventLoop*)> release_;
+  mutable std::mutex gate_mu_;
+  std::shared_ptr<ConnectionGate> gate_;  // under gate_mu_
+  std::atomic<bool> gated_{false};        // gate_ is set: lock to read it
   // By requested address; the last one set for an address is its own.
   // Never shrinks: acceptors and hand-offs hold raw pointers.
   std::vector<std::pair<InetAddress, std::shared_ptr<SecureContext>>> secure_contexts_;

@@ -3,7 +3,8 @@
 // pieces, in the first read of a deferred accept or later, with both
 // triggers; its client becomes client_address(); a peer not trusted, a
 // malformed header, a header that never comes and a client the accept
-// filter refuses all close the connection, unannounced.
+// filter or the gate refuses all close the connection, unannounced (its
+// close too); the gate counts the header's client, in and out.
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -62,8 +64,11 @@ class ProxyListenerTest : public ::testing::TestWithParam<Params> {
       server_->set_proxy_protocol(address, {.trusted = std::move(trusted), .timeout = timeout});
       if (filter) server_->set_accept_filter(std::move(filter));
       server_->set_connection_callback([this](TcpConnection& conn) {
-        if (!conn.connected()) return;
         std::lock_guard lock(mu_);
+        if (!conn.connected()) {
+          closes_.push_back(conn.client_address().to_ip_port());
+          return;
+        }
         clients_.push_back(conn.client_address().to_ip_port());
         peers_.push_back(conn.peer_address().to_ip());
         ASSERT_NE(conn.proxy_header(), nullptr);
@@ -88,6 +93,24 @@ class ProxyListenerTest : public ::testing::TestWithParam<Params> {
   std::mutex mu_;
   std::vector<std::string> clients_;
   std::vector<std::string> peers_;
+  std::vector<std::string> closes_;  // announced closes
+};
+
+// Lets each client address hold one connection; records who left.
+class OnePerClient final : public ConnectionGate {
+ public:
+  bool enter(const InetAddress& client) override {
+    std::lock_guard lock(mu);
+    return held.insert(client.to_ip()).second;
+  }
+  void leave(const InetAddress& client) override {
+    std::lock_guard lock(mu);
+    held.erase(client.to_ip());
+    left.push_back(client.to_ip());
+  }
+  std::mutex mu;
+  std::set<std::string> held;
+  std::vector<std::string> left;
 };
 
 TEST_P(ProxyListenerTest, TheHeadersClientIsTheConnectionsAndWhatFollowsIsItsFirstBytes) {
@@ -163,10 +186,86 @@ TEST_P(ProxyListenerTest, TheAcceptFilterJudgesTheClientTheHeaderNames) {
     ASSERT_TRUE(client.send_all(kHeaderV1 + "hello\n"));
     EXPECT_TRUE(closed_silently(client));
   }
-  RawClient client(port_);
-  ASSERT_TRUE(client.send_all("PROXY TCP4 203.0.113.8 10.0.0.2 51234 443\r\nhello\n"));
-  EXPECT_EQ(client.read_exactly(6), "hello\n");
-  EXPECT_EQ(clients(), std::vector<std::string>{"203.0.113.8:51234"});
+  {
+    RawClient client(port_);
+    ASSERT_TRUE(client.send_all("PROXY TCP4 203.0.113.8 10.0.0.2 51234 443\r\nhello\n"));
+    EXPECT_EQ(client.read_exactly(6), "hello\n");
+    EXPECT_EQ(clients(), std::vector<std::string>{"203.0.113.8:51234"});
+  }
+  // Only the connection announced has its close announced (a refused one's
+  // reached an owner that never had it).
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard lock(mu_);
+    return closes_.size() == 1;
+  }));
+  std::this_thread::sleep_for(50ms);
+  std::lock_guard lock(mu_);
+  EXPECT_EQ(closes_, std::vector<std::string>{"203.0.113.8:51234"});
+}
+
+TEST_P(ProxyListenerTest, TheGateCountsTheClientTheHeaderNamesAndItLeavesOnClose) {
+  start();
+  auto gate = std::make_shared<OnePerClient>();
+  server_->set_gate(gate);
+  auto first = std::make_unique<RawClient>(port_);
+  ASSERT_TRUE(first->send_all(kHeaderV1 + "a"));
+  EXPECT_EQ(first->read_exactly(1), "a");
+  {
+    RawClient second(port_);  // the same client, from the same balancer
+    ASSERT_TRUE(second.send_all(kHeaderV1 + "b"));
+    EXPECT_TRUE(closed_silently(second));
+  }
+  RawClient other(port_);
+  ASSERT_TRUE(other.send_all("PROXY TCP4 203.0.113.8 10.0.0.2 51234 443\r\nc"));
+  EXPECT_EQ(other.read_exactly(1), "c");
+  // The first leaves: its client may come again, and the gate was told.
+  first.reset();
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard lock(gate->mu);
+    return gate->left == std::vector<std::string>{"203.0.113.7"};
+  }));
+  RawClient again(port_);
+  ASSERT_TRUE(again.send_all(kHeaderV1 + "d"));
+  EXPECT_EQ(again.read_exactly(1), "d");
+  // A server given no gate lets everyone in; the connections in keep theirs.
+  server_->set_gate(nullptr);
+  RawClient free(port_);
+  ASSERT_TRUE(free.send_all(kHeaderV1 + "e"));
+  EXPECT_EQ(free.read_exactly(1), "e");
+}
+
+// Without PROXY protocol the peer is the client, asked at accept.
+TEST(ConnectionGateTest, APlainAddressAsksTheGateAtAcceptAndTheCloseLeaves) {
+  LoopRunner runner;
+  std::unique_ptr<TcpServer> server;
+  auto gate = std::make_shared<OnePerClient>();
+  std::atomic<int> announced{0};
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_gate(gate);
+    server->set_connection_callback([&announced](TcpConnection& conn) {
+      if (conn.connected()) announced.fetch_add(1);
+    });
+    server->set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
+    ASSERT_TRUE(server->start().ok());
+  });
+  const uint16_t port = server->listen_address().port();
+  {
+    RawClient first(port);
+    ASSERT_TRUE(first.send_all("a"));
+    EXPECT_EQ(first.read_exactly(1), "a");
+    RawClient second(port);
+    EXPECT_TRUE(closed_silently(second));
+    EXPECT_EQ(announced.load(), 1);
+  }
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard lock(gate->mu);
+    return gate->left == std::vector<std::string>{"127.0.0.1"} && gate->held.empty();
+  }));
+  RawClient again(port);
+  ASSERT_TRUE(again.send_all("b"));
+  EXPECT_EQ(again.read_exactly(1), "b");
+  runner.run([&] { server.reset(); });
 }
 
 std::string params_name(const ::testing::TestParamInfo<Params>& info) {
