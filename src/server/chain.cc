@@ -28,13 +28,14 @@ constexpr int kMaxRedirects = 10;
 
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
              std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
-             const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics)
+             const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics,
+             std::shared_ptr<const KeyLimits> limits)
     : sites_(std::move(sites)),
       mime_(std::move(mime)),
       deny_dotfiles_(config.static_files.deny_dotfiles),
       blocked_(config.blocked),
       loops_(loops),
-      key_limits_(std::make_unique<KeyLimits>(config.key_limits)) {
+      key_limits_(limits != nullptr ? std::move(limits) : std::make_shared<const KeyLimits>(config.key_limits, nullptr)) {
   const StaticConfig& st = config.static_files;
   static_base_.symlinks = st.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
   static_base_.gzip_static = st.gzip_static;

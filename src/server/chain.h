@@ -67,12 +67,15 @@ class ErrorPages final : public http::ErrorPageHook {
 class Chain : public std::enable_shared_from_this<Chain> {
  public:
   // `fastcgi` has the blocks of sites->fastcgi() (null when there are
-  // none), `proxy` the groups of the locations' proxies (null without); `users` is null without [auth]; `loops` is where the loops keep
-  // their ChainLoop (for error pages).
+  // none), `proxy` the groups of the locations' proxies (null without);
+  // `users` is null without [auth]; `loops` is where the loops keep their
+  // ChainLoop (for error pages); `limits` are config's [[limit]] tables
+  // (null: new ones).
   Chain(std::shared_ptr<const Sites> sites, const Config& config,
         std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
         const auth::UsersApp* users,
-        const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics = nullptr);
+        const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics = nullptr,
+        std::shared_ptr<const KeyLimits> limits = nullptr);
   ~Chain();
 
   const Sites& sites() const { return *sites_; }
@@ -88,7 +91,8 @@ class Chain : public std::enable_shared_from_this<Chain> {
   const IpFilter& blocked() const { return blocked_; }
   bool use_mmap() const { return use_mmap_; }
   const net::LoopLocal<ChainLoop>& loops() const { return *loops_; }
-  const KeyLimits& key_limits() const { return *key_limits_; }
+  // The [[limit]] tables its locations count in.
+  const std::shared_ptr<const KeyLimits>& key_limits() const { return key_limits_; }
 
  private:
   std::shared_ptr<const Sites> sites_;
@@ -100,7 +104,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   std::vector<std::unique_ptr<Handler>> owned_;
   std::vector<std::vector<Handler*>> chains_;  // by Location::id
   const net::LoopLocal<ChainLoop>* loops_;
-  std::unique_ptr<KeyLimits> key_limits_;
+  std::shared_ptr<const KeyLimits> key_limits_;
 };
 
 class ChainLoop {

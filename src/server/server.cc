@@ -18,6 +18,7 @@
 #include "net/inherited_sockets.h"
 #include "net/tcp_connection.h"
 #include "server/chain.h"
+#include "server/limits/key_limits.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/proxy_handler.h"
 #include "server/observability/metrics.h"
@@ -168,6 +169,7 @@ void Server::start() {
   // Fails early, on the main thread, if a root cannot be opened.
   chain_ = build_chain(config, upstreams_.get());
   upstream_chains_.push_back(chain_);
+  apply_key_limits(config);
   if (config.tls_sessions.tickets) {
     ticket_keys_ = std::make_shared<tls::TicketKeys>(config.tls_sessions.ticket_key_rotation);
   }
@@ -273,8 +275,21 @@ void Server::start_users_app(const Config& config) {
 
 std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams* upstreams) const {
   auto sites = std::make_shared<const Sites>(config, metrics_.get());
+  // The running limits' tables carry on where the new ones keep them.
+  auto limits = std::make_shared<const KeyLimits>(config.key_limits, chain_ ? chain_->key_limits().get() : nullptr);
   return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), upstreams->fastcgi.get(),
-                                       upstreams->proxy.get(), users_.get(), &chains_, metrics_.get());
+                                       upstreams->proxy.get(), users_.get(), &chains_, metrics_.get(),
+                                       std::move(limits));
+}
+
+void Server::apply_key_limits(const Config& config) {
+  std::shared_ptr<net::ConnectionGate> gate;
+  if (!config.limit_connections.empty()) {
+    gate = std::make_shared<ConnectionLimits>(chain_->key_limits(), config.limit_connections);
+  }
+  http_->tcp_server().set_gate(std::move(gate));
+  std::lock_guard lock(limits_mu_);
+  key_limits_ = chain_->key_limits();
 }
 
 void Server::count_by_series(const Config& config) {
@@ -300,6 +315,27 @@ void Server::add_server_figures(MetricsSnapshot* snapshot) const {
   snapshot->tls.resumed = tls.resumed;
   snapshot->tls.failed = tls.failed;
   snapshot->tls.kernel = tls.kernel;
+  std::shared_ptr<const KeyLimits> limits;
+  {
+    std::lock_guard lock(limits_mu_);
+    limits = key_limits_;
+  }
+  if (limits != nullptr) {
+    for (const KeyLimits::Limit& l : limits->limits()) {
+      MetricsSnapshot::Limit& out = snapshot->limits.emplace_back();
+      out.name = l.config.name;
+      if (l.rate) {
+        out.kind = "rate";
+        out.delayed = l.rate->counts().delayed;
+        out.refused = l.rate->counts().refused;
+        out.keys = l.rate->keys();
+      } else {
+        out.kind = "connections";
+        out.refused = l.connections->refused();
+        out.keys = l.connections->keys();
+      }
+    }
+  }
   snapshot->error_log_dropped = log::dropped_records();
   snapshot->access_log_dropped = access_log_.dropped();
 }
@@ -380,6 +416,7 @@ void Server::reload() {
   }
   http_->set_limits(fresh.limits);
   chain_ = chain;
+  apply_key_limits(fresh);
   Upstreams* fresh_blocks = new_blocks ? upstreams.get() : nullptr;
   Upstreams* old_blocks = new_blocks ? upstreams_.get() : nullptr;
   if (new_blocks) {

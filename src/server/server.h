@@ -52,6 +52,7 @@ namespace tern::server {
 
 class Chain;
 class ChainLoop;
+class KeyLimits;
 class Metrics;
 struct MetricsSnapshot;
 struct Upstreams;
@@ -112,6 +113,9 @@ class Server {
   // Requests by series and connections by phase are counted while `config`
   // has a metrics location.
   void count_by_series(const Config& config);
+  // chain_'s [[limit]] tables to the scrapes, and its limit_connections to
+  // new connections.
+  void apply_key_limits(const Config& config);
   // The addresses `config` marks proxy_protocol expect the header from
   // its senders (before they are listened on); the senders replaced.
   void expect_proxy_protocol(const Config& config);
@@ -125,6 +129,8 @@ class Server {
   std::unique_ptr<Metrics> metrics_;
   AccessLog access_log_;
   // Read on accepting threads, replaced on SIGHUP.
+  mutable std::mutex limits_mu_;  // key_limits_: changed on the main thread, read by a scrape
+  std::shared_ptr<const KeyLimits> key_limits_;  // chain_'s, guarded by limits_mu_
   mutable std::mutex blocked_mu_;
   std::shared_ptr<const IpFilter> blocked_;  // guarded by blocked_mu_
   // The networks that may send a PROXY protocol header; guarded by blocked_mu_.

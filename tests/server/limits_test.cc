@@ -143,13 +143,13 @@ TEST(RateLimitTest, ThreadsCheckingOneKeyAtOnceShareItsBurst) {
 
 TEST(ConcurrencyLimitTest, EachKeyHasItsOwnPlacesAndGetsThemBack) {
   ConcurrencyLimit limit({.connections = 2});
-  EXPECT_TRUE(limit.acquire("a"));
-  EXPECT_TRUE(limit.acquire("a"));
-  EXPECT_FALSE(limit.acquire("a"));
-  EXPECT_TRUE(limit.acquire("b"));  // another key is not held back
+  EXPECT_TRUE(limit.acquire("a", 0).allowed);
+  EXPECT_TRUE(limit.acquire("a", 0).allowed);
+  EXPECT_FALSE(limit.acquire("a", 0).allowed);
+  EXPECT_TRUE(limit.acquire("b", 0).allowed);  // another key is not held back
   limit.release("a");
-  EXPECT_TRUE(limit.acquire("a"));
-  EXPECT_FALSE(limit.acquire("a"));
+  EXPECT_TRUE(limit.acquire("a", 0).allowed);
+  EXPECT_FALSE(limit.acquire("a", 0).allowed);
   // A key with no place taken leaves the table.
   limit.release("b");
   EXPECT_EQ(limit.keys(), 1u);
@@ -158,7 +158,7 @@ TEST(ConcurrencyLimitTest, EachKeyHasItsOwnPlacesAndGetsThemBack) {
   EXPECT_EQ(limit.keys(), 0u);
   limit.release("a");  // one too many changes nothing
   EXPECT_EQ(limit.keys(), 0u);
-  EXPECT_TRUE(limit.acquire("a"));
+  EXPECT_TRUE(limit.acquire("a", 0).allowed);
 }
 
 TEST(ConcurrencyLimitTest, ThreadsNeverHoldMoreThanTheLimit) {
@@ -169,7 +169,7 @@ TEST(ConcurrencyLimitTest, ThreadsNeverHoldMoreThanTheLimit) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 2000; ++i) {
-        if (!limit.acquire("shared")) continue;
+        if (!limit.acquire("shared", 0).allowed) continue;
         const int now = held.fetch_add(1) + 1;
         int seen = most.load();
         while (now > seen && !most.compare_exchange_weak(seen, now)) {
@@ -183,6 +183,58 @@ TEST(ConcurrencyLimitTest, ThreadsNeverHoldMoreThanTheLimit) {
   EXPECT_LE(most.load(), 3);
   EXPECT_GE(most.load(), 1);
   EXPECT_EQ(limit.keys(), 0u);
+}
+
+
+TEST(RateLimitTest, CountsHeldAndRefusedRequestsAndLogsAKeyOnceASecond) {
+  RateLimit limit({.rate_milli = 500, .burst = 1});  // 30r/m
+  EXPECT_TRUE(limit.check("a", 0).allowed);
+  const RateLimit::Verdict held = limit.check("a", 0);  // the burst: waits its turn
+  EXPECT_TRUE(held.allowed);
+  EXPECT_EQ(held.wait, milliseconds(2000));
+  const RateLimit::Verdict first = limit.check("a", 100);
+  EXPECT_FALSE(first.allowed);
+  EXPECT_TRUE(first.first_this_second);
+  EXPECT_FALSE(limit.check("a", 900).first_this_second);  // the same second
+  EXPECT_TRUE(limit.check("b", 900).allowed);
+  const RateLimit::Verdict later = limit.check("a", 1100);
+  EXPECT_FALSE(later.allowed);
+  EXPECT_TRUE(later.first_this_second);  // a new second
+  EXPECT_EQ(limit.counts().delayed, 1u);
+  EXPECT_EQ(limit.counts().refused, 3u);
+}
+
+TEST(RateLimitTest, AReloadOfTheSameSizeKeepsTheBucketsAndCounts) {
+  RateLimit before({.rate_milli = 1000, .burst = 0, .size = 100});
+  EXPECT_TRUE(before.check("a", 0).allowed);
+  EXPECT_FALSE(before.check("a", 0).allowed);
+  // A new rate, the same table: "a" is still over it.
+  RateLimit after({.rate_milli = 2000, .burst = 0, .size = 100}, &before);
+  EXPECT_FALSE(after.check("a", 100).allowed);
+  EXPECT_EQ(after.counts().refused, 2u);
+  EXPECT_EQ(after.keys(), 1u);
+  // Another size starts afresh.
+  RateLimit resized({.rate_milli = 1000, .burst = 0, .size = 200}, &after);
+  EXPECT_TRUE(resized.check("a", 100).allowed);
+  EXPECT_EQ(resized.counts().refused, 0u);
+}
+
+TEST(ConcurrencyLimitTest, CountsRefusalsAndKeepsPlacesAcrossAReload) {
+  ConcurrencyLimit before({.connections = 1, .size = 10});
+  EXPECT_TRUE(before.acquire("a", 5).allowed);
+  const ConcurrencyLimit::Verdict refused = before.acquire("a", 5);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_TRUE(refused.first_this_second);
+  EXPECT_FALSE(before.acquire("a", 5).first_this_second);
+  EXPECT_TRUE(before.acquire("a", 6).first_this_second);
+  EXPECT_EQ(before.refused(), 3u);
+  // The place "a" holds stays taken under the new settings; a release made
+  // through either is the same.
+  ConcurrencyLimit after({.connections = 2, .size = 10}, &before);
+  EXPECT_TRUE(after.acquire("a", 7).allowed);
+  EXPECT_FALSE(after.acquire("a", 7).allowed);
+  before.release("a");
+  EXPECT_TRUE(after.acquire("a", 7).allowed);
 }
 
 }  // namespace

@@ -265,6 +265,43 @@ TEST_F(ConfigFileTest, LimitsReadTheirRateBurstAndKey) {
   EXPECT_THROW(load("[[limit]]\nname = \"a\"\nrate = \"1r/s\"\nnodelay = true\ndelay = 0\n"), ConfigError);
 }
 
+// A [[limit]] of connections: counted by address at accept, named by the
+// top level's limit_connections and by no location; no rate, burst or
+// other key beside it.
+TEST_F(ConfigFileTest, ConnectionLimitsAreNamedAtTheTopLevelOnly) {
+  const Config config = load("limit_connections = [\"perip\"]\n"
+                             "[[limit]]\nname = \"perip\"\nconnections = 20\nsize = 5000\n");
+  ASSERT_EQ(config.key_limits.size(), 1u);
+  EXPECT_EQ(config.key_limits[0].connections, 20u);
+  EXPECT_EQ(config.key_limits[0].rate_milli, 0u);
+  EXPECT_EQ(config.key_limits[0].size, 5000u);
+  EXPECT_EQ(config.limit_connections, (std::vector<std::string>{"perip"}));
+  auto error = [this](const std::string& text) {
+    try {
+      load(text);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  const std::string perip = "[[limit]]\nname = \"perip\"\nconnections = 2\n";
+  const std::string api = "[[limit]]\nname = \"api\"\nrate = \"1r/s\"\n";
+  EXPECT_NE(error("limit_connections = [\"none\"]\n").find("tern.toml:1: limit_connections: \"none\" names no [[limit]]"),
+            std::string::npos);
+  EXPECT_NE(error("limit_connections = [\"api\"]\n" + api).find("tern.toml:1: limit_connections: \"api\" is a limit of requests"),
+            std::string::npos);
+  EXPECT_NE(error(perip + "[[server]]\n[[server.location]]\nprefix = \"/\"\nlimit = [\"perip\"]\n")
+                .find("is a limit of connections"),
+            std::string::npos);
+  EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nrate = \"1r/s\"\n").find("either rate or connections"),
+            std::string::npos);
+  EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nburst = 3\n").find("burst"), std::string::npos);
+  EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nkey = \"$http_x\"\n").find("$remote_addr"),
+            std::string::npos);
+  EXPECT_NE(error("[[limit]]\nname = \"a\"\n").find("limit[0].rate: required"), std::string::npos);
+  EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 0\n").find("connections"), std::string::npos);
+}
+
 // One table names what only a restart applies and keeps its running value.
 TEST_F(ConfigFileTest, AReloadKeepsAndNamesWhatOnlyARestartApplies) {
   const Config running = load("workers = 2\nio = \"epoll\"\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\n");

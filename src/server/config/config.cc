@@ -475,6 +475,7 @@ Config load_config(const std::string& path) {
     s.finish();
   }
   if (const toml::node* node = top.node("limit")) config_detail::read_key_limits(top, *node, c);
+  config_detail::read_connection_limits(top, c);
   if (const toml::node* node = top.node("upstream")) config_detail::read_upstreams(top, *node, c);
   if (const toml::node* node = top.node("server")) config_detail::read_sites(top, *node, c);
   std::vector<std::string> chain{path};

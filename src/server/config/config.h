@@ -105,16 +105,20 @@ struct ReturnConfig {
   bool operator==(const ReturnConfig&) const = default;
 };
 
-// One [[server.location]]: where a request path goes within a site.
 // One [[limit]]: requests for one key (a client address, a cookie, a
 // combination: `key` with variables) at most `rate` a second, nginx's
 // limit_req. Requests beyond the rate are held up to `burst`: the first
 // `delay` of them go at once, the rest wait their turn; beyond the burst,
 // `status` (429) with Retry-After. Locations name the limits they take.
+// Or, with `connections` instead of a rate, the connections a client
+// address holds at once (the top level's limit_connections).
 struct KeyLimitConfig {
   std::string name;
   std::string key = "$remote_addr";
-  uint64_t rate_milli = 0;  // requests a second in thousandths ("10r/s": 10000, "30r/m": 500)
+  // Either a rate: requests a second in thousandths ("10r/s": 10000,
+  // "30r/m": 500); or (rate 0) `connections` per key at once.
+  uint64_t rate_milli = 0;
+  uint32_t connections = 0;
   uint32_t burst = 0;
   uint32_t delay = 0;  // nodelay: burst
   int status = 429;
@@ -124,6 +128,7 @@ struct KeyLimitConfig {
   bool operator==(const KeyLimitConfig&) const = default;
 };
 
+// One [[server.location]]: where a request path goes within a site.
 struct LocationConfig {
   // kNamed: "@app", matched by no path; try_files' last entry goes there.
   enum class Match { kPrefix, kExact, kRegex, kRegexCaseless, kNamed };
@@ -354,6 +359,10 @@ struct Config {
   std::vector<SiteConfig> sites;
   std::vector<UpstreamConfig> upstreams;  // [[upstream]] groups
   std::vector<KeyLimitConfig> key_limits;  // [[limit]]s
+  // The [[limit]]s (of connections, by $remote_addr) every connection
+  // counts against from its accept to its close.
+  std::vector<std::string> limit_connections;
+  int limit_connections_line = 0;
   AuthConfig auth;
   size_t task_threads = 4;  // for blocking work (the users database, password hashing)
   LogConfig log;

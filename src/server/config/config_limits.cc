@@ -1,4 +1,5 @@
-// [[limit]]: the request rates locations take (server/limits/).
+// [[limit]]: the request rates locations take and the connections per
+// address the top level takes (server/limits/).
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -61,17 +62,32 @@ void read_key_limits(Section& top, const toml::node& node, Config& c) {
                           "\"$server_name\" or \"$host\", with text between");
     }
     const toml::node* rate = s.node("rate");
-    if (rate == nullptr) throw ConfigError(s.file(), l.line, s.prefix() + "rate", "required (\"10r/s\" or \"30r/m\")");
-    std::optional<uint64_t> parsed = rate->is_string() ? parse_rate(rate->as_string()->get()) : std::nullopt;
-    if (!parsed) s.fail(*rate, "rate", "expected requests a second or a minute, such as \"10r/s\" or \"30r/m\"");
-    l.rate_milli = *parsed;
-    s.get_int("burst", &l.burst, 0, 1'000'000);
-    s.get_int("delay", &l.delay, 0, 1'000'000);
-    bool nodelay = false;
-    s.get_bool("nodelay", &nodelay);
-    if (nodelay && s.node("delay") != nullptr) s.fail(*s.node("nodelay"), "nodelay", "either delay or nodelay, not both");
-    if (nodelay) l.delay = l.burst;
-    if (l.delay > l.burst) s.fail(*s.node("delay"), "delay", "at most burst (" + std::to_string(l.burst) + ")");
+    const toml::node* connections = s.node("connections");
+    if (rate != nullptr && connections != nullptr) s.fail(*connections, "connections", "either rate or connections, not both");
+    if (rate == nullptr && connections == nullptr) {
+      throw ConfigError(s.file(), l.line, s.prefix() + "rate",
+                        "required (\"10r/s\" or \"30r/m\"), or connections = N");
+    }
+    if (connections != nullptr) {
+      s.get_int("connections", &l.connections, 1, 1'000'000);
+      for (const char* key : {"burst", "delay", "nodelay"}) {
+        if (const toml::node* n = s.node(key)) s.fail(*n, key, "a limit of connections has no burst or delay");
+      }
+      if (s.node("key") != nullptr && l.key != "$remote_addr") {
+        s.fail(*s.node("key"), "key", "a limit of connections counts by \"$remote_addr\" (nothing else is known at accept)");
+      }
+    } else {
+      std::optional<uint64_t> parsed = rate->is_string() ? parse_rate(rate->as_string()->get()) : std::nullopt;
+      if (!parsed) s.fail(*rate, "rate", "expected requests a second or a minute, such as \"10r/s\" or \"30r/m\"");
+      l.rate_milli = *parsed;
+      s.get_int("burst", &l.burst, 0, 1'000'000);
+      s.get_int("delay", &l.delay, 0, 1'000'000);
+      bool nodelay = false;
+      s.get_bool("nodelay", &nodelay);
+      if (nodelay && s.node("delay") != nullptr) s.fail(*s.node("nodelay"), "nodelay", "either delay or nodelay, not both");
+      if (nodelay) l.delay = l.burst;
+      if (l.delay > l.burst) s.fail(*s.node("delay"), "delay", "at most burst (" + std::to_string(l.burst) + ")");
+    }
     s.get_int("status", &l.status, 400, 599);
     s.get_int("size", &l.size, 1, 100'000'000);
     s.finish();
@@ -79,17 +95,42 @@ void read_key_limits(Section& top, const toml::node& node, Config& c) {
   }
 }
 
+void read_connection_limits(Section& top, Config& c) {
+  auto names = top.get_strings("limit_connections");
+  if (!names) return;
+  c.limit_connections.clear();
+  for (const auto& [name, node] : *names) {
+    c.limit_connections.push_back(name);
+    c.limit_connections_line = static_cast<int>(node->source().begin.line);
+  }
+}
+
 void check_key_limits(const std::string& file, const Config& c) {
+  auto find = [&c](const std::string& name) -> const KeyLimitConfig* {
+    for (const KeyLimitConfig& k : c.key_limits) {
+      if (k.name == name) return &k;
+    }
+    return nullptr;
+  };
+  for (const std::string& name : c.limit_connections) {
+    const KeyLimitConfig* k = find(name);
+    if (k == nullptr) throw ConfigError(file, c.limit_connections_line, "limit_connections", "\"" + name + "\" names no [[limit]]");
+    if (k->connections == 0) {
+      throw ConfigError(file, c.limit_connections_line, "limit_connections",
+                        "\"" + name + "\" is a limit of requests (rate): a location names it");
+    }
+  }
   for (const SiteConfig& site : c.sites) {
     const std::string& in = site.file.empty() ? file : site.file;
     for (size_t j = 0; j < site.locations.size(); ++j) {
       const LocationConfig& l = site.locations[j];
       for (const std::string& name : l.limit) {
-        const bool known = std::any_of(c.key_limits.begin(), c.key_limits.end(),
-                                       [&name](const KeyLimitConfig& k) { return k.name == name; });
-        if (!known) {
-          throw ConfigError(in, l.line, site.where + ".location[" + std::to_string(j) + "].limit",
-                            "\"" + name + "\" names no [[limit]]");
+        const KeyLimitConfig* k = find(name);
+        const std::string key = site.where + ".location[" + std::to_string(j) + "].limit";
+        if (k == nullptr) throw ConfigError(in, l.line, key, "\"" + name + "\" names no [[limit]]");
+        if (k->connections != 0) {
+          throw ConfigError(in, l.line, key,
+                            "\"" + name + "\" is a limit of connections: the top level's limit_connections names it");
         }
       }
     }

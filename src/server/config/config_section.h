@@ -173,6 +173,8 @@ bool valid_group_name(std::string_view name);
 
 // The [[limit]]s (the node under "limit" in the top table).
 void read_key_limits(Section& top, const toml::node& node, Config& c);
+// The top level's `limit_connections`.
+void read_connection_limits(Section& top, Config& c);
 // After the whole file: every location's limits are [[limit]]s.
 void check_key_limits(const std::string& file, const Config& c);
 

@@ -157,7 +157,8 @@ void expand_variables(std::string_view text, const Route& route, bool url, std::
     } else if (name == "is_args") {
       if (!request.query().empty()) out->push_back('?');
     } else if (name == "remote_addr") {
-      out->append(route.client->to_ip());
+      char ip[INET6_ADDRSTRLEN];
+      out->append(ip, route.client->to_ip(ip));
     } else if (name.starts_with("http_") && name.size() > 5) {
       out->append(field_value(request, name.substr(5)));
     } else if (name.starts_with("cookie_") && name.size() > 7) {

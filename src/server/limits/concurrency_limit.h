@@ -4,7 +4,7 @@
 // one is free; the holder gives it back with release() for the same key.
 //
 //   ConcurrencyLimit per_ip({.connections = 20});
-//   if (!per_ip.acquire(ip)) -> refuse (503 or close)
+//   if (!per_ip.acquire(ip, now_s).allowed) -> refuse (close, or 429)
 //   ... when it ends: per_ip.release(ip);
 //
 // One table for every worker (KeyTable). A key whose count is back to 0
@@ -13,7 +13,9 @@
 // starts again from 0, and its releases find nothing). Any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "server/limits/key_table.h"
@@ -27,34 +29,64 @@ struct ConcurrencyLimitOptions {
 
 class ConcurrencyLimit {
  public:
-  explicit ConcurrencyLimit(const ConcurrencyLimitOptions& options) : options_(options), table_(options.size) {}
+  // A new table; or, with `previous` of the same `size`, that one's keys
+  // and counts (a reload that keeps a limit keeps the places held).
+  explicit ConcurrencyLimit(const ConcurrencyLimitOptions& options, const ConcurrencyLimit* previous = nullptr)
+      : options_(options),
+        state_(previous != nullptr && previous->options_.size == options.size ? previous->state_
+                                                                              : std::make_shared<State>(options.size)) {}
 
-  // Takes a place for `key`; false when its `connections` are all taken.
-  bool acquire(std::string_view key) { return acquire_hash(table_.hash(key)); }
+  struct Verdict {
+    bool allowed = true;
+    // Refused, and the first refusal of this key in this second (by
+    // `now_s`): worth a log line.
+    bool first_this_second = false;
+  };
+  // Takes a place for `key`, refused when its `connections` are all taken.
+  Verdict acquire(std::string_view key, int64_t now_s) { return acquire_hash(hash(key), now_s); }
   // Gives back a place acquire() took for `key`.
-  void release(std::string_view key) { release_hash(table_.hash(key)); }
+  void release(std::string_view key) { release_hash(hash(key)); }
 
   // The same by a hash of this table's (hash()), for a holder that keeps
   // the hash instead of the key.
-  uint64_t hash(std::string_view key) const { return table_.hash(key); }
-  bool acquire_hash(uint64_t hash) {
-    return table_.with(hash, [this](uint32_t& held, bool) {
-      if (held >= options_.connections) return false;
-      ++held;
-      return true;
+  uint64_t hash(std::string_view key) const { return state_->table.hash(key); }
+  Verdict acquire_hash(uint64_t hash, int64_t now_s) {
+    const Verdict verdict = state_->table.with(hash, [this, now_s](Places& places, bool) {
+      Verdict v;
+      if (places.held < options_.connections) {
+        ++places.held;
+        return v;
+      }
+      v.allowed = false;
+      v.first_this_second = places.logged != now_s;
+      places.logged = now_s;
+      return v;
     });
+    if (!verdict.allowed) state_->refused.fetch_add(1, std::memory_order_relaxed);
+    return verdict;
   }
   void release_hash(uint64_t hash) {
-    table_.if_present(hash, [](uint32_t& held) { held -= held > 0 ? 1 : 0; },
-                      [](const uint32_t& held) { return held > 0; });
+    state_->table.if_present(hash, [](Places& places) { places.held -= places.held > 0 ? 1 : 0; },
+                             [](const Places& places) { return places.held > 0; });
   }
 
   const ConcurrencyLimitOptions& options() const { return options_; }
-  size_t keys() const { return table_.size(); }
+  size_t keys() const { return state_->table.size(); }
+  uint64_t refused() const { return state_->refused.load(std::memory_order_relaxed); }
 
  private:
+  struct Places {
+    uint32_t held = 0;
+    int64_t logged = -1;  // the second a refusal was last logged
+  };
+  struct State {
+    explicit State(size_t size) : table(size) {}
+    KeyTable<Places> table;
+    std::atomic<uint64_t> refused{0};
+  };
+
   const ConcurrencyLimitOptions options_;
-  KeyTable<uint32_t> table_;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace tern::server

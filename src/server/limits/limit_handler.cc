@@ -28,28 +28,11 @@ class Waiting final : public http::ExchangeJob {
 
 }  // namespace
 
-KeyLimits::KeyLimits(const std::vector<KeyLimitConfig>& configs) : configs_(configs) {
-  for (const KeyLimitConfig& c : configs_) {
-    limits_.push_back(std::make_unique<RateLimit>(
-        RateLimitOptions{.rate_milli = c.rate_milli, .burst = c.burst, .delay = c.delay, .size = c.size}));
-  }
-}
-
-RateLimit* KeyLimits::find(std::string_view name, const KeyLimitConfig** config) const {
-  for (size_t i = 0; i < configs_.size(); ++i) {
-    if (configs_[i].name == name) {
-      *config = &configs_[i];
-      return limits_[i].get();
-    }
-  }
-  return nullptr;
-}
-
 LimitHandler::LimitHandler(const KeyLimits& limits, const LocationConfig& location, const Chain* chain)
     : chain_(chain) {
   for (const std::string& name : location.limit) {
-    const KeyLimitConfig* config = nullptr;
-    if (RateLimit* table = limits.find(name, &config)) limits_.push_back({table, config});
+    const KeyLimits::Limit* limit = limits.find(name);
+    if (limit != nullptr && limit->rate) limits_.push_back(limit);
   }
 }
 
@@ -58,18 +41,20 @@ Claim LimitHandler::claim(Route& route) {
   route.limited = true;  // an internal redirect is not counted again
   const int64_t now = static_cast<int64_t>(net::EventLoop::current()->clock().now_ms());
   std::chrono::milliseconds wait{0};
-  for (const Limit& limit : limits_) {
+  for (const KeyLimits::Limit* limit : limits_) {
+    const KeyLimitConfig& config = limit->config;
     // On the route's scratch: no allocation once it has grown to the keys.
     std::string& key = route.scratch;
     key.clear();
-    expand_variables(limit.config->key, route, false, &key);
+    expand_variables(config.key, route, false, &key);
     if (key.empty()) continue;
-    const RateLimit::Verdict verdict = limit.table->check(key, now);
+    const RateLimit::Verdict verdict = limit->rate->check(key, now);
     if (!verdict.allowed) {
-      TERN_LOG_EVERY_SECOND(spdlog::level::warn, "limit {}: {} is over {} r/s (burst {}): {}", limit.config->name,
-                            key, static_cast<double>(limit.config->rate_milli) / 1000, limit.config->burst,
-                            limit.config->status);
-      route.status = limit.config->status;
+      if (verdict.first_this_second) {
+        TERN_LOG_WARN("limit {}: {} is over {} r/s (burst {}): {}", config.name, key,
+                      static_cast<double>(config.rate_milli) / 1000, config.burst, config.status);
+      }
+      route.status = config.status;
       route.wait = verdict.wait;
       return Claim::kRespond;
     }

@@ -9,29 +9,15 @@
 // meanwhile takes its timer with it.
 #pragma once
 
-#include <memory>
-#include <string>
 #include <vector>
 
 #include "server/config/config.h"
 #include "server/handler.h"
-#include "server/limits/rate_limit.h"
+#include "server/limits/key_limits.h"
 
 namespace tern::server {
 
 class Chain;
-
-// The [[limit]]s of a config, one table each, shared by every loop.
-class KeyLimits {
- public:
-  explicit KeyLimits(const std::vector<KeyLimitConfig>& configs);
-  // The limit named `name` and its settings; null if none.
-  RateLimit* find(std::string_view name, const KeyLimitConfig** config) const;
-
- private:
-  std::vector<KeyLimitConfig> configs_;
-  std::vector<std::unique_ptr<RateLimit>> limits_;
-};
 
 class LimitHandler final : public Handler {
  public:
@@ -43,11 +29,7 @@ class LimitHandler final : public Handler {
   void start(const Route& route, http::Exchange& exchange) override;
 
  private:
-  struct Limit {
-    RateLimit* table;
-    const KeyLimitConfig* config;
-  };
-  std::vector<Limit> limits_;
+  std::vector<const KeyLimits::Limit*> limits_;  // with a rate
   const Chain* chain_;
 };
 

@@ -15,8 +15,10 @@
 // `size` are held. Any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "server/limits/key_table.h"
@@ -38,25 +40,45 @@ class RateLimit {
     // Allowed: how long the request waits for its turn (0: none). Refused:
     // how long until one would be allowed (a Retry-After).
     std::chrono::milliseconds wait{0};
+    // Refused, and the first refusal of this key in this second: worth a
+    // log line.
+    bool first_this_second = false;
+  };
+  // What has been counted, since the table was made.
+  struct Counts {
+    uint64_t delayed = 0;
+    uint64_t refused = 0;
   };
 
-  explicit RateLimit(const RateLimitOptions& options);
+  // A new table; or, with `previous` of the same `size`, that one's keys
+  // and counts (a reload that keeps a limit keeps its state).
+  explicit RateLimit(const RateLimitOptions& options, const RateLimit* previous = nullptr);
 
   // Counts a request for `key` at `now_ms` (a steady clock, in ms) if it
   // is allowed; a refused one counts for nothing.
   Verdict check(std::string_view key, int64_t now_ms);
 
   const RateLimitOptions& options() const { return options_; }
-  size_t keys() const { return table_.size(); }
+  size_t keys() const { return state_->table.size(); }
+  Counts counts() const {
+    return {state_->delayed.load(std::memory_order_relaxed), state_->refused.load(std::memory_order_relaxed)};
+  }
 
  private:
   struct Bucket {
     int64_t excess = 0;  // thousandths of a request beyond the rate
     int64_t last = 0;    // when it was last counted, ms
+    int64_t logged = -1;  // the second a refusal was last logged
+  };
+  struct State {
+    explicit State(size_t size) : table(size) {}
+    KeyTable<Bucket> table;
+    std::atomic<uint64_t> delayed{0};
+    std::atomic<uint64_t> refused{0};
   };
 
   const RateLimitOptions options_;
-  KeyTable<Bucket> table_;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace tern::server

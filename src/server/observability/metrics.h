@@ -12,7 +12,9 @@
 //     health: upstream::ServerCounters, one per loop and server;
 //   - connections accepted and shed, bytes on the sockets: the loops' own
 //     LoopLoad (net/event_loop.h); connections by phase: HttpServer; TLS
-//     handshakes: each address's tls::ServerContext; log records dropped:
+//     handshakes: each address's tls::ServerContext; requests and
+//     connections a [[limit]] held or refused: its table (shared by the
+//     loops, written only when it holds or refuses); log records dropped:
 //     the logs. Those the Server adds to a snapshot (set_extra).
 //
 // A series is a label set interned once (request_series(),
@@ -106,6 +108,16 @@ struct MetricsSnapshot {
     bool up = true;
   };
   std::vector<Upstream> upstreams;
+  // Each [[limit]]'s table, since it was made (a reload that keeps the
+  // limit keeps its counts).
+  struct Limit {
+    std::string name;
+    std::string kind;  // "rate" or "connections"
+    uint64_t delayed = 0;  // requests held for their turn
+    uint64_t refused = 0;  // requests answered 429 (or its status), connections closed
+    uint64_t keys = 0;     // keys in the table now
+  };
+  std::vector<Limit> limits;
   uint64_t responses = 0;  // counted whether enabled or not
   uint64_t file_cache_hits = 0;
   uint64_t file_cache_misses = 0;

@@ -125,6 +125,27 @@ void prometheus_upstreams(std::string& out, const MetricsSnapshot& s) {
   }
 }
 
+void prometheus_limits(std::string& out, const MetricsSnapshot& s) {
+  if (s.limits.empty()) return;
+  family(out, "tern_limit_requests_total", "counter",
+         "Requests a [[limit]] held for their turn (delayed) or refused, and connections it closed at accept.");
+  for (const MetricsSnapshot::Limit& l : s.limits) {
+    for (const bool refused : {false, true}) {
+      if (!refused && l.kind != "rate") continue;
+      out += "tern_limit_requests_total{limit=\"";
+      escape(out, l.name);
+      fmt::format_to(Out(out), "\",kind=\"{}\",result=\"{}\"}} {}\n", l.kind, refused ? "refused" : "delayed",
+                     refused ? l.refused : l.delayed);
+    }
+  }
+  family(out, "tern_limit_keys", "gauge", "Keys a [[limit]]'s table holds now.");
+  for (const MetricsSnapshot::Limit& l : s.limits) {
+    out += "tern_limit_keys{limit=\"";
+    escape(out, l.name);
+    fmt::format_to(Out(out), "\",kind=\"{}\"}} {}\n", l.kind, l.keys);
+  }
+}
+
 }  // namespace
 
 std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) {
@@ -139,6 +160,7 @@ std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) 
   prometheus_requests(out, s);
   prometheus_connections(out, s);
   prometheus_upstreams(out, s);
+  prometheus_limits(out, s);
   family(out, "tern_open_file_cache_hits_total", "counter", "Static file lookups the open-file cache answered.");
   sample(out, "tern_open_file_cache_hits_total", s.file_cache_hits);
   family(out, "tern_open_file_cache_misses_total", "counter", "Static file lookups that went to the file system.");
@@ -204,6 +226,14 @@ std::string status_json(const MetricsSnapshot& s, std::string_view version) {
     escape(out, u.server);
     fmt::format_to(Out(out), "\",\"requests\":{},\"failures\":{},\"latency_sum\":{},\"up\":{}}}", u.requests,
                    u.failures, seconds(u.latency_ms), u.up ? "true" : "false");
+  }
+  out += "],\"limits\":[";
+  for (size_t i = 0; i < s.limits.size(); ++i) {
+    const MetricsSnapshot::Limit& l = s.limits[i];
+    out += i == 0 ? "{\"name\":\"" : ",{\"name\":\"";
+    escape(out, l.name);
+    fmt::format_to(Out(out), "\",\"kind\":\"{}\",\"delayed\":{},\"refused\":{},\"keys\":{}}}", l.kind, l.delayed,
+                   l.refused, l.keys);
   }
   fmt::format_to(Out(out),
                  "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{}}}}},"

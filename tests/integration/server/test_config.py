@@ -208,7 +208,7 @@ def test_readme_compose_example_passes_check_as_written(tmp_path):
 def test_readme_rate_limit_example_passes_check_as_written(tmp_path):
     (tmp_path / "www").mkdir()
     path = tmp_path / "limits.toml"
-    path.write_text(readme_toml("### Rate limits"))
+    path.write_text(readme_toml("### Rate and connection limits"))
     proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 

@@ -10,7 +10,7 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from http_client import HttpConn
+from http_client import ConnectionClosed, HttpConn
 from test_proxy import apps  # noqa: F401 (a fixture)
 
 
@@ -122,3 +122,139 @@ def test_requests_wait_their_turn_over_http2(tern_factory):
     statuses = sorted(line.split()[-1] for line in proc.stdout.splitlines() if ":status:" in line)
     assert statuses == ["200", "200", "200", "200", "429"], statuses
     assert 0.25 <= elapsed < 10, elapsed
+
+
+def metric(srv, sample):
+    """The value of one sample line ("name{labels}") of the Prometheus text
+    at /metrics; None if absent."""
+    text = srv.get("/metrics").body.decode()
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    return None
+
+
+METRICS = {"exact": "/metrics", "metrics": "prometheus", "allow": ["127.0.0.0/8"]}
+
+
+def test_a_limit_shared_by_two_workers_holds_in_sum(tern_factory):
+    """Connections alternate between the workers (dispatch: round robin):
+    what gets through is the rate once, not once per worker."""
+    srv = tern_factory(limited({"rate": "20r/s", "nodelay": True}, workers=2))
+    counts = {200: 0, 429: 0}
+    started = time.monotonic()
+    sent = 0
+    while time.monotonic() - started < 3.0:
+        # A connection each: both workers answer.
+        counts[srv.get("/").status] += 1
+        sent += 1
+        time.sleep(max(0.0, started + sent / 100 - time.monotonic()))
+    elapsed = time.monotonic() - started
+    expected = 1 + 20 * elapsed
+    assert abs(counts[200] - expected) <= 0.1 * expected, (counts, elapsed)
+
+
+def test_refusals_are_counted_logged_once_a_second_per_key_and_survive_a_reload(tern_factory):
+    config = limited({"rate": "1r/m", "key": "$http_x_client"},
+                     {"prefix": "/", "limit": ["api"], "return": {"status": 200, "body": "ok"}})
+    config["server"][0]["location"].insert(0, METRICS)
+    srv = tern_factory(config)
+    refused = 'tern_limit_requests_total{limit="api",kind="rate",result="refused"}'
+    assert srv.get("/", [("X-Client", "a")]).status == 200
+    for _ in range(5):
+        assert srv.get("/", [("X-Client", "a")]).status == 429
+    assert srv.get("/", [("X-Client", "b")]).status == 200
+    assert srv.get("/", [("X-Client", "b")]).status == 429
+    assert metric(srv, refused) == 6
+    assert metric(srv, 'tern_limit_keys{limit="api",kind="rate"}') == 2
+    log = srv.stderr()
+    # Five refusals of "a" within a second or two: one or two lines, not five.
+    assert 1 <= log.count("limit api: a is over") <= 2, log
+    assert log.count("limit api: b is over") == 1, log
+    # A reload that keeps the limit keeps its table: "a" is still over it,
+    # and the counts carry on.
+    config["server"][0]["location"][1]["return"]["body"] = "reloaded"
+    srv.reload(config)
+    resp = srv.get("/", [("X-Client", "a")])
+    assert resp.status == 429, resp.body
+    assert srv.get("/", [("X-Client", "c")]).body == b"reloaded"
+    assert metric(srv, refused) == 7
+
+
+def test_held_requests_are_counted(tern_factory):
+    config = limited({"rate": "10r/s", "burst": 2})
+    config["server"][0]["location"].insert(0, METRICS)
+    srv = tern_factory(config)
+    statuses = sorted(resp.status for resp, _ in at_once(srv, 3))
+    assert statuses == [200, 200, 200], statuses
+    assert metric(srv, 'tern_limit_requests_total{limit="api",kind="rate",result="delayed"}') == 2
+
+
+def connection_limited(connections=20, **extra):
+    return {
+        "limit_connections": ["perip"],
+        "limit": [{"name": "perip", "connections": connections}],
+        "server": [{"location": [METRICS, {"prefix": "/", "return": {"status": 200, "body": "ok"}}]}],
+        **extra,
+    }
+
+
+def served(conn):
+    """Whether the connection answers a request (False: closed unanswered)."""
+    try:
+        return conn.get("/").status == 200
+    except (OSError, ConnectionClosed):
+        return False
+
+
+def test_an_address_holds_at_most_its_connections_and_another_is_not_held_back(tern_factory):
+    srv = tern_factory(connection_limited(20))
+    held = [srv.connect() for _ in range(20)]
+    try:
+        assert all(served(conn) for conn in held)
+        with srv.connect() as extra:
+            assert not served(extra)  # the 21st: closed at accept
+        # Another address is counted apart.
+        with srv.connect(source="127.0.0.2") as other:
+            assert served(other)
+        # A connection that closes gives its place back.
+        held.pop().close()
+        deadline = time.monotonic() + 5
+        while True:
+            with srv.connect() as again:
+                if served(again):
+                    break
+            assert time.monotonic() < deadline, "the place of a closed connection never came back"
+            time.sleep(0.05)
+    finally:
+        for conn in held:
+            conn.close()
+    assert "limit perip: 127.0.0.1 holds 20 connections, its limit; closing a new one" in srv.stderr()
+    with srv.connect(source="127.0.0.3") as scraper:
+        text = scraper.get("/metrics").body.decode()
+    assert 'tern_limit_requests_total{limit="perip",kind="connections",result="refused"} ' in text, text
+    refused = [line for line in text.splitlines()
+               if line.startswith('tern_limit_requests_total{limit="perip"')][0]
+    assert float(refused.split()[-1]) >= 1, refused
+
+
+def test_the_connection_limit_counts_the_client_a_proxy_protocol_header_names(tern_factory):
+    """Behind a load balancer every connection comes from its address: the
+    limit counts the clients its PROXY headers name."""
+    srv = tern_factory(connection_limited(2, real_ip={"from": ["127.0.0.0/8"]}), listen_flags="proxy_protocol")
+
+    def relayed(client):
+        conn = HttpConn.open(srv.port)
+        conn.send(f"PROXY TCP4 {client} 127.0.0.1 40000 {srv.port}\r\n".encode())
+        return conn
+
+    first = [relayed("192.0.2.1") for _ in range(2)]
+    try:
+        assert all(served(conn) for conn in first)
+        with relayed("192.0.2.1") as third:
+            assert not served(third)
+        with relayed("192.0.2.2") as other:
+            assert served(other)
+    finally:
+        for conn in first:
+            conn.close()
