@@ -72,6 +72,8 @@ TARGETS = {
     # same location answering 204 (off).
     "metrics": {"tern": "tern-metrics", "tern" + _U: "tern-metrics" + _U},
     "sites": {"tern": "tern-sites", "tern" + _U: "tern-sites" + _U},
+    # The same site with a [[limit]] that never refuses (nginx: limit_req).
+    "limit": {"tern": "tern-limit", "tern" + _U: "tern-limit" + _U, "nginx": "nginx-limit"},
     # Plain HTTP/2 with prior knowledge (h2c).
     "h2c": {"tern": "tern" + servers.H2C, "tern" + _U: "tern" + servers.H2C + _U,
             "nginx": "nginx" + servers.H2C, "h2o": "h2o" + servers.H2C,
@@ -125,6 +127,11 @@ SCENARIOS = [
              compare_to=(("sites-keepalive-100", "metrics on / off"),),
              note="as sites-keepalive-100 with = /metrics answering Prometheus text: every "
                   "request counted by site, location, status class and duration"),
+    Scenario("limit-keepalive-100", "wrk", "req/s", conns=100, target="limit", servers=(*TERNS, "nginx"),
+             compare_to=(("sites-keepalive-100", "rate limit on / off"),),
+             note=f"as sites-keepalive-100 with a [[limit]] of {servers.LIMIT_RATE}, burst "
+                  f"{servers.LIMIT_BURST} nodelay on / (nginx: limit_req_zone by $binary_remote_addr, "
+                  "limit_req on /): every request counted in its client's bucket, none held"),
     Scenario("idle-memory", "idle", "KiB/conn", higher_is_better=False,
              note=f"RSS growth holding {IDLE_CONNECTIONS:,} idle keep-alive connections; "
                   "a freshly started server each time. nginx allocates all its connection "

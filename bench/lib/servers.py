@@ -254,6 +254,34 @@ def metrics_site(on):
 '''
 
 
+# The limit rows: the metrics rows' site (its 204 at /metrics) with a
+# [[limit]] on "/" whose rate no run reaches, so that every request is
+# counted and none held: the cost of counting. nginx does the same with
+# limit_req.
+LIMIT_KINDS = {"tern-limit": "tern", "nginx-limit": "nginx"}
+LIMIT_RATE = "1000000r/s"
+# Counted by the millisecond (as nginx does): requests of one client within
+# one millisecond are a burst, which must fit.
+LIMIT_BURST = 100000
+
+
+def limit_site():
+    site = metrics_site(False).replace('prefix = "/"\n', 'prefix = "/"\n  limit = ["bench"]\n', 1)
+    return site + f"""
+[[limit]]
+name = "bench"
+key = "$remote_addr"
+rate = "{LIMIT_RATE}"
+burst = {LIMIT_BURST}
+nodelay = true
+"""
+
+
+def nginx_limit_config(ws, port):
+    return nginx_config(ws, port, server_block=f"root {ws.docroot};\n        location / {{ limit_req zone=bench burst={LIMIT_BURST} nodelay; }}",
+                        http_extra=f"\n    limit_req_zone $binary_remote_addr zone=bench:10m rate={LIMIT_RATE};")
+
+
 def tern_php_config(ws, port, fpm, cache, io="epoll"):
     """tern in front of its php-fpm, with the response cache or without."""
     path = ws.path(f"tern-php{'-cache' if cache else ''}-{io}-{port}.toml")
@@ -572,6 +600,11 @@ def _command(kind, ws, bins, port, backend):
     elif kind == "tern":
         conf = tern_config(ws, port, io, tls, h2c=h2c)
         return [bins["tern"], "-c", conf], conf
+    elif kind in LIMIT_KINDS:
+        if LIMIT_KINDS[kind] == "tern":
+            conf = tern_config(ws, port, io, extra=limit_site(), name=kind)
+            return [bins["tern"], "-c", conf], conf
+        conf, errlog = nginx_limit_config(ws, port)
     elif kind in METRICS_KINDS:
         conf = tern_config(ws, port, io, extra=metrics_site(METRICS_KINDS[kind]), name=kind)
         return [bins["tern"], "-c", conf], conf

@@ -135,6 +135,7 @@ def metric(srv, sample):
 
 
 METRICS = {"exact": "/metrics", "metrics": "prometheus", "allow": ["127.0.0.0/8"]}
+STATUS = {"exact": "/status", "metrics": "status", "allow": ["127.0.0.0/8"]}
 
 
 def test_a_limit_shared_by_two_workers_holds_in_sum(tern_factory):
@@ -157,7 +158,7 @@ def test_a_limit_shared_by_two_workers_holds_in_sum(tern_factory):
 def test_refusals_are_counted_logged_once_a_second_per_key_and_survive_a_reload(tern_factory):
     config = limited({"rate": "1r/m", "key": "$http_x_client"},
                      {"prefix": "/", "limit": ["api"], "return": {"status": 200, "body": "ok"}})
-    config["server"][0]["location"].insert(0, METRICS)
+    config["server"][0]["location"][:0] = [METRICS, STATUS]
     srv = tern_factory(config)
     refused = 'tern_limit_requests_total{limit="api",kind="rate",result="refused"}'
     assert srv.get("/", [("X-Client", "a")]).status == 200
@@ -173,12 +174,14 @@ def test_refusals_are_counted_logged_once_a_second_per_key_and_survive_a_reload(
     assert log.count("limit api: b is over") == 1, log
     # A reload that keeps the limit keeps its table: "a" is still over it,
     # and the counts carry on.
-    config["server"][0]["location"][1]["return"]["body"] = "reloaded"
+    config["server"][0]["location"][2]["return"]["body"] = "reloaded"
     srv.reload(config)
     resp = srv.get("/", [("X-Client", "a")])
     assert resp.status == 429, resp.body
     assert srv.get("/", [("X-Client", "c")]).body == b"reloaded"
     assert metric(srv, refused) == 7
+    status = json.loads(srv.get("/status?format=json").body)
+    assert status["limits"] == [{"name": "api", "kind": "rate", "delayed": 0, "refused": 7, "keys": 3}], status
 
 
 def test_held_requests_are_counted(tern_factory):

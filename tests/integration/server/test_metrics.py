@@ -531,7 +531,7 @@ def test_real_prometheus_scrapes_tern(tern_factory, tmp_path):
 # -- the status page and its JSON --
 
 JSON_KEYS = {"version", "start_time", "time", "requests", "locations", "duration", "bytes", "connections", "tls",
-             "upstreams", "caches", "log"}
+             "upstreams", "limits", "caches", "log"}
 
 
 def status_json(srv):
@@ -558,6 +558,8 @@ def check_status_document(doc):
     assert set(doc["bytes"]) == {"received", "sent"}
     assert set(doc["connections"]) == {"active", "reading", "writing", "idle", "accepted", "shed"}
     assert set(doc["tls"]) == {"handshakes", "resumed", "failed"}
+    for limit in doc["limits"]:
+        assert set(limit) == {"name", "kind", "delayed", "refused", "keys"} and limit["kind"] in ("rate", "connections")
     for upstream in doc["upstreams"]:
         assert set(upstream) == {"kind", "group", "server", "requests", "failures", "latency_sum", "up"}, upstream
         assert isinstance(upstream["up"], bool) and upstream["failures"] <= upstream["requests"], upstream
