@@ -38,7 +38,7 @@ ensure_packages() {
 # nlohmann-json; libsystemd-dev: sd_notify for the systemd unit; wrk for the training run of the profile-guided release build).
 BUILD_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3 liburing-dev libc-ares-dev
   libssl-dev openssl libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev
-  libsqlite3-dev libmariadb-dev libsodium-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev
+  libsqlite3-dev libmariadb-dev libsodium-dev libcrypt-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev
   libbrotli-dev libsystemd-dev wrk)
 # What scripts/run adds: php-fpm for the demo's PHP page (www/info.php).
 RUN_PACKAGES=(php8.2-fpm)
