@@ -55,6 +55,10 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   params.add("SERVER_PORT", number(cgi.server_address.port(), digits));
   params.add("REMOTE_ADDR", cgi.remote_address.to_ip());
   params.add("REMOTE_PORT", number(cgi.remote_address.port(), digits));
+  if (!request.remote_user().empty()) {
+    params.add("REMOTE_USER", request.remote_user());
+    params.add("AUTH_TYPE", "Basic");
+  }
   if (cgi.https) {
     params.add("HTTPS", "on");
     if (!cgi.ssl_protocol.empty()) params.add("SSL_PROTOCOL", cgi.ssl_protocol);

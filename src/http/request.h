@@ -180,6 +180,7 @@ class Request {
     tag_ = 0;
     upstream_ms_ = -1;
     client_known_ = false;
+    remote_user_.clear();
   }
 
   // The client's address: the connection's (the client its PROXY protocol
@@ -195,6 +196,11 @@ class Request {
     client_ = address;
     client_known_ = true;
   }
+
+  // The user its credentials proved (basic auth); empty when none did. The
+  // access log's $remote_user, FastCGI's REMOTE_USER.
+  std::string_view remote_user() const { return remote_user_; }
+  void set_remote_user(std::string_view user) const { remote_user_.assign(user); }
 
   // The request's id, the same wherever it goes (the access log's
   // $request_id, FastCGI's REQUEST_ID, an upstream's X-Request-Id): the
@@ -251,6 +257,8 @@ class Request {
   mutable bool client_known_ = false;
   mutable int64_t upstream_ms_ = -1;
   mutable net::InetAddress client_;
+  // Keeps its capacity across the pooled object's requests.
+  mutable std::string remote_user_;
   // id(): 0 not made yet, 1 the X-Request-Id field, 2 generated into id_.
   mutable uint8_t id_kind_ = 0;
   mutable std::array<char, 32> id_{};

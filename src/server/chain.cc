@@ -1,5 +1,7 @@
 #include "server/chain.h"
 
+#include <map>
+
 #include "auth/users_app.h"
 #include "http/error_page.h"
 #include "http/uri.h"
@@ -11,6 +13,7 @@
 #include "server/handlers/metrics_handler.h"
 #include "server/observability/metrics.h"
 #include "server/handlers/static_handler.h"
+#include "server/access/basic_auth.h"
 #include "server/limits/limit_handler.h"
 
 namespace tern::server {
@@ -29,7 +32,7 @@ constexpr int kMaxRedirects = 10;
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
              std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
              const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics,
-             std::shared_ptr<const KeyLimits> limits)
+             std::shared_ptr<const KeyLimits> limits, TaskPool* tasks)
     : sites_(std::move(sites)),
       mime_(std::move(mime)),
       deny_dotfiles_(config.static_files.deny_dotfiles),
@@ -52,12 +55,22 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
     chain.push_back(handler.get());
     owned_.push_back(std::move(handler));
   };
+  // One BasicUsers per htpasswd file (and attempts), whatever names it.
+  std::map<std::pair<std::string, uint32_t>, std::shared_ptr<BasicUsers>> basic_users;
+  auto users_of = [&basic_users](const AuthBasicConfig& a) {
+    std::shared_ptr<BasicUsers>& file = basic_users[{a.users, a.attempts}];
+    if (!file) file = std::make_shared<BasicUsers>(a.users, a.attempts);
+    return file;
+  };
   for (const auto& site : sites_->sites()) {
     for (const Location& location : site->locations()) {
       std::vector<Handler*>& chain = chains_[location.id];
       const LocationConfig& lc = location.config;
       if (!lc.limit.empty()) add(chain, std::make_unique<LimitHandler>(*key_limits_, lc, this));
       if (AccessHandler::needed(lc)) add(chain, std::make_unique<AccessHandler>(lc));
+      if (lc.auth_basic && lc.auth_basic->on()) {
+        add(chain, std::make_unique<BasicAuthHandler>(users_of(*lc.auth_basic), *lc.auth_basic, this, tasks));
+      }
       if (!lc.methods.empty()) add(chain, std::make_unique<MethodsHandler>(lc.methods, location.allow));
       if (lc.ret.status != 0) {
         add(chain, std::make_unique<ReturnHandler>(lc));
@@ -227,6 +240,15 @@ void ChainLoop::resume(http::Exchange& exchange) {
       return;  // what is left of the body is dropped
   }
   exchange.release_body();
+}
+
+void resume_on(const Chain* chain, http::Exchange& exchange) {
+  ChainLoop* here = chain->loops().current();
+  if (here == nullptr || &here->chain() != chain) {
+    http::write_error_page(exchange.writer(), 503);
+    return exchange.finish();
+  }
+  here->resume(exchange);
 }
 
 void ChainLoop::respond(const http::Request& request, http::ResponseWriter& writer) {

@@ -35,6 +35,10 @@ namespace tern::auth {
 class UsersApp;
 }
 
+namespace tern {
+class TaskPool;
+}
+
 namespace tern::server {
 
 class Chain;
@@ -70,12 +74,14 @@ class Chain : public std::enable_shared_from_this<Chain> {
   // none), `proxy` the groups of the locations' proxies (null without);
   // `users` is null without [auth]; `loops` is where the loops keep their
   // ChainLoop (for error pages); `limits` are config's [[limit]] tables
-  // (null: new ones).
+  // (null: new ones); `tasks` checks auth_basic's passwords (null: every
+  // check is a 503). Reads the htpasswd files auth_basic names: throws
+  // std::runtime_error naming one that does not load.
   Chain(std::shared_ptr<const Sites> sites, const Config& config,
         std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
         const auth::UsersApp* users,
         const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics = nullptr,
-        std::shared_ptr<const KeyLimits> limits = nullptr);
+        std::shared_ptr<const KeyLimits> limits = nullptr, TaskPool* tasks = nullptr);
   ~Chain();
 
   const Sites& sites() const { return *sites_; }
@@ -176,5 +182,11 @@ class SitesHandler final : public http::RequestHandler {
  private:
   const net::LoopLocal<ChainLoop>* loops_;
 };
+
+// Hands an exchange that waited (its turn under a [[limit]], a password
+// check) back to `chain` on this loop, as ChainLoop::resume; a loop that
+// has moved on to a newer configuration answers 503 instead (its handlers
+// are no longer this chain's).
+void resume_on(const Chain* chain, http::Exchange& exchange);
 
 }  // namespace tern::server

@@ -22,6 +22,7 @@
 #include "base/spool.h"
 #include "net/event_loop.h"
 #include "net/signal_set.h"
+#include "auth/htpasswd.h"
 #include "server/config/config.h"
 #include "net/inherited_sockets.h"
 #include "server/process/control.h"
@@ -108,6 +109,25 @@ tern::server::Config build_config(const Flags& flags) {
 
 // Temp files for bodies and responses must be possible before the first
 // request needs one.
+// -t reads the htpasswd files auth_basic names, as serving would.
+void check_htpasswd_files(const tern::server::Config& config) {
+  for (const tern::server::SiteConfig& site : config.sites) {
+    for (size_t j = 0; j < site.locations.size(); ++j) {
+      const auto& auth = site.locations[j].auth_basic;
+      if (!auth || !auth->on()) continue;
+      std::vector<std::string> warnings;
+      try {
+        (void)tern::auth::Htpasswd::load(auth->users, &warnings);
+      } catch (const std::runtime_error& e) {
+        throw tern::server::ConfigError(site.file.empty() ? config.source : site.file, auth->line,
+                                        site.where + ".location[" + std::to_string(j) + "].auth_basic.users",
+                                        e.what());
+      }
+      for (const std::string& warning : warnings) std::fprintf(stderr, "tern: warning: %s\n", warning.c_str());
+    }
+  }
+}
+
 void check_temp_dir(const std::string& dir) {
   tern::Result<int> fd = tern::open_temp_file(dir);
   if (!fd) throw std::runtime_error("temp_dir " + dir + ": " + fd.error().message());
@@ -224,6 +244,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> warnings;
       (void)tern::server::tls_settings(config, sites, nullptr, &warnings);
       for (const std::string& warning : warnings) std::fprintf(stderr, "tern: warning: %s\n", warning.c_str());
+      check_htpasswd_files(config);
       check_temp_dir(config.temp_dir);
       std::printf("tern: configuration %s is ok\n", config.source.c_str());
       return 0;

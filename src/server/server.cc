@@ -165,6 +165,9 @@ void Server::start() {
   metrics_->set_extra([this](MetricsSnapshot* snapshot) { add_server_figures(snapshot); });
   upstreams_ = std::make_unique<Upstreams>(config, metrics_.get());
   upstreams_->start_health_checks(loop_);
+  // Blocking work (the users app's database and hashes, auth_basic's
+  // password checks) off the loops.
+  tasks_ = std::make_unique<TaskPool>("task", config.task_threads, 4096);
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
   chain_ = build_chain(config, upstreams_.get());
@@ -266,7 +269,6 @@ void Server::start_users_app(const Config& config) {
   options.login_attempts = a.login_attempts;
   options.register_attempts = a.register_attempts;
   options.account_login_failures = a.account_login_failures;
-  tasks_ = std::make_unique<TaskPool>("task", config.task_threads, 4096);
   users_ = std::make_unique<auth::UsersApp>(std::move(*store), options, tasks_.get());
   TERN_LOG_INFO("users: {} (argon2id ops {}, memory {} KiB), {} task threads",
                 users_->store().describe(), a.password_ops, a.password_memory / 1024,
@@ -279,7 +281,7 @@ std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams
   auto limits = std::make_shared<const KeyLimits>(config.key_limits, chain_ ? chain_->key_limits().get() : nullptr);
   return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), upstreams->fastcgi.get(),
                                        upstreams->proxy.get(), users_.get(), &chains_, metrics_.get(),
-                                       std::move(limits));
+                                       std::move(limits), tasks_.get());
 }
 
 void Server::apply_key_limits(const Config& config) {

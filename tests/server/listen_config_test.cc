@@ -302,6 +302,42 @@ TEST_F(ConfigFileTest, ConnectionLimitsAreNamedAtTheTopLevelOnly) {
   EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 0\n").find("connections"), std::string::npos);
 }
 
+// auth_basic: a site's goes to its locations that have none; "off" keeps
+// one open; realm and users are required.
+TEST_F(ConfigFileTest, AuthBasicOfASiteCoversItsLocationsUnlessOneSaysOff) {
+  const Config config = load(
+      "[[server]]\nauth_basic = { realm = \"Site\", users = \"/etc/tern/htpasswd\" }\n"
+      "[[server.location]]\nprefix = \"/open/\"\nauth_basic = \"off\"\n"
+      "[[server.location]]\nprefix = \"/admin/\"\nauth_basic = { realm = \"Admin\", users = \"/a\", attempts = 3 }\n"
+      "[[server.location]]\nprefix = \"/\"\n");
+  const std::vector<LocationConfig>& l = config.sites.at(0).locations;
+  ASSERT_EQ(l.size(), 3u);
+  ASSERT_TRUE(l[0].auth_basic && l[1].auth_basic && l[2].auth_basic);
+  EXPECT_FALSE(l[0].auth_basic->on());
+  EXPECT_EQ(l[1].auth_basic->realm, "Admin");
+  EXPECT_EQ(l[1].auth_basic->users, "/a");
+  EXPECT_EQ(l[1].auth_basic->attempts, 3u);
+  EXPECT_EQ(l[2].auth_basic->realm, "Site");
+  EXPECT_EQ(l[2].auth_basic->users, "/etc/tern/htpasswd");
+  EXPECT_EQ(l[2].auth_basic->attempts, 10u);
+  auto error = [this](const std::string& text) {
+    try {
+      load("[[server]]\n" + text);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(loaded)");
+  };
+  EXPECT_NE(error("auth_basic = { users = \"/a\" }\n").find("tern.toml:2: server[0].auth_basic.realm: required"),
+            std::string::npos);
+  EXPECT_NE(error("auth_basic = { realm = \"A\" }\n").find("server[0].auth_basic.users: required"), std::string::npos);
+  EXPECT_NE(error("auth_basic = \"on\"\n").find("server[0].auth_basic: expected"), std::string::npos);
+  EXPECT_NE(error("auth_basic = { realm = \"A\", users = \"/a\", user = \"x\" }\n").find("unknown key"),
+            std::string::npos);
+  EXPECT_NE(error("auth_basic = { realm = \"A\\n\", users = \"/a\" }\n").find("no control characters"),
+            std::string::npos);
+}
+
 // One table names what only a restart applies and keeps its running value.
 TEST_F(ConfigFileTest, AReloadKeepsAndNamesWhatOnlyARestartApplies) {
   const Config running = load("workers = 2\nio = \"epoll\"\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\n");

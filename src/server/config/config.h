@@ -13,6 +13,7 @@
 #include <chrono>
 #include <map>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,19 @@ struct KeyLimitConfig {
   bool operator==(const KeyLimitConfig&) const = default;
 };
 
+// auth_basic of a site or a location: a user of the htpasswd file `users`
+// and their password, or 401 with the `realm` (an empty realm: off, a
+// location's "off" under a site's). At most `attempts` password checks an
+// address a minute (cached successes aside), then 429.
+struct AuthBasicConfig {
+  std::string realm;
+  std::string users;
+  uint32_t attempts = 10;
+  int line = 0;
+  bool on() const { return !realm.empty(); }
+  bool operator==(const AuthBasicConfig&) const = default;
+};
+
 // One [[server.location]]: where a request path goes within a site.
 struct LocationConfig {
   // kNamed: "@app", matched by no path; try_files' last entry goes there.
@@ -156,6 +170,8 @@ struct LocationConfig {
   std::vector<AccessRule> access;
   std::vector<std::string> methods;  // empty: any; others get 405
   std::vector<std::string> limit;  // the [[limit]]s it takes, by name
+  // Its own auth_basic; none: the site's (finish_sites copies it here).
+  std::optional<AuthBasicConfig> auth_basic;
   bool internal = false;  // reached only through try_files (not by a client)
   bool autoindex = false;  // an HTML listing for a directory without an index
   std::optional<bool> compress;  // unset: [compression].enabled
@@ -278,6 +294,7 @@ struct SiteConfig {
   std::vector<LocationConfig> locations;
   TlsConfig tls;  // [server.tls] over [tls]
   RealIpConfig real_ip;  // [server.real_ip] over [real_ip]
+  std::optional<AuthBasicConfig> auth_basic;  // every location's that has none
   std::string file;   // the file it was read from (an included one); empty: made
   std::string where;  // its table there, for messages ("server[1]")
   bool implicit = false;  // made from the top-level keys (no [[server]] in the file)

@@ -142,6 +142,28 @@ std::vector<std::pair<int, std::string>> read_error_pages(Section& s) {
   return out;
 }
 
+// auth_basic = { realm = "Admin", users = "/etc/tern/htpasswd", attempts = 10 },
+// or "off" (a location under a site that has one).
+std::optional<AuthBasicConfig> read_auth_basic(Section& s) {
+  const toml::node* node = s.node("auth_basic");
+  if (node == nullptr) return std::nullopt;
+  AuthBasicConfig a;
+  a.line = static_cast<int>(node->source().begin.line);
+  if (node->is_string() && node->as_string()->get() == "off") return a;
+  if (!node->is_table()) s.fail(*node, "auth_basic", "expected { realm = \"...\", users = \"HTPASSWD FILE\" } or \"off\"");
+  Section t = s.sub(*node->as_table(), "auth_basic");
+  t.get_string("realm", &a.realm);
+  t.get_string("users", &a.users);
+  t.get_int("attempts", &a.attempts, 1, 1'000'000);
+  if (a.realm.empty()) throw ConfigError(s.file(), a.line, s.prefix() + "auth_basic.realm", "required (what browsers show)");
+  for (char ch : a.realm) {
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) t.fail(*t.node("realm"), "realm", "no control characters");
+  }
+  if (a.users.empty()) throw ConfigError(s.file(), a.line, s.prefix() + "auth_basic.users", "required (an htpasswd file)");
+  t.finish();
+  return a;
+}
+
 LocationConfig read_location(Section s, int line) {
   LocationConfig l;
   l.line = line;
@@ -251,6 +273,7 @@ LocationConfig read_location(Section s, int line) {
   if (auto names = s.get_strings("limit")) {
     for (const auto& [name, node] : *names) l.limit.push_back(name);  // checked once every [[limit]] is read
   }
+  l.auth_basic = read_auth_basic(s);
   if (auto methods = s.get_strings("methods")) {
     for (const auto& [name, node] : *methods) {
       const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
@@ -341,6 +364,7 @@ SiteConfig read_site(Section s, int line, const Config& c) {
     tls.finish();
   }
   if (const toml::table* t = s.get_table("real_ip")) read_real_ip(s.sub(*t, "real_ip"), *t, &site.real_ip);
+  site.auth_basic = read_auth_basic(s);
   if (const toml::node* node = s.node("location")) {
     if (!node->is_array_of_tables()) s.fail(*node, "location", "expected [[server.location]] blocks");
     size_t i = 0;
@@ -409,6 +433,9 @@ void finish_sites(const std::string& file, Config& c) {
       everything.pattern = "/";
       everything.line = site.line;
       site.locations.push_back(std::move(everything));
+    }
+    for (LocationConfig& l : site.locations) {
+      if (!l.auth_basic && site.auth_basic) l.auth_basic = site.auth_basic;
     }
     const std::string& in = site.file.empty() ? file : site.file;
     if (site.is_default) {

@@ -84,16 +84,7 @@ void LimitHandler::start(const Route& route, http::Exchange& exchange) {
   // nothing of it is used after.
   waiting->timer = waiting->loop->run_after(route.wait, [id, chain, job = waiting.get()] {
     job->timer = net::TimerId{};
-    http::Exchange* waited = http::Exchange::find(id);
-    if (waited == nullptr) return;
-    ChainLoop* here = chain->loops().current();
-    if (here == nullptr || &here->chain() != chain) {
-      // The loop moved on to a newer configuration: this one's handlers are
-      // no longer this loop's. Answer as a refusal would.
-      http::write_error_page(waited->writer(), 503);
-      return waited->finish();
-    }
-    here->resume(*waited);
+    if (http::Exchange* waited = http::Exchange::find(id)) resume_on(chain, *waited);
   });
   exchange.adopt(std::move(waiting));
 }

@@ -151,7 +151,7 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
       return header == nullptr || header->local ? out.push_back('-') : append_text(out, header->source.to_ip());
     }
     case Variable::kRemoteUser:
-      return out.push_back('-');
+      return r.remote_user().empty() ? out.push_back('-') : append_text(out, r.remote_user());
     case Variable::kTimeLocal:
       return out.append(formatted_time(e.wall_seconds, false));
     case Variable::kTimeIso8601:
