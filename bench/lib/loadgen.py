@@ -26,8 +26,10 @@ def pinned(cmd):
     return ["taskset", "-c", LOADGEN_CPU, *cmd]
 
 
-def wrk_cmd(url, conns, seconds, script=None, script_args=(), timeout=None):
+def wrk_cmd(url, conns, seconds, script=None, script_args=(), timeout=None, headers=()):
     cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--latency"]
+    for header in headers:
+        cmd += ["-H", header]
     if timeout:
         cmd.append(f"--timeout={timeout}s")
     if script:

@@ -45,6 +45,7 @@ class Scenario:
     # short for one response (a 64 MiB file takes up to 1.5 s here).
     timeout: int = 0
     handshake: str = "full"   # handshakes: "full" or "resumed" (bench/tls_handshakes.py)
+    headers: tuple = ()       # wrk: fields every request carries ("Name: value")
     note: str = ""
 
     @property
@@ -72,6 +73,8 @@ TARGETS = {
     # same location answering 204 (off).
     "metrics": {"tern": "tern-metrics", "tern" + _U: "tern-metrics" + _U},
     "sites": {"tern": "tern-sites", "tern" + _U: "tern-sites" + _U},
+    # The same site behind basic auth (nginx: auth_basic).
+    "auth": {"tern": "tern-auth", "tern" + _U: "tern-auth" + _U, "nginx": "nginx-auth"},
     # The same site with a [[limit]] that never refuses (nginx: limit_req).
     "limit": {"tern": "tern-limit", "tern" + _U: "tern-limit" + _U, "nginx": "nginx-limit"},
     # Plain HTTP/2 with prior knowledge (h2c).
@@ -132,6 +135,11 @@ SCENARIOS = [
              note=f"as sites-keepalive-100 with a [[limit]] of {servers.LIMIT_RATE}, burst "
                   f"{servers.LIMIT_BURST} nodelay on / (nginx: limit_req_zone by $binary_remote_addr, "
                   "limit_req on /): every request counted in its client's bucket, none held"),
+    Scenario("auth-keepalive-100", "wrk", "req/s", conns=100, target="auth", servers=(*TERNS, "nginx"),
+             headers=(servers.AUTH_FIELD,), compare_to=(("sites-keepalive-100", "basic auth on / off"),),
+             note="as sites-keepalive-100 behind basic auth, every request with the right password "
+                  "(bcrypt, cost 5): tern checks it once and remembers the success; nginx's "
+                  "auth_basic checks it with crypt(3) on every request"),
     Scenario("idle-memory", "idle", "KiB/conn", higher_is_better=False,
              note=f"RSS growth holding {IDLE_CONNECTIONS:,} idle keep-alive connections; "
                   "a freshly started server each time. nginx allocates all its connection "
@@ -256,7 +264,7 @@ def _load_command(sc, server, seconds, ab_requests):
         return loadgen.wrk_cmd(url, sc.conns, seconds, PIPELINE_LUA, [str(sc.pipeline)])
     if sc.files:
         return loadgen.wrk_cmd(url, sc.conns, seconds, FILES_LUA, [str(sc.files)])
-    return loadgen.wrk_cmd(url, sc.conns, seconds, timeout=sc.timeout)
+    return loadgen.wrk_cmd(url, sc.conns, seconds, timeout=sc.timeout, headers=sc.headers)
 
 
 def _warm_up(sc, server, seconds):

@@ -282,6 +282,32 @@ def nginx_limit_config(ws, port):
                         http_extra=f"\n    limit_req_zone $binary_remote_addr zone=bench:10m rate={LIMIT_RATE};")
 
 
+# The auth rows: the same site behind basic auth, the user "bench" with the
+# password "bench" (htpasswd -nbB -C 5 bench bench). wrk's 100 connections
+# come from one address at once: tern's checks per address are not the
+# limit here.
+AUTH_KINDS = {"tern-auth": "tern", "nginx-auth": "nginx"}
+AUTH_LINE = "bench:$2y$05$ux04FFO4F2.b8Hkfi3vS2udDdG4V93bGe3y8E0IPcEEne36gXZM7C\n"
+AUTH_FIELD = "Authorization: Basic YmVuY2g6YmVuY2g="
+
+
+def auth_users(ws):
+    path = ws.path("htpasswd")
+    with open(path, "w") as f:
+        f.write(AUTH_LINE)
+    return path
+
+
+def auth_site(ws):
+    site = metrics_site(False)
+    return site.replace("[[server]]\n", f'[[server]]\nauth_basic = {{ realm = "bench", users = "{auth_users(ws)}", attempts = 1000000 }}\n', 1)
+
+
+def nginx_auth_config(ws, port):
+    return nginx_config(ws, port, server_block=f'root {ws.docroot};\n        auth_basic "bench";\n'
+                                               f"        auth_basic_user_file {auth_users(ws)};")
+
+
 def tern_php_config(ws, port, fpm, cache, io="epoll"):
     """tern in front of its php-fpm, with the response cache or without."""
     path = ws.path(f"tern-php{'-cache' if cache else ''}-{io}-{port}.toml")
@@ -600,6 +626,11 @@ def _command(kind, ws, bins, port, backend):
     elif kind == "tern":
         conf = tern_config(ws, port, io, tls, h2c=h2c)
         return [bins["tern"], "-c", conf], conf
+    elif kind in AUTH_KINDS:
+        if AUTH_KINDS[kind] == "tern":
+            conf = tern_config(ws, port, io, extra=auth_site(ws), name=kind)
+            return [bins["tern"], "-c", conf], conf
+        conf, errlog = nginx_auth_config(ws, port)
     elif kind in LIMIT_KINDS:
         if LIMIT_KINDS[kind] == "tern":
             conf = tern_config(ws, port, io, extra=limit_site(), name=kind)
