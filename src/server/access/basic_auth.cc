@@ -110,9 +110,10 @@ Claim BasicAuthHandler::claim(Route& route) {
 }
 
 Claim BasicAuthHandler::claim_checked(Route& route, std::string_view user, std::string_view password) {
+  // A request whose check came back finds its success here, as does one
+  // remembered; another location's file (an internal redirect) is asked
+  // on its own.
   const http::Request& request = *route.request;
-  // Checked already (it waited for the check and came back).
-  if (!request.remote_user().empty() && request.remote_user() == user) return Claim::kPass;
   if (users_->remembered(users_->key(user, password), now_ms())) {
     request.set_remote_user(user);
     return Claim::kPass;
@@ -166,7 +167,6 @@ void BasicAuthHandler::start(const Route& route, http::Exchange& exchange) {
         return waited->finish();
       }
       check->users->remember(check->users->key(check->user, check->password), now_ms());
-      waited->request().set_remote_user(check->user);
       resume_on(check->chain, *waited);
     });
   });

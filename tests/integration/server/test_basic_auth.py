@@ -240,3 +240,22 @@ def test_the_readme_example_serves_as_written(tern_factory, tmp_path):
     resp = srv.get("/admin/", credentials("alice", "a"))
     assert resp.status == 401 and 'realm="Admin"' in resp.header("WWW-Authenticate")
     assert srv.get("/admin/", credentials("root", "r")).body == b"admin\n"
+
+
+def test_an_internal_redirect_to_another_file_is_checked_against_that_file(tern_factory, tmp_path):
+    """Regression: a user one location's file let in passed a location with
+    another file that an internal redirect (try_files) led to unchecked."""
+    users, admins = tmp_path / "htpasswd", tmp_path / "admins"
+    htpasswd(users, "alice", "a", "-B", "-C", "5")
+    htpasswd(admins, "root", "r", "-B", "-C", "5")
+    config, _ = guarded(users, [
+        {"prefix": "/a/", "try_files": ["$uri", "/admin/fallback"]},
+        {"prefix": "/admin/", "auth_basic": {"realm": "Admin", "users": str(admins)},
+         "return": {"status": 200, "body": "admin"}},
+    ])
+    srv = tern_factory(config)
+    resp = srv.get("/a/missing", credentials("alice", "a"))
+    assert resp.status == 401 and 'realm="Admin"' in resp.header("WWW-Authenticate"), (resp.status, resp.body)
+    # Once remembered by the first file, still not the second's.
+    assert srv.get("/a/missing", credentials("alice", "a")).status == 401
+    assert srv.get("/admin/x", credentials("root", "r")).body == b"admin"
