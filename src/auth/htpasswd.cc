@@ -104,13 +104,17 @@ bool crypt_matches(std::string_view hash, std::string_view password) {
   // crypt needs NUL-terminated strings; a password with a NUL in it cannot
   // be one htpasswd hashed.
   if (password.find('\0') != std::string_view::npos) return false;
-  const std::string key(password);
+  std::string key(password);
   const std::string setting(hash);
   // Per thread: struct crypt_data is 32 KiB, too much for every call's stack.
   thread_local std::unique_ptr<crypt_data> data = std::make_unique<crypt_data>();
   data->initialized = 0;
   const char* out = crypt_rn(key.c_str(), setting.c_str(), data.get(), sizeof(crypt_data));
-  return out != nullptr && out[0] != '*' && same(out, hash);
+  const bool matches = out != nullptr && out[0] != '*' && same(out, hash);
+  // No copy of the password stays behind (crypt_data holds the key's state).
+  OPENSSL_cleanse(key.data(), key.size());
+  OPENSSL_cleanse(data.get(), sizeof(crypt_data));
+  return matches;
 }
 
 }  // namespace
@@ -150,7 +154,9 @@ Htpasswd Htpasswd::parse(std::string_view text, std::string_view name, std::vect
       throw std::runtime_error(where + "expected user:hash");
     }
     const std::string user(line.substr(0, colon));
-    const std::string_view hash = line.substr(colon + 1);
+    // What follows the hash after another ':' is a comment (no hash holds one).
+    std::string_view hash = line.substr(colon + 1);
+    hash = hash.substr(0, hash.find(':'));
     const Scheme scheme = scheme_of(hash);
     if (scheme == Scheme::kNone) {
       throw std::runtime_error(where + user + ": a hash tern does not take (bcrypt \"$2y$\", \"$5$\", \"$6$\", \"$apr1$\" or "
@@ -163,7 +169,11 @@ Htpasswd Htpasswd::parse(std::string_view text, std::string_view name, std::vect
     if (!file.users_.emplace(user, std::string(hash)).second) {
       throw std::runtime_error(where + user + ": named twice");
     }
-    if (file.decoy_.empty()) file.decoy_ = hash;
+    // The decoy costs what the dearest scheme costs: an unknown name must
+    // not answer sooner than a known one.
+    if (file.decoy_.empty() || (scheme == Scheme::kCrypt && scheme_of(file.decoy_) != Scheme::kCrypt)) {
+      file.decoy_ = hash;
+    }
   }
   return file;
 }

@@ -1,6 +1,7 @@
 // Htpasswd: the users of an Apache htpasswd file, for basic auth
-// (server/handlers' auth_basic). Each line is "user:hash"; blank lines and
-// lines starting with '#' are skipped. The hashes htpasswd(1) writes:
+// (server/access/basic_auth.h). Each line is "user:hash", what follows
+// another ':' a comment; blank lines and lines starting with '#' are
+// skipped. The hashes htpasswd(1) writes:
 //
 //   $2y$ (also $2a$, $2b$)  bcrypt: htpasswd -B, the recommended one
 //   $5$, $6$                SHA-256-crypt, SHA-512-crypt: htpasswd -2, -5

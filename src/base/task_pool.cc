@@ -17,13 +17,17 @@ TaskPool::TaskPool(std::string name, size_t threads, size_t max_queued)
   }
 }
 
-TaskPool::~TaskPool() {
+TaskPool::~TaskPool() { shutdown(); }
+
+void TaskPool::shutdown() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 bool TaskPool::submit(Task task) {

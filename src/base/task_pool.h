@@ -42,6 +42,11 @@ class TaskPool {
   // Drops the tasks that have not started, refuses new ones, and returns
   // how many were dropped. Running tasks finish.
   size_t discard_queued();
+  // Runs what is queued, refuses new tasks, and joins the threads; the
+  // object stays usable (submit() returns false). The destructor's first
+  // step; call it first where threads that submit outlive the threads
+  // that run. Not from a task.
+  void shutdown();
 
  private:
   void run();

@@ -72,7 +72,7 @@ void Exchange::begin(ExchangeTransport* transport, const Request* request,
   writer_.emplace(context);
   body_complete_ = !has_body;
   body_paused_ = false;
-  body_held_ = false;
+  body_holds_ = 0;
   id_ = table_of(transport->loop()).add(transport->loop(), this);
 }
 
@@ -156,20 +156,19 @@ void Exchange::pause_body() {
 void Exchange::resume_body() {
   if (!body_paused_) return;
   body_paused_ = false;
-  if (!body_held_) transport_->resume_body();
+  if (body_holds_ == 0) transport_->resume_body();
 }
 
 void Exchange::hold_body() {
-  if (body_complete_ || body_held_) return;
+  if (body_complete_) return;
   const bool was = body_paused();
-  body_held_ = true;
+  ++body_holds_;
   if (!was) transport_->pause_body();
 }
 
 void Exchange::release_body() {
-  if (!body_held_) return;
-  body_held_ = false;
-  if (!body_paused_) transport_->resume_body();
+  if (body_holds_ == 0) return;
+  if (--body_holds_ == 0 && !body_paused_) transport_->resume_body();
 }
 
 void Exchange::wait_for_drain() { transport_->wait_for_drain(); }
@@ -184,7 +183,7 @@ bool Exchange::switch_protocols() {
   if (!transport_->switch_protocols()) return false;
   body_complete_ = false;  // the client's bytes come as an endless body
   body_paused_ = false;
-  body_held_ = false;
+  body_holds_ = 0;
   return true;
 }
 

@@ -170,8 +170,11 @@ class Exchange {
   void pause_body();
   void resume_body();
   // Holds the body back for a handler that has yet to take the request (a
-  // request waiting for its turn under a rate limit), whatever the handler
-  // then pauses and resumes: the body flows once released and not paused.
+  // request waiting for its turn under a rate limit, or for its password
+  // check), whatever the handler then pauses and resumes: the body flows
+  // once every hold is released and it is not paused. Holds count: a
+  // request that waited for its turn and then for its check is held until
+  // both let go.
   void hold_body();
   void release_body();
   bool body_complete() const { return body_complete_; }
@@ -206,7 +209,7 @@ class Exchange {
   // A piece of the body arrived (see set_body_handler).
   void deliver(std::string_view piece, bool last);
   // Whether the transport should not read the body now.
-  bool body_paused() const { return body_paused_ || body_held_; }
+  bool body_paused() const { return body_paused_ || body_holds_ > 0; }
   // The output drained after wait_for_drain().
   void drained();
   // The response as it stands (without the close that writer() may add).
@@ -229,7 +232,7 @@ class Exchange {
   ExchangeId id_;  // valid while active
   bool body_complete_ = true;
   bool body_paused_ = false;
-  bool body_held_ = false;
+  uint32_t body_holds_ = 0;  // hold_body() not yet released
 };
 
 }  // namespace tern::http

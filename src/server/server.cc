@@ -98,6 +98,9 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
       proxy_senders_(std::make_shared<const std::vector<Cidr>>(proxy_protocol_senders(*config_))) {}
 
 Server::~Server() {
+  // Tasks post their answers to the loops: done before the loops stop. A
+  // loop that submits from now on is refused (a 503).
+  if (tasks_) tasks_->shutdown();
   if (prune_timer_.valid()) loop_->cancel(prune_timer_);
   if (tls_stats_timer_.valid()) loop_->cancel(tls_stats_timer_);
   if (status_timer_.valid()) loop_->cancel(status_timer_);

@@ -158,12 +158,14 @@ class Server {
   std::shared_ptr<tls::TicketKeys> ticket_keys_;
   mutable std::mutex tls_mu_;  // tls_: changed on the main thread, read by a scrape
   std::vector<std::pair<net::InetAddress, std::shared_ptr<tls::ServerContext>>> tls_;
+  // Before http_, so that it outlives the loops that submit to it; its
+  // threads are joined first (~Server: shutdown()), while the loops its
+  // tasks post to still run.
+  std::unique_ptr<TaskPool> tasks_;
   std::unique_ptr<http::HttpServer> http_;
   tls::Stats tls_logged_;  // the figures of the last TLS line in the log
   net::TimerId tls_stats_timer_;
   net::TimerId status_timer_;  // STATUS to the service manager, when one listens
-  // After http_: joined first, while the loops its tasks post to still run.
-  std::unique_ptr<TaskPool> tasks_;
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;
   bool stop_bounded_ = true;

@@ -24,12 +24,14 @@ constexpr const char* kFile =
     "bobsha:{SHA}W8r/fyL/UzygmbNAjq2HbA67qac=\n"
     "alice:$2y$05$zGEJGehCDKQSM854gfRrY.uAgBTq4SKdSyG5cni4QGb0oFz8OiPj.\n"
     "alicemd5:$apr1$Cb5sqXYC$gxefr3lfCyBTDPeWqI2vw.\n"
-    "carol:$apr1$JwCthHZo$9ZNaGtm3zbXn5R4aYZCM31\n";  // an empty password
+    "carol:$apr1$JwCthHZo$9ZNaGtm3zbXn5R4aYZCM31\n"  // an empty password
+    "dave:$5$3ZS1Pvy.FAibITxV$c1boSRAC4q6m0cAfHhv8861YzNtDbwFhUeIdtCMQhg9:Dave, ops\n";  // a comment
 
 TEST(HtpasswdTest, EachSchemeHtpasswdWritesVerifies) {
   std::vector<std::string> warnings;
   const Htpasswd file = Htpasswd::parse(kFile, "users", &warnings);
-  EXPECT_EQ(file.size(), 8u);
+  EXPECT_EQ(file.size(), 9u);
+  EXPECT_TRUE(file.verify("dave", "open sesame"));
   for (const char* user : {"bob", "bob256", "bob512", "bobmd5", "bobsha"}) {
     EXPECT_TRUE(file.verify(user, "open sesame")) << user;
     EXPECT_FALSE(file.verify(user, "open sesamE")) << user;

@@ -21,6 +21,17 @@ TEST(TaskPool, RunsWhatIsQueuedBeforeItJoins) {
   EXPECT_EQ(ran.load(), 50);
 }
 
+TEST(TaskPool, ShutdownRunsWhatIsQueuedAndThenRefusesWork) {
+  TaskPool pool("t", 2, 100);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(pool.submit([&ran] { ran.fetch_add(1); }));
+  pool.shutdown();
+  EXPECT_EQ(ran.load(), 20);
+  EXPECT_FALSE(pool.submit([&ran] { ran.fetch_add(1); }));
+  pool.shutdown();  // again: nothing to do
+  EXPECT_EQ(ran.load(), 20);
+}
+
 TEST(TaskPool, RefusesWorkBeyondItsQueue) {
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();

@@ -296,6 +296,9 @@ TEST_F(ConfigFileTest, ConnectionLimitsAreNamedAtTheTopLevelOnly) {
   EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nrate = \"1r/s\"\n").find("either rate or connections"),
             std::string::npos);
   EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nburst = 3\n").find("burst"), std::string::npos);
+  EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nstatus = 503\n").find("status"), std::string::npos);
+  EXPECT_NE(error("limit_connections = [\"perip\", \"perip\"]\n" + perip).find("\"perip\" named twice"),
+            std::string::npos);
   EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nkey = \"$http_x\"\n").find("$remote_addr"),
             std::string::npos);
   EXPECT_NE(error("[[limit]]\nname = \"a\"\n").find("limit[0].rate: required"), std::string::npos);

@@ -1,5 +1,6 @@
 #include "server/access/basic_auth.h"
 
+#include <fmt/format.h>
 #include <sodium.h>
 
 #include <charconv>
@@ -31,6 +32,21 @@ std::string challenge(std::string_view realm) {
 }
 
 int64_t now_ms() { return static_cast<int64_t>(net::EventLoop::current()->clock().now_ms()); }
+
+// A client's user name for the log: at most 64 bytes, control bytes and
+// backslashes escaped (it could hold anything but a colon).
+std::string printable(std::string_view user) {
+  std::string out;
+  for (unsigned char ch : user.substr(0, 64)) {
+    if (ch < 0x20 || ch == 0x7f || ch == '\\') {
+      out += fmt::format("\\x{:02x}", ch);
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  if (user.size() > 64) out += "...";
+  return out;
+}
 
 }  // namespace
 
@@ -79,8 +95,14 @@ uint64_t BasicUsers::key(std::string_view user, std::string_view password) const
 
 bool BasicUsers::remembered(uint64_t key, int64_t now) {
   bool fresh = false;
-  successes_.if_present(key, [&](int64_t& until) { fresh = until > now; },
-                        [now](const int64_t& until) { return until > now; });
+  // A success in use stays remembered: a session of requests is checked once.
+  successes_.if_present(
+      key,
+      [&](int64_t& until) {
+        fresh = until > now;
+        if (fresh) until = now + kRememberedMs;
+      },
+      [now](const int64_t& until) { return until > now; });
   return fresh;
 }
 
@@ -88,8 +110,25 @@ void BasicUsers::remember(uint64_t key, int64_t now) {
   successes_.with(key, [now](int64_t& until, bool) { until = now + kRememberedMs; });
 }
 
-bool BasicUsers::may_check(const net::InetAddress& client, int64_t now_s, int64_t* retry_after) {
-  return checks_.allow(auth::address_key(client), now_s, retry_after);
+BasicUsers::Begin BasicUsers::begin(uint64_t key, const Waiter& waiter, const net::InetAddress& client, int64_t now_s,
+                                    int64_t* retry_after) {
+  std::lock_guard lock(pending_mu_);
+  if (auto it = pending_.find(key); it != pending_.end()) {
+    it->second.push_back(waiter);
+    return Begin::kJoined;
+  }
+  if (!checks_.allow(auth::address_key(client), now_s, retry_after)) return Begin::kRefused;
+  pending_[key].push_back(waiter);
+  return Begin::kCheck;
+}
+
+std::vector<BasicUsers::Waiter> BasicUsers::end(uint64_t key) {
+  std::lock_guard lock(pending_mu_);
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return {};
+  std::vector<Waiter> waiters = std::move(it->second);
+  pending_.erase(it);
+  return waiters;
 }
 
 BasicAuthHandler::BasicAuthHandler(std::shared_ptr<BasicUsers> users, const AuthBasicConfig& config,
@@ -99,82 +138,97 @@ BasicAuthHandler::BasicAuthHandler(std::shared_ptr<BasicUsers> users, const Auth
 Claim BasicAuthHandler::claim(Route& route) {
   const http::Request& request = *route.request;
   std::string_view user, password;
-  if (!basic_credentials(request.header(http::FieldId::kAuthorization), &route.scratch, &user, &password)) {
-    route.status = 401;
-    return Claim::kRespond;
-  }
-  const Claim claim = claim_checked(route, user, password);
-  // The password leaves no copy behind in the route.
-  sodium_memzero(route.scratch.data(), route.scratch.size());
-  return claim;
-}
-
-Claim BasicAuthHandler::claim_checked(Route& route, std::string_view user, std::string_view password) {
+  const bool given = basic_credentials(request.header(http::FieldId::kAuthorization), &route.scratch, &user, &password);
   // A request whose check came back finds its success here, as does one
   // remembered; another location's file (an internal redirect) is asked
   // on its own.
-  const http::Request& request = *route.request;
-  if (users_->remembered(users_->key(user, password), now_ms())) {
-    request.set_remote_user(user);
-    return Claim::kPass;
-  }
-  int64_t retry_after = 0;
-  if (!users_->may_check(*route.client, static_cast<int64_t>(::time(nullptr)), &retry_after)) {
-    TERN_LOG_EVERY_SECOND(spdlog::level::warn, "auth_basic: {} has had its password checks this minute: 429",
-                          route.client->to_ip());
-    route.status = 429;
-    route.wait = std::chrono::seconds(retry_after);
+  const bool known = given && users_->remembered(users_->key(user, password), now_ms());
+  if (known) request.set_remote_user(user);
+  // The password leaves no copy behind in the route.
+  sodium_memzero(route.scratch.data(), route.scratch.size());
+  if (!given) {
+    route.status = 401;
     return Claim::kRespond;
   }
-  return Claim::kExchange;
+  return known ? Claim::kPass : Claim::kExchange;
 }
 
-void BasicAuthHandler::respond(const Route& route, http::ResponseWriter& writer) {
-  if (route.status == 401) return http::write_error_page(writer, 401, http::ErrorField{"WWW-Authenticate", challenge_});
-  char digits[24];
-  const int64_t seconds = std::max<int64_t>(std::chrono::ceil<std::chrono::seconds>(route.wait).count(), 1);
-  const auto end = std::to_chars(digits, digits + sizeof digits, seconds).ptr;
-  http::write_error_page(writer, route.status,
-                         http::ErrorField{"Retry-After", std::string_view(digits, static_cast<size_t>(end - digits))});
+void BasicAuthHandler::respond(const Route&, http::ResponseWriter& writer) {
+  http::write_error_page(writer, 401, http::ErrorField{"WWW-Authenticate", challenge_});
 }
 
 void BasicAuthHandler::start(const Route& route, http::Exchange& exchange) {
+  exchange.hold_body();
   std::string decoded;
   std::string_view user, password;
   (void)basic_credentials(route.request->header(http::FieldId::kAuthorization), &decoded, &user, &password);
-  exchange.hold_body();
+  const uint64_t key = users_->key(user, password);
+  int64_t retry_after = 0;
+  const BasicUsers::Begin begun =
+      users_->begin(key, {exchange.id(), this}, *route.client, static_cast<int64_t>(::time(nullptr)), &retry_after);
+  if (begun == BasicUsers::Begin::kJoined) {
+    // The same credentials are being checked: this request has that answer.
+    sodium_memzero(decoded.data(), decoded.size());
+    return;
+  }
+  if (begun == BasicUsers::Begin::kRefused) {
+    sodium_memzero(decoded.data(), decoded.size());
+    TERN_LOG_EVERY_SECOND(spdlog::level::warn, "auth_basic: {} has had its password checks this minute: 429",
+                          route.client->to_ip());
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, std::max<int64_t>(retry_after, 1)).ptr;
+    http::write_error_page(exchange.writer(), 429,
+                           http::ErrorField{"Retry-After", std::string_view(digits, static_cast<size_t>(end - digits))});
+    return exchange.finish();
+  }
   struct Check {
     std::shared_ptr<BasicUsers> users;
+    uint64_t key;
     std::string user;
     std::string password;
     std::string client;
-    http::ExchangeId id;
-    const Chain* chain;
-    std::string challenge;
+    net::EventLoop* loop;
     ~Check() { sodium_memzero(password.data(), password.size()); }
   };
-  auto check = std::make_shared<Check>(Check{users_, std::string(user), std::string(password),
-                                             route.client->to_ip(), exchange.id(), chain_, challenge_});
+  auto check = std::make_shared<Check>(
+      Check{users_, key, std::string(user), std::string(password), route.client->to_ip(), exchange.loop()});
   sodium_memzero(decoded.data(), decoded.size());
-  const bool queued = tasks_ != nullptr && tasks_->submit([check] {
+  auto answer = [check](bool ok) {
+    if (ok) check->users->remember(check->key, now_ms());
+    if (!ok) {
+      TERN_LOG_WARN("auth_basic: {} from {}: no such user or a wrong password", printable(check->user),
+                    check->client);
+    }
+    // Every request that waited for this check, on its own loop.
+    for (const BasicUsers::Waiter& waiter : check->users->end(check->key)) {
+      waiter.id.loop->run_in_loop([waiter, ok] {
+        http::Exchange* waited = http::Exchange::find(waiter.id);
+        if (waited == nullptr) return;  // the client left meanwhile
+        if (!ok) return waiter.handler->refuse(*waited);
+        resume_on(waiter.handler->chain_, *waited);
+      });
+    }
+  };
+  const bool queued = tasks_ != nullptr && tasks_->submit([check, answer] {
     const bool ok = check->users->file().verify(check->user, check->password);
-    check->id.loop->run_in_loop([check, ok] {
-      http::Exchange* waited = http::Exchange::find(check->id);
-      if (waited == nullptr) return;  // the client left meanwhile
-      if (!ok) {
-        TERN_LOG_WARN("auth_basic: {} from {}: no such user or a wrong password", check->user, check->client);
-        http::write_error_page(waited->writer(), 401, http::ErrorField{"WWW-Authenticate", check->challenge});
-        return waited->finish();
-      }
-      check->users->remember(check->users->key(check->user, check->password), now_ms());
-      resume_on(check->chain, *waited);
-    });
+    check->loop->run_in_loop([answer, ok] { answer(ok); });
   });
   if (!queued) {
     TERN_LOG_EVERY_SECOND(spdlog::level::err, "auth_basic: the task threads' queue is full: 503");
-    http::write_error_page(exchange.writer(), 503);
-    exchange.finish();
+    for (const BasicUsers::Waiter& waiter : users_->end(key)) {
+      waiter.id.loop->run_in_loop([id = waiter.id] {
+        if (http::Exchange* waited = http::Exchange::find(id)) {
+          http::write_error_page(waited->writer(), 503);
+          waited->finish();
+        }
+      });
+    }
   }
+}
+
+void BasicAuthHandler::refuse(http::Exchange& exchange) const {
+  http::write_error_page(exchange.writer(), 401, http::ErrorField{"WWW-Authenticate", challenge_});
+  exchange.finish();
 }
 
 }  // namespace tern::server

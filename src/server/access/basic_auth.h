@@ -6,20 +6,26 @@
 // A password check costs what its hash costs (bcrypt: milliseconds), so it
 // runs on the task threads: the request waits as an exchange, its body
 // held, and goes on through the chain (resume_on) once the check is back.
-// Successes are remembered for a few minutes (a browser sends the same
-// credentials with every request), by a keyed hash of the user and password
-// in a table the loops share; what misses it counts against the address's
-// `attempts` a minute, beyond which 429 comes without a check. The user a
+// Successes are remembered for a few minutes from their last use (a
+// browser sends the same credentials with every request), by a keyed hash
+// of the user and password in a table the loops share; requests that bring
+// the same credentials while they are being checked wait for that check;
+// each check counts against the address's `attempts` a minute, beyond
+// which 429 comes without one. The user a
 // request proved is its remote_user() ($remote_user, REMOTE_USER). The
 // file is read when the configuration is (start, SIGHUP).
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "auth/htpasswd.h"
 #include "auth/rate_limiter.h"
+#include "http/exchange.h"
 #include "server/config/config.h"
 #include "server/handler.h"
 #include "server/limits/key_table.h"
@@ -34,19 +40,34 @@ class Chain;
 
 // One htpasswd file as a configuration loaded it, with its successes and
 // its attempts per address. Shared by the loops; thread-safe.
+class BasicAuthHandler;
+
 class BasicUsers {
  public:
   // Reads `path`; throws std::runtime_error naming it (and the line).
   BasicUsers(const std::string& path, uint32_t attempts);
 
   const auth::Htpasswd& file() const { return file_; }
-  // A success for (user, password) within the last kRemembered.
+  // A success for (user, password) within the last kRememberedMs (which
+  // starts again with each use).
   uint64_t key(std::string_view user, std::string_view password) const;
   bool remembered(uint64_t key, int64_t now_ms);
   void remember(uint64_t key, int64_t now_ms);
-  // Counts a check for `client`; false (and *retry_after, seconds) when it
-  // has had its attempts this minute.
-  bool may_check(const net::InetAddress& client, int64_t now_s, int64_t* retry_after);
+
+  // A request waiting for a check, and the handler that answers it.
+  struct Waiter {
+    http::ExchangeId id;
+    const BasicAuthHandler* handler;
+  };
+  // The check of `key` for `waiter`: joined to one in flight (the same
+  // credentials, from any loop: one check answers them all), refused
+  // (`client` has had its `attempts` this minute; *retry_after, seconds),
+  // or to be made (and end() called when it is done).
+  enum class Begin { kJoined, kRefused, kCheck };
+  Begin begin(uint64_t key, const Waiter& waiter, const net::InetAddress& client, int64_t now_s,
+              int64_t* retry_after);
+  // The requests that waited for the check of `key`, which is over.
+  std::vector<Waiter> end(uint64_t key);
 
   static constexpr int64_t kRememberedMs = 5 * 60 * 1000;
 
@@ -54,6 +75,8 @@ class BasicUsers {
   auth::Htpasswd file_;
   KeyTable<int64_t> successes_;  // until when, ms
   auth::RateLimiter checks_;
+  std::mutex pending_mu_;
+  std::unordered_map<uint64_t, std::vector<Waiter>> pending_;  // guarded by pending_mu_
 };
 
 class BasicAuthHandler final : public Handler {
@@ -67,8 +90,8 @@ class BasicAuthHandler final : public Handler {
   void start(const Route& route, http::Exchange& exchange) override;
 
  private:
-  // claim() once the field is decoded.
-  Claim claim_checked(Route& route, std::string_view user, std::string_view password);
+  // Answers 401 with the challenge.
+  void refuse(http::Exchange& exchange) const;
 
   std::shared_ptr<BasicUsers> users_;
   std::string challenge_;  // the WWW-Authenticate value

@@ -70,8 +70,10 @@ void read_key_limits(Section& top, const toml::node& node, Config& c) {
     }
     if (connections != nullptr) {
       s.get_int("connections", &l.connections, 1, 1'000'000);
-      for (const char* key : {"burst", "delay", "nodelay"}) {
-        if (const toml::node* n = s.node(key)) s.fail(*n, key, "a limit of connections has no burst or delay");
+      for (const char* key : {"burst", "delay", "nodelay", "status"}) {
+        if (const toml::node* n = s.node(key)) {
+          s.fail(*n, key, "a limit of connections has no burst, delay or status (the connection is closed)");
+        }
       }
       if (s.node("key") != nullptr && l.key != "$remote_addr") {
         s.fail(*s.node("key"), "key", "a limit of connections counts by \"$remote_addr\" (nothing else is known at accept)");
@@ -100,6 +102,9 @@ void read_connection_limits(Section& top, Config& c) {
   if (!names) return;
   c.limit_connections.clear();
   for (const auto& [name, node] : *names) {
+    if (std::find(c.limit_connections.begin(), c.limit_connections.end(), name) != c.limit_connections.end()) {
+      top.fail(*node, "limit_connections", "\"" + name + "\" named twice");
+    }
     c.limit_connections.push_back(name);
     c.limit_connections_line = static_cast<int>(node->source().begin.line);
   }

@@ -18,6 +18,7 @@ import pytest
 from http_client import HttpConn
 from php_site import install_scripts
 from test_access import wait_for_lines
+from test_proxy import apps  # noqa: F401 (a fixture)
 
 CHALLENGE = 'Basic realm="Admin \\"area\\"", charset="UTF-8"'
 
@@ -259,3 +260,44 @@ def test_an_internal_redirect_to_another_file_is_checked_against_that_file(tern_
     # Once remembered by the first file, still not the second's.
     assert srv.get("/a/missing", credentials("alice", "a")).status == 401
     assert srv.get("/admin/x", credentials("root", "r")).body == b"admin"
+
+
+def test_requests_with_the_same_credentials_at_once_share_one_check(tern_factory, tmp_path):
+    """A browser's first page: many requests with the credentials it was
+    just given. One check answers them all, and counts once."""
+    users = tmp_path / "htpasswd"
+    htpasswd(users, "alice", "secret", "-B", "-C", "10")
+    srv = tern_factory(guarded(users, attempts=2, workers=2)[0])
+    with ThreadPoolExecutor(30) as pool:
+        statuses = list(pool.map(lambda _: srv.get("/", credentials("alice", "secret")).status, range(30)))
+    assert statuses == [200] * 30, statuses
+    # One or two checks (one per worker at most) of the two allowed.
+    assert srv.get("/", credentials("alice", "wrong")).status in (401, 429)
+
+
+def test_a_body_held_for_its_turn_and_its_check_reaches_the_upstream_whole(tern_factory, tmp_path, apps):
+    """Regression: a request that waited under a [[limit]] and then for its
+    password check lost what arrived of its body during the check."""
+    (app,) = apps("app")
+    users = tmp_path / "htpasswd"
+    for i in range(4):  # a user each: every request has a check of its own
+        htpasswd(users, f"user{i}", "secret", "-B", "-C", "10")
+    config, _ = guarded(users, [{"prefix": "/", "limit": ["api"], "proxy": {"pass": f"http://{app.address}"}}],
+                        limit=[{"name": "api", "rate": "10r/s", "burst": 5}])
+    srv = tern_factory(config)
+    body = bytes(range(256)) * 1024  # 256 KiB
+
+    def post(i):
+        head = ("POST /sha256 HTTP/1.1\r\nHost: a\r\nAuthorization: " + credentials(f"user{i}", "secret")[0][1]
+                + "\r\n").encode()
+        with HttpConn.open(srv.port) as conn:
+            conn.send(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            return conn.read_response("POST")
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(post, range(4)))
+    want = __import__("hashlib").sha256(body).hexdigest()
+    for resp in answers:
+        assert resp.status == 200, resp.body[:200]
+        answer = json.loads(resp.body)
+        assert (answer["sha256"], answer["length"]) == (want, len(body))
