@@ -63,6 +63,15 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
     params.add("HTTPS", "on");
     if (!cgi.ssl_protocol.empty()) params.add("SSL_PROTOCOL", cgi.ssl_protocol);
     if (!cgi.ssl_cipher.empty()) params.add("SSL_CIPHER", cgi.ssl_cipher);
+    if (const net::PeerCertificate* peer = cgi.client_certificate) {
+      params.add("SSL_CLIENT_VERIFY", peer->verify);
+      if (!peer->subject.empty()) {
+        params.add("SSL_CLIENT_S_DN", peer->subject);
+        params.add("SSL_CLIENT_I_DN", peer->issuer);
+        params.add("SSL_CLIENT_M_SERIAL", peer->serial);
+        params.add("SSL_CLIENT_FINGERPRINT", peer->fingerprint);
+      }
+    }
   }
 
   // The request's host, which an absolute-form target sets in place of

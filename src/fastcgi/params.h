@@ -9,6 +9,7 @@
 #include "fastcgi/protocol.h"
 #include "http/request.h"
 #include "net/inet_address.h"
+#include "net/secure_layer.h"
 
 namespace tern::fastcgi {
 
@@ -27,6 +28,11 @@ struct CgiContext {
   bool https = false;
   std::string_view ssl_protocol;  // with https: "TLSv1.3"
   std::string_view ssl_cipher;    // with https: OpenSSL's name of the cipher
+  // With https, where the site asks for client certificates: as Apache's
+  // mod_ssl names them, SSL_CLIENT_VERIFY and, with a certificate,
+  // SSL_CLIENT_S_DN, SSL_CLIENT_I_DN, SSL_CLIENT_M_SERIAL and
+  // SSL_CLIENT_FINGERPRINT.
+  const net::PeerCertificate* client_certificate = nullptr;
 };
 
 // Every variable, then each request header as HTTP_NAME (upper case, '-' as

@@ -22,11 +22,24 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "net/buffer.h"
 
 namespace tern::net {
+
+// The certificate a client presented, where the server asked for one
+// (mutual TLS), as nginx's $ssl_client_* variables give it.
+struct PeerCertificate {
+  // "SUCCESS", "FAILED:" and the reason, or "NONE" (no certificate sent).
+  std::string verify = "NONE";
+  std::string subject;      // RFC 2253 ("CN=alice,O=Example"); empty without one
+  std::string issuer;       // the same, of its issuer
+  std::string serial;       // in hex
+  std::string fingerprint;  // SHA-1 of the certificate, in lower-case hex
+  bool verified() const { return verify == "SUCCESS"; }
+};
 
 class SecureLayer {
  public:
@@ -69,6 +82,9 @@ class SecureLayer {
   // Why the layer failed ("certificate verify failed: ..."), for logs;
   // empty while it has not.
   virtual std::string_view error() const { return {}; }
+  // What the client's certificate was found to be, once established(); null
+  // where the server did not ask for one.
+  virtual const PeerCertificate* peer_certificate() const { return nullptr; }
 
   // Kernel TLS (sending). Before each step of the handshake the connection
   // offers its socket (-1 while it cannot write to it at once: a send is in

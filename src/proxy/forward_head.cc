@@ -8,6 +8,7 @@
 #include "http/field_values.h"
 #include "net/buffer.h"
 #include "net/inet_address.h"
+#include "net/secure_layer.h"
 
 namespace tern::proxy {
 namespace {
@@ -79,6 +80,28 @@ void begin_list(net::Buffer& out, const http::Request& request, std::string_view
 
 }  // namespace
 
+namespace {
+
+// A set field's value: its text, or the client certificate's field it names.
+std::string_view set_value(std::string_view value, const ForwardOptions& options) {
+  if (!value.starts_with("$ssl_client_")) return value;
+  const net::PeerCertificate* peer = options.client_certificate;
+  if (value == "$ssl_client_verify") return !options.secure ? std::string_view() : peer == nullptr ? "NONE" : peer->verify;
+  if (peer == nullptr) return {};
+  if (value == "$ssl_client_s_dn") return peer->subject;
+  if (value == "$ssl_client_i_dn") return peer->issuer;
+  if (value == "$ssl_client_serial") return peer->serial;
+  if (value == "$ssl_client_fingerprint") return peer->fingerprint;
+  return value;
+}
+
+}  // namespace
+
+bool is_client_certificate_variable(std::string_view value) {
+  return value == "$ssl_client_s_dn" || value == "$ssl_client_i_dn" || value == "$ssl_client_verify" ||
+         value == "$ssl_client_serial" || value == "$ssl_client_fingerprint";
+}
+
 bool FieldEdits::edits(std::string_view name) const {
   return std::any_of(set.begin(), set.end(), [name](const auto& field) { return iequals(field.first, name); }) ||
          std::any_of(remove.begin(), remove.end(), [name](const std::string& removed) { return iequals(removed, name); });
@@ -140,7 +163,8 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   if (edits != nullptr) {
     // An empty value sends none (nginx's proxy_set_header X "").
     for (const auto& [name, value] : edits->set) {
-      if (!value.empty()) field(out, name, value);
+      const std::string_view sent = set_value(value, options);
+      if (!sent.empty()) field(out, name, sent);
     }
   }
   if (options.upgrade) {

@@ -38,13 +38,18 @@
 namespace tern::net {
 class Buffer;
 class InetAddress;
+struct PeerCertificate;
 }  // namespace tern::net
 
 namespace tern::proxy {
 
 // Fields a location sets on the forwarded request (in place of the
 // client's and tern's own of those names) or takes out of it. Not the
-// fields that frame the message (the config refuses them).
+// fields that frame the message (the config refuses them). A value that is
+// one of the client certificate's variables ($ssl_client_s_dn,
+// $ssl_client_i_dn, $ssl_client_verify, $ssl_client_serial,
+// $ssl_client_fingerprint) sends the certificate's; empty (no certificate,
+// plain HTTP), the field is not sent.
 struct FieldEdits {
   std::vector<std::pair<std::string, std::string>> set;
   std::vector<std::string> remove;
@@ -62,6 +67,9 @@ struct ForwardOptions {
   // trusted proxy in front); null: the client.
   const net::InetAddress* hop = nullptr;
   bool secure = false;                       // the client came over TLS
+  // What the client's certificate was found to be, where the site asked
+  // for one (mutual TLS); null: none asked.
+  const net::PeerCertificate* client_certificate = nullptr;
   std::string_view via = "tern";             // this proxy's name in Via and Forwarded by
   // How the body goes on: with a length, chunked (a client's chunked body,
   // whose length is not known yet), or none.
@@ -70,6 +78,9 @@ struct ForwardOptions {
   bool upgrade = false;  // forward the client's Upgrade (WebSocket)
   const FieldEdits* edits = nullptr;  // null: none
 };
+
+// Whether `value` names a client certificate's variable ("$ssl_client_s_dn").
+bool is_client_certificate_variable(std::string_view value);
 
 void write_forward_head(const http::Request& request, const ForwardOptions& options, net::Buffer& out);
 

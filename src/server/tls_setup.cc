@@ -16,6 +16,12 @@ tls::Identity identity_of(const TlsConfig& t) {
   if (!t.ciphersuites.empty()) identity.ciphersuites = t.ciphersuites;
   if (!t.curves.empty()) identity.curves = t.curves;
   identity.prefer_server_ciphers = t.prefer_server_ciphers;
+  identity.verify_client = t.verify_client == "on"         ? tls::VerifyClient::kOn
+                           : t.verify_client == "optional" ? tls::VerifyClient::kOptional
+                                                           : tls::VerifyClient::kOff;
+  identity.client_ca = t.client_ca;
+  identity.client_crl = t.client_crl;
+  identity.verify_depth = t.verify_depth;
   return identity;
 }
 
@@ -27,7 +33,10 @@ void check(const Config& config, const TlsConfig& t, const tls::Identity& identi
     settings.identities.push_back(identity);
     tls::ServerContext loaded(std::move(settings));
   } catch (const std::exception& e) {
-    throw ConfigError(t.file.empty() ? config.source : t.file, t.line, t.where + ".cert", e.what());
+    // What failed names its key ("client_ca FILE: ...").
+    const std::string_view what = e.what();
+    const char* key = what.starts_with("client_ca") ? ".client_ca" : what.starts_with("client_crl") ? ".client_crl" : ".cert";
+    throw ConfigError(t.file.empty() ? config.source : t.file, t.line, t.where + key, e.what());
   }
   for (const tls::CertificatePair& pair : identity.pairs) {
     for (std::string& warning : tls::certificate_warnings(pair)) {

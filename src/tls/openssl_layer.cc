@@ -1,6 +1,8 @@
 #include "tls/openssl_layer.h"
 
+#include <openssl/bn.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <linux/tls.h>
@@ -262,6 +264,7 @@ net::SecureLayer::Status OpenSslLayer::handshake(net::Buffer& to_send) {
     return failed("handshake", to_send);
   }
   established_ = true;
+  note_peer_certificate();
   counters_->handshakes.fetch_add(1, std::memory_order_relaxed);
   if (SSL_session_reused(ssl_) == 1) counters_->resumed.fetch_add(1, std::memory_order_relaxed);
   return Status::kOk;
@@ -277,6 +280,59 @@ net::SecureLayer::Status OpenSslLayer::send(const char* data, size_t n, net::Buf
   const int written = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(n, INT_MAX)));
   if (written <= 0 || static_cast<size_t>(written) != n) return failed("write", to_send);
   return Status::kOk;
+}
+
+namespace {
+
+// A name in RFC 2253's form, as nginx's $ssl_client_s_dn.
+std::string name_text(const X509_NAME* name) {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (bio == nullptr) return {};
+  std::string text;
+  if (X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253) >= 0) {
+    char* data = nullptr;
+    const long length = BIO_get_mem_data(bio, &data);
+    if (length > 0) text.assign(data, static_cast<size_t>(length));
+  }
+  BIO_free(bio);
+  return text;
+}
+
+std::string hex(const unsigned char* data, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kDigits[data[i] >> 4]);
+    out.push_back(kDigits[data[i] & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void OpenSslLayer::note_peer_certificate() {
+  if ((SSL_get_verify_mode(ssl_) & SSL_VERIFY_PEER) == 0 || SSL_is_server(ssl_) != 1) return;
+  peer_ = std::make_unique<net::PeerCertificate>();
+  // A resumed session keeps the certificate and what verifying it found.
+  X509* cert = SSL_get1_peer_certificate(ssl_);
+  if (cert == nullptr) return;
+  const long result = SSL_get_verify_result(ssl_);
+  peer_->verify = result == X509_V_OK ? "SUCCESS" : std::string("FAILED:") + X509_verify_cert_error_string(result);
+  peer_->subject = name_text(X509_get_subject_name(cert));
+  peer_->issuer = name_text(X509_get_issuer_name(cert));
+  if (BIGNUM* serial = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr)) {
+    if (char* text = BN_bn2hex(serial)) {
+      peer_->serial = text;
+      OPENSSL_free(text);
+    }
+    BN_free(serial);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (X509_digest(cert, EVP_sha1(), digest, &length) == 1) peer_->fingerprint = hex(digest, length);
+  X509_free(cert);
+  ERR_clear_error();
 }
 
 void OpenSslLayer::release_buffers() { (void)SSL_free_buffers(ssl_); }

@@ -74,6 +74,7 @@ class OpenSslLayer final : public net::SecureLayer {
   std::string_view application_protocol() const override;
   bool resumed() const override;
   std::string_view error() const override { return error_; }
+  const net::PeerCertificate* peer_certificate() const override { return peer_.get(); }
 
   void offer_socket(int fd) override { socket_ = fd; }
   bool kernel_sends() const override { return kernel_sends_; }
@@ -91,6 +92,8 @@ class OpenSslLayer final : public net::SecureLayer {
   bool hand_to_kernel(const void* crypto_info);
   // A record made after the switch: in clear, with its header, for the kernel.
   bool append_clear_record(const char* data, size_t n);
+  // peer_, where the server asked the client for its certificate.
+  void note_peer_certificate();
 
   SSL* ssl_;
   std::shared_ptr<const void> keep_;
@@ -98,6 +101,7 @@ class OpenSslLayer final : public net::SecureLayer {
   net::Buffer* in_ = nullptr;   // ciphertext to read, during a call
   net::Buffer* out_ = nullptr;  // ciphertext written, during a call
   std::string error_;
+  std::unique_ptr<net::PeerCertificate> peer_;
   bool established_ = false;
   bool first_bytes_checked_ = false;  // a client sends first: nothing to check
   bool broken_ = false;  // failed: its session is not to be resumed

@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <sys/stat.h>
@@ -69,19 +70,25 @@ namespace {
 
 using Snapshot = ServerContext::Snapshot;
 
-// SNI: the identity for the name the client asked for. Ciphers and curves
-// follow the identity; the protocol range stays the default identity's
-// (the versions are settled before the name is known).
-int on_server_name(SSL* ssl, int* /*alert*/, void* arg) {
-  const auto* snapshot = static_cast<const Snapshot*>(arg);
-  const char* sent = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-  if (sent == nullptr || !snapshot->select) return SSL_TLSEXT_ERR_OK;
+// SNI: the identity for the name the client asked for, chosen as its
+// ClientHello arrives, before OpenSSL looks at anything else in it: a
+// session offered for resumption is then judged by the chosen site's
+// context (a session made where no client certificate was asked, or where
+// another CA's was, does not resume on a site that asks for its own).
+// Ciphers and curves follow the identity; the protocol range stays the
+// default identity's (the versions are settled before the name is known).
+void choose_identity(SSL* ssl, const Snapshot* snapshot, std::string_view sent) {
   std::string name(sent);
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!name.empty() && name.back() == '.') name.pop_back();
   const size_t chosen = snapshot->select(name).value_or(snapshot->default_identity);
-  if (chosen == snapshot->default_identity || chosen >= snapshot->contexts.size()) return SSL_TLSEXT_ERR_OK;
-  SSL_set_SSL_CTX(ssl, snapshot->contexts[chosen]);
+  if (chosen == snapshot->default_identity || chosen >= snapshot->contexts.size()) return;
+  SSL_CTX* ctx = snapshot->contexts[chosen];
+  SSL_set_SSL_CTX(ssl, ctx);  // and its session id context, where the connection had the default's
+  // The connection asks for a client certificate as the site's context
+  // says (SSL_set_SSL_CTX leaves the connection's own settings).
+  SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
+  SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(ctx));
   // The connection was made with the default identity's policy: only what
   // differs is set again (parsing a cipher list costs a handshake's worth
   // of small allocations).
@@ -97,8 +104,42 @@ int on_server_name(SSL* ssl, int* /*alert*/, void* arg) {
       SSL_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
     }
   }
-  return SSL_TLSEXT_ERR_OK;
 }
+
+// The host name of a ClientHello's server_name extension (RFC 6066 3: a
+// list of (type, name); host_name is type 0); empty if none or malformed
+// (OpenSSL refuses a malformed one as it parses the extension).
+std::string_view host_name(const unsigned char* data, size_t length) {
+  if (length < 2) return {};
+  size_t list = (size_t{data[0]} << 8) | data[1];
+  if (list + 2 != length) return {};
+  size_t at = 2;
+  while (at + 3 <= length) {
+    const unsigned char type = data[at];
+    const size_t size = (size_t{data[at + 1]} << 8) | data[at + 2];
+    at += 3;
+    if (at + size > length) return {};
+    if (type == TLSEXT_NAMETYPE_host_name) return {reinterpret_cast<const char*>(data + at), size};
+    at += size;
+  }
+  return {};
+}
+
+int on_client_hello(SSL* ssl, int* /*alert*/, void* arg) {
+  const auto* snapshot = static_cast<const Snapshot*>(arg);
+  if (!snapshot->select) return SSL_CLIENT_HELLO_SUCCESS;
+  const unsigned char* extension = nullptr;
+  size_t length = 0;
+  if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &extension, &length) != 1) {
+    return SSL_CLIENT_HELLO_SUCCESS;
+  }
+  const std::string_view name = host_name(extension, length);
+  if (!name.empty()) choose_identity(ssl, snapshot, name);
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+// The name was seen already (on_client_hello): acknowledged.
+int on_server_name(SSL* /*ssl*/, int* /*alert*/, void* /*arg*/) { return SSL_TLSEXT_ERR_OK; }
 
 // ALPN: the first of ours the client offers; none in common, no ALPN.
 int on_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length, const unsigned char* offered,
@@ -112,6 +153,32 @@ int on_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length, 
   }
   *out = chosen;
   return SSL_TLSEXT_ERR_OK;
+}
+
+// Every certificate is accepted during the handshake; what verifying it
+// found stays in the session (SSL_get_verify_result) for the layer.
+int accept_for_now(int /*ok*/, X509_STORE_CTX* /*store*/) { return 1; }
+
+void ask_for_client_certificates(SSL_CTX* ctx, const Identity& identity) {
+  if (identity.client_ca.empty()) throw std::runtime_error("client_ca: needed to verify client certificates");
+  if (SSL_CTX_load_verify_locations(ctx, identity.client_ca.c_str(), nullptr) != 1) {
+    throw std::runtime_error("client_ca " + identity.client_ca + ": " + openssl_reason());
+  }
+  // The names of the CAs go in the certificate request: a browser offers
+  // only certificates they issued.
+  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(identity.client_ca.c_str());
+  if (names == nullptr) throw std::runtime_error("client_ca " + identity.client_ca + ": no certificate in it");
+  SSL_CTX_set_client_CA_list(ctx, names);
+  if (!identity.client_crl.empty()) {
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+    X509_LOOKUP* lookup = X509_STORE_add_lookup(store, X509_LOOKUP_file());
+    if (lookup == nullptr || X509_load_crl_file(lookup, identity.client_crl.c_str(), X509_FILETYPE_PEM) <= 0) {
+      throw std::runtime_error("client_crl " + identity.client_crl + ": " + openssl_reason());
+    }
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
+  }
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, &accept_for_now);
+  SSL_CTX_set_verify_depth(ctx, identity.verify_depth);
 }
 
 SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapshot* snapshot) {
@@ -163,8 +230,21 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
     }
   }
 
-  static const unsigned char kSessionContext[] = "tern";
-  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+  if (identity.verify_client != VerifyClient::kOff) ask_for_client_certificates(ctx, identity);
+  // A session resumes only where it was made under the same demands on the
+  // client: one made on a site that asks for no certificate does not let a
+  // client into a site that asks for one (SNI picks another context).
+  std::string session_context = "tern";
+  if (identity.verify_client != VerifyClient::kOff) {
+    const std::string demands = identity.client_ca + '\n' + identity.client_crl + '\n' +
+                                std::to_string(static_cast<int>(identity.verify_client)) + '\n' +
+                                std::to_string(identity.verify_depth);
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(demands.data()), demands.size(), digest);
+    session_context.assign(reinterpret_cast<const char*>(digest), SSL_MAX_SID_CTX_LENGTH);
+  }
+  SSL_CTX_set_session_id_context(ctx, reinterpret_cast<const unsigned char*>(session_context.data()),
+                                 static_cast<unsigned int>(session_context.size()));
   if (settings.session_cache_entries > 0) {
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
     SSL_CTX_sess_set_cache_size(ctx, static_cast<long>(settings.session_cache_entries));
@@ -180,8 +260,8 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
     // each costs the server a copy, encoding and encryption of the session.
     SSL_CTX_set_num_tickets(ctx, 1);
   }
+  SSL_CTX_set_client_hello_cb(ctx, &on_client_hello, snapshot);
   SSL_CTX_set_tlsext_servername_callback(ctx, &on_server_name);
-  SSL_CTX_set_tlsext_servername_arg(ctx, snapshot);
   if (!snapshot->alpn.empty()) SSL_CTX_set_alpn_select_cb(ctx, &on_alpn, snapshot);
   return ctx;
 }

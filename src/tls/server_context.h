@@ -48,6 +48,13 @@ struct CertificatePair {
   bool operator==(const CertificatePair&) const = default;
 };
 
+// Whether a site asks its clients for a certificate (mutual TLS). The
+// handshake goes on whatever the client sends (none, or one that does not
+// verify); what was found is the layer's peer_certificate(), for the
+// requests to be refused or admitted above (as nginx: a page says why,
+// where a failed handshake would leave a browser with a cryptic error).
+enum class VerifyClient : uint8_t { kOff, kOn, kOptional };
+
 // What one site presents, and how it negotiates.
 struct Identity {
   std::vector<CertificatePair> pairs;
@@ -57,6 +64,13 @@ struct Identity {
   std::string ciphersuites = kIntermediateSuites;  // TLS 1.3
   std::string curves = kIntermediateCurves;
   bool prefer_server_ciphers = false;
+  // Client certificates: the CAs (PEM) that issue them, revocation lists
+  // (PEM; optional), how many CAs may stand between a client's certificate
+  // and one of those (nginx's ssl_verify_depth).
+  VerifyClient verify_client = VerifyClient::kOff;
+  std::string client_ca;
+  std::string client_crl;
+  int verify_depth = 1;
   bool operator==(const Identity&) const = default;
 };
 

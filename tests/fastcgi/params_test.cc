@@ -182,6 +182,31 @@ TEST(CgiParams, HttpsIsOnOnlyWhenSet) {
   EXPECT_EQ(write(r.request, cgi).get("REQUEST_SCHEME"), "https");
 }
 
+// Mutual TLS: the client certificate as mod_ssl names its parts; only
+// SSL_CLIENT_VERIFY without one, nothing where none was asked for.
+TEST(CgiParams, AClientCertificateGoesAsModSslNamesIt) {
+  ParsedRequest r("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+  ASSERT_EQ(r.status, http::ParseStatus::kComplete);
+  CgiContext cgi = context();
+  cgi.https = true;
+  EXPECT_EQ(write(r.request, cgi).get("SSL_CLIENT_VERIFY"), std::nullopt);
+  net::PeerCertificate peer;
+  cgi.client_certificate = &peer;
+  EXPECT_EQ(write(r.request, cgi).get("SSL_CLIENT_VERIFY"), "NONE");
+  EXPECT_EQ(write(r.request, cgi).get("SSL_CLIENT_S_DN"), std::nullopt);
+  peer.verify = "FAILED:certificate revoked";
+  peer.subject = "CN=bob";
+  peer.issuer = "CN=CA";
+  peer.serial = "1001";
+  peer.fingerprint = "00ff";
+  const auto params = write(r.request, cgi);
+  EXPECT_EQ(params.get("SSL_CLIENT_VERIFY"), "FAILED:certificate revoked");
+  EXPECT_EQ(params.get("SSL_CLIENT_S_DN"), "CN=bob");
+  EXPECT_EQ(params.get("SSL_CLIENT_I_DN"), "CN=CA");
+  EXPECT_EQ(params.get("SSL_CLIENT_M_SERIAL"), "1001");
+  EXPECT_EQ(params.get("SSL_CLIENT_FINGERPRINT"), "00ff");
+}
+
 TEST(CgiParams, HeaderNamesWithDotsOrOtherTokenBytesAreLeftOut) {
   // Each of these would read as HTTP_X_FORWARDED_FOR (or close to it) to an
   // application that looks for the header a proxy sets.

@@ -9,6 +9,7 @@
 #include "http1/request_parser.h"
 #include "net/buffer.h"
 #include "net/inet_address.h"
+#include "net/secure_layer.h"
 
 namespace tern::proxy {
 namespace {
@@ -124,6 +125,48 @@ TEST(ForwardHeadTest, TheLocationsEditsReplaceAndRemoveFields) {
   EXPECT_NE(head.find("\r\nAccept: */*\r\n"), std::string::npos) << head;
   EXPECT_NE(head.find("\r\nHost: shop.test\r\n"), std::string::npos) << head;
   EXPECT_NE(head.find("\r\nX-Real-IP: 192.0.2.7\r\n"), std::string::npos) << head;
+}
+
+// A set field whose value names a client certificate's variable sends the
+// certificate's: "NONE" where one was asked for and none came, nothing
+// for what is empty (a client cannot send its own of that name).
+TEST(ForwardHeadTest, SetFieldsMaySendTheClientCertificate) {
+  FieldEdits edits;
+  edits.set = {{"X-Client-DN", "$ssl_client_s_dn"}, {"X-Client-Verify", "$ssl_client_verify"},
+               {"X-Client-Issuer", "$ssl_client_i_dn"}, {"X-Client-Serial", "$ssl_client_serial"},
+               {"X-Client-Fingerprint", "$ssl_client_fingerprint"}};
+  net::PeerCertificate alice;
+  alice.verify = "SUCCESS";
+  alice.subject = "O=Example,CN=alice";
+  alice.issuer = "CN=CA";
+  alice.serial = "1000";
+  alice.fingerprint = "ab12";
+  const std::string request = "GET / HTTP/1.1\r\nHost: a.test\r\nX-Client-DN: forged\r\n\r\n";
+  ForwardOptions options;
+  options.edits = &edits;
+  options.secure = true;
+  options.client_certificate = &alice;
+  std::string head = forward(request, options, kClient);
+  EXPECT_NE(head.find("\r\nX-Client-DN: O=Example,CN=alice\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Client-Verify: SUCCESS\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Client-Issuer: CN=CA\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Client-Serial: 1000\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nX-Client-Fingerprint: ab12\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("forged"), std::string::npos) << head;
+
+  net::PeerCertificate none;  // asked for, none sent
+  options.client_certificate = &none;
+  head = forward(request, options, kClient);
+  EXPECT_NE(head.find("\r\nX-Client-Verify: NONE\r\n"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Client-DN"), std::string::npos) << head;
+  EXPECT_EQ(head.find("X-Client-Fingerprint"), std::string::npos) << head;
+
+  options.secure = false;  // plain HTTP: nothing
+  options.client_certificate = nullptr;
+  head = forward(request, options, kClient);
+  EXPECT_EQ(head.find("X-Client-"), std::string::npos) << head;
+  EXPECT_TRUE(is_client_certificate_variable("$ssl_client_fingerprint"));
+  EXPECT_FALSE(is_client_certificate_variable("$ssl_client_cert"));
 }
 
 TEST(ForwardHeadTest, AnIpv6ClientIsQuotedInForwardedAndTlsSaysHttps) {

@@ -73,6 +73,15 @@ class ConfigFileTest : public ::testing::Test {
     std::ofstream(path) << toml << "\n[static]\nroot = \"" << dir_.path() << "\"\n";
     return load_config(path);
   }
+  // What loading `toml` throws; "(loaded)" if it loads.
+  std::string error(const std::string& toml) {
+    try {
+      load(toml);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(loaded)";
+  }
   tern::testing::TempDir dir_;
 };
 
@@ -276,14 +285,6 @@ TEST_F(ConfigFileTest, ConnectionLimitsAreNamedAtTheTopLevelOnly) {
   EXPECT_EQ(config.key_limits[0].rate_milli, 0u);
   EXPECT_EQ(config.key_limits[0].size, 5000u);
   EXPECT_EQ(config.limit_connections, (std::vector<std::string>{"perip"}));
-  auto error = [this](const std::string& text) {
-    try {
-      load(text);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(loaded)");
-  };
   const std::string perip = "[[limit]]\nname = \"perip\"\nconnections = 2\n";
   const std::string api = "[[limit]]\nname = \"api\"\nrate = \"1r/s\"\n";
   EXPECT_NE(error("limit_connections = [\"none\"]\n").find("tern.toml:1: limit_connections: \"none\" names no [[limit]]"),
@@ -323,21 +324,57 @@ TEST_F(ConfigFileTest, AuthBasicOfASiteCoversItsLocationsUnlessOneSaysOff) {
   EXPECT_EQ(l[2].auth_basic->realm, "Site");
   EXPECT_EQ(l[2].auth_basic->users, "/etc/tern/htpasswd");
   EXPECT_EQ(l[2].auth_basic->attempts, 10u);
-  auto error = [this](const std::string& text) {
-    try {
-      load("[[server]]\n" + text);
-    } catch (const ConfigError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(loaded)");
-  };
-  EXPECT_NE(error("auth_basic = { users = \"/a\" }\n").find("tern.toml:2: server[0].auth_basic.realm: required"),
+  auto site_error = [this](const std::string& text) { return error("[[server]]\n" + text); };
+  EXPECT_NE(site_error("auth_basic = { users = \"/a\" }\n").find("tern.toml:2: server[0].auth_basic.realm: required"),
             std::string::npos);
-  EXPECT_NE(error("auth_basic = { realm = \"A\" }\n").find("server[0].auth_basic.users: required"), std::string::npos);
-  EXPECT_NE(error("auth_basic = \"on\"\n").find("server[0].auth_basic: expected"), std::string::npos);
-  EXPECT_NE(error("auth_basic = { realm = \"A\", users = \"/a\", user = \"x\" }\n").find("unknown key"),
+  EXPECT_NE(site_error("auth_basic = { realm = \"A\" }\n").find("server[0].auth_basic.users: required"), std::string::npos);
+  EXPECT_NE(site_error("auth_basic = \"on\"\n").find("server[0].auth_basic: expected"), std::string::npos);
+  EXPECT_NE(site_error("auth_basic = { realm = \"A\", users = \"/a\", user = \"x\" }\n").find("unknown key"),
             std::string::npos);
-  EXPECT_NE(error("auth_basic = { realm = \"A\\n\", users = \"/a\" }\n").find("no control characters"),
+  EXPECT_NE(site_error("auth_basic = { realm = \"A\\n\", users = \"/a\" }\n").find("no control characters"),
+            std::string::npos);
+}
+
+// Client certificates: client_ca alone means "on", which every location
+// of the site requires; "optional" leaves it to require_client_cert; [tls]
+// gives its settings to sites that say nothing of them.
+TEST_F(ConfigFileTest, ClientCertificatesAreAskedForAndRequiredPerSiteOrLocation) {
+  const Config config = load(
+      "[tls]\nclient_ca = \"/ca.pem\"\n"
+      "[[server]]\nnames = [\"a\"]\n[[server.location]]\nprefix = \"/\"\n"
+      "[[server]]\nnames = [\"b\"]\n[server.tls]\nverify_client = \"optional\"\nclient_crl = \"/crl.pem\"\n"
+      "verify_depth = 2\n"
+      "[[server.location]]\nprefix = \"/admin/\"\nrequire_client_cert = true\n"
+      "[[server.location]]\nprefix = \"/\"\n"
+      "[[server]]\nnames = [\"c\"]\n[server.tls]\nverify_client = \"off\"\n");
+  ASSERT_EQ(config.sites.size(), 3u);
+  const TlsConfig& a = config.sites[0].tls;
+  EXPECT_EQ(a.client_ca, "/ca.pem");
+  EXPECT_EQ(a.verify_client, "on");
+  EXPECT_EQ(a.verify_depth, 1);
+  EXPECT_TRUE(config.sites[0].locations.at(0).require_client_cert);
+  const TlsConfig& b = config.sites[1].tls;
+  EXPECT_EQ(b.verify_client, "optional");
+  EXPECT_EQ(b.client_crl, "/crl.pem");
+  EXPECT_EQ(b.verify_depth, 2);
+  EXPECT_TRUE(config.sites[1].locations.at(0).require_client_cert);
+  EXPECT_FALSE(config.sites[1].locations.at(1).require_client_cert);
+  EXPECT_EQ(config.sites[2].tls.verify_client, "off");
+  EXPECT_FALSE(config.sites[2].locations.at(0).require_client_cert);
+  EXPECT_NE(error("[tls]\nverify_client = \"on\"\n").find("tern.toml:2: tls.client_ca: required"),
+            std::string::npos);
+  EXPECT_NE(error("[tls]\nclient_crl = \"/crl.pem\"\n").find("tls.client_ca: required with client_crl"),
+            std::string::npos);
+  EXPECT_NE(error("[tls]\nclient_ca = \"/ca.pem\"\nverify_client = \"yes\"\n").find("tls.verify_client: expected"),
+            std::string::npos);
+  EXPECT_NE(error("[tls]\nclient_ca = \"/ca.pem\"\nverify_depth = 0\n").find("tls.verify_depth"),
+            std::string::npos);
+  EXPECT_NE(error("[[server]]\n[[server.location]]\nprefix = \"/\"\nrequire_client_cert = true\n")
+                .find("server[0].location.require_client_cert: the site asks for no client certificate"),
+            std::string::npos);
+  EXPECT_NE(error("[[server]]\n[[server.location]]\nprefix = \"/\"\n"
+                  "proxy = { pass = \"http://127.0.0.1:1\", set_headers = { X-DN = \"$ssl_client_dn\" } }\n")
+                .find("set_headers.X-DN: \"$ssl_client_dn\": expected $ssl_client_s_dn"),
             std::string::npos);
 }
 

@@ -287,6 +287,24 @@ void read_tls(Section& s, int line, TlsConfig* t) {
   s.get_string("ciphersuites", &t->ciphersuites);
   s.get_string("curves", &t->curves);
   s.get_bool("prefer_server_ciphers", &t->prefer_server_ciphers);
+  s.get_string("client_ca", &t->client_ca);
+  s.get_string("client_crl", &t->client_crl);
+  if (const toml::node* node = s.node("verify_client")) {
+    s.get_string("verify_client", &t->verify_client);
+    if (t->verify_client != "on" && t->verify_client != "optional" && t->verify_client != "off") {
+      s.fail(*node, "verify_client", "expected \"on\", \"optional\" or \"off\"");
+    }
+  } else if (s.node("client_ca") != nullptr) {
+    t->verify_client = t->client_ca.empty() ? "off" : "on";
+  }
+  s.get_int("verify_depth", &t->verify_depth, 1, 100);
+  if (t->verify_client != "off" && t->client_ca.empty()) {
+    s.fail(*s.node(s.node("verify_client") != nullptr ? "verify_client" : "client_crl"), "client_ca",
+           "required to verify client certificates (a PEM file of the CAs that issue them)");
+  }
+  if (const toml::node* node = s.node("client_crl"); node != nullptr && t->client_ca.empty()) {
+    s.fail(*node, "client_ca", "required with client_crl (a PEM file of the CAs that issue client certificates)");
+  }
 }
 
 }  // namespace config_detail

@@ -172,6 +172,9 @@ struct LocationConfig {
   std::vector<std::string> limit;  // the [[limit]]s it takes, by name
   // Its own auth_basic; none: the site's (finish_sites copies it here).
   std::optional<AuthBasicConfig> auth_basic;
+  // A request without a verified client certificate is refused (400): set
+  // here, or by the site's verify_client = "on" (finish_sites).
+  bool require_client_cert = false;
   bool internal = false;  // reached only through try_files (not by a client)
   bool autoindex = false;  // an HTML listing for a directory without an index
   std::optional<bool> compress;  // unset: [compression].enabled
@@ -204,6 +207,14 @@ struct TlsConfig {
   std::string ciphersuites;  // TLS 1.3
   std::string curves;
   bool prefer_server_ciphers = false;
+  // Client certificates (mutual TLS): the CAs that issue them (PEM), their
+  // revocation lists (PEM; optional), "on" (every request of the site needs
+  // a verified one), "optional" (asked for; a location may need it:
+  // require_client_cert) or "off"; with client_ca, "on" unless said.
+  std::string client_ca;
+  std::string client_crl;
+  std::string verify_client = "off";
+  int verify_depth = 1;  // CAs between a client's certificate and client_ca's
   std::string where = "tls";  // the table, for messages ("server[1].tls")
   std::string file;           // the file it is in; empty: the main one
   int line = 0;

@@ -274,6 +274,7 @@ LocationConfig read_location(Section s, int line) {
     for (const auto& [name, node] : *names) l.limit.push_back(name);  // checked once every [[limit]] is read
   }
   l.auth_basic = read_auth_basic(s);
+  s.get_bool("require_client_cert", &l.require_client_cert);
   if (auto methods = s.get_strings("methods")) {
     for (const auto& [name, node] : *methods) {
       const bool token = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
@@ -417,6 +418,7 @@ void finish_sites(const std::string& file, Config& c) {
     site.locations.push_back(std::move(everything));
     site.tls = c.tls;
     site.real_ip = c.real_ip;
+    site.locations.front().require_client_cert = c.tls.verify_client == "on";
     c.sites.push_back(std::move(site));
     check_tls_addresses(file, c);
     return;
@@ -434,10 +436,16 @@ void finish_sites(const std::string& file, Config& c) {
       everything.line = site.line;
       site.locations.push_back(std::move(everything));
     }
+    const std::string& in = site.file.empty() ? file : site.file;
     for (LocationConfig& l : site.locations) {
       if (!l.auth_basic && site.auth_basic) l.auth_basic = site.auth_basic;
+      if (l.require_client_cert && site.tls.verify_client == "off") {
+        throw ConfigError(in, l.line, site.where + ".location.require_client_cert",
+                          "the site asks for no client certificate ([server.tls] client_ca, verify_client = "
+                          "\"optional\")");
+      }
+      if (site.tls.verify_client == "on") l.require_client_cert = true;
     }
-    const std::string& in = site.file.empty() ? file : site.file;
     if (site.is_default) {
       for (const net::InetAddress& address : site.listen.empty() ? c.listen.all : site.listen.all) {
         if (std::find(with_default.begin(), with_default.end(), address) != with_default.end()) {

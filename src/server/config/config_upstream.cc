@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "http/request.h"
+#include "proxy/forward_head.h"
 #include "server/config/config_section.h"
 
 namespace tern::server::config_detail {
@@ -241,6 +242,13 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   }
   s.get_string("host", &p.host);
   p.set_headers = read_fields(s, "set_headers");
+  for (const auto& [name, value] : p.set_headers) {
+    if (value.starts_with("$ssl_client_") && !proxy::is_client_certificate_variable(value)) {
+      s.fail(*s.get_table("set_headers")->get(name), "set_headers." + name,
+             "\"" + value + "\": expected $ssl_client_s_dn, $ssl_client_i_dn, $ssl_client_verify, "
+             "$ssl_client_serial or $ssl_client_fingerprint");
+    }
+  }
   p.remove_headers = read_removed_fields(s, "remove_headers");
   for (const std::string& name : p.remove_headers) {
     if (http::iequals(name, "Host")) s.fail(*s.node("remove_headers"), "remove_headers", "an HTTP/1.1 request needs its Host");

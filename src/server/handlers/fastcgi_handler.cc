@@ -342,9 +342,12 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   }
   // What PARAMS need beyond the request, owned by the writer (it runs again
   // if the request is retried, and for a buffered body at its end).
-  // The layer's names are OpenSSL's static strings: views stay valid.
+  // The layer's names are OpenSSL's static strings: views stay valid. A
+  // client certificate's fields are copied (a site with mutual TLS only).
   const net::SecureLayer* secure = exchange.secure();
+  const net::PeerCertificate* peer = secure != nullptr ? secure->peer_certificate() : nullptr;
   auto head_writer = [&request, https = secure != nullptr,
+                      client_certificate = peer != nullptr ? std::optional<net::PeerCertificate>(*peer) : std::nullopt,
                       ssl_protocol = secure != nullptr ? secure->protocol() : std::string_view(),
                       ssl_cipher = secure != nullptr ? secure->cipher() : std::string_view(), filename = block.root + route.script, script = route.script,
                       path_info = route.path_info, uri = state.path, root = block.root,
@@ -366,6 +369,7 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     cgi.https = https;
     cgi.ssl_protocol = ssl_protocol;
     cgi.ssl_cipher = ssl_cipher;
+    if (client_certificate) cgi.client_certificate = &*client_certificate;
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };

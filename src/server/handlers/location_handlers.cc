@@ -7,6 +7,7 @@
 #include "http/error_page.h"
 #include "http/uri.h"
 #include "net/inet_address.h"
+#include "net/secure_layer.h"
 #include "server/chain.h"
 #include "server/config/config.h"
 #include "server/handlers/fastcgi_handler.h"
@@ -53,6 +54,17 @@ Claim AccessHandler::claim(Route& route) {
 
 void AccessHandler::respond(const Route&, http::ResponseWriter& writer) {
   http::write_error_page(writer, 403);
+}
+
+Claim ClientCertHandler::claim(Route& route) {
+  const net::PeerCertificate* peer = route.secure != nullptr ? route.secure->peer_certificate() : nullptr;
+  return peer != nullptr && peer->verified() ? Claim::kPass : Claim::kRespond;
+}
+
+void ClientCertHandler::respond(const Route&, http::ResponseWriter& writer) {
+  // As nginx: a page, not a failed handshake (the request says which of
+  // its certificates a browser sent, if any: $ssl_client_verify).
+  http::write_error_page(writer, 400);
 }
 
 MethodsHandler::MethodsHandler(std::vector<std::string> methods, std::string allow)

@@ -55,6 +55,15 @@ class AccessHandler final : public Handler {
   std::vector<AccessRule> access_;  // in order, first match decides
 };
 
+// require_client_cert (or the site's verify_client = "on"): 400 for a
+// request whose connection brought no client certificate, or one that did
+// not verify (expired, revoked, from another CA), plain HTTP included.
+class ClientCertHandler final : public Handler {
+ public:
+  Claim claim(Route& route) override;
+  void respond(const Route& route, http::ResponseWriter& writer) override;
+};
+
 // methods: 405 with Allow for a method the location does not list (GET
 // admits HEAD).
 class MethodsHandler final : public Handler {

@@ -322,6 +322,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
   forward.hop = route.connection_client;
   forward.edits = &edits_;
   forward.secure = exchange.secure() != nullptr;
+  forward.client_certificate = forward.secure ? exchange.secure()->peer_certificate() : nullptr;
 
   upstream::CallOptions options;
   options.read_timeout = config_.read_timeout;

@@ -17,7 +17,7 @@ namespace {
 
 using Variable = AccessLogFormat::Variable;
 
-constexpr std::array<std::pair<std::string_view, Variable>, 23> kVariables = {{
+constexpr std::array<std::pair<std::string_view, Variable>, 28> kVariables = {{
     {"remote_addr", Variable::kRemoteAddr},
     {"realip_remote_addr", Variable::kRealipRemoteAddr},
     {"proxy_protocol_addr", Variable::kProxyProtocolAddr},
@@ -39,6 +39,11 @@ constexpr std::array<std::pair<std::string_view, Variable>, 23> kVariables = {{
     {"scheme", Variable::kScheme},
     {"ssl_protocol", Variable::kSslProtocol},
     {"ssl_cipher", Variable::kSslCipher},
+    {"ssl_client_verify", Variable::kSslClientVerify},
+    {"ssl_client_s_dn", Variable::kSslClientSDn},
+    {"ssl_client_i_dn", Variable::kSslClientIDn},
+    {"ssl_client_serial", Variable::kSslClientSerial},
+    {"ssl_client_fingerprint", Variable::kSslClientFingerprint},
     {"pid", Variable::kPid},
     {"upstream_response_time", Variable::kUpstreamResponseTime},
 }};
@@ -70,6 +75,27 @@ std::string_view formatted_time(int64_t seconds, bool iso) {
     }
   }
   return {c.text, c.length};
+}
+
+// A client certificate's: "NONE" where the site asked for one and got
+// none, empty (written "-") over plain HTTP or where it asked for none.
+std::string_view client_certificate_value(const net::TcpConnection& conn, Variable variable) {
+  const net::SecureLayer* layer = conn.secure_layer();
+  if (layer == nullptr) return {};
+  const net::PeerCertificate* peer = layer->peer_certificate();
+  if (peer == nullptr) return variable == Variable::kSslClientVerify ? std::string_view("NONE") : std::string_view();
+  switch (variable) {
+    case Variable::kSslClientVerify:
+      return peer->verify;
+    case Variable::kSslClientSDn:
+      return peer->subject;
+    case Variable::kSslClientIDn:
+      return peer->issuer;
+    case Variable::kSslClientSerial:
+      return peer->serial;
+    default:
+      return peer->fingerprint;
+  }
 }
 
 std::string_view tls_value(const net::TcpConnection& conn, bool cipher) {
@@ -192,6 +218,12 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
       return append_text(out, tls_value(e.conn, false));
     case Variable::kSslCipher:
       return append_text(out, tls_value(e.conn, true));
+    case Variable::kSslClientVerify:
+    case Variable::kSslClientSDn:
+    case Variable::kSslClientIDn:
+    case Variable::kSslClientSerial:
+    case Variable::kSslClientFingerprint:
+      return append_text(out, client_certificate_value(e.conn, v));
     case Variable::kPid:
       fmt::format_to(std::back_inserter(out), "{}", ::getpid());
       return;

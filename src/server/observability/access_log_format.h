@@ -16,6 +16,9 @@
 //               request request_method request_uri uri args
 //               server_protocol status body_bytes_sent request_time
 //               request_id host scheme ssl_protocol ssl_cipher pid
+//               ssl_client_verify (SUCCESS, FAILED:reason, NONE)
+//               ssl_client_s_dn ssl_client_i_dn ssl_client_serial
+//               ssl_client_fingerprint (a client certificate's: mutual TLS)
 //               upstream_response_time (seconds on upstream or FastCGI
 //               servers, every attempt summed; "-" without)
 //               http_NAME (a request field: http_x_forwarded_for)
@@ -64,7 +67,8 @@ class AccessLogFormat {
   enum class Variable : uint8_t {
     kRemoteAddr, kRealipRemoteAddr, kProxyProtocolAddr, kRemoteUser, kTimeLocal, kTimeIso8601, kMsec, kRequest, kRequestMethod, kRequestUri,
     kUri, kArgs, kServerProtocol, kStatus, kBodyBytesSent, kRequestTime, kRequestId, kHost, kScheme,
-    kSslProtocol, kSslCipher, kPid, kUpstreamResponseTime, kHttpField,
+    kSslProtocol, kSslCipher, kSslClientVerify, kSslClientSDn, kSslClientIDn, kSslClientSerial,
+    kSslClientFingerprint, kPid, kUpstreamResponseTime, kHttpField,
   };
 
  private:
