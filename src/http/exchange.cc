@@ -86,6 +86,7 @@ void Exchange::end() {
   // it goes after the round, and the configuration it may use with it.
   if (job_) loop->release_after_round(std::move(job_));
   if (kept_) loop->release_after_round(std::move(kept_));
+  held_.reset();
   if (!body_handler_ && !drain_handler_ && !abort_handler_) return;
   if (table.handlers_running == 0) {
     body_handler_ = nullptr;

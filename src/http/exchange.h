@@ -143,6 +143,10 @@ class Exchange {
   // Keeps `value` (the configuration the request began under) alive as
   // long as the exchange.
   void keep(std::shared_ptr<const void> value) { kept_ = std::move(value); }
+  // Holds `value` until the exchange ends (answered, or the client gone),
+  // whatever job its handlers adopt meanwhile: places a request takes under
+  // a limit of requests in flight.
+  void hold_until_end(std::shared_ptr<const void> value) { held_ = std::move(value); }
 
   const Request& request() const { return *request_; }
   // The response. While the request body is still arriving, a response that
@@ -229,6 +233,7 @@ class Exchange {
   std::function<void()> abort_handler_;
   std::shared_ptr<ExchangeJob> job_;
   std::shared_ptr<const void> kept_;
+  std::shared_ptr<const void> held_;
   ExchangeId id_;  // valid while active
   bool body_complete_ = true;
   bool body_paused_ = false;

@@ -67,7 +67,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
       std::vector<Handler*>& chain = chains_[location.id];
       const LocationConfig& lc = location.config;
       if (lc.require_client_cert) add(chain, std::make_unique<ClientCertHandler>());
-      if (!lc.limit.empty()) add(chain, std::make_unique<LimitHandler>(*key_limits_, lc, this));
+      if (!lc.limit.empty()) add(chain, std::make_unique<LimitHandler>(key_limits_, lc, this));
       if (AccessHandler::needed(lc)) add(chain, std::make_unique<AccessHandler>(lc));
       if (lc.auth_basic && lc.auth_basic->on()) {
         add(chain, std::make_unique<BasicAuthHandler>(users_of(*lc.auth_basic), *lc.auth_basic, this, tasks));

@@ -274,33 +274,43 @@ TEST_F(ConfigFileTest, LimitsReadTheirRateBurstAndKey) {
   EXPECT_THROW(load("[[limit]]\nname = \"a\"\nrate = \"1r/s\"\nnodelay = true\ndelay = 0\n"), ConfigError);
 }
 
-// A [[limit]] of connections: counted by address at accept, named by the
-// top level's limit_connections and by no location; no rate, burst or
-// other key beside it.
-TEST_F(ConfigFileTest, ConnectionLimitsAreNamedAtTheTopLevelOnly) {
+// A [[limit]] of connections: counted by address at accept where the top
+// level's limit_connections names it (by "$remote_addr", closed: no
+// status), or requests in flight where a location names it (any key, 503
+// unless its status says); not both; no rate, burst or delay beside it.
+TEST_F(ConfigFileTest, ConnectionLimitsCountConnectionsOrRequestsInFlight) {
   const Config config = load("limit_connections = [\"perip\"]\n"
-                             "[[limit]]\nname = \"perip\"\nconnections = 20\nsize = 5000\n");
-  ASSERT_EQ(config.key_limits.size(), 1u);
+                             "[[limit]]\nname = \"perip\"\nconnections = 20\nsize = 5000\n"
+                             "[[limit]]\nname = \"busy\"\nconnections = 4\nkey = \"$http_x_key\"\n"
+                             "[[server]]\n[[server.location]]\nprefix = \"/\"\nlimit = [\"busy\"]\n");
+  ASSERT_EQ(config.key_limits.size(), 2u);
   EXPECT_EQ(config.key_limits[0].connections, 20u);
   EXPECT_EQ(config.key_limits[0].rate_milli, 0u);
   EXPECT_EQ(config.key_limits[0].size, 5000u);
+  EXPECT_EQ(config.key_limits[1].key, "$http_x_key");
+  EXPECT_EQ(config.key_limits[1].status, 503);
   EXPECT_EQ(config.limit_connections, (std::vector<std::string>{"perip"}));
+  EXPECT_EQ(config.sites.at(0).locations.at(0).limit, (std::vector<std::string>{"busy"}));
   const std::string perip = "[[limit]]\nname = \"perip\"\nconnections = 2\n";
   const std::string api = "[[limit]]\nname = \"api\"\nrate = \"1r/s\"\n";
   EXPECT_NE(error("limit_connections = [\"none\"]\n").find("tern.toml:1: limit_connections: \"none\" names no [[limit]]"),
             std::string::npos);
   EXPECT_NE(error("limit_connections = [\"api\"]\n" + api).find("tern.toml:1: limit_connections: \"api\" is a limit of requests"),
             std::string::npos);
-  EXPECT_NE(error(perip + "[[server]]\n[[server.location]]\nprefix = \"/\"\nlimit = [\"perip\"]\n")
-                .find("is a limit of connections"),
+  EXPECT_NE(error("limit_connections = [\"perip\"]\n" + perip +
+                  "[[server]]\n[[server.location]]\nprefix = \"/\"\nlimit = [\"perip\"]\n")
+                .find("requests in flight need a [[limit]] of their own"),
             std::string::npos);
   EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nrate = \"1r/s\"\n").find("either rate or connections"),
             std::string::npos);
   EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nburst = 3\n").find("burst"), std::string::npos);
-  EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nstatus = 503\n").find("status"), std::string::npos);
+  EXPECT_NE(error("limit_connections = [\"a\"]\n[[limit]]\nname = \"a\"\nconnections = 2\nstatus = 429\n")
+                .find("has a status"),
+            std::string::npos);
   EXPECT_NE(error("limit_connections = [\"perip\", \"perip\"]\n" + perip).find("\"perip\" named twice"),
             std::string::npos);
-  EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 2\nkey = \"$http_x\"\n").find("$remote_addr"),
+  EXPECT_NE(error("limit_connections = [\"a\"]\n[[limit]]\nname = \"a\"\nconnections = 2\nkey = \"$http_x\"\n")
+                .find("$remote_addr"),
             std::string::npos);
   EXPECT_NE(error("[[limit]]\nname = \"a\"\n").find("limit[0].rate: required"), std::string::npos);
   EXPECT_NE(error("[[limit]]\nname = \"a\"\nconnections = 0\n").find("connections"), std::string::npos);

@@ -70,14 +70,10 @@ void read_key_limits(Section& top, const toml::node& node, Config& c) {
     }
     if (connections != nullptr) {
       s.get_int("connections", &l.connections, 1, 1'000'000);
-      for (const char* key : {"burst", "delay", "nodelay", "status"}) {
-        if (const toml::node* n = s.node(key)) {
-          s.fail(*n, key, "a limit of connections has no burst, delay or status (the connection is closed)");
-        }
+      for (const char* key : {"burst", "delay", "nodelay"}) {
+        if (const toml::node* n = s.node(key)) s.fail(*n, key, "a limit of connections has no burst or delay");
       }
-      if (s.node("key") != nullptr && l.key != "$remote_addr") {
-        s.fail(*s.node("key"), "key", "a limit of connections counts by \"$remote_addr\" (nothing else is known at accept)");
-      }
+      l.status = 503;  // nginx's limit_conn_status
     } else {
       std::optional<uint64_t> parsed = rate->is_string() ? parse_rate(rate->as_string()->get()) : std::nullopt;
       if (!parsed) s.fail(*rate, "rate", "expected requests a second or a minute, such as \"10r/s\" or \"30r/m\"");
@@ -124,6 +120,15 @@ void check_key_limits(const std::string& file, const Config& c) {
       throw ConfigError(file, c.limit_connections_line, "limit_connections",
                         "\"" + name + "\" is a limit of requests (rate): a location names it");
     }
+    if (k->key != "$remote_addr") {
+      throw ConfigError(file, c.limit_connections_line, "limit_connections",
+                        "\"" + name + "\" counts by " + k->key + ": a connection is counted by \"$remote_addr\" "
+                        "(nothing else is known at accept); a location may name it (requests in flight)");
+    }
+    if (k->status != 503) {
+      throw ConfigError(file, c.limit_connections_line, "limit_connections",
+                        "\"" + name + "\" has a status: a connection over the limit is closed, not answered");
+    }
   }
   for (const SiteConfig& site : c.sites) {
     const std::string& in = site.file.empty() ? file : site.file;
@@ -133,9 +138,11 @@ void check_key_limits(const std::string& file, const Config& c) {
         const KeyLimitConfig* k = find(name);
         const std::string key = site.where + ".location[" + std::to_string(j) + "].limit";
         if (k == nullptr) throw ConfigError(in, l.line, key, "\"" + name + "\" names no [[limit]]");
-        if (k->connections != 0) {
+        if (k->connections != 0 &&
+            std::find(c.limit_connections.begin(), c.limit_connections.end(), name) != c.limit_connections.end()) {
           throw ConfigError(in, l.line, key,
-                            "\"" + name + "\" is a limit of connections: the top level's limit_connections names it");
+                            "\"" + name + "\" counts connections (limit_connections): requests in flight need a "
+                            "[[limit]] of their own");
         }
       }
     }

@@ -58,13 +58,19 @@ void AccessHandler::respond(const Route&, http::ResponseWriter& writer) {
 
 Claim ClientCertHandler::claim(Route& route) {
   const net::PeerCertificate* peer = route.secure != nullptr ? route.secure->peer_certificate() : nullptr;
-  return peer != nullptr && peer->verified() ? Claim::kPass : Claim::kRespond;
+  if (peer != nullptr && peer->verified()) return Claim::kPass;
+  // A TLS connection whose site (by SNI) asked for no certificate, reused
+  // for a host that needs one (HTTP/2 coalescing, or a name picked to dodge
+  // the question): 421, and the client opens a connection of its own for
+  // this host, as nginx answers.
+  route.status = route.secure != nullptr && peer == nullptr ? 421 : 400;
+  return Claim::kRespond;
 }
 
-void ClientCertHandler::respond(const Route&, http::ResponseWriter& writer) {
+void ClientCertHandler::respond(const Route& route, http::ResponseWriter& writer) {
   // As nginx: a page, not a failed handshake (the request says which of
   // its certificates a browser sent, if any: $ssl_client_verify).
-  http::write_error_page(writer, 400);
+  http::write_error_page(writer, route.status);
 }
 
 MethodsHandler::MethodsHandler(std::vector<std::string> methods, std::string allow)

@@ -57,7 +57,8 @@ class AccessHandler final : public Handler {
 
 // require_client_cert (or the site's verify_client = "on"): 400 for a
 // request whose connection brought no client certificate, or one that did
-// not verify (expired, revoked, from another CA), plain HTTP included.
+// not verify (expired, revoked, from another CA), plain HTTP included; 421
+// for one on a TLS connection made for a site that asked for none.
 class ClientCertHandler final : public Handler {
  public:
   Claim claim(Route& route) override;

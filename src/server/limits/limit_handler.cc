@@ -26,13 +26,29 @@ class Waiting final : public http::ExchangeJob {
   net::TimerId timer;
 };
 
+// The places a request holds under limits of requests in flight, given
+// back when its exchange ends (Exchange::hold_until_end).
+struct Places {
+  std::shared_ptr<const KeyLimits> limits;  // outlives the places
+  std::vector<std::pair<ConcurrencyLimit*, uint64_t>> held;  // limit, key hash
+  ~Places() {
+    for (const auto& [limit, hash] : held) limit->release_hash(hash);
+  }
+};
+
+void go_on(const Chain* chain, http::ExchangeId id) {
+  if (http::Exchange* waited = http::Exchange::find(id)) resume_on(chain, *waited);
+}
+
 }  // namespace
 
-LimitHandler::LimitHandler(const KeyLimits& limits, const LocationConfig& location, const Chain* chain)
-    : chain_(chain) {
+LimitHandler::LimitHandler(std::shared_ptr<const KeyLimits> limits, const LocationConfig& location,
+                           const Chain* chain)
+    : all_(std::move(limits)), chain_(chain) {
   for (const std::string& name : location.limit) {
-    const KeyLimits::Limit* limit = limits.find(name);
+    const KeyLimits::Limit* limit = all_->find(name);
     if (limit != nullptr && limit->rate) limits_.push_back(limit);
+    if (limit != nullptr && limit->connections) in_flight_.push_back(limit);
   }
 }
 
@@ -55,12 +71,12 @@ Claim LimitHandler::claim(Route& route) {
                       static_cast<double>(config.rate_milli) / 1000, config.burst, config.status);
       }
       route.status = config.status;
-      route.wait = verdict.wait;
+      route.wait = std::max(verdict.wait, std::chrono::milliseconds(1));  // Retry-After
       return Claim::kRespond;
     }
     wait = std::max(wait, verdict.wait);
   }
-  if (wait.count() == 0) return Claim::kPass;
+  if (wait.count() == 0 && in_flight_.empty()) return Claim::kPass;
   route.wait = wait;
   return Claim::kExchange;
 }
@@ -74,9 +90,43 @@ void LimitHandler::respond(const Route& route, http::ResponseWriter& writer) {
                          http::ErrorField{"Retry-After", std::string_view(digits, static_cast<size_t>(end - digits))});
 }
 
+bool LimitHandler::take_places(const Route& route, http::Exchange& exchange) const {
+  if (in_flight_.empty()) return true;
+  auto places = std::make_shared<Places>();
+  places->limits = all_;
+  const int64_t now_s = static_cast<int64_t>(exchange.loop()->clock().now_ms() / 1000);
+  std::string key;
+  for (const KeyLimits::Limit* limit : in_flight_) {
+    key.clear();
+    expand_variables(limit->config.key, route, false, &key);
+    if (key.empty()) continue;
+    const uint64_t hash = limit->connections->hash(key);
+    const ConcurrencyLimit::Verdict verdict = limit->connections->acquire_hash(hash, now_s);
+    if (!verdict.allowed) {
+      if (verdict.first_this_second) {
+        TERN_LOG_WARN("limit {}: {} has {} requests in flight: {}", limit->config.name, key,
+                      limit->config.connections, limit->config.status);
+      }
+      http::write_error_page(exchange.writer(), limit->config.status);
+      exchange.finish();
+      return false;  // the places taken so far go with `places`
+    }
+    places->held.emplace_back(limit->connections.get(), hash);
+  }
+  exchange.hold_until_end(std::move(places));
+  return true;
+}
+
 void LimitHandler::start(const Route& route, http::Exchange& exchange) {
+  if (!take_places(route, exchange)) return;
   // What arrives of the body waits with the request.
   exchange.hold_body();
+  if (route.wait.count() == 0) {
+    // Only places to take: on with the chain, after this round (the chain
+    // is still in the call that started this one).
+    exchange.loop()->defer([id = exchange.id(), chain = chain_] { go_on(chain, id); });
+    return;
+  }
   auto waiting = std::make_shared<Waiting>(exchange.loop());
   const http::ExchangeId id = exchange.id();
   const Chain* chain = chain_;
@@ -84,7 +134,7 @@ void LimitHandler::start(const Route& route, http::Exchange& exchange) {
   // nothing of it is used after.
   waiting->timer = waiting->loop->run_after(route.wait, [id, chain, job = waiting.get()] {
     job->timer = net::TimerId{};
-    if (http::Exchange* waited = http::Exchange::find(id)) resume_on(chain, *waited);
+    go_on(chain, id);
   });
   exchange.adopt(std::move(waiting));
 }

@@ -180,12 +180,13 @@ def test_php_sees_the_client_certificate(php_factory, tern_factory, fpm, pki, cl
     assert seen["SSL_CLIENT_VERIFY"] == "NONE" and "SSL_CLIENT_S_DN" not in seen
 
 
-def https_get(port, context, name, session=None):
+def https_get(port, context, name, session=None, host=None):
     """(status line, the TLS session, whether it resumed) of GET / with SNI
-    `name`; the connection reads its response, so TLS 1.3 tickets arrive."""
+    `name` (and Host `host`, else the same); the connection reads its
+    response, so TLS 1.3 tickets arrive."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
         with context.wrap_socket(raw, server_hostname=name, session=session) as tls:
-            tls.sendall(f"GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
+            tls.sendall(f"GET / HTTP/1.1\r\nHost: {host or name}\r\nConnection: close\r\n\r\n".encode())
             data = b""
             while chunk := tls.recv(65536):
                 data += chunk
@@ -230,6 +231,10 @@ def test_a_resumed_session_keeps_its_certificate_and_opens_no_other_site(tern_fa
     assert status == "HTTP/1.1 200 OK"
     status, _, reused = https_get(server.port, bare, "a.test", session)
     assert not reused and status == "HTTP/1.1 400 Bad Request"
+    # A connection made for the open site, asked for the other: 421, the
+    # client is to connect again for that name.
+    status, _, _ = https_get(server.port, ctx, "open.test", host="a.test")
+    assert status == "HTTP/1.1 421 Misdirected Request"
 
 
 def test_client_certificate_settings_are_checked(pki, clients, tmp_path):

@@ -267,3 +267,62 @@ def test_the_connection_limit_counts_the_client_a_proxy_protocol_header_names(te
     finally:
         for conn in first:
             conn.close()
+
+
+def in_flight(app, connections=2, key="$http_x_client"):
+    """Every path but /metrics goes to the application under a limit of
+    requests in flight."""
+    config = limited({"connections": connections, "key": key},
+                     {"prefix": "/", "limit": ["api"], "proxy": {"pass": f"http://{app.address}"}})
+    config["server"][0]["location"].insert(0, METRICS)
+    return config
+
+
+def test_requests_in_flight_per_key_are_limited_and_given_back(tern_factory, apps):
+    """A limit of connections named by a location: at most 2 requests of a
+    key at once there (nginx's limit_conn); the third is 503 at once,
+    another key is not held back, and the places come back as the
+    responses end."""
+    (app,) = apps("app")
+    srv = tern_factory(in_flight(app))
+
+    def slow(client):
+        return timed_get(srv, "/slow?delay=1.5", [("X-Client", client)])
+
+    with ThreadPoolExecutor(5) as pool:
+        first = [pool.submit(slow, "a") for _ in range(2)]
+        time.sleep(0.5)  # both are at the application
+        third, elapsed = slow("a")
+        assert third.status == 503 and elapsed < 1.0, (third.status, elapsed)
+        assert third.header("Retry-After") is None
+        other = pool.submit(slow, "b")
+        assert [f.result()[0].status for f in first] == [200, 200]
+        assert other.result()[0].status == 200
+    # Given back: two at once again.
+    with ThreadPoolExecutor(2) as pool:
+        assert [r.status for r, _ in pool.map(lambda _: slow("a"), range(2))] == [200, 200]
+    assert "limit api: a has 2 requests in flight: 503" in srv.stderr()
+    assert metric(srv, 'tern_limit_requests_total{limit="api",kind="connections",result="refused"}') == 1
+
+
+def test_a_client_that_leaves_gives_its_places_back(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(in_flight(app, connections=1))
+    for _ in range(3):
+        conn = HttpConn.open(srv.port)
+        conn.send(b"GET /slow?delay=30 HTTP/1.1\r\nHost: a\r\nX-Client: a\r\n\r\n")
+        time.sleep(0.3)  # at the application, its place taken
+        conn.close()
+        time.sleep(0.3)
+    resp, elapsed = timed_get(srv, "/slow?delay=0.1", [("X-Client", "a")])
+    assert resp.status == 200 and elapsed < 5, (resp.status, elapsed)
+
+
+def test_streams_of_one_http2_connection_are_requests_in_flight(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(in_flight(app, key="$remote_addr"), listen_flags="h2c")
+    urls = [f"http://127.0.0.1:{srv.port}/slow?delay=1&i={i}" for i in range(3)]
+    proc = subprocess.run(["nghttp", "-v", "-n", "-t", "20", *urls], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
+    statuses = sorted(line.split()[-1] for line in proc.stdout.splitlines() if ":status:" in line)
+    assert statuses == ["200", "200", "503"], statuses
