@@ -714,10 +714,11 @@ def http_get(port, path, timeout=5.0, tls=False):
     return status, body
 
 
-def http_get_headers(port, path, timeout=5.0, tls=False):
-    """One GET on a new connection (over TLS, checking no certificate):
-    (status, {lower-case name: value}, body). Host names the port, as wrk's
-    does: a response cache may key on it."""
+def http_get_headers(port, path, timeout=5.0, tls=False, fields=()):
+    """One GET on a new connection (over TLS, checking no certificate), with
+    `fields` ("Name: value") beside Host: (status, {lower-case name:
+    value}, body). Host names the port, as wrk's does: a response cache may
+    key on it."""
     with socket.create_connection((HOST, port), timeout=timeout) as raw:
         s = raw
         if tls:
@@ -725,7 +726,8 @@ def http_get_headers(port, path, timeout=5.0, tls=False):
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
             s = context.wrap_socket(raw)
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode())
+        extra = "".join(f"{field}\r\n" for field in fields)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\n{extra}\r\n".encode())
         return read_response(s, with_headers=True)
 
 
