@@ -86,7 +86,10 @@ namespace {
 std::string_view set_value(std::string_view value, const ForwardOptions& options) {
   if (!value.starts_with("$ssl_client_")) return value;
   const net::PeerCertificate* peer = options.client_certificate;
-  if (value == "$ssl_client_verify") return !options.secure ? std::string_view() : peer == nullptr ? "NONE" : peer->verify;
+  if (value == "$ssl_client_verify") {
+    if (!options.secure) return {};
+    return peer == nullptr ? std::string_view("NONE") : std::string_view(peer->verify);
+  }
   if (peer == nullptr) return {};
   if (value == "$ssl_client_s_dn") return peer->subject;
   if (value == "$ssl_client_i_dn") return peer->issuer;
