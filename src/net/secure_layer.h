@@ -38,7 +38,12 @@ struct PeerCertificate {
   std::string issuer;       // the same, of its issuer
   std::string serial;       // in hex
   std::string fingerprint;  // SHA-1 of the certificate, in lower-case hex
+  // What the server asked of it: its context's text of what it verifies
+  // against (tls::client_demands), for a request to be matched with the
+  // site it is for.
+  std::string demands;
   bool verified() const { return verify == "SUCCESS"; }
+  bool sent() const { return verify != "NONE"; }
 };
 
 class SecureLayer {

@@ -15,6 +15,7 @@
 #include "server/handlers/static_handler.h"
 #include "server/access/basic_auth.h"
 #include "server/limits/limit_handler.h"
+#include "tls/server_context.h"
 
 namespace tern::server {
 namespace {
@@ -66,7 +67,10 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
     for (const Location& location : site->locations()) {
       std::vector<Handler*>& chain = chains_[location.id];
       const LocationConfig& lc = location.config;
-      if (lc.require_client_cert) add(chain, std::make_unique<ClientCertHandler>());
+      if (const TlsConfig& tls = site->config().tls; tls.verify_client != "off") {
+        add(chain, std::make_unique<ClientCertHandler>(
+                       lc.require_client_cert, tls::client_demands(tls.client_ca, tls.client_crl, tls.verify_depth)));
+      }
       if (!lc.limit.empty()) add(chain, std::make_unique<LimitHandler>(key_limits_, lc, this));
       if (AccessHandler::needed(lc)) add(chain, std::make_unique<AccessHandler>(lc));
       if (lc.auth_basic && lc.auth_basic->on()) {

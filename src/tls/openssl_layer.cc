@@ -314,6 +314,11 @@ std::string hex(const unsigned char* data, size_t n) {
 void OpenSslLayer::note_peer_certificate() {
   if ((SSL_get_verify_mode(ssl_) & SSL_VERIFY_PEER) == 0 || SSL_is_server(ssl_) != 1) return;
   peer_ = std::make_unique<net::PeerCertificate>();
+  // A server context that asks for certificates names what it verifies
+  // against in its app data (tls/server_context.cc).
+  if (const auto* demands = static_cast<const std::string*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl_)))) {
+    peer_->demands = *demands;
+  }
   // A resumed session keeps the certificate and what verifying it found.
   X509* cert = SSL_get1_peer_certificate(ssl_);
   if (cert == nullptr) return;

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "base/log.h"
@@ -51,6 +53,9 @@ std::vector<unsigned char> alpn_wire(const std::vector<std::string>& names) {
 struct ServerContext::Snapshot {
   std::vector<SSL_CTX*> contexts;  // one per identity
   std::vector<Identity> identities;
+  // Each context's client_demands() (empty: it asks for no certificate),
+  // its app data; reserved whole before the contexts, so never moved.
+  std::vector<std::string> demands;
   size_t default_identity = 0;
   std::function<std::optional<size_t>(std::string_view)> select;
   std::vector<unsigned char> alpn;
@@ -155,6 +160,14 @@ int on_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length, 
   return SSL_TLSEXT_ERR_OK;
 }
 
+// A file's bytes ("" for none, or one that cannot be read: loading it
+// says why).
+std::string file_bytes(const std::string& path) {
+  if (path.empty()) return {};
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 // Every certificate is accepted during the handshake; what verifying it
 // found stays in the session (SSL_get_verify_result) for the layer.
 int accept_for_now(int /*ok*/, X509_STORE_CTX* /*store*/) { return 1; }
@@ -230,17 +243,23 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
     }
   }
 
-  if (identity.verify_client != VerifyClient::kOff) ask_for_client_certificates(ctx, identity);
+  std::string& demands = snapshot->demands.emplace_back();
+  if (identity.verify_client != VerifyClient::kOff) {
+    ask_for_client_certificates(ctx, identity);
+    demands = client_demands(identity.client_ca, identity.client_crl, identity.verify_depth);
+    SSL_CTX_set_app_data(ctx, &demands);  // for the layer's PeerCertificate
+  }
   // A session resumes only where it was made under the same demands on the
   // client: one made on a site that asks for no certificate does not let a
-  // client into a site that asks for one (SNI picks another context).
+  // client into a site that asks for one (SNI picks another context), and
+  // one made before the CAs or the revocation lists changed (their bytes
+  // count, not their names) is verified again.
   std::string session_context = "tern";
   if (identity.verify_client != VerifyClient::kOff) {
-    const std::string demands = identity.client_ca + '\n' + identity.client_crl + '\n' +
-                                std::to_string(static_cast<int>(identity.verify_client)) + '\n' +
-                                std::to_string(identity.verify_depth);
+    const std::string all = demands + '\n' + std::to_string(static_cast<int>(identity.verify_client)) + '\n' +
+                            file_bytes(identity.client_ca) + '\n' + file_bytes(identity.client_crl);
     unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(demands.data()), demands.size(), digest);
+    SHA256(reinterpret_cast<const unsigned char*>(all.data()), all.size(), digest);
     session_context.assign(reinterpret_cast<const char*>(digest), SSL_MAX_SID_CTX_LENGTH);
   }
   SSL_CTX_set_session_id_context(ctx, reinterpret_cast<const unsigned char*>(session_context.data()),
@@ -271,6 +290,7 @@ std::shared_ptr<const Snapshot> load(Settings settings, std::shared_ptr<Counters
   if (settings.default_identity >= settings.identities.size()) throw std::runtime_error("no default certificate");
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->alpn = alpn_wire(settings.alpn);
+  snapshot->demands.reserve(settings.identities.size());
   for (const Identity& identity : settings.identities) make_context(identity, settings, snapshot.get());
   snapshot->identities = settings.identities;
   snapshot->default_identity = settings.default_identity;
@@ -318,6 +338,10 @@ Stats ServerContext::stats() const {
                counters_->resumed.load(std::memory_order_relaxed),
                counters_->failed.load(std::memory_order_relaxed),
                counters_->kernel.load(std::memory_order_relaxed)};
+}
+
+std::string client_demands(const std::string& client_ca, const std::string& client_crl, int verify_depth) {
+  return client_ca + '\n' + client_crl + '\n' + std::to_string(verify_depth);
 }
 
 std::vector<std::string> certificate_warnings(const CertificatePair& pair) {

@@ -124,6 +124,13 @@ class ServerContext final : public net::SecureContext {
   std::shared_ptr<const Snapshot> current_;  // guarded by mu_
 };
 
+// What a site asks of its clients' certificates, as one text: the CAs'
+// file, the revocation lists' file and the depth. A connection's
+// certificate (net::PeerCertificate::demands) answers for the site a
+// request is for only where the two texts are the same: a certificate
+// verified against another site's CAs is not this one's.
+std::string client_demands(const std::string& client_ca, const std::string& client_crl, int verify_depth);
+
 // Problems with a certificate pair that do not stop it from loading: an
 // expired certificate, or one not valid yet. One line each, for `tern -t`
 // and the log.

@@ -350,18 +350,20 @@ TEST_F(ConfigFileTest, AuthBasicOfASiteCoversItsLocationsUnlessOneSaysOff) {
 // gives its settings to sites that say nothing of them.
 TEST_F(ConfigFileTest, ClientCertificatesAreAskedForAndRequiredPerSiteOrLocation) {
   const Config config = load(
-      "[tls]\nclient_ca = \"/ca.pem\"\n"
+      "[tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\nclient_ca = \"/ca.pem\"\nclient_crl = \"/crl0.pem\"\n"
       "[[server]]\nnames = [\"a\"]\n[[server.location]]\nprefix = \"/\"\n"
       "[[server]]\nnames = [\"b\"]\n[server.tls]\nverify_client = \"optional\"\nclient_crl = \"/crl.pem\"\n"
       "verify_depth = 2\n"
       "[[server.location]]\nprefix = \"/admin/\"\nrequire_client_cert = true\n"
       "[[server.location]]\nprefix = \"/\"\n"
-      "[[server]]\nnames = [\"c\"]\n[server.tls]\nverify_client = \"off\"\n");
-  ASSERT_EQ(config.sites.size(), 3u);
+      "[[server]]\nnames = [\"c\"]\n[server.tls]\nverify_client = \"off\"\n"
+      "[[server]]\nnames = [\"d\"]\n[server.tls]\nclient_ca = \"/d.pem\"\n");
+  ASSERT_EQ(config.sites.size(), 4u);
   const TlsConfig& a = config.sites[0].tls;
   EXPECT_EQ(a.client_ca, "/ca.pem");
   EXPECT_EQ(a.verify_client, "on");
   EXPECT_EQ(a.verify_depth, 1);
+  EXPECT_EQ(a.client_crl, "/crl0.pem");
   EXPECT_TRUE(config.sites[0].locations.at(0).require_client_cert);
   const TlsConfig& b = config.sites[1].tls;
   EXPECT_EQ(b.verify_client, "optional");
@@ -371,6 +373,11 @@ TEST_F(ConfigFileTest, ClientCertificatesAreAskedForAndRequiredPerSiteOrLocation
   EXPECT_FALSE(config.sites[1].locations.at(1).require_client_cert);
   EXPECT_EQ(config.sites[2].tls.verify_client, "off");
   EXPECT_FALSE(config.sites[2].locations.at(0).require_client_cert);
+  // Its own CAs: not [tls]'s revocation lists (another CA's), [tls]'s "on".
+  const TlsConfig& d = config.sites[3].tls;
+  EXPECT_EQ(d.client_ca, "/d.pem");
+  EXPECT_EQ(d.client_crl, "");
+  EXPECT_EQ(d.verify_client, "on");
   EXPECT_NE(error("[tls]\nverify_client = \"on\"\n").find("tern.toml:2: tls.client_ca: required"),
             std::string::npos);
   EXPECT_NE(error("[tls]\nclient_crl = \"/crl.pem\"\n").find("tls.client_ca: required with client_crl"),
@@ -378,6 +385,9 @@ TEST_F(ConfigFileTest, ClientCertificatesAreAskedForAndRequiredPerSiteOrLocation
   EXPECT_NE(error("[tls]\nclient_ca = \"/ca.pem\"\nverify_client = \"yes\"\n").find("tls.verify_client: expected"),
             std::string::npos);
   EXPECT_NE(error("[tls]\nclient_ca = \"/ca.pem\"\nverify_depth = 0\n").find("tls.verify_depth"),
+            std::string::npos);
+  EXPECT_NE(error("[[server]]\n[server.tls]\nclient_ca = \"/ca.pem\"\n")
+                .find("server[0].tls.verify_client: the site asks for client certificates in its TLS handshake"),
             std::string::npos);
   EXPECT_NE(error("[[server]]\n[[server.location]]\nprefix = \"/\"\nrequire_client_cert = true\n")
                 .find("server[0].location.require_client_cert: the site asks for no client certificate"),

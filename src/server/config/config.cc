@@ -287,20 +287,29 @@ void read_tls(Section& s, int line, TlsConfig* t) {
   s.get_string("ciphersuites", &t->ciphersuites);
   s.get_string("curves", &t->curves);
   s.get_bool("prefer_server_ciphers", &t->prefer_server_ciphers);
+  // A site's own CAs come without the revocation lists of [tls]'s (they
+  // are another CA's), and keep how [tls] asks ("on" if it does not).
+  const toml::node* ca = s.node("client_ca");
   s.get_string("client_ca", &t->client_ca);
+  if (ca != nullptr) t->client_crl.clear();
   s.get_string("client_crl", &t->client_crl);
-  if (const toml::node* node = s.node("verify_client")) {
+  const toml::node* verify = s.node("verify_client");
+  if (verify != nullptr) {
     s.get_string("verify_client", &t->verify_client);
     if (t->verify_client != "on" && t->verify_client != "optional" && t->verify_client != "off") {
-      s.fail(*node, "verify_client", "expected \"on\", \"optional\" or \"off\"");
+      s.fail(*verify, "verify_client", "expected \"on\", \"optional\" or \"off\"");
     }
-  } else if (s.node("client_ca") != nullptr) {
-    t->verify_client = t->client_ca.empty() ? "off" : "on";
+  } else if (ca != nullptr) {
+    t->verify_client = t->client_ca.empty() ? "off" : t->verify_client == "off" ? "on" : t->verify_client;
   }
   s.get_int("verify_depth", &t->verify_depth, 1, 100);
   if (t->verify_client != "off" && t->client_ca.empty()) {
-    s.fail(*s.node(s.node("verify_client") != nullptr ? "verify_client" : "client_crl"), "client_ca",
-           "required to verify client certificates (a PEM file of the CAs that issue them)");
+    const toml::node* at = verify != nullptr ? verify : ca != nullptr ? ca : s.node("client_crl");
+    if (at == nullptr) {
+      throw ConfigError(s.file(), line, s.prefix() + "client_ca",
+                        "required to verify client certificates (a PEM file of the CAs that issue them)");
+    }
+    s.fail(*at, "client_ca", "required to verify client certificates (a PEM file of the CAs that issue them)");
   }
   if (const toml::node* node = s.node("client_crl"); node != nullptr && t->client_ca.empty()) {
     s.fail(*node, "client_ca", "required with client_crl (a PEM file of the CAs that issue client certificates)");

@@ -437,6 +437,11 @@ void finish_sites(const std::string& file, Config& c) {
       site.locations.push_back(std::move(everything));
     }
     const std::string& in = site.file.empty() ? file : site.file;
+    if (site.tls.verify_client != "off" && site.tls.certificates.empty()) {
+      throw ConfigError(in, site.tls.line != 0 ? site.tls.line : site.line, site.where + ".tls.verify_client",
+                        "the site asks for client certificates in its TLS handshake: it needs a certificate of "
+                        "its own (cert, key)");
+    }
     for (LocationConfig& l : site.locations) {
       if (!l.auth_basic && site.auth_basic) l.auth_basic = site.auth_basic;
       if (l.require_client_cert && site.tls.verify_client == "off") {

@@ -57,13 +57,18 @@ void AccessHandler::respond(const Route&, http::ResponseWriter& writer) {
 }
 
 Claim ClientCertHandler::claim(Route& route) {
-  const net::PeerCertificate* peer = route.secure != nullptr ? route.secure->peer_certificate() : nullptr;
-  if (peer != nullptr && peer->verified()) return Claim::kPass;
-  // A TLS connection whose site (by SNI) asked for no certificate, reused
-  // for a host that needs one (HTTP/2 coalescing, or a name picked to dodge
-  // the question): 421, and the client opens a connection of its own for
-  // this host, as nginx answers.
-  route.status = route.secure != nullptr && peer == nullptr ? 421 : 400;
+  if (route.secure == nullptr) {
+    if (!required_) return Claim::kPass;
+    route.status = 400;
+    return Claim::kRespond;
+  }
+  const net::PeerCertificate* peer = route.secure->peer_certificate();
+  if (peer == nullptr ? required_ : peer->demands != demands_) {
+    route.status = 421;
+    return Claim::kRespond;
+  }
+  if (peer == nullptr || peer->verified() || (!peer->sent() && !required_)) return Claim::kPass;
+  route.status = 400;  // one that failed, or none where one is needed
   return Claim::kRespond;
 }
 

@@ -4,6 +4,7 @@
 // blocks) on the chain. See server/handler.h for the order.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "http/exchange.h"
@@ -55,14 +56,24 @@ class AccessHandler final : public Handler {
   std::vector<AccessRule> access_;  // in order, first match decides
 };
 
-// require_client_cert (or the site's verify_client = "on"): 400 for a
-// request whose connection brought no client certificate, or one that did
-// not verify (expired, revoked, from another CA), plain HTTP included; 421
-// for one on a TLS connection made for a site that asked for none.
+// The client certificates of a site that asks for them (verify_client), on
+// each of its locations, as nginx checks them: a certificate that did not
+// verify (expired, revoked, from another CA) is 400 wherever it comes; so
+// is none where the location needs one (require_client_cert, or the site's
+// "on"), plain HTTP included. A request on a TLS connection made for a site
+// that asks other things of its clients (another CA, none: a browser
+// reusing an HTTP/2 connection, a name chosen to dodge the question) is
+// 421: the client connects again for this name.
 class ClientCertHandler final : public Handler {
  public:
+  // `demands`: the site's tls::client_demands().
+  ClientCertHandler(bool required, std::string demands) : required_(required), demands_(std::move(demands)) {}
   Claim claim(Route& route) override;
   void respond(const Route& route, http::ResponseWriter& writer) override;
+
+ private:
+  bool required_;
+  std::string demands_;
 };
 
 // methods: 405 with Allow for a method the location does not list (GET

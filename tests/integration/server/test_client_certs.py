@@ -133,10 +133,11 @@ def test_verify_client_on_lets_in_only_a_verified_certificate(guarded, pki, clie
     assert len(lines) == 5, lines
 
 
-def test_optional_asks_and_a_location_may_require(tern_factory, pki, clients, apps):
+def test_optional_asks_and_a_location_may_require(tern_factory, pki, clients, apps, tmp_path_factory):
     (app,) = apps("app")
     cert, key = pki.issue("a.test")
     alice = clients.issue("alice-optional")
+    stranger = Pki(tmp_path_factory.mktemp("stranger")).issue("mallory")
     server = tern_factory({"server": [{
         "names": ["a.test"],
         "tls": {"cert": cert, "key": key, "client_ca": str(clients.ca), "verify_client": "optional"},
@@ -160,6 +161,9 @@ def test_optional_asks_and_a_location_may_require(tern_factory, pki, clients, ap
         seen = {k.lower(): v for k, v in json.loads(body)["headers"]}
         assert seen["x-client-verify"] == "NONE"
         assert "x-client-dn" not in seen and "x-client-fingerprint" not in seen, seen
+        # One that does not verify is refused everywhere, as nginx does:
+        # its subject is no one's to pass on.
+        assert curl(server, pki, "/echo", *with_cert(stranger), version=version)[0] == 400
 
 
 def test_php_sees_the_client_certificate(php_factory, tern_factory, fpm, pki, clients):
@@ -235,6 +239,57 @@ def test_a_resumed_session_keeps_its_certificate_and_opens_no_other_site(tern_fa
     # client is to connect again for that name.
     status, _, _ = https_get(server.port, ctx, "open.test", host="a.test")
     assert status == "HTTP/1.1 421 Misdirected Request"
+
+
+def test_a_certificate_of_another_sites_ca_is_misdirected(tern_factory, pki, clients, tmp_path_factory):
+    """a.test trusts one CA (optional), b.test another (on): a connection
+    made for a.test with a.test's client certificate, asked for b.test, is
+    421 (the client connects again for b.test), not let in."""
+    other = ClientCa(tmp_path_factory.mktemp("other-clients"))
+    a_cert, a_key = pki.issue("a.test")
+    b_cert, b_key = pki.issue("b.test")
+    alice = clients.issue("alice-a")
+    bob = other.issue("bob-b")
+    server = tern_factory({"server": [
+        {"names": ["a.test"], "default": True,
+         "tls": {"cert": a_cert, "key": a_key, "client_ca": str(clients.ca), "verify_client": "optional"},
+         "location": [{"prefix": "/", "return": {"status": 200, "body": "a"}}]},
+        {"names": ["b.test"], "tls": {"cert": b_cert, "key": b_key, "client_ca": str(other.ca)},
+         "location": [{"prefix": "/", "return": {"status": 200, "body": "b"}}]},
+    ]}, tls=True)
+
+    def context(pair):
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
+        ctx.check_hostname = False
+        ctx.load_cert_chain(*pair)
+        return ctx
+
+    assert https_get(server.port, context(alice), "a.test")[0] == "HTTP/1.1 200 OK"
+    assert https_get(server.port, context(bob), "b.test")[0] == "HTTP/1.1 200 OK"
+    assert https_get(server.port, context(alice), "a.test", host="b.test")[0] == "HTTP/1.1 421 Misdirected Request"
+
+
+def test_a_session_from_before_a_revocation_is_verified_again(tern_factory, pki, tmp_path_factory):
+    """The CRL changes at the same path and tern reloads: a session made
+    with the certificate before it was revoked does not resume, and the
+    certificate is refused."""
+    clients = ClientCa(tmp_path_factory.mktemp("revoking"))
+    cert, key = pki.issue("a.test")
+    carol = clients.issue("carol")
+    server = tern_factory({"server": [{
+        "names": ["a.test"],
+        "tls": {"cert": cert, "key": key, "client_ca": str(clients.ca), "client_crl": str(clients.crl)},
+        "location": [{"prefix": "/", "return": {"status": 200, "body": "in"}}]}]}, tls=True)
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    ctx.check_hostname = False
+    ctx.load_cert_chain(*carol)
+    status, session, _ = https_get(server.port, ctx, "a.test")
+    assert status == "HTTP/1.1 200 OK"
+    assert https_get(server.port, ctx, "a.test", session)[2], "resumes before the revocation"
+    clients.revoke(carol[0])
+    server.reload()
+    status, _, reused = https_get(server.port, ctx, "a.test", session)
+    assert not reused and status == "HTTP/1.1 400 Bad Request", (status, reused)
 
 
 def test_client_certificate_settings_are_checked(pki, clients, tmp_path):
