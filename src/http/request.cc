@@ -320,8 +320,35 @@ std::string_view Request::id() const {
   return id_kind_ == 1 ? header(FieldId::kXRequestId) : std::string_view(id_.data(), id_.size());
 }
 
+void Request::replace_fields(std::span<const std::string> names, std::span<const Header> fields) const {
+  size_t kept = 0;
+  for (size_t i = 0; i < header_count_; ++i) {
+    const Header& h = headers_[i];
+    const bool named = std::any_of(names.begin(), names.end(), [&h](const std::string& n) { return iequals(n, h.name); });
+    if (!named) headers_[kept++] = h;
+  }
+  header_count_ = kept;
+  for (const Header& field : fields) {
+    std::string& text = added_fields_.emplace_back();
+    text.reserve(field.name.size() + field.value.size());
+    text.append(field.name).append(field.value);
+    const std::string_view all = text;
+    const Header added{all.substr(0, field.name.size()), all.substr(field.name.size()), field_id(field.name)};
+    if (header_count_ < headers_.size()) {
+      headers_[header_count_] = added;
+    } else {
+      headers_.push_back(added);
+    }
+    ++header_count_;
+  }
+}
+
 int Request::interpret_head(std::string_view authority, std::string_view* reason) {
   id_kind_ = 0;  // a new request, a new id
+  // Nor what the last one's access checks found (its user goes with
+  // set_received_ms()).
+  granted_by_ = nullptr;
+  added_fields_.clear();
   absolute_ = false;
   uri_ = {};
   uri_made_.clear();

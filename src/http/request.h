@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <string>
 #include <string_view>
@@ -202,6 +203,16 @@ class Request {
   std::string_view remote_user() const { return remote_user_; }
   void set_remote_user(std::string_view user) const { remote_user_.assign(user); }
 
+  // Fields an access check vouches for (forward auth's copy_headers): each
+  // field of the request named in `names` is taken out, and those of
+  // `fields` (copied into the request) are added. Views from headers()
+  // taken before are not valid after.
+  void replace_fields(std::span<const std::string> names, std::span<const Header> fields) const;
+  // The access check that let the request through, so that it is not asked
+  // again when the request resumes after it; null for none.
+  const void* granted_by() const { return granted_by_; }
+  void set_granted_by(const void* check) const { granted_by_ = check; }
+
   // The request's id, the same wherever it goes (the access log's
   // $request_id, FastCGI's REQUEST_ID, an upstream's X-Request-Id): the
   // client's X-Request-Id when it is 1 to 64 letters, digits, '-', '_' or
@@ -251,7 +262,7 @@ class Request {
   uint64_t content_length_ = 0;
   size_t head_size_ = 0;
   std::string_view body_;
-  size_t header_count_ = 0;
+  mutable size_t header_count_ = 0;
   int64_t received_ms_ = 0;
   mutable uint32_t tag_ = 0;
   mutable bool client_known_ = false;
@@ -259,13 +270,18 @@ class Request {
   mutable net::InetAddress client_;
   // Keeps its capacity across the pooled object's requests.
   mutable std::string remote_user_;
+  // Cleared by every new head.
+  mutable const void* granted_by_ = nullptr;
+  // The text of the fields replace_fields() added: a deque, whose strings
+  // stay where they are as more are added.
+  mutable std::deque<std::string> added_fields_;
   // id(): 0 not made yet, 1 the X-Request-Id field, 2 generated into id_.
   mutable uint8_t id_kind_ = 0;
   mutable std::array<char, 32> id_{};
   // Grows to the largest head parsed into this object and keeps that
   // capacity, so a reused Request (Http1Connection pools them) stops
-  // allocating.
-  std::vector<Header> headers_;
+  // allocating. Mutable for replace_fields().
+  mutable std::vector<Header> headers_;
 };
 
 }  // namespace tern::http

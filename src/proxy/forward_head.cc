@@ -111,7 +111,7 @@ bool FieldEdits::edits(std::string_view name) const {
 }
 
 void write_forward_head(const http::Request& request, const ForwardOptions& options, net::Buffer& out) {
-  out.append(request.method_text());
+  out.append(options.method.empty() ? request.method_text() : options.method);
   out.append(" ");
   out.append(options.target);
   out.append(" HTTP/1.1\r\n");
@@ -120,7 +120,11 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
                                                           : options.upstream_host;
   // The location's edits, if any: a field they name is theirs alone.
   const FieldEdits* edits = options.edits != nullptr && !options.edits->empty() ? options.edits : nullptr;
-  const auto ours = [edits](std::string_view name) { return edits == nullptr || !edits->edits(name); };
+  const auto ours = [edits, &options](std::string_view name) {
+    return (edits == nullptr || !edits->edits(name)) &&
+           std::none_of(options.added.begin(), options.added.end(),
+                        [name](const http::Header& added) { return iequals(added.name, name); });
+  };
   if (ours("Host")) field(out, "Host", host);
   bool connection = false;
   for (const http::Header& h : request.headers()) connection = connection || h.id == http::FieldId::kConnection;
@@ -170,6 +174,7 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
       if (!sent.empty()) field(out, name, sent);
     }
   }
+  for (const http::Header& added : options.added) field(out, added.name, added.value);
   if (options.upgrade) {
     field(out, "Connection", "upgrade");
     field(out, "Upgrade", request.header(http::FieldId::kUpgrade));

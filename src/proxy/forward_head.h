@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,6 +78,12 @@ struct ForwardOptions {
   bool chunked = false;
   bool upgrade = false;  // forward the client's Upgrade (WebSocket)
   const FieldEdits* edits = nullptr;  // null: none
+  // A request of this proxy's own made from the client's (forward auth's
+  // check): its method, always without a body; empty: the client's.
+  std::string_view method;
+  // Fields written last, in place of the client's of those names (forward
+  // auth's X-Forwarded-Method); not owned.
+  std::span<const http::Header> added;
 };
 
 // Whether `value` names a client certificate's variable ("$ssl_client_s_dn").

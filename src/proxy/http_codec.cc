@@ -36,11 +36,11 @@ HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options
     : request_(request),
       options_(options),
       target_(options.target),
-      head_request_(request.method() == http::Method::kHead),
+      head_request_(options.method.empty() ? request.method() == http::Method::kHead : options.method == "HEAD"),
       parser_(limits),
       chunked_(response_chunk_limits()) {
   options_.target = target_;
-  options_.upgrade = asks_to_upgrade(request);
+  options_.upgrade = options.method.empty() && asks_to_upgrade(request);
   if (options.client != nullptr) {
     client_ = *options.client;
     options_.client = &client_;
@@ -49,7 +49,9 @@ HttpCodec::HttpCodec(const http::Request& request, const ForwardOptions& options
 
 void HttpCodec::write_head(net::Buffer& out, std::optional<uint64_t> content_length) {
   options_.chunked = false;
-  if (content_length) {
+  if (!options_.method.empty()) {
+    options_.content_length.reset();  // a request of its own: no body
+  } else if (content_length) {
     options_.content_length = content_length;
   } else if (request_.body_framing() == http::BodyFraming::kContentLength) {
     options_.content_length = request_.content_length();

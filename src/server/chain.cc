@@ -14,6 +14,7 @@
 #include "server/observability/metrics.h"
 #include "server/handlers/static_handler.h"
 #include "server/access/basic_auth.h"
+#include "server/access/forward_auth.h"
 #include "server/limits/limit_handler.h"
 #include "tls/server_context.h"
 
@@ -75,6 +76,11 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
       if (AccessHandler::needed(lc)) add(chain, std::make_unique<AccessHandler>(lc));
       if (lc.auth_basic && lc.auth_basic->on()) {
         add(chain, std::make_unique<BasicAuthHandler>(users_of(*lc.auth_basic), *lc.auth_basic, this, tasks));
+      }
+      if (lc.auth_forward && lc.auth_forward->on()) {
+        // Never a location left open: the check's group comes with the config.
+        if (proxy == nullptr) throw std::runtime_error("auth_forward: no upstream group for " + lc.auth_forward->check->pass);
+        add(chain, std::make_unique<ForwardAuthHandler>(proxy, *lc.auth_forward, this));
       }
       if (!lc.methods.empty()) add(chain, std::make_unique<MethodsHandler>(lc.methods, location.allow));
       if (lc.ret.status != 0) {

@@ -5,9 +5,9 @@
 // the location's handlers in order, and each either answers or passes on
 // (h2o's model):
 //
-//   limits ([[limit]]) -> access (allow, deny, internal) -> auth_basic ->
-//   methods -> return -> users app -> FastCGI blocks -> static files
-//   (index, try_files)
+//   client certificate -> limits ([[limit]]) -> access (allow, deny,
+//   internal) -> auth_basic -> auth_forward -> methods -> return -> users
+//   app -> proxy | FastCGI blocks -> static files (index, try_files)
 //
 // and what no handler answers is 404. A handler decides when the head is
 // complete (claim), before any body is read: to answer at once from the

@@ -69,6 +69,49 @@ TEST(Request, AnAbsoluteFormTargetNamesTheScheme) {
   EXPECT_EQ(f.request.scheme(), "");
 }
 
+// Fields an access check vouches for replace the client's of those names
+// (every one of them, present in the answer or not), and are the request's
+// as any other field.
+TEST(Request, ReplacedFieldsTakeOutTheClientsOfThoseNames) {
+  test::Feeder f(RequestParser::Limits{});
+  ASSERT_EQ(f.feed("GET / HTTP/1.1\r\nHost: a\r\nremote-user: mallory\r\nX-Keep: 1\r\nREMOTE-GROUPS: admins\r\n"
+                   "Remote-User: eve\r\nCookie: c=1\r\n\r\n"),
+            ParseStatus::kComplete);
+  const Request& r = f.request;
+  const std::vector<std::string> names{"Remote-User", "Remote-Groups"};
+  std::string value = "alice";
+  r.replace_fields(names, std::vector<Header>{{"Remote-User", value, FieldId::kOther}});
+  value = "changed after";  // the request keeps its own copy
+  std::vector<std::pair<std::string, std::string>> seen;
+  for (const Header& h : r.headers()) seen.emplace_back(h.name, h.value);
+  EXPECT_EQ(seen, (std::vector<std::pair<std::string, std::string>>{
+                      {"Host", "a"}, {"X-Keep", "1"}, {"Cookie", "c=1"}, {"Remote-User", "alice"}}));
+  EXPECT_EQ(r.header(FieldId::kCookie), "c=1");
+  EXPECT_EQ(r.header("remote-user"), "alice");
+  EXPECT_FALSE(r.has_header("Remote-Groups"));
+  // Twice: what the first added stays valid.
+  r.replace_fields(std::vector<std::string>{"X-Keep"}, std::vector<Header>{{"X-Added", "2", FieldId::kOther}});
+  EXPECT_EQ(r.header("Remote-User"), "alice");
+  EXPECT_EQ(r.header("X-Added"), "2");
+  EXPECT_FALSE(r.has_header("X-Keep"));
+}
+
+// What access checks found about one request (the check that let it
+// through, the fields it added) is not the next one's on the same
+// connection.
+TEST(Request, ANewHeadForgetsWhatTheChecksOfTheLastOneFound) {
+  test::Feeder f(RequestParser::Limits{});
+  ASSERT_EQ(f.feed("GET /admin/ HTTP/1.1\r\nHost: a\r\n\r\n"), ParseStatus::kComplete);
+  int check = 0;
+  f.request.set_granted_by(&check);
+  f.request.replace_fields(std::vector<std::string>{"Remote-User"},
+                           std::vector<Header>{{"Remote-User", "alice", FieldId::kOther}});
+  f.parser.reset();
+  ASSERT_EQ(f.feed("GET /public HTTP/1.1\r\nHost: a\r\n\r\n"), ParseStatus::kComplete);
+  EXPECT_EQ(f.request.granted_by(), nullptr);
+  EXPECT_FALSE(f.request.has_header("Remote-User"));
+}
+
 // A decoded head, as HTTP/2 hands one over.
 struct Decoded {
   std::string method = "GET", scheme = "https", authority = "a.example", path = "/p?q=1";

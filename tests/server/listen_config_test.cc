@@ -345,6 +345,59 @@ TEST_F(ConfigFileTest, AuthBasicOfASiteCoversItsLocationsUnlessOneSaysOff) {
             std::string::npos);
 }
 
+// auth_forward: a site's goes to its locations that have none, "off" keeps
+// one open; its pass is read as a proxy's (a path anywhere, since it names
+// the check and replaces no prefix), and the check's group is one of the
+// proxy groups, shared with a proxy to the same address.
+TEST_F(ConfigFileTest, AuthForwardOfASiteCoversItsLocationsAndItsCheckHasAGroup) {
+  const Config config = load(
+      "[[server]]\nauth_forward = { pass = \"http://127.0.0.1:9091/api/verify?rd=x\", "
+      "copy_headers = [\"Remote-User\", \"Remote-Groups\"] }\n"
+      "[[server.location]]\nprefix = \"/auth/\"\nauth_forward = \"off\"\nproxy = { pass = \"http://127.0.0.1:9091\" }\n"
+      "[[server.location]]\nregex = \"^/api/\"\nauth_forward = { pass = \"https://idp.example:443\", timeout = \"1500ms\", "
+      "host = \"idp\", tls = { verify = false } }\n"
+      "[[server.location]]\nprefix = \"/\"\n");
+  const std::vector<LocationConfig>& l = config.sites.at(0).locations;
+  ASSERT_EQ(l.size(), 3u);
+  ASSERT_TRUE(l[0].auth_forward && l[1].auth_forward && l[2].auth_forward);
+  EXPECT_FALSE(l[0].auth_forward->on());
+  ASSERT_TRUE(l[1].auth_forward->on() && l[2].auth_forward->on());
+  EXPECT_EQ(l[1].auth_forward->check->group, "idp.example:443");
+  EXPECT_FALSE(l[1].auth_forward->check->path.has_value());
+  EXPECT_TRUE(l[1].auth_forward->check->tls.has_value());
+  EXPECT_EQ(l[1].auth_forward->check->host, "idp");
+  EXPECT_EQ(l[1].auth_forward->timeout, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(l[1].auth_forward->copy_headers.empty());
+  EXPECT_EQ(l[2].auth_forward->check->group, "127.0.0.1:9091");
+  EXPECT_EQ(l[2].auth_forward->check->path, "/api/verify?rd=x");
+  EXPECT_EQ(l[2].auth_forward->timeout, std::chrono::milliseconds(5000));
+  EXPECT_EQ(l[2].auth_forward->copy_headers, (std::vector<std::string>{"Remote-User", "Remote-Groups"}));
+  std::vector<std::pair<std::string, bool>> groups;
+  for (const UpstreamConfig& group : proxy_groups(config)) groups.emplace_back(group.name, group.tls.has_value());
+  EXPECT_EQ(groups, (std::vector<std::pair<std::string, bool>>{{"idp.example:443", true}, {"127.0.0.1:9091", false}}));
+
+  auto site_error = [this](const std::string& text) { return error("[[server]]\n" + text); };
+  EXPECT_NE(site_error("auth_forward = { copy_headers = [\"Remote-User\"] }\n")
+                .find("tern.toml:2: server[0].auth_forward.pass: required"),
+            std::string::npos);
+  EXPECT_NE(site_error("auth_forward = \"on\"\n").find("server[0].auth_forward: expected"), std::string::npos);
+  EXPECT_NE(site_error("auth_forward = { pass = \"ftp://a:1\" }\n").find("server[0].auth_forward.pass: expected"),
+            std::string::npos);
+  EXPECT_NE(site_error("auth_forward = { pass = \"http://a:1\", copy_headers = [\"Content-Length\"] }\n")
+                .find("auth_forward.copy_headers"),
+            std::string::npos);
+  EXPECT_NE(site_error("auth_forward = { pass = \"http://a:1\", copy_headers = [\"Bad Name\"] }\n")
+                .find("is not a header name"),
+            std::string::npos);
+  EXPECT_NE(site_error("auth_forward = { pass = \"http://a:1\", timeout = \"0s\" }\n").find("auth_forward.timeout"),
+            std::string::npos);
+  EXPECT_NE(site_error("auth_forward = { pass = \"http://a:1\", read_timeout = \"1s\" }\n").find("unknown key"),
+            std::string::npos);
+  EXPECT_NE(site_error("auth_forward = { pass = \"http://a:1\", tls = { verify = false } }\n").find("https://"),
+            std::string::npos);
+  EXPECT_NE(site_error("auth_forward = { pass = \"http://nowhere\" }\n").find("auth_forward.pass"), std::string::npos);
+}
+
 // Client certificates: client_ca alone means "on", which every location
 // of the site requires; "optional" leaves it to require_client_cert; [tls]
 // gives its settings to sites that say nothing of them.

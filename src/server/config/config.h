@@ -142,6 +142,24 @@ struct AuthBasicConfig {
   bool operator==(const AuthBasicConfig&) const = default;
 };
 
+// auth_forward of a site or a location (nginx's auth_request, Caddy's
+// forward_auth): before the location's handler, a GET to `check`'s pass
+// (an address or [[upstream]], over http:// or https:// as a proxy's;
+// without a path, the client's URI) carrying the request's fields and where
+// it was going (X-Forwarded-Method, X-Forwarded-Uri, ...). A 2xx answer
+// lets the request through with the fields named in copy_headers taken
+// from it; 401, 403 and 3xx go to the client as they came; anything else,
+// or no answer within `timeout` (the whole check), is 500. No check: off
+// (a location's "off" under a site's).
+struct AuthForwardConfig {
+  std::optional<ProxyConfig> check;
+  std::vector<std::string> copy_headers;
+  std::chrono::milliseconds timeout{5000};
+  int line = 0;
+  bool on() const { return check.has_value(); }
+  bool operator==(const AuthForwardConfig&) const = default;
+};
+
 // One [[server.location]]: where a request path goes within a site.
 struct LocationConfig {
   // kNamed: "@app", matched by no path; try_files' last entry goes there.
@@ -172,6 +190,8 @@ struct LocationConfig {
   std::vector<std::string> limit;  // the [[limit]]s it takes, by name
   // Its own auth_basic; none: the site's (finish_sites copies it here).
   std::optional<AuthBasicConfig> auth_basic;
+  // Its own auth_forward; none: the site's (finish_sites copies it here).
+  std::optional<AuthForwardConfig> auth_forward;
   // A request without a verified client certificate is refused (400): set
   // here, or by the site's verify_client = "on" (finish_sites).
   bool require_client_cert = false;
@@ -306,6 +326,7 @@ struct SiteConfig {
   TlsConfig tls;  // [server.tls] over [tls]
   RealIpConfig real_ip;  // [server.real_ip] over [real_ip]
   std::optional<AuthBasicConfig> auth_basic;  // every location's that has none
+  std::optional<AuthForwardConfig> auth_forward;  // the same
   std::string file;   // the file it was read from (an included one); empty: made
   std::string where;  // its table there, for messages ("server[1]")
   bool implicit = false;  // made from the top-level keys (no [[server]] in the file)
@@ -410,6 +431,10 @@ struct Config {
 // The networks that may send a PROXY protocol header: every real_ip.from,
 // the top level's and the sites'.
 std::vector<Cidr> proxy_protocol_senders(const Config& config);
+
+// The HTTP upstreams a location's requests go to: its auth_forward's check,
+// then its proxy (either may be missing).
+std::vector<const ProxyConfig*> location_proxies(const LocationConfig& location);
 
 // "app:3000", "api.internal:8080": a DNS name and a port (not an address);
 // false for anything else.

@@ -184,6 +184,9 @@ void read_upstreams(Section& top, const toml::node& node, Config& c);
 // A location's proxy table; `prefix_location`: the location matches a
 // prefix (a path in `pass` replaces it).
 ProxyConfig read_proxy(Section s, int line, bool prefix_location);
+// A site's or a location's auth_forward (its check's pass read as a
+// proxy's); none when the key is absent.
+std::optional<AuthForwardConfig> read_auth_forward(Section& s);
 
 // After the whole file: every proxy names a group or an address.
 void check_proxies(const std::string& file, const Config& c);

@@ -274,6 +274,7 @@ LocationConfig read_location(Section s, int line) {
     for (const auto& [name, node] : *names) l.limit.push_back(name);  // checked once every [[limit]] is read
   }
   l.auth_basic = read_auth_basic(s);
+  l.auth_forward = read_auth_forward(s);
   s.get_bool("require_client_cert", &l.require_client_cert);
   if (auto methods = s.get_strings("methods")) {
     for (const auto& [name, node] : *methods) {
@@ -366,6 +367,7 @@ SiteConfig read_site(Section s, int line, const Config& c) {
   }
   if (const toml::table* t = s.get_table("real_ip")) read_real_ip(s.sub(*t, "real_ip"), *t, &site.real_ip);
   site.auth_basic = read_auth_basic(s);
+  site.auth_forward = read_auth_forward(s);
   if (const toml::node* node = s.node("location")) {
     if (!node->is_array_of_tables()) s.fail(*node, "location", "expected [[server.location]] blocks");
     size_t i = 0;
@@ -444,6 +446,7 @@ void finish_sites(const std::string& file, Config& c) {
     }
     for (LocationConfig& l : site.locations) {
       if (!l.auth_basic && site.auth_basic) l.auth_basic = site.auth_basic;
+      if (!l.auth_forward && site.auth_forward) l.auth_forward = site.auth_forward;
       if (l.require_client_cert && site.tls.verify_client == "off") {
         throw ConfigError(in, l.line, site.where + ".location.require_client_cert",
                           "the site asks for no client certificate ([server.tls] client_ca, verify_client = "

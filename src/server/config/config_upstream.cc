@@ -211,9 +211,11 @@ void read_upstreams(Section& top, const toml::node& node, Config& c) {
   }
 }
 
-ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
-  ProxyConfig p;
-  p.line = line;
+namespace {
+
+// pass = "http[s]://GROUP_OR_ADDRESS[/path]": the group, the path, whether
+// over TLS. Returns its node.
+const toml::node& read_pass(Section& s, int line, ProxyConfig& p) {
   s.get_string("pass", &p.pass);
   const toml::node* pass = s.node("pass");
   if (pass == nullptr) {
@@ -237,10 +239,34 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
     p.path = std::string(path);
   }
   if (p.group.empty()) s.fail(*pass, "pass", "expected a group or an address after http://");
-  if (p.path && !prefix_location) {
-    s.fail(*pass, "pass", "a path in pass replaces a location's prefix: only in a prefix location");
-  }
+  return *pass;
+}
+
+// host = "..." and the `tls` table of an https:// pass.
+void read_host_and_tls(Section& s, const toml::node& pass, ProxyConfig& p) {
   s.get_string("host", &p.host);
+  if (p.host.find_first_of("\r\n\0 ", 0, 4) != std::string::npos) s.fail(*s.node("host"), "host", "expected a host name");
+  if (const toml::node* tls = s.node("tls")) {
+    if (!tls->is_table()) s.fail(*tls, "tls", "expected a table { ca = \"/etc/ssl/upstream-ca.pem\" }");
+    if (!p.tls) s.fail(*tls, "tls", "TLS settings need an https:// pass");
+    p.tls = read_upstream_tls(s.sub(*tls->as_table(), "tls"));
+    if (p.tls->name.empty() && p.tls->verify && p.group.starts_with("unix:")) {
+      s.fail(*tls, "tls", "name: required to verify the certificate of a server on a Unix socket");
+    }
+  } else if (p.tls && p.group.starts_with("unix:")) {
+    s.fail(pass, "pass", "a server on a Unix socket over TLS needs tls = { name = \"...\" } (or verify = false)");
+  }
+}
+
+}  // namespace
+
+ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
+  ProxyConfig p;
+  p.line = line;
+  const toml::node& pass = read_pass(s, line, p);
+  if (p.path && !prefix_location) {
+    s.fail(pass, "pass", "a path in pass replaces a location's prefix: only in a prefix location");
+  }
   p.set_headers = read_fields(s, "set_headers");
   for (const auto& [name, value] : p.set_headers) {
     if (value.starts_with("$ssl_client_") && !proxy::is_client_certificate_variable(value)) {
@@ -253,7 +279,6 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   for (const std::string& name : p.remove_headers) {
     if (http::iequals(name, "Host")) s.fail(*s.node("remove_headers"), "remove_headers", "an HTTP/1.1 request needs its Host");
   }
-  if (p.host.find_first_of("\r\n\0 ", 0, 4) != std::string::npos) s.fail(*s.node("host"), "host", "expected a host name");
   if (s.node("connect_timeout") != nullptr) {
     std::chrono::milliseconds timeout{0};
     s.get_duration("connect_timeout", &timeout);
@@ -292,18 +317,34 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   s.get_int("next_upstream_tries", &p.next_upstream_tries, 0, 64);
   s.get_duration("next_upstream_timeout", &p.next_upstream_timeout);
   s.get_bool("redirect", &p.redirect);
-  if (const toml::node* tls = s.node("tls")) {
-    if (!tls->is_table()) s.fail(*tls, "tls", "expected a table { ca = \"/etc/ssl/upstream-ca.pem\" }");
-    if (!p.tls) s.fail(*tls, "tls", "TLS settings need an https:// pass");
-    p.tls = read_upstream_tls(s.sub(*tls->as_table(), "tls"));
-    if (p.tls->name.empty() && p.tls->verify && p.group.starts_with("unix:")) {
-      s.fail(*tls, "tls", "name: required to verify the certificate of a server on a Unix socket");
-    }
-  } else if (p.tls && p.group.starts_with("unix:")) {
-    s.fail(*pass, "pass", "a server on a Unix socket over TLS needs tls = { name = \"...\" } (or verify = false)");
-  }
+  read_host_and_tls(s, pass, p);
   s.finish();
   return p;
+}
+
+// auth_forward = { pass = "http://127.0.0.1:9091/api/verify", copy_headers
+// = ["Remote-User"], timeout = "5s", host = "...", tls = { ... } }, or
+// "off" (a location under a site that has one).
+std::optional<AuthForwardConfig> read_auth_forward(Section& s) {
+  const toml::node* node = s.node("auth_forward");
+  if (node == nullptr) return std::nullopt;
+  AuthForwardConfig a;
+  a.line = static_cast<int>(node->source().begin.line);
+  if (node->is_string() && node->as_string()->get() == "off") return a;
+  if (!node->is_table()) {
+    s.fail(*node, "auth_forward", "expected { pass = \"http://127.0.0.1:9091/api/verify\" } or \"off\"");
+  }
+  Section t = s.sub(*node->as_table(), "auth_forward");
+  ProxyConfig& check = a.check.emplace();
+  check.line = a.line;
+  const toml::node& pass = read_pass(t, a.line, check);
+  a.copy_headers = read_removed_fields(t, "copy_headers");
+  t.get_duration("timeout", &a.timeout);
+  if (a.timeout.count() <= 0) t.fail(*t.node("timeout"), "timeout", "expected a duration above 0 (\"5s\")");
+  check.read_timeout = check.send_timeout = a.timeout;
+  read_host_and_tls(t, pass, check);
+  t.finish();
+  return a;
 }
 
 void check_proxies(const std::string& file, const Config& c) {
@@ -332,18 +373,30 @@ void check_proxies(const std::string& file, const Config& c) {
       const LocationConfig& l = site.locations[j];
       const std::string where = site.where + ".location[" + std::to_string(j) + "]";
       for (const FastCgiConfig& f : l.fastcgi) check_fastcgi(f, in, where + ".fastcgi");
-      if (!l.proxy) continue;
-      const UpstreamConfig* u = group(l.proxy->group);
-      std::string host;
-      uint16_t port = 0;
-      if (u == nullptr && !net::SocketAddress::parse(l.proxy->group) && !parse_host_port(l.proxy->group, &host, &port)) {
-        throw ConfigError(in, l.proxy->line, where + ".proxy.pass",
-                          "\"" + l.proxy->group +
-                              "\" names no [[upstream]] and is neither an address such as 127.0.0.1:3000 nor a name "
-                              "and a port such as app:3000");
+      for (const ProxyConfig* proxy : location_proxies(l)) {
+        const UpstreamConfig* u = group(proxy->group);
+        std::string host;
+        uint16_t port = 0;
+        if (u == nullptr && !net::SocketAddress::parse(proxy->group) && !parse_host_port(proxy->group, &host, &port)) {
+          throw ConfigError(in, proxy->line, where + (l.proxy && proxy == &*l.proxy ? ".proxy.pass" : ".auth_forward.pass"),
+                            "\"" + proxy->group +
+                                "\" names no [[upstream]] and is neither an address such as 127.0.0.1:3000 nor a "
+                                "name and a port such as app:3000");
+        }
       }
     }
   }
 }
 
 }  // namespace tern::server::config_detail
+
+namespace tern::server {
+
+std::vector<const ProxyConfig*> location_proxies(const LocationConfig& location) {
+  std::vector<const ProxyConfig*> proxies;
+  if (location.auth_forward && location.auth_forward->check) proxies.push_back(&*location.auth_forward->check);
+  if (location.proxy) proxies.push_back(&*location.proxy);
+  return proxies;
+}
+
+}  // namespace tern::server

@@ -48,7 +48,9 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config) {
   auto passes = [&config](const std::string& name, bool tls) {
     for (const SiteConfig& site : config.sites) {
       for (const LocationConfig& l : site.locations) {
-        if (l.proxy && l.proxy->group == name && l.proxy->tls.has_value() == tls) return true;
+        for (const ProxyConfig* proxy : location_proxies(l)) {
+          if (proxy->group == name && proxy->tls.has_value() == tls) return true;
+        }
       }
     }
     return false;
@@ -66,33 +68,35 @@ std::vector<UpstreamConfig> proxy_groups(const Config& config) {
   for (const bool tls_pass : {true, false}) {
     for (const SiteConfig& site : config.sites) {
       for (const LocationConfig& l : site.locations) {
-        if (!l.proxy || l.proxy->tls.has_value() != tls_pass) continue;
-        const std::string& name = l.proxy->group;
-        auto declared = std::find_if(config.upstreams.begin(), config.upstreams.end(),
-                                     [&](const UpstreamConfig& g) { return g.name == name; });
-        const std::optional<UpstreamTlsConfig> tls = proxy_tls(*l.proxy, declared != config.upstreams.end());
-        const std::chrono::milliseconds connect_timeout =
-            proxy_connect_timeout(*l.proxy, declared != config.upstreams.end() ? &*declared : nullptr);
-        if (find(name, tls, connect_timeout)) continue;
-        UpstreamConfig group;
-        if (declared != config.upstreams.end()) {
-          group = *declared;
-        } else {
-          UpstreamServerConfig server;
-          if (auto address = net::SocketAddress::parse(name)) {
-            server.address = *address;
-          } else if (!parse_host_port(name, &server.host, &server.port)) {
-            continue;  // the config refused it already
+        for (const ProxyConfig* proxy : location_proxies(l)) {
+          if (proxy->tls.has_value() != tls_pass) continue;
+          const std::string& name = proxy->group;
+          auto declared = std::find_if(config.upstreams.begin(), config.upstreams.end(),
+                                       [&](const UpstreamConfig& g) { return g.name == name; });
+          const std::optional<UpstreamTlsConfig> tls = proxy_tls(*proxy, declared != config.upstreams.end());
+          const std::chrono::milliseconds connect_timeout =
+              proxy_connect_timeout(*proxy, declared != config.upstreams.end() ? &*declared : nullptr);
+          if (find(name, tls, connect_timeout)) continue;
+          UpstreamConfig group;
+          if (declared != config.upstreams.end()) {
+            group = *declared;
+          } else {
+            UpstreamServerConfig server;
+            if (auto address = net::SocketAddress::parse(name)) {
+              server.address = *address;
+            } else if (!parse_host_port(name, &server.host, &server.port)) {
+              continue;  // the config refused it already
+            }
+            group.name = name;
+            group.line = proxy->line;
+            server.address_text = name;
+            server.max_fails = 0;  // a single server is never taken out
+            group.servers.push_back(server);
           }
-          group.name = name;
-          group.line = l.proxy->line;
-          server.address_text = name;
-          server.max_fails = 0;  // a single server is never taken out
-          group.servers.push_back(server);
+          group.tls = tls;
+          group.connect_timeout = connect_timeout;
+          groups.push_back(std::move(group));
         }
-        group.tls = tls;
-        group.connect_timeout = connect_timeout;
-        groups.push_back(std::move(group));
       }
     }
   }

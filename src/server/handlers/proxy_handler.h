@@ -44,7 +44,8 @@ class Chain;
 class Metrics;
 struct Location;
 
-// Every group the config's proxies use, [[upstream]] ones first, then those
+// Every group the config's proxies and auth_forward checks use (the
+// location's check first, then its proxy), [[upstream]] ones first, then those
 // passed to over TLS, then one per address named directly (in the order
 // first named). Two configs with equal lists can share their groups.
 std::vector<UpstreamConfig> proxy_groups(const Config& config);

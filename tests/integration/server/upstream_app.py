@@ -19,6 +19,29 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
   GET  /tls[?close=1]     over HTTPS: the name the client sent (SNI), the
                           protocol, whether the session was resumed (JSON);
                           close=1 ends the connection after the answer
+
+A forward-auth service, in the style of Authelia (for auth_forward); every
+request to /auth... is recorded:
+
+  *    /auth              decides from the request's fields, in this order:
+                            Cookie session=alice: 200 "ok" with Remote-User: alice,
+                              Remote-Groups: admins,dev and X-Not-Copied: yes
+                            Cookie session=mallory: 403 "forbidden"
+                            Authorization: Bearer good: 200 with Remote-User: bot
+                            X-Forwarded-Uri starting with /public: 204, no Remote-User
+                            Accept with text/html: 302 to https://auth.example/login?rd=
+                              (X-Original-URL, quoted) with Set-Cookie: auth_flow=1; Path=/
+                              and the body "redirecting"
+                            else: 401 "login required" (text/plain) with
+                              WWW-Authenticate: Bearer realm="tern-test"
+  *    /auth/status?code=C   status C with a short body
+  *    /auth/slow?delay=S    200 after S seconds
+  *    /auth/huge            401 with a 1 MiB body
+  *    /auth/close           closes the connection without answering
+  GET  /authlog           {"count": requests, "connections": distinct TCP
+                          connections, "last": {"method", "path", "headers",
+                          "body_length"} or null} (JSON)
+  POST /authlog/reset     forgets them
 """
 
 import asyncio
@@ -26,6 +49,7 @@ import hashlib
 import json
 import os
 import sys
+import urllib.parse
 
 from aiohttp import WSMsgType, web
 
@@ -123,6 +147,72 @@ def make_app(name):
         state["healthy"] = request.match_info["state"] == "up"
         return web.Response(text="set")
 
+    # -- the forward-auth service --
+
+    # Transports are held (not only their ids) so that an id is not reused
+    # by another connection while the log lives.
+    auth_log = {"count": 0, "last": None, "transports": {}}
+
+    async def record(request):
+        body = await request.read()
+        auth_log["count"] += 1
+        auth_log["transports"].setdefault(id(request.transport), request.transport)
+        auth_log["last"] = {
+            "method": request.method,
+            "path": request.path_qs,
+            "headers": [[k, v] for k, v in request.headers.items()],
+            "body_length": len(body),
+        }
+
+    async def auth(request):
+        await record(request)
+        session = request.cookies.get("session")
+        if session == "alice":
+            return web.Response(text="ok", headers={
+                "Remote-User": "alice", "Remote-Groups": "admins,dev", "X-Not-Copied": "yes"})
+        if session == "mallory":
+            return web.Response(status=403, text="forbidden")
+        if request.headers.get("Authorization") == "Bearer good":
+            return web.Response(text="ok", headers={"Remote-User": "bot"})
+        if request.headers.get("X-Forwarded-Uri", "").startswith("/public"):
+            return web.Response(status=204)
+        if "text/html" in request.headers.get("Accept", ""):
+            original = request.headers.get("X-Original-URL", "")
+            return web.Response(status=302, text="redirecting", headers={
+                "Location": "https://auth.example/login?rd=" + urllib.parse.quote(original, safe=""),
+                "Set-Cookie": "auth_flow=1; Path=/"})
+        return web.Response(status=401, text="login required", content_type="text/plain",
+                            headers={"WWW-Authenticate": 'Bearer realm="tern-test"'})
+
+    async def auth_status(request):
+        await record(request)
+        code = int(request.query.get("code", "500"))
+        return web.Response(status=code, text=f"auth status {code}")
+
+    async def auth_slow(request):
+        await record(request)
+        await asyncio.sleep(float(request.query.get("delay", "1")))
+        return web.Response(text="ok", headers={"Remote-User": "slow"})
+
+    async def auth_huge(request):
+        await record(request)
+        return web.Response(status=401, body=b"x" * (1 << 20), content_type="text/plain",
+                            headers={"WWW-Authenticate": 'Bearer realm="tern-test"'})
+
+    async def auth_close(request):
+        await record(request)
+        request.transport.close()
+        await asyncio.sleep(0.1)
+        return web.Response(text="never sent")
+
+    async def auth_log_read(request):
+        return web.json_response({"count": auth_log["count"], "connections": len(auth_log["transports"]),
+                                  "last": auth_log["last"]})
+
+    async def auth_log_reset(request):
+        auth_log.update(count=0, last=None, transports={})
+        return web.Response(text="reset")
+
     async def websocket(request):
         ws = web.WebSocketResponse()
         await ws.prepare(request)
@@ -148,6 +238,13 @@ def make_app(name):
     app.router.add_post("/health/{state}", health_set)
     app.router.add_get("/ws", websocket)
     app.router.add_get("/tls", tls_state)
+    app.router.add_route("*", "/auth", auth)
+    app.router.add_route("*", "/auth/status", auth_status)
+    app.router.add_route("*", "/auth/slow", auth_slow)
+    app.router.add_route("*", "/auth/huge", auth_huge)
+    app.router.add_route("*", "/auth/close", auth_close)
+    app.router.add_get("/authlog", auth_log_read)
+    app.router.add_post("/authlog/reset", auth_log_reset)
     return app
 
 

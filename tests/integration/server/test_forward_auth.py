@@ -1,0 +1,411 @@
+"""auth_forward (nginx's auth_request, Caddy's forward_auth): before a
+location's handler, tern asks an auth service (the forward-auth service of
+upstream_app.py, in the style of Authelia) with a GET carrying the
+client's fields (hop-by-hop ones left out, never the body) and where the
+request was going (X-Forwarded-Method, -Uri, -Proto, -Host, -For,
+X-Original-Method, X-Original-URL: the true ones, whatever the client
+sent). A 2xx lets the request through, with the fields named in
+copy_headers taken from the answer (a client's own of those names gone
+either way) and Remote-User as the access log's $remote_user; 401, 403
+and 3xx go to the client as they came; any other status, no service, a
+timeout, an answer too large or a connection closed unanswered is 500,
+with a line in the error log, and tern goes on. A site's auth_forward
+covers its locations unless one says "off"; proxy, static files and
+`return` are all guarded; checks reuse their connections; HTTP/2 and HEAD
+are checked the same."""
+
+import hashlib
+import json
+import time
+import urllib.parse
+
+import pytest
+
+from http_client import build_request
+from test_access import wait_for_lines
+from test_http2 import curl
+from test_proxy import apps, free_ports, group, site  # noqa: F401 (apps: a fixture)
+
+COPIED = ["Remote-User", "Remote-Groups"]
+ALICE = [("Cookie", "session=alice")]  # 200, Remote-User: alice, Remote-Groups: admins,dev
+MALLORY = [("Cookie", "session=mallory")]  # 403
+BOT = [("Authorization", "Bearer good")]  # 200, Remote-User: bot and no Remote-Groups
+CHALLENGE = 'Bearer realm="tern-test"'
+
+
+def check(app, path="/auth", **options):
+    """An auth_forward table that asks `app` at `path`."""
+    return {"pass": f"http://{app.address}{path}", "copy_headers": COPIED, **options}
+
+
+def to_app(app, prefix="/"):
+    """A location that proxies to `app`, the request's URI as it came."""
+    return {"prefix": prefix, "proxy": {"pass": f"http://{app.address}"}}
+
+
+def guarded(app, locations=None, auth=None, **extra):
+    """A config whose one site has auth_forward (asking `app`'s /auth
+    unless `auth` says otherwise) over `locations` (default: all to app)."""
+    return {"server": [{"auth_forward": auth or check(app), "location": locations or [to_app(app)]}], **extra}
+
+
+def fields(pairs):
+    """[[name, value], ...] -> {lowercase name: [values in order]}."""
+    out = {}
+    for name, value in pairs:
+        out.setdefault(name.lower(), []).append(value)
+    return out
+
+
+def auth_log(app):
+    """What the auth service saw: {"count", "connections", "last"}."""
+    resp = app.get("/authlog")
+    assert resp.status == 200, resp
+    return json.loads(resp.body)
+
+
+def last_check(app):
+    """The last request the auth service saw, its fields as fields() makes them."""
+    last = auth_log(app)["last"]
+    assert last is not None, "the auth service was never asked"
+    return last, fields(last["headers"])
+
+
+def reset_log(app):
+    assert app.post("/authlog/reset").status == 200
+
+
+def upstream_fields(resp):
+    """The fields the app's /echo saw, from its answer."""
+    assert resp.status == 200, (resp.status, resp.body[:300])
+    return fields(json.loads(resp.body)["headers"])
+
+
+def error_lines(srv, word, timeout=5.0):
+    """Lines of tern's error log that name auth_forward and hold `word`
+    (polled: the log is flushed about once a second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [line for line in srv.stderr().splitlines() if "auth_forward" in line and word in line]
+        if lines or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
+# ---- What the auth service is asked ----
+
+def test_the_check_is_a_get_with_the_clients_fields_and_the_true_forwarded_ones(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app))
+    body = b"0123456789"
+    with srv.connect() as conn:
+        resp = conn.request(
+            b"POST /echo/x?q=1&r=a%20b HTTP/1.1\r\nHost: shop.test\r\nCookie: session=alice\r\n"
+            b"Accept: text/plain\r\nX-Custom: 42\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\n"
+            b"Keep-Alive: timeout=5\r\nTE: trailers\r\nProxy-Connection: keep-alive\r\n"
+            # What a client may not say for itself: replaced by the true ones.
+            b"X-Forwarded-Method: PUT\r\nX-Forwarded-Uri: /elsewhere\r\nX-Original-URL: http://evil.example/\r\n"
+            b"X-Original-Method: DELETE\r\nX-Forwarded-Proto: https\r\n"
+            b"Content-Type: text/plain\r\nContent-Length: 10\r\n\r\n" + body)
+    # Let through: the application gets the client's method and body.
+    seen_up = json.loads(resp.body) if resp.status == 200 else None
+    assert seen_up is not None, (resp.status, resp.body[:300])
+    assert (seen_up["method"], seen_up["path"], seen_up["body_length"]) == ("POST", "/echo/x?q=1&r=a%20b", 10)
+
+    last, seen = last_check(app)
+    assert (last["method"], last["path"], last["body_length"]) == ("GET", "/auth", 0), last
+    expected = {
+        "cookie": ["session=alice"],
+        "accept": ["text/plain"],
+        "x-custom": ["42"],
+        "x-forwarded-method": ["POST"],
+        "x-original-method": ["POST"],
+        "x-forwarded-uri": ["/echo/x?q=1&r=a%20b"],
+        "x-original-url": ["http://shop.test/echo/x?q=1&r=a%20b"],
+        "x-forwarded-proto": ["http"],
+        "x-forwarded-host": ["shop.test"],
+        "x-forwarded-for": ["127.0.0.1"],
+    }
+    for name, values in expected.items():
+        assert seen.get(name) == values, (name, seen)
+    for gone in ("x-secret", "keep-alive", "te", "proxy-connection", "transfer-encoding"):
+        assert gone not in seen, (gone, seen)
+    # No body goes to the auth service, so no length of the client's.
+    assert seen.get("content-length") in (None, ["0"]), seen
+    for value in seen.get("connection", []):
+        assert "x-secret" not in value.lower(), seen
+
+
+# ---- 2xx: through, with the copied fields ----
+
+def test_a_2xx_lets_the_request_through_with_the_copied_fields_and_only_those(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app, [
+        {"prefix": "/public/", "proxy": {"pass": f"http://{app.address}/"}},  # /public/echo -> /echo
+        to_app(app),
+    ]))
+    spoofed = [("Remote-User", "mallory"), ("Remote-Groups", "root")]
+
+    resp = srv.get("/echo/alice", ALICE + spoofed)
+    seen = upstream_fields(resp)
+    assert seen.get("remote-user") == ["alice"], seen
+    assert seen.get("remote-groups") == ["admins,dev"], seen
+    assert "x-not-copied" not in seen, seen
+    assert resp.header("X-Not-Copied") is None and resp.header("Remote-User") is None, resp.headers
+
+    # The answer has no Remote-Groups: the client's is taken out all the same.
+    seen = upstream_fields(srv.get("/echo/bot", BOT + spoofed))
+    assert seen.get("remote-user") == ["bot"], seen
+    assert "remote-groups" not in seen, seen
+
+    # 204 without Remote-User: none reaches the application.
+    resp = srv.get("/public/echo/open", spoofed)
+    seen = upstream_fields(resp)
+    assert json.loads(resp.body)["path"] == "/echo/open"
+    assert "remote-user" not in seen and "remote-groups" not in seen, seen
+    _, checked = last_check(app)
+    assert checked.get("x-forwarded-uri") == ["/public/echo/open"], checked
+
+
+def test_a_request_body_reaches_the_application_whole_after_the_check(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app))
+    body = bytes(range(256)) * 400  # 100 KiB: beyond the body buffer, in a file
+    want = {"sha256": hashlib.sha256(body).hexdigest(), "length": len(body), "name": "app"}
+    with srv.connect() as conn:
+        # Half of it with the head, the rest while the check may be on its way.
+        conn.send(build_request("POST", "/sha256", ALICE + [("Content-Length", str(len(body)))])
+                  + body[:len(body) // 2])
+        time.sleep(0.3)
+        conn.send(body[len(body) // 2:])
+        resp = conn.read_response("POST")
+        assert resp.status == 200, (resp.status, resp.body[:300])
+        assert json.loads(resp.body) == want
+        # Chunked, on the same connection.
+        chunks = b"".join(b"%x\r\n" % len(body[i:i + 30000]) + body[i:i + 30000] + b"\r\n"
+                          for i in range(0, len(body), 30000))
+        resp = conn.request(build_request("POST", "/sha256", ALICE + [("Transfer-Encoding", "chunked")])
+                            + chunks + b"0\r\n\r\n")
+        assert resp.status == 200, (resp.status, resp.body[:300])
+        assert json.loads(resp.body) == want
+    last, _ = last_check(app)
+    assert (last["method"], last["body_length"]) == ("GET", 0), last
+
+
+# ---- 401, 403, 3xx: relayed ----
+
+def test_401_403_and_302_go_to_the_client_as_the_auth_service_sent_them(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app))
+
+    def post(headers):
+        with srv.connect() as conn:
+            conn.send(build_request("POST", "/count?from=a%20b",
+                                    [("Host", "shop.test"), *headers, ("Content-Length", "1")]) + b"x")
+            return conn.read_response("POST")
+
+    resp = post([("Accept", "application/json")])
+    assert (resp.status, resp.body) == (401, b"login required"), resp
+    assert resp.header("WWW-Authenticate") == CHALLENGE, resp.headers
+    assert (resp.header("Content-Type") or "").startswith("text/plain"), resp.headers
+
+    resp = post(MALLORY)
+    assert (resp.status, resp.body) == (403, b"forbidden"), resp
+
+    resp = post([("Accept", "text/html,application/xhtml+xml")])
+    assert (resp.status, resp.body) == (302, b"redirecting"), resp
+    original = "http://shop.test/count?from=a%20b"
+    assert resp.header("Location") == "https://auth.example/login?rd=" + urllib.parse.quote(original, safe="")
+    assert resp.header("Set-Cookie") == "auth_flow=1; Path=/", resp.headers
+
+    # The application never saw one of them.
+    assert app.get("/count").body == b"0"
+    assert auth_log(app)["count"] == 3
+
+
+# ---- Anything else: 500 ----
+
+# case: (what `pass` asks for at the app, None for a port nobody listens
+# on; more auth_forward keys; a word of the error line)
+FAILURES = {
+    "status-500": ("/auth/status?code=500", {}, "answered 500"),
+    "status-404": ("/auth/status?code=404", {}, "answered 404"),
+    "down": (None, {}, "no connection"),
+    "slow": ("/auth/slow?delay=3", {"timeout": "1s"}, "timed out"),
+    "huge": ("/auth/huge", {}, "too large"),
+    "close": ("/auth/close", {}, "closed"),
+}
+
+
+@pytest.mark.parametrize("case", list(FAILURES))
+def test_any_other_answer_or_none_is_500_logged_and_tern_goes_on(tern_factory, apps, case):
+    path, options, word = FAILURES[case]
+    (app,) = apps("app")
+    target = f"127.0.0.1:{free_ports(1)[0]}/auth" if path is None else f"{app.address}{path}"
+    srv = tern_factory(site([
+        {"prefix": "/ok/", "auth_forward": check(app), "return": {"status": 200, "body": "fine"}},
+        {**to_app(app), "auth_forward": {"pass": f"http://{target}", "copy_headers": COPIED, **options}},
+    ]))
+    started = time.monotonic()
+    with srv.connect() as conn:
+        resp = conn.request(build_request("POST", "/count", ALICE + [("Content-Length", "1")]) + b"x")
+    elapsed = time.monotonic() - started
+    assert resp.status == 500, (resp.status, resp.body[:300])
+    # tern's own 500, not the auth service's body.
+    assert len(resp.body) < 65536 and b"auth status" not in resp.body, resp.body[:300]
+    assert elapsed < 2.5, elapsed
+    if case == "slow":
+        assert elapsed >= 0.9, elapsed  # the timeout, not something sooner
+    assert app.get("/count").body == b"0"  # the location's handler never ran
+    lines = error_lines(srv, word)
+    assert lines, srv.stderr()[-3000:]
+    # tern goes on.
+    resp = srv.get("/ok/x", ALICE)
+    assert (resp.status, resp.body) == (200, b"fine"), resp
+
+
+# ---- Where it applies ----
+
+def test_a_sites_auth_forward_covers_every_location_but_one_that_says_off(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app, [
+        {"prefix": "/open/", "auth_forward": "off", "return": {"status": 200, "body": "open"}},
+        {"prefix": "/static/"},
+        {"prefix": "/", "return": {"status": 200, "body": "in"}},
+    ]))
+    srv.write_file("static/a.txt", b"file\n")
+    for path in ("/x", "/static/a.txt"):
+        resp = srv.get(path)
+        assert (resp.status, resp.body) == (401, b"login required"), (path, resp)
+    assert srv.get("/x", ALICE).body == b"in"
+    assert srv.get("/static/a.txt", ALICE).body == b"file\n"
+    reset_log(app)
+    for _ in range(3):
+        resp = srv.get("/open/x")
+        assert (resp.status, resp.body) == (200, b"open"), resp
+    assert auth_log(app)["count"] == 0
+
+
+def test_static_files_and_return_locations_are_guarded_too(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(site([
+        {"prefix": "/files/", "auth_forward": check(app)},
+        {"prefix": "/r/", "auth_forward": check(app), "return": {"status": 200, "body": "returned"}},
+        {"prefix": "/"},
+    ]))
+    srv.write_file("files/a.txt", b"secret file\n")
+    srv.write_file("free.txt", b"free\n")
+    for path, body in (("/files/a.txt", b"secret file\n"), ("/r/x", b"returned")):
+        resp = srv.get(path)
+        assert (resp.status, resp.body) == (401, b"login required"), (path, resp)
+        assert resp.header("WWW-Authenticate") == CHALLENGE
+        assert srv.get(path, [("Cookie", "session=mallory")]).status == 403
+        resp = srv.get(path, ALICE)
+        assert (resp.status, resp.body) == (200, body), (path, resp)
+    # A location without auth_forward under a site without one: not asked.
+    reset_log(app)
+    assert srv.get("/free.txt").body == b"free\n"
+    assert auth_log(app)["count"] == 0
+
+
+def test_pass_may_name_an_upstream_and_without_a_path_asks_for_the_clients_uri(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(site([
+        {"prefix": "/grouped/", "auth_forward": {"pass": "http://authsvc/auth", "copy_headers": COPIED},
+         "return": {"status": 200, "body": "grouped"}},
+        {"prefix": "/", "auth_forward": {"pass": "http://authsvc"}, "return": {"status": 200, "body": "bare"}},
+    ], [group("authsvc", [app])]))
+    assert srv.get("/grouped/x").status == 401
+    assert srv.get("/grouped/x", ALICE).body == b"grouped"
+    last, _ = last_check(app)
+    assert last["path"] == "/auth", last
+    with srv.connect() as conn:
+        resp = conn.request(build_request("POST", "/auth?from=client", ALICE + [("Content-Length", "1")]) + b"x")
+    assert (resp.status, resp.body) == (200, b"bare"), resp
+    last, _ = last_check(app)
+    assert (last["method"], last["path"], last["body_length"]) == ("GET", "/auth?from=client", 0), last
+    assert srv.get("/auth?from=client").status == 401
+
+
+# ---- The access log, connections, HTTP/2, HEAD ----
+
+def test_the_copied_remote_user_is_the_access_logs_remote_user(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app, [{"prefix": "/", "return": {"status": 200, "body": "in"}}],
+                               access_log="access.log"))
+    assert srv.get("/a", ALICE).status == 200
+    assert srv.get("/b", BOT).status == 200
+    assert srv.get("/c").status == 401
+    lines = wait_for_lines(srv.access_log_path, 3)
+    assert len(lines) == 3, lines
+    by_path = {line.split('"')[1].split()[1]: line for line in lines}
+    assert by_path["/a"].startswith("127.0.0.1 - alice [") and '" 200 ' in by_path["/a"], lines
+    assert by_path["/b"].startswith("127.0.0.1 - bot [") and '" 200 ' in by_path["/b"], lines
+    assert by_path["/c"].startswith("127.0.0.1 - - [") and '" 401 ' in by_path["/c"], lines
+
+
+def test_checks_reuse_their_connections_to_the_auth_service(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app, [{"prefix": "/", "return": {"status": 200, "body": "in"}}]))
+    reset_log(app)
+    for i in range(20):
+        resp = srv.get(f"/k{i}", ALICE)
+        assert (resp.status, resp.body) == (200, b"in"), (i, resp)
+    log = auth_log(app)
+    assert log["count"] == 20, log
+    assert log["connections"] <= 3, log
+
+
+def test_http2_requests_are_checked_the_same(tern_factory, apps, tmp_path):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app), listen_flags="h2c")
+    h2 = "--http2-prior-knowledge"
+
+    version, status, _, body = curl(srv.url("/echo/h2?x=1"), h2, "-H", "Cookie: session=alice",
+                                    "-H", "Remote-User: mallory")
+    assert (version, status) == ("HTTP/2", 200), body[:300]
+    seen = fields(json.loads(body)["headers"])
+    assert seen.get("remote-user") == ["alice"] and seen.get("remote-groups") == ["admins,dev"], seen
+    last, checked = last_check(app)
+    assert last["method"] == "GET", last
+    authority = f"127.0.0.1:{srv.port}"
+    assert checked.get("cookie") == ["session=alice"], checked
+    assert checked.get("x-forwarded-method") == ["GET"], checked
+    assert checked.get("x-forwarded-uri") == ["/echo/h2?x=1"], checked
+    assert checked.get("x-forwarded-host") == [authority], checked
+    assert checked.get("x-original-url") == [f"http://{authority}/echo/h2?x=1"], checked
+
+    version, status, headers, body = curl(srv.url("/echo/h2"), h2)
+    assert (version, status, body) == ("HTTP/2", 401, b"login required"), (version, status, body[:300])
+    assert headers.get("www-authenticate") == CHALLENGE, headers
+
+    upload = tmp_path / "up.bin"
+    data = bytes(range(256)) * 400
+    upload.write_bytes(data)
+    version, status, _, body = curl(srv.url("/sha256"), h2, "-H", "Cookie: session=alice",
+                                    "--data-binary", f"@{upload}")
+    assert (version, status) == ("HTTP/2", 200), body[:300]
+    assert json.loads(body) == {"sha256": hashlib.sha256(data).hexdigest(), "length": len(data), "name": "app"}
+
+
+def test_a_head_request_is_checked_with_a_get_and_a_relayed_401_has_no_body(tern_factory, apps):
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app))
+    with srv.connect() as conn:
+        resp = conn.get("/echo/head", method="HEAD")
+        assert resp.status == 401, resp
+        assert resp.header("WWW-Authenticate") == CHALLENGE, resp.headers
+        # No body follows the head, and the connection stays open.
+        assert not conn.is_closed(0.5)
+        last, checked = last_check(app)
+        assert (last["method"], last["body_length"]) == ("GET", 0), last
+        assert checked.get("x-forwarded-method") == ["HEAD"], checked
+        assert checked.get("x-original-method") == ["HEAD"], checked
+        # Let through, the application gets the HEAD.
+        resp = conn.get("/echo/head", ALICE, method="HEAD")
+        assert resp.status == 200, resp
+        last, _ = last_check(app)
+        assert last["method"] == "GET", last
+        # And the connection is still framed right.
+        seen = json.loads(conn.get("/echo/after", ALICE).body)
+        assert (seen["method"], seen["path"]) == ("GET", "/echo/after")
