@@ -63,9 +63,10 @@ def test_each_scheme_htpasswd_writes_lets_its_user_in_and_no_one_else(tern_facto
                     [("Authorization", "Bearer abc")], [("Authorization", "Basic " + base64.b64encode(b"nocolon").decode())]):
         resp = srv.get("/", headers)
         assert resp.status == 401 and resp.header("WWW-Authenticate") == CHALLENGE, (headers, resp.status)
+    # The error log is flushed about once a second.
+    assert srv.wait_for_log("auth_basic: nobody from 127.0.0.1: no such user or a wrong password"), srv.stderr()
     log = srv.stderr()
     assert "apr1 (MD5) is a weak hash" in log and "{SHA} (unsalted SHA-1) is a weak hash" in log, log
-    assert "auth_basic: nobody from 127.0.0.1: no such user or a wrong password" in log
     lines = wait_for_lines(srv.access_log_path, 5 * 2 + 5)
     assert any(line.startswith("127.0.0.1 - bcrypt [") and '" 200 ' in line for line in lines), lines
     assert any(line.startswith("127.0.0.1 - - [") and '" 401 ' in line for line in lines), lines
@@ -87,6 +88,26 @@ def test_a_location_may_turn_its_sites_auth_off_or_have_its_own(tern_factory, tm
     resp = srv.get("/bob/x", credentials("alice", "a"))
     assert resp.status == 401 and resp.header("WWW-Authenticate") == 'Basic realm="Bob", charset="UTF-8"'
     assert srv.get("/bob/x", credentials("bob", "b")).body == b"bob"
+
+
+def test_the_user_of_one_request_is_not_the_next_ones_on_the_same_connection(tern_factory, tmp_path, fpm):
+    # A kept-alive connection reuses its request objects: the user that
+    # /admin/ proved must not reach the log or PHP for the open page after.
+    users = tmp_path / "htpasswd"
+    htpasswd(users, "alice", "secret", "-B", "-C", "5")
+    config, _ = guarded(users, [
+        {"regex": r"\.php$", "auth_basic": "off", "fastcgi": {"pass": fpm.pass_address}},
+        {"prefix": "/", "return": {"status": 200, "body": "in"}},
+    ])
+    srv = tern_factory(config)
+    install_scripts(srv.root)
+    with HttpConn.open(srv.port) as conn:
+        assert conn.get("/admin/", credentials("alice", "secret")).status == 200
+        resp = conn.get("/echo.php")
+        assert resp.status == 200, resp.body[:500]
+        assert "REMOTE_USER" not in json.loads(resp.body)["server"]
+    lines = wait_for_lines(srv.access_log_path, 2)
+    assert lines[0].startswith("127.0.0.1 - alice [") and lines[1].startswith("127.0.0.1 - - ["), lines
 
 
 def test_php_sees_the_user_in_remote_user(tern_factory, tmp_path, fpm):
@@ -144,7 +165,7 @@ def test_sighup_reads_the_file_again(tern_factory, tmp_path):
     before = srv.stderr().count("keeping the running configuration")
     srv.signal(__import__("signal").SIGHUP)
     assert srv.wait_for_log("keeping the running configuration", before + 1)
-    assert "htpasswd:1: alice: a hash tern does not take" in srv.stderr()
+    assert srv.wait_for_log("htpasswd:1: alice: a hash tern does not take"), srv.stderr()
     assert srv.get("/", credentials("bob", "b")).status == 200
 
 

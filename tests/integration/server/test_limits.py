@@ -44,7 +44,7 @@ def test_a_burst_waits_its_turn_and_what_overflows_it_is_429(tern_factory):
     assert ok[0] < 0.09 and 0.25 <= ok[3] < 1.5, ok
     for resp in refused:
         assert resp.header("Retry-After") == "1", resp.headers
-    assert "limit api: 127.0.0.1 is over 10 r/s (burst 3): 429" in srv.stderr()
+    assert srv.wait_for_log("limit api: 127.0.0.1 is over 10 r/s (burst 3): 429"), srv.stderr()
     time.sleep(0.5)
     assert srv.get("/").status == 200
 
@@ -174,6 +174,7 @@ def test_refusals_are_counted_logged_once_a_second_per_key_and_survive_a_reload(
     assert srv.get("/", [("X-Client", "b")]).status == 429
     assert metric(srv, refused) == 6
     assert metric(srv, 'tern_limit_keys{limit="api",kind="rate"}') == 2
+    assert srv.wait_for_log("limit api: b is over"), srv.stderr()
     log = srv.stderr()
     # Five refusals of "a" within a second or two: one or two lines, not five.
     assert 1 <= log.count("limit api: a is over") <= 2, log
@@ -238,7 +239,7 @@ def test_an_address_holds_at_most_its_connections_and_another_is_not_held_back(t
     finally:
         for conn in held:
             conn.close()
-    assert "limit perip: 127.0.0.1 holds 20 connections, its limit; closing a new one" in srv.stderr()
+    assert srv.wait_for_log("limit perip: 127.0.0.1 holds 20 connections, its limit; closing a new one"), srv.stderr()
     with srv.connect(source="127.0.0.3") as scraper:
         text = scraper.get("/metrics").body.decode()
     assert 'tern_limit_requests_total{limit="perip",kind="connections",result="refused"} ' in text, text
@@ -301,7 +302,7 @@ def test_requests_in_flight_per_key_are_limited_and_given_back(tern_factory, app
     # Given back: two at once again.
     with ThreadPoolExecutor(2) as pool:
         assert [r.status for r, _ in pool.map(lambda _: slow("a"), range(2))] == [200, 200]
-    assert "limit api: a has 2 requests in flight: 503" in srv.stderr()
+    assert srv.wait_for_log("limit api: a has 2 requests in flight: 503"), srv.stderr()
     assert metric(srv, 'tern_limit_requests_total{limit="api",kind="connections",result="refused"}') == 1
 
 
