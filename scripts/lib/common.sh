@@ -119,6 +119,27 @@ ensure_toxiproxy() {
   echo "$bin"
 }
 
+# ensure_oauth2_proxy: build/tools/oauth2-proxy, a real forward-auth service
+# for test_forward_auth.py, from the Go module proxy (its modules are about
+# 850 MB: scripts/test builds it only when TERN_WITH_OAUTH2_PROXY=1). Needs
+# a Go that fetches newer toolchains itself (1.21 or later). Prints the
+# binary's path.
+OAUTH2_PROXY_MODULE=github.com/oauth2-proxy/oauth2-proxy/v7@v7.15.6
+ensure_oauth2_proxy() {
+  local tools="$TERN_ROOT/build/tools"
+  local bin="$tools/oauth2-proxy"
+  if [ ! -x "$bin" ]; then
+    log "building oauth2-proxy into build/tools"
+    mkdir -p "$tools"
+    (
+      export GOPATH="$tools/go" GOFLAGS=-modcacherw GOTOOLCHAIN=auto GOBIN="$tools/go/bin" &&
+        go install "$OAUTH2_PROXY_MODULE" >/dev/null 2>&1 &&
+        mv "$tools/go/bin/oauth2-proxy" "$bin"
+    ) || { log "oauth2-proxy could not be built"; return 1; }
+  fi
+  echo "$bin"
+}
+
 # ensure_vm: build/tools/vm, the machine test_ktls.py boots in QEMU to
 # test kernel TLS on a kernel that has it (Debian's linux-image-amd64,
 # fetched by apt once; tests/vm/build). Prints its directory.

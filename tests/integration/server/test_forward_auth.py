@@ -16,6 +16,9 @@ are checked the same."""
 
 import hashlib
 import json
+import os
+import socket
+import subprocess
 import time
 import urllib.parse
 
@@ -409,3 +412,53 @@ def test_a_head_request_is_checked_with_a_get_and_a_relayed_401_has_no_body(tern
         # And the connection is still framed right.
         seen = json.loads(conn.get("/echo/after", ALICE).body)
         assert (seen["method"], seen["path"]) == ("GET", "/echo/after")
+
+
+# ---- A real one: oauth2-proxy ----
+
+def oauth2_proxy_binary():
+    """oauth2-proxy, where it was built: TERN_WITH_OAUTH2_PROXY=1 ./scripts/test
+    builds it into build/tools (about 850 MB of Go modules, so not by
+    default), or $TERN_OAUTH2_PROXY names one."""
+    path = os.environ.get("TERN_OAUTH2_PROXY") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "..", "build", "tools", "oauth2-proxy")
+    return path if os.access(path, os.X_OK) else None
+
+
+def test_oauth2_proxy_decides_as_it_does_behind_nginx(tern_factory, apps, tmp_path):
+    binary = oauth2_proxy_binary()
+    if binary is None:
+        pytest.skip("oauth2-proxy not built (TERN_WITH_OAUTH2_PROXY=1 ./scripts/test builds it)")
+    (app,) = apps("app")
+    users = tmp_path / "users"
+    subprocess.run(["htpasswd", "-b", "-c", "-B", "-C", "5", str(users), "alice", "secret"], check=True,
+                   capture_output=True)
+    port = free_ports(1)[0]
+    # A provider that asks nothing at start; the sessions here are the
+    # htpasswd file's (oauth2-proxy's basic-auth session loader).
+    proc = subprocess.Popen(
+        [binary, "--provider=google", "--client-id=tern", "--client-secret=tern",
+         "--cookie-secret=0123456789abcdef0123456789abcdef", "--email-domain=*", "--upstream=static://202",
+         f"--http-address=127.0.0.1:{port}", f"--htpasswd-file={users}", "--set-xauthrequest",
+         "--reverse-proxy"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "oauth2-proxy.log", "wb"))
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "oauth2-proxy did not start"
+                time.sleep(0.05)
+        srv = tern_factory(guarded(app, auth={"pass": f"http://127.0.0.1:{port}/oauth2/auth",
+                                              "copy_headers": ["X-Auth-Request-User"]}))
+        resp = srv.get("/echo/x")
+        assert resp.status == 401, (resp.status, resp.body[:300])
+        assert srv.get("/echo/x", [("Authorization", "Basic YWxpY2U6d3Jvbmc=")]).status == 401  # alice:wrong
+        seen = upstream_fields(srv.get("/echo/x", [("Authorization", "Basic YWxpY2U6c2VjcmV0"),  # alice:secret
+                                                   ("X-Auth-Request-User", "root")]))
+        assert seen.get("x-auth-request-user") == ["alice"], seen
+    finally:
+        proc.kill()
+        proc.wait()
