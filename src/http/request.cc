@@ -347,7 +347,7 @@ int Request::interpret_head(std::string_view authority, std::string_view* reason
   id_kind_ = 0;  // a new request, a new id
   // Nor what the last one's access checks found (its user goes with
   // set_received_ms()).
-  granted_by_ = nullptr;
+  granted_by_.clear();
   added_fields_.clear();
   absolute_ = false;
   uri_ = {};

@@ -12,6 +12,7 @@
 // A value type, filled by the parser; used on one loop thread.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -208,10 +209,13 @@ class Request {
   // `fields` (copied into the request) are added. Views from headers()
   // taken before are not valid after.
   void replace_fields(std::span<const std::string> names, std::span<const Header> fields) const;
-  // The access check that let the request through, so that it is not asked
-  // again when the request resumes after it; null for none.
-  const void* granted_by() const { return granted_by_; }
-  void set_granted_by(const void* check) const { granted_by_ = check; }
+  // The access checks that let the request through (a location's forward
+  // auth), so that none is asked again when the request resumes after it
+  // or after another's (an internal redirect between guarded locations).
+  bool granted_by(const void* check) const {
+    return std::find(granted_by_.begin(), granted_by_.end(), check) != granted_by_.end();
+  }
+  void grant(const void* check) const { granted_by_.push_back(check); }
 
   // The request's id, the same wherever it goes (the access log's
   // $request_id, FastCGI's REQUEST_ID, an upstream's X-Request-Id): the
@@ -271,7 +275,7 @@ class Request {
   // Keeps its capacity across the pooled object's requests.
   mutable std::string remote_user_;
   // Cleared by every new head.
-  mutable const void* granted_by_ = nullptr;
+  mutable std::vector<const void*> granted_by_;  // keeps its capacity
   // The text of the fields replace_fields() added: a deque, whose strings
   // stay where they are as more are added.
   mutable std::deque<std::string> added_fields_;

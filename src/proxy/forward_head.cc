@@ -67,9 +67,10 @@ void field(net::Buffer& out, std::string_view name, std::string_view value) {
 
 // The client's fields of this name joined into one list, each value
 // followed by ", ": the caller appends this hop and the line's end.
-void begin_list(net::Buffer& out, const http::Request& request, std::string_view name) {
+void begin_list(net::Buffer& out, const http::Request& request, std::string_view name, bool fresh) {
   out.append(name);
   out.append(": ");
+  if (fresh) return;
   for (const http::Header& h : request.headers()) {
     if (iequals(h.name, name) && !h.value.empty()) {
       out.append(h.value);
@@ -134,16 +135,16 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   const std::string_view proto = options.secure ? "https" : "http";
   if (options.client != nullptr) {
     if (ours("X-Real-IP")) field(out, "X-Real-IP", options.client->to_ip());
-    const net::InetAddress& from = options.hop != nullptr ? *options.hop : *options.client;
+    const net::InetAddress& from = options.hop != nullptr && !options.fresh_lists ? *options.hop : *options.client;
     const std::string ip = from.to_ip();
     if (ours("X-Forwarded-For")) {
-      begin_list(out, request, "X-Forwarded-For");
+      begin_list(out, request, "X-Forwarded-For", options.fresh_lists);
       out.append(ip);
       out.append("\r\n");
     }
     // RFC 7239: an IPv6 node is quoted and bracketed.
     if (ours("Forwarded")) {
-      begin_list(out, request, "Forwarded");
+      begin_list(out, request, "Forwarded", options.fresh_lists);
       out.append(from.is_ipv6() ? "for=\"[" : "for=");
       out.append(ip);
       out.append(from.is_ipv6() ? "]\";proto=" : ";proto=");
@@ -162,7 +163,7 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   if (ours("X-Request-Id")) field(out, "X-Request-Id", request.id());
   if (!request.host().empty() && ours("X-Forwarded-Host")) field(out, "X-Forwarded-Host", request.host());
   if (ours("Via")) {
-    begin_list(out, request, "Via");
+    begin_list(out, request, "Via", options.fresh_lists);
     out.append(request.version() == http::Version::kHttp10 ? "1.0 " : "1.1 ");
     out.append(options.via);
     out.append("\r\n");

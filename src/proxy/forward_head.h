@@ -84,6 +84,11 @@ struct ForwardOptions {
   // Fields written last, in place of the client's of those names (forward
   // auth's X-Forwarded-Method); not owned.
   std::span<const http::Header> added;
+  // X-Forwarded-For, Forwarded and Via begin here, naming the client (not
+  // a hop) and nothing the client sent: a request of this proxy's own whose
+  // receiver judges the client by them (forward auth's check: a client
+  // must not claim another address).
+  bool fresh_lists = false;
 };
 
 // Whether `value` names a client certificate's variable ("$ssl_client_s_dn").

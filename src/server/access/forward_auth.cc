@@ -24,7 +24,17 @@ namespace {
 // The most of a denial's body (a login page, a challenge) held to relay it.
 constexpr size_t kMaxRelayedBody = 64 * 1024;
 
-bool relayed_status(int status) { return status == 401 || status == 403 || (status >= 300 && status < 400); }
+// A denial, a challenge or a redirect (to a login page): what the client
+// gets as the service sent it. Not 304: a check's "not modified" would
+// tell the client its copy of the guarded page is still good.
+bool relayed_status(int status) {
+  switch (status) {
+    case 301: case 302: case 303: case 307: case 308: case 401: case 403:
+      return true;
+    default:
+      return false;
+  }
+}
 
 // One request's check: the GET to the auth service, its answer read into
 // memory, then the request let through, refused as the service said, or
@@ -119,6 +129,7 @@ AuthCheck::AuthCheck(const ForwardAuthHandler& handler, const Route& route, http
                forward.hop = route.connection_client;
                forward.secure = secure;
                forward.added = added_;
+               forward.fresh_lists = true;
                return forward;
              }(),
              handler.config().check->response_head),
@@ -197,9 +208,13 @@ void AuthCheck::on_lease(net::TcpConnection& conn) {
   conn.send(head);
 }
 
-void AuthCheck::on_lease_failed(net::ConnectionPool::Failure /*failure*/, std::string_view why) {
+void AuthCheck::on_lease_failed(net::ConnectionPool::Failure failure, std::string_view why) {
   waiting_ = false;
   if (done_) return;
+  if (failure == net::ConnectionPool::Failure::kOverloaded) {
+    settle(false);  // busy, not down
+    return fail(why);
+  }
   settle(true);
   // The check never left: another server of the group may take it.
   if (group_.pick({}, tried_)) return acquire();
@@ -296,9 +311,12 @@ void AuthCheck::let_through() {
       if (copied_present_[i]) fields.push_back({config.copy_headers[i], copied_[i]});
     }
     request.replace_fields(config.copy_headers, fields);
-    if (handler_.copies_remote_user()) request.set_remote_user(request.header("Remote-User"));
+    // Its user, if it named one (else auth_basic's, if that proved one).
+    if (handler_.copies_remote_user() && request.has_header("Remote-User")) {
+      request.set_remote_user(request.header("Remote-User"));
+    }
   }
-  request.set_granted_by(&handler_);
+  request.grant(&handler_);
   // On with the chain after this round: the next handler may replace this
   // job, which must not go while it runs.
   exchange_->set_abort_handler(nullptr);
@@ -355,7 +373,7 @@ ForwardAuthHandler::ForwardAuthHandler(const ProxyRoutes* routes, const AuthForw
 
 Claim ForwardAuthHandler::claim(Route& route) {
   // Let through already: it resumed after the check.
-  return route.request->granted_by() == this ? Claim::kPass : Claim::kExchange;
+  return route.request->granted_by(this) ? Claim::kPass : Claim::kExchange;
 }
 
 void ForwardAuthHandler::start(const Route& route, http::Exchange& exchange) {

@@ -5,12 +5,14 @@
 //
 //   client request -> GET pass-path to the auth service, with the client's
 //                     fields and X-Forwarded-Method/-Uri/-Proto/-Host/-For,
-//                     X-Original-Method/-URL (no body)
+//                     X-Original-Method/-URL, the client alone in
+//                     X-Forwarded-For and Forwarded (no body)
 //     2xx          -> on through the chain, the fields named in
 //                     copy_headers taken from the answer (in place of any
 //                     the client sent under those names)
-//     401, 403, 3xx -> to the client as the service sent them (a login
-//                     redirect, a challenge), body included
+//     401, 403, 301, 302, 303, 307, 308 -> to the client as the service
+//                     sent them (a login redirect, a challenge), body
+//                     included
 //     else         -> 500 and a log line: another status, no connection,
 //                     a bad or oversized answer, nothing within `timeout`
 //
@@ -18,8 +20,8 @@
 // connections per loop and server, TLS, [[upstream]]s with several servers,
 // names looked up) as an ExchangeJob that reads the answer into memory; the
 // request waits as an exchange, its body held for the handler after. A
-// request let through is not checked again when it resumes
-// (Request::granted_by); a client that leaves ends the check.
+// request let through is not checked again in that location when it
+// resumes (Request::granted_by); a client that leaves ends the check.
 #pragma once
 
 #include <string>

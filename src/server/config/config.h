@@ -148,7 +148,7 @@ struct AuthBasicConfig {
 // without a path, the client's URI) carrying the request's fields and where
 // it was going (X-Forwarded-Method, X-Forwarded-Uri, ...). A 2xx answer
 // lets the request through with the fields named in copy_headers taken
-// from it; 401, 403 and 3xx go to the client as they came; anything else,
+// from it; 401, 403 and redirects go to the client as they came; anything else,
 // or no answer within `timeout` (the whole check), is 500. No check: off
 // (a location's "off" under a site's).
 struct AuthForwardConfig {

@@ -233,6 +233,8 @@ def test_401_403_and_302_go_to_the_client_as_the_auth_service_sent_them(tern_fac
 FAILURES = {
     "status-500": ("/auth/status?code=500", {}, "answered 500"),
     "status-404": ("/auth/status?code=404", {}, "answered 404"),
+    # Not relayed: it would tell the client its copy of the page is good.
+    "status-304": ("/auth/status?code=304", {}, "answered 304"),
     "down": (None, {}, "no connection"),
     "slow": ("/auth/slow?delay=3", {"timeout": "1s"}, "timed out"),
     "huge": ("/auth/huge", {}, "too large"),
@@ -328,6 +330,53 @@ def test_pass_may_name_an_upstream_and_without_a_path_asks_for_the_clients_uri(t
     last, _ = last_check(app)
     assert (last["method"], last["path"], last["body_length"]) == ("GET", "/auth?from=client", 0), last
     assert srv.get("/auth?from=client").status == 401
+
+
+def test_a_client_cannot_claim_another_address_to_the_auth_service(tern_factory, apps):
+    # Services judge the client by X-Forwarded-For's first address (a rule
+    # "bypass for 10.0.0.0/8"): the check names the client alone.
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app, [{"prefix": "/", "return": {"status": 200, "body": "in"}}]))
+    resp = srv.get("/x", ALICE + [("Host", "shop.test"), ("X-Forwarded-For", "10.0.0.1"),
+                                  ("Forwarded", "for=10.0.0.1"), ("X-Real-IP", "10.0.0.1"), ("Via", "1.1 fake")])
+    assert resp.status == 200, resp
+    _, seen = last_check(app)
+    assert seen.get("x-forwarded-for") == ["127.0.0.1"], seen
+    assert seen.get("forwarded") == ['for=127.0.0.1;proto=http;host="shop.test"'], seen
+    assert seen.get("x-real-ip") == ["127.0.0.1"], seen
+    assert seen.get("via") == ["1.1 tern"], seen
+
+
+def test_an_internal_redirect_to_another_guarded_location_is_checked_there_once(tern_factory, apps):
+    # The site's auth_forward in both locations: "/" checks, its try_files
+    # sends the request to "/app/", which checks too, and each lets it
+    # through once (not one after the other for ever).
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app, [
+        {"prefix": "/", "try_files": ["$uri", "/app/fallback"]},
+        {"prefix": "/app/", "return": {"status": 200, "body": "app"}},
+    ]))
+    reset_log(app)
+    resp = srv.get("/missing", ALICE)
+    assert (resp.status, resp.body) == (200, b"app"), resp
+    assert auth_log(app)["count"] == 2
+    resp = srv.get("/missing")
+    assert (resp.status, resp.body) == (401, b"login required"), resp
+
+
+def test_a_check_that_names_no_user_keeps_the_one_auth_basic_proved(tern_factory, apps, tmp_path):
+    (app,) = apps("app")
+    users = tmp_path / "htpasswd"
+    subprocess.run(["htpasswd", "-b", "-c", "-B", "-C", "5", str(users), "carol", "pw"], check=True,
+                   capture_output=True)
+    # /public/ is a 204 without Remote-User at the auth service.
+    srv = tern_factory(guarded(app, [{"prefix": "/public/", "return": {"status": 200, "body": "in"},
+                                      "auth_basic": {"realm": "R", "users": str(users)}}],
+                               access_log="access.log"))
+    resp = srv.get("/public/x", [("Authorization", "Basic Y2Fyb2w6cHc=")])  # carol:pw
+    assert (resp.status, resp.body) == (200, b"in"), resp
+    lines = wait_for_lines(srv.access_log_path, 1)
+    assert lines[0].startswith("127.0.0.1 - carol ["), lines
 
 
 # ---- The access log, connections, HTTP/2, HEAD ----
