@@ -99,45 +99,38 @@ ensure_h2spec() {
   echo "$bin"
 }
 
-# ensure_toxiproxy: build/tools/toxiproxy-server, the fault-injecting TCP
-# proxy the fault tests put between tern and its backends, built with
-# Debian's Go from the Go module proxy once (v2.5.0: the last release whose
-# go.mod builds with Go 1.19). Prints the binary's path.
-TOXIPROXY_MODULE=github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
-ensure_toxiproxy() {
+# go_tool NAME MODULE BUILT TOOLCHAIN: build/tools/NAME, `go install`ed
+# from the Go module proxy once (BUILT: the name go install gives the
+# binary; TOOLCHAIN: GOTOOLCHAIN, "local" for Debian's Go). Prints its path.
+go_tool() {
+  local name=$1 module=$2 built=$3 toolchain=$4
   local tools="$TERN_ROOT/build/tools"
-  local bin="$tools/toxiproxy-server"
+  local bin="$tools/$name"
   if [ ! -x "$bin" ]; then
-    log "building toxiproxy-server into build/tools"
+    log "building $name into build/tools"
     mkdir -p "$tools"
     (
-      export GOPATH="$tools/go" GOFLAGS=-modcacherw GOTOOLCHAIN=local GOBIN="$tools/go/bin" &&
-        go install "$TOXIPROXY_MODULE" >/dev/null 2>&1 &&
-        mv "$tools/go/bin/server" "$bin"
-    ) || { log "toxiproxy-server could not be built"; return 1; }
+      export GOPATH="$tools/go" GOFLAGS=-modcacherw GOTOOLCHAIN="$toolchain" GOBIN="$tools/go/bin" &&
+        go install "$module" >/dev/null 2>&1 &&
+        mv "$tools/go/bin/$built" "$bin"
+    ) || { log "$name could not be built"; return 1; }
   fi
   echo "$bin"
 }
 
+# ensure_toxiproxy: build/tools/toxiproxy-server, the fault-injecting TCP
+# proxy the fault tests put between tern and its backends, built with
+# Debian's Go (v2.5.0: the last release whose go.mod builds with Go 1.19).
+ensure_toxiproxy() {
+  go_tool toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0 server local
+}
+
 # ensure_oauth2_proxy: build/tools/oauth2-proxy, a real forward-auth service
-# for test_forward_auth.py, from the Go module proxy (its modules are about
-# 850 MB: scripts/test builds it only when TERN_WITH_OAUTH2_PROXY=1). Needs
-# a Go that fetches newer toolchains itself (1.21 or later). Prints the
-# binary's path.
-OAUTH2_PROXY_MODULE=github.com/oauth2-proxy/oauth2-proxy/v7@v7.15.6
+# for test_forward_auth.py (its modules are about 850 MB: scripts/test
+# builds it only when TERN_WITH_OAUTH2_PROXY=1). Needs a Go that fetches
+# newer toolchains itself (1.21 or later).
 ensure_oauth2_proxy() {
-  local tools="$TERN_ROOT/build/tools"
-  local bin="$tools/oauth2-proxy"
-  if [ ! -x "$bin" ]; then
-    log "building oauth2-proxy into build/tools"
-    mkdir -p "$tools"
-    (
-      export GOPATH="$tools/go" GOFLAGS=-modcacherw GOTOOLCHAIN=auto GOBIN="$tools/go/bin" &&
-        go install "$OAUTH2_PROXY_MODULE" >/dev/null 2>&1 &&
-        mv "$tools/go/bin/oauth2-proxy" "$bin"
-    ) || { log "oauth2-proxy could not be built"; return 1; }
-  fi
-  echo "$bin"
+  go_tool oauth2-proxy github.com/oauth2-proxy/oauth2-proxy/v7@v7.15.6 oauth2-proxy auto
 }
 
 # ensure_vm: build/tools/vm, the machine test_ktls.py boots in QEMU to

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -94,8 +95,7 @@ class AuthCheck final : public http::ExchangeJob, private net::ConnectionPool::U
   int status_ = 0;
   std::vector<std::pair<std::string, std::string>> relayed_fields_;  // of a denial
   std::string body_;                                                // of a denial
-  std::vector<std::string> copied_;      // by copy_headers' index
-  std::vector<bool> copied_present_;
+  std::vector<std::optional<std::string>> copied_;  // by copy_headers' index
 };
 
 AuthCheck::AuthCheck(const ForwardAuthHandler& handler, const Route& route, http::Exchange& exchange,
@@ -133,8 +133,7 @@ AuthCheck::AuthCheck(const ForwardAuthHandler& handler, const Route& route, http
                return forward;
              }(),
              handler.config().check->response_head),
-      copied_(handler.config().copy_headers.size()),
-      copied_present_(handler.config().copy_headers.size()) {
+      copied_(handler.config().copy_headers.size()) {
   group_.attach();
   if (handler.proxy_protocol()) {
     net::ProxyHeader& client = proxy_client_.emplace();
@@ -259,8 +258,7 @@ bool AuthCheck::on_head() {
     for (size_t i = 0; i < names.size(); ++i) {
       for (const http::Header& field : head.headers) {
         if (!http::iequals(field.name, names[i])) continue;
-        copied_[i].assign(field.value);
-        copied_present_[i] = true;
+        copied_[i].emplace(field.value);
         break;
       }
     }
@@ -308,7 +306,7 @@ void AuthCheck::let_through() {
   if (!config.copy_headers.empty()) {
     std::vector<http::Header> fields;
     for (size_t i = 0; i < copied_.size(); ++i) {
-      if (copied_present_[i]) fields.push_back({config.copy_headers[i], copied_[i]});
+      if (copied_[i]) fields.push_back({config.copy_headers[i], *copied_[i]});
     }
     request.replace_fields(config.copy_headers, fields);
     // Its user, if it named one (else auth_basic's, if that proved one).
@@ -362,10 +360,7 @@ void AuthCheck::fail(std::string_view why) {
 ForwardAuthHandler::ForwardAuthHandler(const ProxyRoutes* routes, const AuthForwardConfig& config, const Chain* chain)
     : routes_(routes), chain_(chain), config_(config), group_(routes->find(*config.check)) {
   const ProxyConfig& check = *config_.check;
-  // nginx's $proxy_host: the group's name or the address.
-  host_ = !check.host.empty()                ? check.host
-          : check.group.starts_with("unix:") ? std::string("localhost")
-                                             : check.group;
+  host_ = !check.host.empty() ? check.host : std::string(proxy_host(check));
   if (group_ >= 0) proxy_protocol_ = routes->config(static_cast<size_t>(group_)).proxy_protocol != 0;
   copies_remote_user_ = std::any_of(config_.copy_headers.begin(), config_.copy_headers.end(),
                                     [](const std::string& name) { return http::iequals(name, "Remote-User"); });

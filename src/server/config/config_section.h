@@ -184,8 +184,16 @@ void read_upstreams(Section& top, const toml::node& node, Config& c);
 // A location's proxy table; `prefix_location`: the location matches a
 // prefix (a path in `pass` replaces it).
 ProxyConfig read_proxy(Section s, int line, bool prefix_location);
-// A site's or a location's auth_forward (its check's pass read as a
-// proxy's); none when the key is absent.
+// A proxy's pass = "http[s]://GROUP_OR_ADDRESS[/path]": its group, path
+// and whether over TLS; returns the node. Then its host and `tls` table.
+const toml::node& read_pass(Section& s, int line, ProxyConfig& p);
+void read_host_and_tls(Section& s, const toml::node& pass, ProxyConfig& p);
+
+// The guards (config_guards.cc): a list of networks ("10.0.0.0/8"), and a
+// site's or a location's auth_basic and auth_forward (its check's pass read
+// as a proxy's), none when the key is absent.
+std::vector<Cidr> read_cidrs(Section& s, const char* key);
+std::optional<AuthBasicConfig> read_auth_basic(Section& s);
 std::optional<AuthForwardConfig> read_auth_forward(Section& s);
 
 // After the whole file: every proxy names a group or an address.
@@ -194,6 +202,8 @@ void check_proxies(const std::string& file, const Config& c);
 // A [tls] or [server.tls] table, over what *t holds (the defaults, or the
 // [tls] values a site inherits).
 void read_tls(Section& s, int line, TlsConfig* t);
+// [tls]'s session settings (tickets, cache, kernel TLS, handshake timeout).
+void read_tls_sessions(Section& s, Config& c);
 
 // The [[server]] blocks (the node under "server" in the top table).
 void read_sites(const Section& top, const toml::node& node, Config& c);

@@ -68,18 +68,6 @@ void read_root(Section& s, const char* key, std::string* out) {
   }
 }
 
-std::vector<Cidr> read_cidrs(Section& s, const char* key) {
-  std::vector<Cidr> out;
-  if (auto list = s.get_strings(key)) {
-    for (const auto& [text, node] : *list) {
-      auto cidr = Cidr::parse(text);
-      if (!cidr) s.fail(*node, key, "\"" + text + "\" is not an address or network (\"10.0.0.0/8\")");
-      out.push_back(*cidr);
-    }
-  }
-  return out;
-}
-
 void read_return(Section& s, LocationConfig& l, const Regex* regex) {
   const toml::node* node = s.node("return");
   if (node == nullptr) return;
@@ -140,28 +128,6 @@ std::vector<std::pair<int, std::string>> read_error_pages(Section& s) {
     out.emplace_back(code, *text);
   }
   return out;
-}
-
-// auth_basic = { realm = "Admin", users = "/etc/tern/htpasswd", attempts = 10 },
-// or "off" (a location under a site that has one).
-std::optional<AuthBasicConfig> read_auth_basic(Section& s) {
-  const toml::node* node = s.node("auth_basic");
-  if (node == nullptr) return std::nullopt;
-  AuthBasicConfig a;
-  a.line = static_cast<int>(node->source().begin.line);
-  if (node->is_string() && node->as_string()->get() == "off") return a;
-  if (!node->is_table()) s.fail(*node, "auth_basic", "expected { realm = \"...\", users = \"HTPASSWD FILE\" } or \"off\"");
-  Section t = s.sub(*node->as_table(), "auth_basic");
-  t.get_string("realm", &a.realm);
-  t.get_string("users", &a.users);
-  t.get_int("attempts", &a.attempts, 1, 1'000'000);
-  if (a.realm.empty()) throw ConfigError(s.file(), a.line, s.prefix() + "auth_basic.realm", "required (what browsers show)");
-  for (char ch : a.realm) {
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) t.fail(*t.node("realm"), "realm", "no control characters");
-  }
-  if (a.users.empty()) throw ConfigError(s.file(), a.line, s.prefix() + "auth_basic.users", "required (an htpasswd file)");
-  t.finish();
-  return a;
 }
 
 LocationConfig read_location(Section s, int line) {

@@ -211,8 +211,6 @@ void read_upstreams(Section& top, const toml::node& node, Config& c) {
   }
 }
 
-namespace {
-
 // pass = "http[s]://GROUP_OR_ADDRESS[/path]": the group, the path, whether
 // over TLS. Returns its node.
 const toml::node& read_pass(Section& s, int line, ProxyConfig& p) {
@@ -257,8 +255,6 @@ void read_host_and_tls(Section& s, const toml::node& pass, ProxyConfig& p) {
     s.fail(pass, "pass", "a server on a Unix socket over TLS needs tls = { name = \"...\" } (or verify = false)");
   }
 }
-
-}  // namespace
 
 ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   ProxyConfig p;
@@ -320,31 +316,6 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   read_host_and_tls(s, pass, p);
   s.finish();
   return p;
-}
-
-// auth_forward = { pass = "http://127.0.0.1:9091/api/verify", copy_headers
-// = ["Remote-User"], timeout = "5s", host = "...", tls = { ... } }, or
-// "off" (a location under a site that has one).
-std::optional<AuthForwardConfig> read_auth_forward(Section& s) {
-  const toml::node* node = s.node("auth_forward");
-  if (node == nullptr) return std::nullopt;
-  AuthForwardConfig a;
-  a.line = static_cast<int>(node->source().begin.line);
-  if (node->is_string() && node->as_string()->get() == "off") return a;
-  if (!node->is_table()) {
-    s.fail(*node, "auth_forward", "expected { pass = \"http://127.0.0.1:9091/api/verify\" } or \"off\"");
-  }
-  Section t = s.sub(*node->as_table(), "auth_forward");
-  ProxyConfig& check = a.check.emplace();
-  check.line = a.line;
-  const toml::node& pass = read_pass(t, a.line, check);
-  a.copy_headers = read_removed_fields(t, "copy_headers");
-  t.get_duration("timeout", &a.timeout);
-  if (a.timeout.count() <= 0) t.fail(*t.node("timeout"), "timeout", "expected a duration above 0 (\"5s\")");
-  check.read_timeout = check.send_timeout = a.timeout;
-  read_host_and_tls(t, pass, check);
-  t.finish();
-  return a;
 }
 
 void check_proxies(const std::string& file, const Config& c) {

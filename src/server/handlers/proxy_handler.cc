@@ -40,6 +40,10 @@ std::chrono::milliseconds proxy_connect_timeout(const ProxyConfig& proxy, const 
   return declared != nullptr ? declared->connect_timeout : UpstreamConfig().connect_timeout;
 }
 
+std::string_view proxy_host(const ProxyConfig& proxy) {
+  return proxy.group.starts_with("unix:") ? std::string_view("localhost") : std::string_view(proxy.group);
+}
+
 std::vector<UpstreamConfig> proxy_groups(const Config& config) {
   // A group per upstream and scheme: the [[upstream]]s a proxy passes to
   // over http:// (or none does), then one per [[upstream]] or address and
@@ -320,8 +324,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
   forward.target = target;
   forward.host = config_.host;
   // nginx's $proxy_host, for a request without a host (HTTP/1.0).
-  forward.upstream_host = config_.group.starts_with("unix:") ? std::string_view("localhost")
-                                                            : std::string_view(config_.group);
+  forward.upstream_host = proxy_host(config_);
   forward.client = &exchange.client_address();
   forward.hop = route.connection_client;
   forward.edits = &edits_;

@@ -50,6 +50,10 @@ struct Location;
 // first named). Two configs with equal lists can share their groups.
 std::vector<UpstreamConfig> proxy_groups(const Config& config);
 
+// nginx's $proxy_host: the group's name or the address a proxy passes to
+// ("localhost" for a Unix socket), the Host of a request that names none.
+std::string_view proxy_host(const ProxyConfig& proxy);
+
 class ProxyRoutes {
  public:
   explicit ProxyRoutes(const Config& config);

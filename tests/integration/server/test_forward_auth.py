@@ -511,3 +511,22 @@ def test_oauth2_proxy_decides_as_it_does_behind_nginx(tern_factory, apps, tmp_pa
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_readme_example_serves_as_written(tern_factory, apps):
+    """README "Forward auth": its config, the auth service and the
+    application moved to the test's app."""
+    from test_config import readme_toml
+    import tomllib
+    text = readme_toml("### Forward auth")
+    (app,) = apps("app")
+    text = text.replace("http://127.0.0.1:9091/api/authz/forward-auth", f"http://{app.address}/auth")
+    text = text.replace("http://127.0.0.1:3000", f"http://{app.address}")
+    config = tomllib.loads(text)
+    config["server"][0]["names"].append("127.0.0.1")
+    srv = tern_factory(config)
+    resp = srv.get("/health")
+    assert (resp.status, resp.body) == (200, b"ok\n"), resp
+    assert srv.get("/echo/x").status == 401
+    seen = upstream_fields(srv.get("/echo/x", ALICE))
+    assert seen.get("remote-user") == ["alice"] and seen.get("remote-groups") == ["admins,dev"], seen
