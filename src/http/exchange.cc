@@ -69,7 +69,9 @@ void Exchange::begin(ExchangeTransport* transport, const Request* request,
   TERN_CHECK_MSG(!active(), "Exchange::begin while one is in progress");
   transport_ = transport;
   request_ = request;
-  writer_.emplace(context);
+  ResponseWriter::Context with_transport = context;
+  with_transport.transport = transport;
+  writer_.emplace(with_transport);
   body_complete_ = !has_body;
   body_paused_ = false;
   body_holds_ = 0;
@@ -135,13 +137,7 @@ void Exchange::drained() {
   handler();
 }
 
-ResponseWriter& Exchange::writer() {
-  // Announce the close a finish() will make: the server started draining
-  // since the exchange began, or the body is still coming and cannot be
-  // read and dropped after the response.
-  if (!writer_->started() && transport_->must_close()) writer_->close_after();
-  return *writer_;
-}
+ResponseWriter& Exchange::writer() { return *writer_; }
 
 void Exchange::flush() { transport_->flush(); }
 

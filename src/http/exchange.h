@@ -44,8 +44,10 @@
 // before the whole body has arrived (a 405 or a 413 answered from the
 // head), the rest of the body is read and dropped, never parsed as a
 // request, and the connection goes on after it; when the client waits for
-// a 100 (Continue) that was not sent, or the server is draining, the
-// response says Connection: close instead.
+// a 100 (Continue) that was not sent, or the server is draining, when its
+// head is written, the response says Connection: close instead. (A 100 is
+// sent once the exchange has begun and is not holding its body: a guard
+// that decides first, a limit's turn, asks for the body when it is done.)
 //
 // Owned by its transport (for HTTP/1, the connection's per-request state,
 // pooled per loop) while the request is in progress. Loop thread only.
@@ -103,9 +105,10 @@ class ExchangeTransport {
   virtual const net::InetAddress& local_address() const = 0;
   // The carrier's TLS; null for plain HTTP.
   virtual const net::SecureLayer* secure() const { return nullptr; }
-  // Whether a response that has not started yet must say it closes the
+  // Whether a response whose head is written now must say it closes the
   // connection (the server is draining, or the rest of the body could not
-  // be read and dropped after the response).
+  // be read and dropped after the response). The exchange's writer asks as
+  // it writes the head.
   virtual bool must_close() const = 0;
   virtual void flush() = 0;
   virtual size_t pending_output_bytes() const = 0;
@@ -149,8 +152,7 @@ class Exchange {
   void hold_until_end(std::shared_ptr<const void> value) { held_ = std::move(value); }
 
   const Request& request() const { return *request_; }
-  // The response. While the request body is still arriving, a response that
-  // has not started may be marked to close the connection (see above).
+  // The response (see above for when it closes the connection).
   ResponseWriter& writer();
   // Sends what the writer has queued.
   void flush();

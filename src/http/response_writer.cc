@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "base/assert.h"
+#include "http/exchange.h"
 #include "http/status.h"
 
 namespace tern::http {
@@ -80,7 +81,7 @@ void ResponseWriter::end_head(ResponseFraming::Kind kind, uint64_t content_lengt
   framing.kind = status_has_body(status_) ? kind : ResponseFraming::Kind::kNone;
   framing.length = content_length;
   framing.head_only = ctx_.head_only;
-  framing.keep_alive = ctx_.keep_alive;
+  framing.keep_alive = ctx_.keep_alive && !(ctx_.transport != nullptr && ctx_.transport->must_close());
   ctx_.keep_alive = ctx_.stream->end_head(framing);
 }
 

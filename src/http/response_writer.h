@@ -40,6 +40,7 @@ class Buffer;
 namespace tern::http {
 
 class ErrorPageHook;
+class ExchangeTransport;
 
 // Fields a configuration adds to responses (a location's headers),
 // prepared once: `always` on every response,
@@ -67,6 +68,10 @@ class ResponseWriter {
     // Http1Output::append_start(200, {}, server, date), cached per loop,
     // or empty: an HTTP/1 start(200) then copies it in one piece.
     std::string_view ok_head;
+    // An exchange's transport, asked as the head is written whether the
+    // connection must close after it (Exchange::begin sets it); null for
+    // a response written at once.
+    const ExchangeTransport* transport = nullptr;
   };
 
   explicit ResponseWriter(const Context& context) : ctx_(context) {}

@@ -135,6 +135,9 @@ class Http1Connection final : public ExchangeTransport, public HttpConnection {
   // else as an empty request).
   void fail(int status, std::string_view log_reason, bool parsed = false);
   void send_continue();
+  // An exchange's body is to come, announced with 100-continue, and none of
+  // it has: the client waits for 100 Continue.
+  bool wants_continue(const net::Buffer& input) const;
   void start_closing(bool more_input_expected);
   void arm_timer(std::chrono::milliseconds delay);
   void on_timer();

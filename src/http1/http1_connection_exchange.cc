@@ -28,11 +28,15 @@ void Http1Connection::begin_exchange(net::Buffer& input) {
     req_->dispatch.handler->respond(req_->route, exchange().writer());
     exchange().finish();
   }
-  // It may have answered already (finish() ran), or be waiting.
-  if (exchange_active() && state_ == State::kStreamBody && request.expect_continue() &&
-      input.empty()) {
-    send_continue();
-  }
+  // It may have answered already (finish() ran), or be waiting. A body
+  // held (a guard deciding, a limit's turn) is not asked for yet: the
+  // client may still be answered 401 or 429 without sending it, and hears
+  // 100 Continue once it is let through (resume_body).
+  if (exchange_active() && !exchange().body_paused() && wants_continue(input)) send_continue();
+}
+
+bool Http1Connection::wants_continue(const net::Buffer& input) const {
+  return state_ == State::kStreamBody && req_->request.expect_continue() && !continue_sent_ && input.empty();
 }
 
 void Http1Connection::finish_exchange() {
@@ -136,6 +140,7 @@ void Http1Connection::pause_body() { conn_->stop_reading(); }
 
 void Http1Connection::resume_body() {
   conn_->start_reading();
+  if (wants_continue(conn_->input())) send_continue();
   if (!in_message_ && !conn_->input().empty()) resume_later();
 }
 

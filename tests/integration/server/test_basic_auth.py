@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from http_client import HttpConn
+from http_client import HttpConn, build_request
 from php_site import install_scripts
 from test_access import wait_for_lines
 from test_proxy import apps  # noqa: F401 (a fixture)
@@ -322,3 +322,35 @@ def test_a_body_held_for_its_turn_and_its_check_reaches_the_upstream_whole(tern_
         assert resp.status == 200, resp.body[:200]
         answer = json.loads(resp.body)
         assert (answer["sha256"], answer["length"]) == (want, len(body))
+
+
+def test_expect_100_continue_is_answered_once_the_check_lets_the_request_through(tern_factory, tmp_path, apps):
+    """Regression: a client that waits to be asked for its body (Expect:
+    100-continue) heard 100 Continue before its password was checked, and
+    sent a body that only a 401 answered. Now a wrong password is 401
+    without the 100 (the body never sent), a right one hears the 100 once
+    checked, and its body reaches the application."""
+    (app,) = apps("app")
+    users = tmp_path / "htpasswd"
+    htpasswd(users, "alice", "secret", "-B", "-C", "8")  # a check of some milliseconds
+    config, _ = guarded(users, [{"prefix": "/", "proxy": {"pass": f"http://{app.address}"}}])
+    srv = tern_factory(config)
+    body = bytes(range(256)) * 8
+
+    def head(password):
+        return build_request("POST", "/sha256", credentials("alice", password)
+                             + [("Content-Length", str(len(body))), ("Expect", "100-continue")])
+
+    with HttpConn.open(srv.port) as conn:
+        conn.send(head("wrong"))
+        resp = conn.read_response("POST", skip_interim=False)
+        assert resp.status == 401, resp
+    with HttpConn.open(srv.port) as conn:
+        for _ in range(2):  # checked, then remembered
+            conn.send(head("secret"))
+            resp = conn.read_response("POST", skip_interim=False)
+            assert resp.status == 100, resp
+            conn.send(body)
+            resp = conn.read_response("POST")
+            assert resp.status == 200, resp.body[:200]
+            assert json.loads(resp.body)["length"] == len(body)

@@ -195,6 +195,26 @@ def test_a_request_body_reaches_the_application_whole_after_the_check(tern_facto
     assert (last["method"], last["body_length"]) == ("GET", 0), last
 
 
+
+def test_expect_100_continue_is_answered_only_once_the_service_lets_the_request_through(tern_factory, apps):
+    """A client that waits to be asked for its body (Expect: 100-continue)
+    is refused without sending it, and asked for it once the check is 2xx."""
+    (app,) = apps("app")
+    srv = tern_factory(guarded(app))
+    body = b"c" * 3000
+    expect = [("Content-Length", str(len(body))), ("Expect", "100-continue")]
+    with srv.connect() as conn:
+        conn.send(build_request("POST", "/sha256", MALLORY + expect))
+        resp = conn.read_response("POST", skip_interim=False)
+        assert resp.status == 403, resp
+    with srv.connect() as conn:
+        conn.send(build_request("POST", "/sha256", ALICE + expect))
+        resp = conn.read_response("POST", skip_interim=False)
+        assert resp.status == 100, resp
+        conn.send(body)
+        resp = conn.read_response("POST")
+        assert resp.status == 200 and json.loads(resp.body)["length"] == len(body), resp.body[:200]
+
 # ---- 401, 403, 3xx: relayed ----
 
 def test_401_403_and_302_go_to_the_client_as_the_auth_service_sent_them(tern_factory, apps):

@@ -116,6 +116,40 @@ def test_a_request_that_waits_keeps_its_body(tern_factory, apps):
         assert (answer["sha256"], answer["length"]) == (want, len(body))
 
 
+
+def test_a_request_that_waits_hears_100_continue_when_its_turn_comes(tern_factory, apps):
+    """A client that waits to be asked for its body (Expect: 100-continue)
+    is asked when its turn comes, not while it waits: over the limit it is
+    answered 429 without having sent the body."""
+    (app,) = apps("app")
+    srv = tern_factory(limited({"rate": "2r/s", "burst": 1}, {
+        "prefix": "/", "limit": ["api"], "proxy": {"pass": f"http://{app.address}"}}))
+    body = b"b" * 5000
+    head = (b"POST /sha256 HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+            % len(body))
+    conns = [HttpConn.open(srv.port) for _ in range(3)]
+    try:
+        started = time.monotonic()
+        for conn in conns:
+            conn.send(head)
+            time.sleep(0.05)  # in this order
+        # The first goes at once; the second waits its turn (500 ms at 2r/s);
+        # the third overflows the burst.
+        first = conns[0].read_response("POST", skip_interim=False)
+        assert first.status == 100, first
+        third = conns[2].read_response("POST", skip_interim=False)
+        assert third.status == 429, third
+        second = conns[1].read_response("POST", skip_interim=False)
+        waited = time.monotonic() - started
+        assert second.status == 100 and waited >= 0.35, (second, waited)
+        for conn in conns[:2]:
+            conn.send(body)
+            resp = conn.read_response("POST")
+            assert resp.status == 200 and json.loads(resp.body)["length"] == len(body), resp.body[:200]
+    finally:
+        for conn in conns:
+            conn.close()
+
 def test_requests_wait_their_turn_over_http2(tern_factory):
     """Streams of one connection, from nghttp2's client (curl 7.88 fails its
     own -Z prior-knowledge transfers, against any server)."""

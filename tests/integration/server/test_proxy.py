@@ -338,6 +338,28 @@ def test_bodies_keep_their_bytes_both_ways(tern_factory, apps, buffering):
     assert len(out.stdout) == 64 << 20 and out.stdout == pattern_bytes(64 << 20)
 
 
+
+@pytest.mark.parametrize("buffering", [True, False])
+def test_an_upload_that_waited_for_100_continue_keeps_its_connection(tern_factory, apps, buffering):
+    """Regression: a POST with Expect: 100-continue was answered with
+    Connection: close, the keep-alive decided before the 100 was sent.
+    Once asked for its body and sent it whole, the client keeps the
+    connection, as with nginx."""
+    (a,) = apps("a")
+    srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{a.address}",
+                                                      "request_buffering": buffering}}))
+    body = pattern_bytes(100000)
+    with srv.connect() as conn:
+        for _ in range(3):
+            conn.send(b"POST /sha256 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body))
+            resp = conn.read_response("POST", skip_interim=False)
+            assert resp.status == 100, resp
+            conn.send(body)
+            resp = conn.read_response("POST")
+            assert resp.status == 200 and json.loads(resp.body)["sha256"] == sha256(body), resp
+            assert "close" not in resp.connection_tokens(), resp.headers
+
 def test_a_streamed_response_arrives_as_it_is_made(tern_factory, apps):
     (a,) = apps("a")
     srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{a.address}"}}))
