@@ -139,72 +139,17 @@ std::string_view cookie_value(const http::Request& request, std::string_view nam
   return {};
 }
 
-void expand_variables(std::string_view text, const Route& route, bool url, std::string* out) {
-  const http::Request& request = *route.request;
-  size_t at = 0;
-  while (at < text.size()) {
-    const size_t dollar = text.find('$', at);
-    out->append(text.substr(at, dollar - at));
-    if (dollar == std::string_view::npos) break;
-    size_t end = dollar + 1;
-    const bool braced = end < text.size() && text[end] == '{';
-    if (braced) ++end;
-    const size_t start = end;
-    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) ++end;
-    const std::string_view name = text.substr(start, end - start);
-    if (braced) ++end;  // the '}' (checked when the config was read)
-    at = end;
-    if (name.size() == 1 && name[0] >= '0' && name[0] <= '9') {
-      out->append(route.captures.get(static_cast<size_t>(name[0] - '0')));
-    } else if (name == "server_name") {
-      const std::vector<std::string>& names = route.site->config().names;
-      if (!names.empty() && names.front().front() != '~') out->append(names.front());
-    } else if (name == "server_port") {
-      out->append(std::to_string(route.local->port()));
-    } else if (name == "scheme") {
-      out->append(route.secure != nullptr ? "https" : "http");
-    } else if (name == "host") {
-      char buffer[256];
-      auto host = normalize_host(request.host(), buffer);
-      out->append(host ? *host : std::string_view());
-    } else if (name == "request_uri") {
-      out->append(request.uri());
-    } else if (name == "uri") {
-      if (url) {
-        http::append_percent_encoded_path(route.path, out);
-      } else {
-        out->append(route.path);
-      }
-    } else if (name == "args") {
-      out->append(request.query());
-    } else if (name == "is_args") {
-      if (!request.query().empty()) out->push_back('?');
-    } else if (name == "remote_addr") {
-      char ip[INET6_ADDRSTRLEN];
-      out->append(ip, route.client->to_ip(ip));
-    } else if (name.starts_with("http_") && name.size() > 5) {
-      out->append(field_value(request, name.substr(5)));
-    } else if (name.starts_with("cookie_") && name.size() > 7) {
-      out->append(cookie_value(request, name.substr(7)));
-    } else if (route.location != nullptr && route.location->regex) {
-      // A named group of the location's regex (the config checked it).
-      const int group = route.location->regex->group_number(name);
-      if (group > 0) out->append(route.captures.get(static_cast<size_t>(group)));
-    }
-  }
-}
-
 void ReturnHandler::respond(const Route& route, http::ResponseWriter& writer) {
   if (!url_.empty()) {
     std::string location;
-    expand_variables(url_, route, true, &location);
+    url_.expand(route, true, &location);
     writer.start(status_).header("Location", location);
     writer.header("Content-Type", "text/html; charset=utf-8");
     return writer.body("<!DOCTYPE html>\n<html><body>Moved</body></html>\n");
   }
   if (body_.empty()) return http::write_error_page(writer, status_);
   std::string body;
-  expand_variables(body_, route, false, &body);
+  body_.expand(route, false, &body);
   (void)writer.compress_for(type_, body.size());
   writer.start(status_).header("Content-Type", type_);
   writer.body(body);

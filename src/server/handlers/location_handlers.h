@@ -9,6 +9,7 @@
 
 #include "http/exchange.h"
 #include "server/handler.h"
+#include "server/handlers/variable_text.h"
 #include "server/ip_filter.h"
 #include "upstream/call.h"
 
@@ -98,16 +99,10 @@ class ReturnHandler final : public Handler {
 
  private:
   int status_;
-  std::string url_;
-  std::string body_;
+  VariableText url_;
+  VariableText body_;
   std::string type_;
 };
-
-// $scheme $host $request_uri $uri $args $is_args $remote_addr
-// $server_name $server_port $http_NAME $cookie_NAME and $1..$9 (or a
-// regex location's named groups) in `text`, appended to *out; in a URL
-// ($uri percent-encoded) or not.
-void expand_variables(std::string_view text, const Route& route, bool url, std::string* out);
 
 // The value of the request's field `variable` names ("x_user": X-User;
 // the first of that name), or "".

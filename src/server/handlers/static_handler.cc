@@ -121,8 +121,21 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
 StaticHandler::StaticHandler(const Location& location, bool use_mmap)
     : prefix_(location.alias && !location.regex ? location.config.pattern : std::string()),
       regex_alias_(location.alias && location.regex ? split_regex_alias(location.config.alias).rest : std::string()),
-      try_files_(location.config.try_files),
-      use_mmap_(use_mmap) {}
+      use_mmap_(use_mmap) {
+  const std::vector<std::string>& entries = location.config.try_files;
+  for (size_t i = 0; i + 1 < entries.size(); ++i) {
+    // As nginx: an entry written with a final '/' ("$uri/") wants a
+    // directory, any other a file, whatever the expansion ends with.
+    std::string_view entry = entries[i];
+    const bool directory = entry.size() > 1 && entry.back() == '/';
+    if (directory) entry.remove_suffix(1);
+    try_entries_.push_back({VariableText(entry), directory});
+  }
+  if (!entries.empty()) {
+    try_last_ = entries.back();
+    if (try_last_.front() != '=' && try_last_.front() != '@') try_fallback_ = VariableText(try_last_);
+  }
+}
 
 RegexAlias split_regex_alias(std::string_view alias) {
   const size_t variable = std::min(alias.find('$'), alias.size());
@@ -155,7 +168,7 @@ bool alias_file_path(std::string_view prefix, std::string_view path, std::string
 
 Claim StaticHandler::claim(Route& route) {
   if (!regex_alias_.empty()) return Claim::kRespond;  // one file, named by the captures
-  if (!try_files_.empty()) {
+  if (!try_last_.empty()) {
     const Claim claim = try_files(route);
     if (claim != Claim::kRespond || route.status != 0) return claim;
   }
@@ -184,17 +197,13 @@ Claim StaticHandler::index(Route& route) const {
 Claim StaticHandler::try_files(Route& route) {
   std::string candidate, file;
   const auto now = net::EventLoop::current()->clock().now();
-  for (size_t i = 0; i + 1 < try_files_.size(); ++i) {
-    // As nginx: an entry written with a final '/' ("$uri/") wants a
-    // directory, any other a file, whatever the expansion ends with; the
-    // slash itself is not part of the URI tried, so that "/docs" found as a
-    // directory is 301 to "/docs/" (relative links work) and "/docs/" goes
-    // on to its index.
-    std::string_view entry = try_files_[i];
-    const bool directory = entry.size() > 1 && entry.back() == '/';
-    if (directory) entry.remove_suffix(1);
+  for (const TryEntry& entry : try_entries_) {
+    // The slash of an entry that wants a directory is not part of the URI
+    // tried, so that "/docs" found as a directory is 301 to "/docs/"
+    // (relative links work) and "/docs/" goes on to its index.
+    const bool directory = entry.directory;
     candidate.clear();
-    expand_variables(entry, route, false, &candidate);
+    entry.path.expand(route, false, &candidate);
     for (size_t at = candidate.find("//"); at != std::string::npos; at = candidate.find("//", at)) {
       candidate.erase(at, 1);
     }
@@ -206,7 +215,7 @@ Claim StaticHandler::try_files(Route& route) {
       return Claim::kRespond;
     }
   }
-  const std::string& last = try_files_.back();
+  const std::string& last = try_last_;
   if (last.front() == '=') {
     route.status = std::stoi(last.substr(1));
     return Claim::kRespond;
@@ -217,7 +226,7 @@ Claim StaticHandler::try_files(Route& route) {
     return Claim::kRedirect;
   }
   candidate.clear();
-  expand_variables(last, route, false, &candidate);
+  try_fallback_.expand(route, false, &candidate);
   // The query a fallback URI names is not applied: the request keeps its own.
   candidate.resize(std::min(candidate.size(), candidate.find('?')));
   route.target = std::move(candidate);
@@ -232,7 +241,7 @@ void StaticHandler::respond(const Route& route, http::ResponseWriter& writer) {
     // The captures fill the alias in; the result is a path beneath its
     // root, normalised again (a capture may hold "//").
     std::string expanded;
-    expand_variables(regex_alias_, route, false, &expanded);
+    regex_alias_.expand(route, false, &expanded);
     std::string scratch;
     bool dot_segment = false;
     Result<std::string_view> file = http::normalized_path(expanded, &scratch, &dot_segment);

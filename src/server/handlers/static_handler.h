@@ -10,6 +10,7 @@
 #include "http/response_writer.h"
 #include "server/handler.h"
 #include "server/handlers/static_files.h"
+#include "server/handlers/variable_text.h"
 
 namespace tern::server {
 
@@ -76,8 +77,16 @@ class StaticHandler final : public Handler {
   bool file_path(std::string_view path, std::string* out) const;
 
   std::string prefix_;  // of an alias location; empty otherwise
-  std::string regex_alias_;  // of a regex location's alias: the file beneath the root, with captures
-  std::vector<std::string> try_files_;
+  VariableText regex_alias_;  // of a regex location's alias: the file beneath the root, with captures
+  // try_files: each entry but the last, without a final '/' (`directory`:
+  // it had one, and wants a directory); the last as written.
+  struct TryEntry {
+    VariableText path;
+    bool directory;
+  };
+  std::vector<TryEntry> try_entries_;
+  std::string try_last_;
+  VariableText try_fallback_;  // the last, when a URI
   bool use_mmap_;
 };
 

@@ -15,6 +15,7 @@ KeyLimits::KeyLimits(const std::vector<KeyLimitConfig>& configs, const KeyLimits
     const Limit* before = previous != nullptr ? previous->find(c.name) : nullptr;
     Limit& limit = limits_.emplace_back();
     limit.config = c;
+    limit.key = VariableText(c.key);
     if (c.connections != 0) {
       limit.connections = std::make_unique<ConcurrencyLimit>(
           ConcurrencyLimitOptions{.connections = c.connections, .size = c.size},

@@ -16,6 +16,7 @@
 
 #include "net/connection_gate.h"
 #include "server/config/config.h"
+#include "server/handlers/variable_text.h"
 #include "server/limits/concurrency_limit.h"
 #include "server/limits/rate_limit.h"
 
@@ -25,6 +26,7 @@ class KeyLimits {
  public:
   struct Limit {
     KeyLimitConfig config;
+    VariableText key;  // config.key, read
     std::unique_ptr<RateLimit> rate;                // with a rate
     std::unique_ptr<ConcurrencyLimit> connections;  // with connections
   };

@@ -8,7 +8,6 @@
 #include "net/event_loop.h"
 #include "net/timer_wheel.h"
 #include "server/chain.h"
-#include "server/handlers/location_handlers.h"
 
 namespace tern::server {
 namespace {
@@ -62,7 +61,7 @@ Claim LimitHandler::claim(Route& route) {
     // On the route's scratch: no allocation once it has grown to the keys.
     std::string& key = route.scratch;
     key.clear();
-    expand_variables(config.key, route, false, &key);
+    limit->key.expand(route, false, &key);
     if (key.empty()) continue;
     const RateLimit::Verdict verdict = limit->rate->check(key, now);
     if (!verdict.allowed) {
@@ -98,7 +97,7 @@ bool LimitHandler::take_places(const Route& route, http::Exchange& exchange) con
   std::string key;
   for (const KeyLimits::Limit* limit : in_flight_) {
     key.clear();
-    expand_variables(limit->config.key, route, false, &key);
+    limit->key.expand(route, false, &key);
     if (key.empty()) continue;
     const uint64_t hash = limit->connections->hash(key);
     const ConcurrencyLimit::Verdict verdict = limit->connections->acquire_hash(hash, now_s);

@@ -1,0 +1,62 @@
+// VariableText: a configuration's text with variables in it (a `return`
+// URL, a try_files entry, a [[limit]]'s key), read into its parts once so
+// that a request only appends them:
+//
+//   VariableText key("$remote_addr:$http_x_api_key");
+//   key.expand(route, false, &out);
+//
+// $scheme $host $request_uri $uri $args $is_args $remote_addr
+// $server_name $server_port $http_NAME $cookie_NAME, $1..$9 and a regex
+// location's named groups, each also as ${name}. A name that is none of
+// these expands to nothing (the configuration refused it already).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern::server {
+
+struct Route;
+
+class VariableText {
+ public:
+  VariableText() = default;
+  explicit VariableText(std::string_view text);
+
+  // Appends the text to *out with the request's values in place of its
+  // variables; in a URL ($uri percent-encoded) or not.
+  void expand(const Route& route, bool url, std::string* out) const;
+
+  const std::string& text() const { return text_; }
+  bool empty() const { return text_.empty(); }
+
+ private:
+  enum class Kind : uint8_t {
+    kLiteral,
+    kCapture,  // $1..$9
+    kNamedGroup,
+    kServerName,
+    kServerPort,
+    kScheme,
+    kHost,
+    kRequestUri,
+    kUri,
+    kArgs,
+    kIsArgs,
+    kRemoteAddr,
+    kField,   // $http_NAME
+    kCookie,  // $cookie_NAME
+  };
+  struct Part {
+    Kind kind;
+    uint8_t capture = 0;
+    std::string text;  // literal text, a field's variable name, a cookie's or group's name
+  };
+
+  std::string text_;
+  std::vector<Part> parts_;
+};
+
+}  // namespace tern::server
