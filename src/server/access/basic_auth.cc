@@ -7,6 +7,7 @@
 #include <ctime>
 #include <vector>
 
+#include "base/base64.h"
 #include "base/log.h"
 #include "base/task_pool.h"
 #include "http/error_page.h"
@@ -60,15 +61,7 @@ bool basic_credentials(std::string_view field, std::string* scratch, std::string
   std::string_view encoded = field.substr(kScheme.size());
   while (!encoded.empty() && encoded.front() == ' ') encoded.remove_prefix(1);
   while (!encoded.empty() && encoded.back() == ' ') encoded.remove_suffix(1);
-  scratch->resize(encoded.size() / 4 * 3 + 3);
-  size_t length = 0;
-  const char* end = nullptr;
-  if (sodium_base642bin(reinterpret_cast<unsigned char*>(scratch->data()), scratch->size(), encoded.data(),
-                        encoded.size(), nullptr, &length, &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
-      end != encoded.data() + encoded.size()) {
-    return false;
-  }
-  scratch->resize(length);
+  if (!base64_decode(encoded, scratch)) return false;
   const size_t colon = scratch->find(':');
   if (colon == std::string::npos || colon == 0) return false;
   *user = std::string_view(*scratch).substr(0, colon);
@@ -83,14 +76,9 @@ BasicUsers::BasicUsers(const std::string& path, uint32_t attempts)
   for (const std::string& warning : warnings) TERN_LOG_WARN("auth_basic: {}", warning);
 }
 
-uint64_t BasicUsers::key(std::string_view user, std::string_view password) const {
+uint64_t BasicUsers::key(std::string_view credentials) const {
   // A user has no ':' in it: "user:password" names the pair alone.
-  std::string pair;
-  pair.reserve(user.size() + 1 + password.size());
-  pair.append(user).append(1, ':').append(password);
-  const uint64_t hash = successes_.hash(pair);
-  sodium_memzero(pair.data(), pair.size());
-  return hash;
+  return successes_.hash(credentials);
 }
 
 bool BasicUsers::remembered(uint64_t key, int64_t now) {
@@ -142,7 +130,7 @@ Claim BasicAuthHandler::claim(Route& route) {
   // A request whose check came back finds its success here, as does one
   // remembered; another location's file (an internal redirect) is asked
   // on its own.
-  const bool known = given && users_->remembered(users_->key(user, password), now_ms());
+  const bool known = given && users_->remembered(users_->key(route.scratch), now_ms());
   if (known) request.set_remote_user(user);
   // The password leaves no copy behind in the route.
   sodium_memzero(route.scratch.data(), route.scratch.size());
@@ -162,7 +150,7 @@ void BasicAuthHandler::start(const Route& route, http::Exchange& exchange) {
   std::string decoded;
   std::string_view user, password;
   (void)basic_credentials(route.request->header(http::FieldId::kAuthorization), &decoded, &user, &password);
-  const uint64_t key = users_->key(user, password);
+  const uint64_t key = users_->key(decoded);
   int64_t retry_after = 0;
   const BasicUsers::Begin begun =
       users_->begin(key, {exchange.id(), this}, *route.client, static_cast<int64_t>(::time(nullptr)), &retry_after);

@@ -48,9 +48,11 @@ class BasicUsers {
   BasicUsers(const std::string& path, uint32_t attempts);
 
   const auth::Htpasswd& file() const { return file_; }
-  // A success for (user, password) within the last kRememberedMs (which
-  // starts again with each use).
-  uint64_t key(std::string_view user, std::string_view password) const;
+  // The key of the decoded credentials "user:password" (as
+  // basic_credentials() leaves them in its scratch); remembered(): a
+  // success for them within the last kRememberedMs (which starts again
+  // with each use).
+  uint64_t key(std::string_view credentials) const;
   bool remembered(uint64_t key, int64_t now_ms);
   void remember(uint64_t key, int64_t now_ms);
 
@@ -100,8 +102,8 @@ class BasicAuthHandler final : public Handler {
 };
 
 // The user and password of an Authorization field of the Basic scheme,
-// decoded into *scratch (which the views then point into); false when the
-// field is absent, of another scheme or malformed.
+// decoded into *scratch ("user:password", which the views then point
+// into); false when the field is absent, of another scheme or malformed.
 bool basic_credentials(std::string_view field, std::string* scratch, std::string_view* user,
                        std::string_view* password);
 
