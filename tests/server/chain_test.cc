@@ -217,6 +217,27 @@ names = ["shop.test", "www.shop.test"]
   EXPECT_NE(where.body.find(':'), std::string::npos);
 }
 
+// Each variable in its place, literal text between kept, ${name} as
+// $name; $uri percent-encoded in a URL and not in a body.
+TEST_F(ChainTest, ReturnExpandsEveryVariableInItsPlace) {
+  load(R"([[server]]
+names = ["shop.test"]
+  [[server.location]]
+  prefix = "/body/"
+  return = { status = 200, body = "s=$scheme h=$host r=$request_uri u=$uri a=$args i=$is_args c=$remote_addr n=$server_name ${uri}x" }
+  [[server.location]]
+  prefix = "/url/"
+  return = { status = 302, url = "/to$uri$is_args$args" }
+)");
+  Answer body = ask(get("/body/a%20b?q=1", "Shop.Test:80"), "192.0.2.7");
+  EXPECT_EQ(body.body,
+            "s=http h=shop.test r=/body/a%20b?q=1 u=/body/a b a=q=1 i=? c=192.0.2.7 n=shop.test /body/a bx");
+  Answer none = ask(get("/body/", "shop.test"));
+  EXPECT_EQ(none.body, "s=http h=shop.test r=/body/ u=/body/ a= i= c=127.0.0.1 n=shop.test /body/x");
+  Answer moved = ask(get("/url/a%20b?x=y", "shop.test"));
+  EXPECT_EQ(moved.header("Location"), "/to/url/a%20b?x=y");
+}
+
 // error_page: a page of the site with the error's status or another
 // ("=200 /page"), or a redirect ("https://...", "=301 https://...").
 TEST_F(ChainTest, ErrorPagesMayChangeTheStatusOrRedirect) {
