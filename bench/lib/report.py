@@ -52,6 +52,15 @@ TARGETS = [
     ("h2c-100x10", "per_cpu", "peer", ">=", 1.2, "tern-uring"),
     ("h2-file-64m", "per_cpu", "peer", ">=", 1.0, "tern-uring"),
 ]
+# (scenario, reference scenario, figure, bound, limit, server): a server's
+# median figure in one row over its own in another of the same run, what
+# a feature costs it (a guard against the same site without it).
+ROW_TARGETS = [
+    ("limit-keepalive-100", "sites-keepalive-100", "per_cpu", ">=", 0.95, "tern"),
+    ("limit-keepalive-100", "sites-keepalive-100", "per_cpu", ">=", 0.95, "tern-uring"),
+    ("auth-keepalive-100", "sites-keepalive-100", "per_cpu", ">=", 0.95, "tern"),
+    ("auth-keepalive-100", "sites-keepalive-100", "per_cpu", ">=", 0.95, "tern-uring"),
+]
 URING = "tern-uring"
 FIGURE_NAMES = {"value": "main figure", "per_cpu": "per CPU-s",
                 "per_machine_cpu": "per machine CPU-s", "p99_ms": "p99"}
@@ -139,6 +148,13 @@ def target_results(rows):
             name = f"best peer ({row.best_peer[fig]})" if row and fig in row.best_peer else "best peer"
         who = "" if server == "tern" else f"{server} "
         out.append((f"{scenario} {who}{FIGURE_NAMES[fig]} / {name}", ratio, bound, limit, passed))
+    for scenario, reference, fig, bound, limit, server in ROW_TARGETS:
+        if scenario not in run or reference not in run:
+            continue
+        row, other = by_key.get((scenario, server)), by_key.get((reference, server))
+        ratio = _ratio(row and getattr(row, fig), other and getattr(other, fig))
+        passed = None if ratio is None else (ratio >= limit if bound == ">=" else ratio <= limit)
+        out.append((f"{scenario} {server} {FIGURE_NAMES[fig]} / {reference}", ratio, bound, limit, passed))
     return out
 
 

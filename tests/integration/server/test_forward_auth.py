@@ -17,6 +17,7 @@ are checked the same."""
 import hashlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -24,7 +25,7 @@ import urllib.parse
 
 import pytest
 
-from http_client import build_request
+from http_client import HttpConn, build_request
 from test_access import wait_for_lines
 from test_http2 import curl
 from test_proxy import apps, free_ports, group, site  # noqa: F401 (apps: a fixture)
@@ -550,3 +551,140 @@ def test_the_readme_example_serves_as_written(tern_factory, apps):
     assert srv.get("/echo/x").status == 401
     seen = upstream_fields(srv.get("/echo/x", ALICE))
     assert seen.get("remote-user") == ["alice"] and seen.get("remote-groups") == ["admins,dev"], seen
+
+
+# ---- Beside nginx's auth_request ----
+
+NGINX_AUTH = """daemon off;
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log;
+events {{ }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    server {{
+        listen 127.0.0.1:{port};
+        server_name shop.test;
+        # As the auth services' guides write it (Authelia, oauth2-proxy).
+        location / {{
+            auth_request /_auth;
+            auth_request_set $user $upstream_http_remote_user;
+            auth_request_set $groups $upstream_http_remote_groups;
+            proxy_set_header Remote-User $user;
+            proxy_set_header Remote-Groups $groups;
+            proxy_pass http://{app};
+        }}
+        location = /_auth {{
+            internal;
+            proxy_pass http://{app}/auth;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Forwarded-Method $request_method;
+            proxy_set_header X-Forwarded-Uri $request_uri;
+            proxy_set_header X-Original-URL $scheme://$http_host$request_uri;
+        }}
+        location /s404/ {{
+            auth_request /_auth404;
+            proxy_pass http://{app};
+        }}
+        location = /_auth404 {{
+            internal;
+            proxy_pass http://{app}/auth/status?code=404;
+        }}
+        location /s500/ {{
+            auth_request /_auth500;
+            proxy_pass http://{app};
+        }}
+        location = /_auth500 {{
+            internal;
+            proxy_pass http://{app}/auth/status?code=500;
+        }}
+    }}
+}}
+"""
+
+SPOOFED = [("Remote-User", "root"), ("Remote-Groups", "admins")]
+BODY = bytes(range(256)) * 40
+# (method, target, fields, body): each sent to both servers.
+BESIDE_NGINX = [
+    ("GET", "/echo", ALICE, None),
+    ("GET", "/echo", ALICE + SPOOFED, None),
+    ("GET", "/echo", BOT + SPOOFED, None),
+    ("GET", "/echo", MALLORY, None),
+    ("GET", "/echo", [], None),
+    ("GET", "/echo", SPOOFED, None),
+    ("GET", "/public/echo", [], None),
+    ("HEAD", "/echo", ALICE, None),
+    ("POST", "/sha256", ALICE, BODY),
+    ("POST", "/sha256", MALLORY, BODY),
+    ("GET", "/s404/echo", ALICE, None),
+    ("GET", "/s500/echo", ALICE, None),
+    ("GET", "/echo", [("Accept", "text/html")], None),
+]
+# Where tern means to answer otherwise: a 3xx from the service goes to the
+# client (a login page's redirect, as Caddy's forward_auth relays it);
+# nginx's auth_request takes any status but 2xx, 401 and 403 for an error.
+BESIDE_NGINX_INTENDED = {("GET", "/echo", (("Accept", "text/html"),)): (302, 500)}
+
+
+def test_tern_decides_as_nginx_auth_request_does(tern_factory, apps, tmp_path):
+    """The same auth service behind nginx's auth_request (configured as
+    the services' guides write it) and behind tern's auth_forward: the same
+    status for each request, the same challenge on a 401, and the same
+    Remote-User and Remote-Groups (the service's, never the client's)
+    reaching the application with the same body."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    (app,) = apps("app")
+    port = free_ports(1)[0]
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(NGINX_AUTH.format(tmp=tmp_path, port=port, app=app.address))
+    proc = subprocess.Popen([nginx, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+                time.sleep(0.05)
+        srv = tern_factory({"server": [{
+            "names": ["shop.test"], "auth_forward": check(app),
+            "location": [to_app(app),
+                         {**to_app(app, "/s404/"), "auth_forward": check(app, "/auth/status?code=404")},
+                         {**to_app(app, "/s500/"), "auth_forward": check(app, "/auth/status?code=500")}]}]})
+
+        def ask(port, method, target, extra, body):
+            head = extra + ([("Content-Length", str(len(body)))] if body is not None else [])
+            with HttpConn.open(port) as conn:
+                return conn.request(build_request(method, target, [("Host", "shop.test")] + head)
+                                    + (body or b""), method)
+
+        differences = []
+        for method, target, extra, body in BESIDE_NGINX:
+            got, want = (ask(p, method, target, extra, body) for p in (srv.port, port))
+            row = f"{method} {target} {[name for name, _ in extra]}"
+            intended = BESIDE_NGINX_INTENDED.get((method, target, tuple(extra)))
+            if intended is not None:
+                if (got.status, want.status) != intended:
+                    differences.append(f"{row}: tern {got.status}, nginx {want.status}, intended {intended}")
+                continue
+            if got.status != want.status:
+                differences.append(f"{row}: tern {got.status}, nginx {want.status}")
+                continue
+            if got.header("WWW-Authenticate") != want.header("WWW-Authenticate"):
+                differences.append(f"{row}: WWW-Authenticate {got.header('WWW-Authenticate')!r}, "
+                                   f"nginx {want.header('WWW-Authenticate')!r}")
+            if got.status == 200 and method == "GET" and target.endswith("/echo"):
+                seen = [{name: f.get(name) for name in ("remote-user", "remote-groups")}
+                        for f in (upstream_fields(got), upstream_fields(want))]
+                if seen[0] != seen[1]:
+                    differences.append(f"{row}: the application saw {seen[0]}, behind nginx {seen[1]}")
+            elif got.status == 200 and got.body != want.body:
+                differences.append(f"{row}: body {got.body[:80]!r}, nginx {want.body[:80]!r}")
+        assert not differences, "\n".join(differences)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
