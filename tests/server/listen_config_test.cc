@@ -274,6 +274,23 @@ TEST_F(ConfigFileTest, LimitsReadTheirRateBurstAndKey) {
   EXPECT_THROW(load("[[limit]]\nname = \"a\"\nrate = \"1r/s\"\nnodelay = true\ndelay = 0\n"), ConfigError);
 }
 
+// The variables of a limit's key and of a return are read by VariableText,
+// the same reader that expands them: what it reads is what was checked.
+TEST_F(ConfigFileTest, VariablesAreCheckedAsTheyWillBeRead) {
+  const std::string limit = "[[limit]]\nname = \"a\"\nrate = \"1r/s\"\nkey = ";
+  EXPECT_EQ(load(limit + "\"${remote_addr}:$http_x_key\"\n").key_limits.at(0).key, "${remote_addr}:$http_x_key");
+  for (const char* key : {"\"$1\"", "\"$args\"", "\"${host\"", "\"a$\"", "\"$http_\"", "\"$nonsense\""}) {
+    EXPECT_NE(error(limit + key + "\n").find("limit[0].key"), std::string::npos) << key;
+  }
+  const std::string location = "[[server]]\n[[server.location]]\nprefix = \"/\"\nreturn = ";
+  const Config config = load(location + "{ status = 200, body = \"$http_x_name ${cookie_id}\" }\n");
+  EXPECT_EQ(config.sites.at(0).locations.at(0).ret.body, "$http_x_name ${cookie_id}");
+  for (const char* ret : {"{ status = 200, body = \"$nonsense\" }", "{ status = 302, url = \"/${uri\" }",
+                          "{ status = 200, body = \"cost $\" }"}) {
+    EXPECT_NE(error(location + ret + "\n").find("unknown variable"), std::string::npos) << ret;
+  }
+}
+
 // A [[limit]] of connections: counted by address at accept where the top
 // level's limit_connections names it (by "$remote_addr", closed: no
 // status), or requests in flight where a location names it (any key, 503

@@ -19,6 +19,18 @@ std::vector<Cidr> read_cidrs(Section& s, const char* key) {
   return out;
 }
 
+namespace {
+
+// A guard's value: its table, or "off" (nullptr) in a location under a site
+// that has the guard.
+const toml::table* table_or_off(Section& s, const toml::node& node, const char* key, std::string_view table) {
+  if (node.is_string() && node.as_string()->get() == "off") return nullptr;
+  if (!node.is_table()) s.fail(node, key, "expected " + std::string(table) + " or \"off\"");
+  return node.as_table();
+}
+
+}  // namespace
+
 // auth_basic = { realm = "Admin", users = "/etc/tern/htpasswd", attempts = 10 },
 // or "off" (a location under a site that has one).
 std::optional<AuthBasicConfig> read_auth_basic(Section& s) {
@@ -26,9 +38,9 @@ std::optional<AuthBasicConfig> read_auth_basic(Section& s) {
   if (node == nullptr) return std::nullopt;
   AuthBasicConfig a;
   a.line = static_cast<int>(node->source().begin.line);
-  if (node->is_string() && node->as_string()->get() == "off") return a;
-  if (!node->is_table()) s.fail(*node, "auth_basic", "expected { realm = \"...\", users = \"HTPASSWD FILE\" } or \"off\"");
-  Section t = s.sub(*node->as_table(), "auth_basic");
+  const toml::table* table = table_or_off(s, *node, "auth_basic", "{ realm = \"...\", users = \"HTPASSWD FILE\" }");
+  if (table == nullptr) return a;
+  Section t = s.sub(*table, "auth_basic");
   t.get_string("realm", &a.realm);
   t.get_string("users", &a.users);
   t.get_int("attempts", &a.attempts, 1, 1'000'000);
@@ -49,11 +61,9 @@ std::optional<AuthForwardConfig> read_auth_forward(Section& s) {
   if (node == nullptr) return std::nullopt;
   AuthForwardConfig a;
   a.line = static_cast<int>(node->source().begin.line);
-  if (node->is_string() && node->as_string()->get() == "off") return a;
-  if (!node->is_table()) {
-    s.fail(*node, "auth_forward", "expected { pass = \"http://127.0.0.1:9091/api/verify\" } or \"off\"");
-  }
-  Section t = s.sub(*node->as_table(), "auth_forward");
+  const toml::table* table = table_or_off(s, *node, "auth_forward", "{ pass = \"http://127.0.0.1:9091/api/verify\" }");
+  if (table == nullptr) return a;
+  Section t = s.sub(*table, "auth_forward");
   ProxyConfig& check = a.check.emplace();
   check.line = a.line;
   const toml::node& pass = read_pass(t, a.line, check);

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "server/config/config_section.h"
+#include "server/handlers/variable_text.h"
 
 namespace tern::server::config_detail {
 namespace {
@@ -24,19 +25,15 @@ std::optional<uint64_t> parse_rate(std::string_view text) {
 // $uri, $scheme, $http_NAME, $cookie_NAME (a name of letters, digits and
 // '_'), at least one variable.
 bool valid_limit_key(std::string_view key) {
-  bool variable = false;
-  for (size_t at = key.find('$'); at != std::string_view::npos; at = key.find('$', at)) {
-    size_t end = at + 1;
-    while (end < key.size() && (std::isalnum(static_cast<unsigned char>(key[end])) || key[end] == '_')) ++end;
-    const std::string_view name = key.substr(at + 1, end - at - 1);
-    const bool known = name == "remote_addr" || name == "server_name" || name == "host" || name == "request_uri" ||
-                       name == "uri" || name == "scheme" ||
-                       (name.starts_with("http_") && name.size() > 5) || (name.starts_with("cookie_") && name.size() > 7);
-    if (!known) return false;
-    variable = true;
-    at = end;
-  }
-  return variable;
+  using Kind = VariableText::Kind;
+  const VariableText parsed(key);
+  const std::vector<VariableText::Variable> variables = parsed.variables();
+  if (!parsed.well_formed() || variables.empty()) return false;
+  return std::ranges::all_of(variables, [](const VariableText::Variable& v) {
+    return v.kind == Kind::kRemoteAddr || v.kind == Kind::kServerName || v.kind == Kind::kHost ||
+           v.kind == Kind::kRequestUri || v.kind == Kind::kUri || v.kind == Kind::kScheme ||
+           v.kind == Kind::kField || v.kind == Kind::kCookie;
+  });
 }
 
 }  // namespace

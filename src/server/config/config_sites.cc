@@ -6,6 +6,7 @@
 #include "http/chars.h"
 #include "http/request.h"
 #include "server/config/config_section.h"
+#include "server/handlers/variable_text.h"
 #include "server/regex.h"
 
 namespace tern::server::config_detail {
@@ -26,23 +27,12 @@ int parse_status(std::string_view text) {
 // Variables a `return` URL or body may hold; `regex`: the location's,
 // whose named groups are variables too.
 bool known_variables(std::string_view text, const Regex* regex = nullptr) {
-  static const std::set<std::string, std::less<>> kNames = {"scheme", "host", "request_uri", "uri", "args",
-                                                            "is_args", "remote_addr", "server_name",
-                                                            "server_port"};
-  for (size_t at = text.find('$'); at != std::string_view::npos; at = text.find('$', at + 1)) {
-    size_t end = at + 1;
-    const bool braced = end < text.size() && text[end] == '{';
-    if (braced) ++end;
-    const size_t start = end;
-    while (end < text.size() && (http::chars::is_alpha(text[end]) || text[end] == '_' ||
-                                 (text[end] >= '0' && text[end] <= '9'))) {
-      ++end;
-    }
-    std::string_view name = text.substr(start, end - start);
-    if (braced && (end >= text.size() || text[end] != '}')) return false;
-    const bool capture = (name.size() == 1 && name[0] >= '0' && name[0] <= '9') ||
-                         (regex != nullptr && regex->group_number(name) > 0 && regex->group_number(name) < 10);
-    if (!capture && !kNames.contains(name)) return false;
+  const VariableText parsed(text);
+  if (!parsed.well_formed()) return false;
+  for (const VariableText::Variable& variable : parsed.variables()) {
+    if (variable.kind != VariableText::Kind::kNamedGroup) continue;
+    const int group = regex != nullptr ? regex->group_number(variable.name) : 0;
+    if (group <= 0 || group >= 10) return false;
   }
   return true;
 }
@@ -97,7 +87,7 @@ void read_return(Section& s, LocationConfig& l, const Regex* regex) {
     if (!known_variables(r.url, regex) || !known_variables(r.body, regex)) {
       s.fail(*node, "return",
              "unknown variable (known: $scheme $host $request_uri $uri $args $is_args $remote_addr $server_name "
-             "$server_port $1..$9 and the regex's named groups)");
+             "$server_port $http_NAME $cookie_NAME $1..$9 and the regex's named groups)");
     }
     if (!valid_field_value(r.url) || !valid_field_value(r.type)) {
       s.fail(*node, "return", "line breaks in url or type");

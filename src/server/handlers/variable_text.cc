@@ -15,9 +15,12 @@
 namespace tern::server {
 namespace {
 
-constexpr std::pair<std::string_view, uint8_t> kNames[] = {
-    {"server_name", 0}, {"server_port", 1}, {"scheme", 2},  {"host", 3},         {"request_uri", 4},
-    {"uri", 5},         {"args", 6},        {"is_args", 7}, {"remote_addr", 8},
+using Kind = VariableText::Kind;
+
+constexpr std::pair<std::string_view, Kind> kNames[] = {
+    {"server_name", Kind::kServerName}, {"server_port", Kind::kServerPort}, {"scheme", Kind::kScheme},
+    {"host", Kind::kHost},              {"request_uri", Kind::kRequestUri}, {"uri", Kind::kUri},
+    {"args", Kind::kArgs},              {"is_args", Kind::kIsArgs},         {"remote_addr", Kind::kRemoteAddr},
 };
 
 bool name_char(char c) { return http::chars::is_alpha(c) || (c >= '0' && c <= '9') || c == '_'; }
@@ -25,9 +28,6 @@ bool name_char(char c) { return http::chars::is_alpha(c) || (c >= '0' && c <= '9
 }  // namespace
 
 VariableText::VariableText(std::string_view text) : text_(text) {
-  static constexpr Kind kKinds[] = {Kind::kServerName, Kind::kServerPort, Kind::kScheme,
-                                    Kind::kHost,       Kind::kRequestUri, Kind::kUri,
-                                    Kind::kArgs,       Kind::kIsArgs,     Kind::kRemoteAddr};
   auto literal = [this](std::string_view piece) {
     if (piece.empty()) return;
     if (!parts_.empty() && parts_.back().kind == Kind::kLiteral) {
@@ -47,16 +47,23 @@ VariableText::VariableText(std::string_view text) : text_(text) {
     const size_t start = end;
     while (end < text.size() && name_char(text[end])) ++end;
     const std::string_view name = text.substr(start, end - start);
-    if (braced && end < text.size()) ++end;  // the '}' (checked when the config was read)
+    if (braced) {
+      if (end < text.size() && text[end] == '}') {
+        ++end;
+      } else {
+        well_formed_ = false;
+      }
+    }
+    if (name.empty()) well_formed_ = false;
     at = end;
     if (name.size() == 1 && name[0] >= '0' && name[0] <= '9') {
       parts_.push_back({Kind::kCapture, static_cast<uint8_t>(name[0] - '0'), {}});
       continue;
     }
     bool known = false;
-    for (const auto& [variable, index] : kNames) {
+    for (const auto& [variable, kind] : kNames) {
       if (name == variable) {
-        parts_.push_back({kKinds[index], 0, {}});
+        parts_.push_back({kind, 0, {}});
         known = true;
         break;
       }
@@ -70,6 +77,14 @@ VariableText::VariableText(std::string_view text) : text_(text) {
       parts_.push_back({Kind::kNamedGroup, 0, std::string(name)});
     }
   }
+}
+
+std::vector<VariableText::Variable> VariableText::variables() const {
+  std::vector<Variable> out;
+  for (const Part& part : parts_) {
+    if (part.kind != Kind::kLiteral) out.push_back({part.kind, part.capture, part.text});
+  }
+  return out;
 }
 
 void VariableText::expand(const Route& route, bool url, std::string* out) const {

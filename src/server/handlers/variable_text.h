@@ -8,7 +8,8 @@
 // $scheme $host $request_uri $uri $args $is_args $remote_addr
 // $server_name $server_port $http_NAME $cookie_NAME, $1..$9 and a regex
 // location's named groups, each also as ${name}. A name that is none of
-// these expands to nothing (the configuration refused it already).
+// these expands to nothing (the configuration refuses it: its checks ask
+// variables() what the text holds).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,6 @@ class VariableText {
   const std::string& text() const { return text_; }
   bool empty() const { return text_.empty(); }
 
- private:
   enum class Kind : uint8_t {
     kLiteral,
     kCapture,  // $1..$9
@@ -49,6 +49,18 @@ class VariableText {
     kField,   // $http_NAME
     kCookie,  // $cookie_NAME
   };
+  struct Variable {
+    Kind kind;
+    uint8_t capture;        // $1..$9
+    std::string_view name;  // a named group's, a field's or a cookie's name
+  };
+
+  // For the configuration's checks: the variables in the text, and whether
+  // each '$' had a name (and each "${" its '}').
+  std::vector<Variable> variables() const;
+  bool well_formed() const { return well_formed_; }
+
+ private:
   struct Part {
     Kind kind;
     uint8_t capture = 0;
@@ -57,6 +69,7 @@ class VariableText {
 
   std::string text_;
   std::vector<Part> parts_;
+  bool well_formed_ = true;
 };
 
 }  // namespace tern::server
