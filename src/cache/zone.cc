@@ -1,0 +1,273 @@
+#include "cache/zone.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace tern::cache {
+namespace {
+
+// Closes a descriptor when it goes.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The names in a directory (without "." and "..").
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> out;
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return out;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name = e->d_name;
+    if (name != "." && name != "..") out.emplace_back(name);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+}  // namespace
+
+size_t Stored::memory() const {
+  size_t bytes = sizeof(Stored) + path.size() + head.key.size() + head.variant.size() + body.size();
+  for (const std::string& name : head.vary) bytes += sizeof name + name.size();
+  for (const auto& [name, value] : head.fields) bytes += sizeof name + sizeof value + name.size() + value.size();
+  return bytes;
+}
+
+Zone::Zone(ZoneOptions options) : options_(std::move(options)) {}
+
+std::shared_ptr<Stored> Zone::read(const std::string& path, const KeyHash& hash, uint64_t memory_body_max) {
+  Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) return nullptr;
+  Result<EntryHead> head = read_entry_head(file.fd);
+  if (!head) return nullptr;
+  auto stored = std::make_shared<Stored>();
+  stored->hash = hash;
+  stored->head = std::move(*head);
+  stored->path = path;
+  if (stored->head.body_size <= memory_body_max) {
+    stored->body.resize(stored->head.body_size);
+    size_t done = 0;
+    while (done < stored->body.size()) {
+      const ssize_t n = ::pread(file.fd, stored->body.data() + done, stored->body.size() - done,
+                                static_cast<off_t>(stored->head.body_offset + done));
+      if (n <= 0) return nullptr;
+      done += static_cast<size_t>(n);
+    }
+    stored->body_in_memory = true;
+  }
+  return stored;
+}
+
+size_t Zone::load() {
+  struct Found {
+    KeyHash hash;
+    uint64_t size;
+    int64_t mtime;
+  };
+  std::vector<Found> found;
+  for (const std::string& first : list_dir(options_.path)) {
+    const std::string level1 = options_.path + "/" + first;
+    for (const std::string& second : list_dir(level1)) {
+      const std::string level2 = level1 + "/" + second;
+      for (const std::string& name : list_dir(level2)) {
+        const std::string path = level2 + "/" + name;
+        KeyHash hash;
+        if (is_temp_name(name) || !KeyHash::from_hex(name, &hash) || name.compare(0, 2, first) != 0 ||
+            name.compare(2, 2, second) != 0) {
+          ::unlink(path.c_str());  // a fill that never finished, or not ours to keep
+          continue;
+        }
+        Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+        struct stat st;
+        if (file.fd < 0 || ::fstat(file.fd, &st) != 0) continue;
+        if (!read_entry_head(file.fd)) {
+          ::unlink(path.c_str());
+          continue;
+        }
+        found.push_back({hash, static_cast<uint64_t>(st.st_size), st.st_mtime});
+      }
+    }
+  }
+  // Most recent first, each behind what was filled while loading.
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime > b.mtime; });
+  size_t indexed = 0;
+  for (const Found& f : found) {
+    Shard& s = shard(f.hash);
+    std::lock_guard lock(s.mu);
+    auto [it, made] = s.nodes.try_emplace(f.hash);
+    if (!made) continue;  // filled while loading: the newer one
+    Node& node = it->second;
+    node.hash = f.hash;
+    node.file_size = f.size;
+    node.last_use = f.mtime;
+    node.use = s.used.insert(s.used.end(), &node);
+    node.load = s.loaded.end();
+    entries_.fetch_add(1, std::memory_order_relaxed);
+    disk_bytes_.fetch_add(f.size, std::memory_order_relaxed);
+    memory_bytes_.fetch_add(kNodeMemory, std::memory_order_relaxed);
+    ++indexed;
+  }
+  shrink();
+  return indexed;
+}
+
+std::shared_ptr<const Stored> Zone::find(const KeyHash& hash, int64_t now) {
+  Shard& s = shard(hash);
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.nodes.find(hash);
+    if (it == s.nodes.end()) return nullptr;
+    Node& node = it->second;
+    node.last_use = now;
+    s.used.splice(s.used.begin(), s.used, node.use);
+    if (node.loaded) {
+      s.loaded.splice(s.loaded.begin(), s.loaded, node.load);
+      return node.loaded;
+    }
+  }
+  // Only its node: read the file outside the lock.
+  const std::string path = entry_path(options_.path, hash);
+  std::shared_ptr<const Stored> stored = read(path, hash, options_.memory_body_max);
+  if (!stored) {
+    erase(hash);
+    return nullptr;
+  }
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.nodes.find(hash);
+    if (it != s.nodes.end() && !it->second.loaded) set_loaded(s, it->second, stored);
+  }
+  shrink();
+  return stored;
+}
+
+void Zone::set_loaded(Shard& s, Node& node, std::shared_ptr<const Stored> stored) {
+  if (node.loaded) {
+    memory_bytes_.fetch_sub(node.loaded->memory(), std::memory_order_relaxed);
+    s.loaded.erase(node.load);
+    node.load = s.loaded.end();
+  }
+  node.loaded = std::move(stored);
+  if (node.loaded) {
+    memory_bytes_.fetch_add(node.loaded->memory(), std::memory_order_relaxed);
+    node.load = s.loaded.insert(s.loaded.begin(), &node);
+  }
+}
+
+void Zone::remove(Shard& s, Node& node) {
+  set_loaded(s, node, nullptr);
+  s.used.erase(node.use);
+  entries_.fetch_sub(1, std::memory_order_relaxed);
+  disk_bytes_.fetch_sub(node.file_size, std::memory_order_relaxed);
+  memory_bytes_.fetch_sub(kNodeMemory, std::memory_order_relaxed);
+  s.nodes.erase(node.hash);
+}
+
+Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<const Stored> stored, int64_t now) {
+  Result<uint64_t> file_size = writer.finish();
+  if (!file_size) return file_size.error();
+  Shard& s = shard(stored->hash);
+  {
+    std::lock_guard lock(s.mu);
+    if (Result<void> published = writer.publish(); !published) return published;
+    auto [it, made] = s.nodes.try_emplace(stored->hash);
+    Node& node = it->second;
+    if (made) {
+      node.hash = stored->hash;
+      node.use = s.used.insert(s.used.begin(), &node);
+      node.load = s.loaded.end();
+      entries_.fetch_add(1, std::memory_order_relaxed);
+      memory_bytes_.fetch_add(kNodeMemory, std::memory_order_relaxed);
+    } else {
+      s.used.splice(s.used.begin(), s.used, node.use);
+      disk_bytes_.fetch_sub(node.file_size, std::memory_order_relaxed);
+    }
+    node.file_size = *file_size;
+    node.last_use = now;
+    disk_bytes_.fetch_add(*file_size, std::memory_order_relaxed);
+    set_loaded(s, node, std::move(stored));
+  }
+  shrink();
+  return {};
+}
+
+bool Zone::erase(const KeyHash& hash) {
+  Shard& s = shard(hash);
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.nodes.find(hash);
+    if (it == s.nodes.end()) return false;
+    remove(s, it->second);
+    ::unlink(entry_path(options_.path, hash).c_str());
+  }
+  return true;
+}
+
+size_t Zone::expire_inactive(int64_t now) {
+  const int64_t before = now - options_.inactive.count();
+  size_t gone = 0;
+  for (Shard& s : shards_) {
+    std::lock_guard lock(s.mu);
+    while (!s.used.empty() && s.used.back()->last_use < before) {
+      const KeyHash hash = s.used.back()->hash;
+      remove(s, *s.used.back());
+      ::unlink(entry_path(options_.path, hash).c_str());
+      ++gone;
+    }
+  }
+  return gone;
+}
+
+void Zone::shrink() {
+  while (disk_bytes_.load(std::memory_order_relaxed) > options_.max_size) {
+    if (!evict_oldest(false)) break;
+  }
+  while (memory_bytes_.load(std::memory_order_relaxed) > options_.memory) {
+    // Heads and bodies first; entries only when the nodes alone fill it.
+    if (!evict_oldest(true) && !evict_oldest(false)) break;
+  }
+}
+
+bool Zone::evict_oldest(bool loaded_only) {
+  // The shard whose least recently used is the oldest: the zone's.
+  Shard* oldest = nullptr;
+  int64_t oldest_use = 0;
+  for (Shard& s : shards_) {
+    std::lock_guard lock(s.mu);
+    const Order& order = loaded_only ? s.loaded : s.used;
+    if (order.empty()) continue;
+    if (oldest == nullptr || order.back()->last_use < oldest_use) {
+      oldest = &s;
+      oldest_use = order.back()->last_use;
+    }
+  }
+  if (oldest == nullptr) return false;
+  std::lock_guard lock(oldest->mu);
+  Order& order = loaded_only ? oldest->loaded : oldest->used;
+  if (order.empty()) return true;  // another thread took it: look again
+  Node& node = *order.back();
+  if (loaded_only) {
+    set_loaded(*oldest, node, nullptr);
+    return true;
+  }
+  const KeyHash gone = node.hash;
+  remove(*oldest, node);
+  ::unlink(entry_path(options_.path, gone).c_str());
+  return true;
+}
+
+Zone::Counts Zone::counts() const {
+  return {entries_.load(std::memory_order_relaxed), disk_bytes_.load(std::memory_order_relaxed),
+          memory_bytes_.load(std::memory_order_relaxed)};
+}
+
+}  // namespace tern::cache

@@ -1,0 +1,143 @@
+// Zone: one cache of responses ([[cache]] in the configuration), its
+// entries in files under its directory (cache/entry_file.h) and its index in
+// memory, shared by every loop of the server.
+//
+//   Zone zone({.name = "pages", .path = "/var/cache/tern/pages", .max_size = 10 << 30, .memory = 64 << 20});
+//   zone.load();                                   // at start, on a task thread
+//   if (auto hit = zone.find(KeyHash::of(key), now)) serve(*hit);
+//   zone.insert(writer, stored, now);              // a fill's EntryWriter, its last byte written
+//
+// The index holds a small node for every entry on disk: its hash, its
+// file's size, when it was last used. An entry in use also has its head
+// read (a Stored), and a small body kept beside it, so that a popular page
+// is served without reading its file's head again. Both are bounded:
+//   - max_size: the files' bytes; beyond it the least recently used entries
+//     are removed, file and node;
+//   - memory: the nodes, heads and bodies in memory; beyond it the least
+//     recently used heads and bodies are let go first (read again from the
+//     file at the next use), and only when the nodes alone fill it are
+//     entries removed, as nginx does when its keys_zone is full.
+// Entries not used for `inactive` are removed too (expire_inactive()).
+//
+// Sharded by hash, a mutex each, held for a moment: a lookup from any loop
+// thread copies out a shared pointer, so an entry being served survives its
+// eviction (an open file outlives its name). Files are read by the thread
+// that asks, outside the lock; an entry's file gets its name and loses it
+// under its shard's lock, so the index and the directory agree. Owned by
+// the server; outlives its loops.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cache/entry_file.h"
+
+namespace tern::cache {
+
+struct ZoneOptions {
+  std::string name;
+  std::string path;                         // the directory of the entries
+  uint64_t max_size = uint64_t{1} << 30;    // of the files
+  uint64_t memory = uint64_t{64} << 20;     // of the index, heads and bodies in memory
+  std::chrono::seconds inactive{600};       // unused this long: removed (nginx's 10m)
+  uint64_t memory_body_max = 16 * 1024;     // bodies up to this size are kept with their head
+};
+
+// An entry read back: its head and, when small, its body.
+struct Stored {
+  KeyHash hash;
+  EntryHead head;
+  std::string path;  // of its file
+  std::string body;  // the body, when body_in_memory
+  bool body_in_memory = false;
+
+  size_t memory() const;
+};
+
+class Zone {
+ public:
+  explicit Zone(ZoneOptions options);
+  Zone(const Zone&) = delete;
+  Zone& operator=(const Zone&) = delete;
+
+  const ZoneOptions& options() const { return options_; }
+
+  // Reads the directory into the index: every complete entry (its file's
+  // time as its last use), temp files of fills that never finished and
+  // files that are not entries removed. Lookups may run meanwhile: a key
+  // not read yet is a miss. Returns the entries indexed.
+  size_t load();
+
+  // The entry of `hash`, marked used (null: none, or its file was found
+  // broken or gone, and the node removed). Reads its head (and a small
+  // body) from its file when only its node was in memory.
+  std::shared_ptr<const Stored> find(const KeyHash& hash, int64_t now);
+
+  // Finishes the writer's file, gives it its name and indexes it as
+  // `stored` (in place of an entry under the same hash); then removes the
+  // least recently used while the zone is beyond its bounds. An error: the
+  // file could not be finished (a full disk), and nothing changed.
+  Result<void> insert(EntryWriter& writer, std::shared_ptr<const Stored> stored, int64_t now);
+
+  // Removes an entry and its file (a purge, a broken file). False: none.
+  bool erase(const KeyHash& hash);
+
+  // Removes the entries not used since now - inactive. Returns how many.
+  size_t expire_inactive(int64_t now);
+
+  struct Counts {
+    uint64_t entries = 0;
+    uint64_t disk_bytes = 0;
+    uint64_t memory_bytes = 0;
+  };
+  Counts counts() const;
+
+  // Reads an entry's file: its head, and its body if small enough.
+  static std::shared_ptr<Stored> read(const std::string& path, const KeyHash& hash, uint64_t memory_body_max);
+
+ private:
+  struct Node;
+  using Order = std::list<Node*>;  // most recent first
+  struct Node {
+    KeyHash hash;
+    uint64_t file_size = 0;
+    int64_t last_use = 0;
+    std::shared_ptr<const Stored> loaded;
+    Order::iterator use;
+    Order::iterator load;  // in Shard::loaded while `loaded` is set
+  };
+  struct Shard {
+    mutable std::mutex mu;
+    std::unordered_map<KeyHash, Node, KeyHashHasher> nodes;
+    Order used;
+    Order loaded;
+  };
+  static constexpr size_t kShards = 16;
+  // What a node takes beside its Stored: the node, its map entry, its
+  // place in the orders.
+  static constexpr size_t kNodeMemory = sizeof(Node) + 96;
+
+  Shard& shard(const KeyHash& hash) { return shards_[hash.bytes[0] % kShards]; }
+  // With the shard's lock held.
+  void set_loaded(Shard& s, Node& node, std::shared_ptr<const Stored> stored);
+  void remove(Shard& s, Node& node);  // the node; its file is the caller's
+  // Lets go of what the zone is beyond its bounds, oldest first.
+  void shrink();
+  // Removes the least recently used entry of the zone (true), or lets go
+  // of its least recently used head and body (`loaded_only`).
+  bool evict_oldest(bool loaded_only);
+
+  const ZoneOptions options_;
+  Shard shards_[kShards];
+  std::atomic<uint64_t> entries_{0};
+  std::atomic<uint64_t> disk_bytes_{0};
+  std::atomic<uint64_t> memory_bytes_{0};
+};
+
+}  // namespace tern::cache

@@ -1,0 +1,222 @@
+#include "cache/zone.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+namespace tern::cache {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ZoneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tern-zone-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  ZoneOptions options() const {
+    ZoneOptions o;
+    o.name = "pages";
+    o.path = dir_.string();
+    o.memory_body_max = 1024;
+    return o;
+  }
+
+  // Writes an entry as a fill does and indexes it; returns its file's size.
+  uint64_t fill(Zone& zone, const std::string& key, const std::string& body, int64_t now) {
+    EntryHead head;
+    head.key = key;
+    head.fields = {{"Content-Type", "text/plain"}};
+    head.stored = now;
+    head.expires = now + 60;
+    const KeyHash hash = KeyHash::of(key);
+    EntryWriter writer;
+    EXPECT_TRUE(writer.open(zone.options().path, hash, head));
+    EXPECT_TRUE(writer.append(body));
+    auto stored = std::make_shared<Stored>();
+    stored->hash = hash;
+    stored->head = head;
+    stored->head.body_size = body.size();
+    stored->path = writer.path();
+    if (body.size() <= zone.options().memory_body_max) {
+      stored->body = body;
+      stored->body_in_memory = true;
+    }
+    EXPECT_TRUE(zone.insert(writer, stored, now));
+    std::error_code gone;  // evicted already by another thread
+    const uintmax_t size = fs::file_size(stored->path, gone);
+    return gone ? 0 : size;
+  }
+
+  bool on_disk(const std::string& key) const { return fs::exists(entry_path(dir_.string(), KeyHash::of(key))); }
+
+  fs::path dir_;
+};
+
+TEST_F(ZoneTest, AnEntryIsFoundWithItsHeadAndASmallBody) {
+  Zone zone(options());
+  EXPECT_EQ(zone.find(KeyHash::of("a"), 100), nullptr);
+  const uint64_t small = fill(zone, "a", "hello", 100);
+  const uint64_t large = fill(zone, "b", std::string(5000, 'x'), 100);
+  std::shared_ptr<const Stored> a = zone.find(KeyHash::of("a"), 101);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->head.key, "a");
+  EXPECT_EQ(a->head.field("content-type"), "text/plain");
+  EXPECT_TRUE(a->body_in_memory);
+  EXPECT_EQ(a->body, "hello");
+  std::shared_ptr<const Stored> b = zone.find(KeyHash::of("b"), 101);
+  ASSERT_NE(b, nullptr);
+  EXPECT_FALSE(b->body_in_memory);  // served from its file
+  EXPECT_EQ(b->head.body_size, 5000u);
+  EXPECT_EQ(b->path, entry_path(dir_.string(), KeyHash::of("b")));
+  const Zone::Counts counts = zone.counts();
+  EXPECT_EQ(counts.entries, 2u);
+  EXPECT_EQ(counts.disk_bytes, small + large);
+  EXPECT_GT(counts.memory_bytes, 5u);
+}
+
+// A restart keeps the cache: the index is read back from the files, what a
+// fill left half written is removed, and so is anything not an entry.
+TEST_F(ZoneTest, LoadRebuildsTheIndexFromCompleteEntriesOnly) {
+  uint64_t bytes = 0;
+  {
+    Zone zone(options());
+    bytes += fill(zone, "kept-1", "one", 100);
+    bytes += fill(zone, "kept-2", std::string(3000, 'z'), 100);
+    EntryWriter half;
+    EntryHead head;
+    head.key = "half";
+    ASSERT_TRUE(half.open(dir_.string(), KeyHash::of("half"), head));
+    ASSERT_TRUE(half.append("partial"));
+    // A crash: the temp file stays (copied away before the writer goes).
+    for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+      if (e.is_regular_file() && is_temp_name(e.path().filename().string())) {
+        fs::copy_file(e.path(), e.path().string() + "x");
+      }
+    }
+  }
+  fill(*std::make_unique<Zone>(options()), "broken", "will be cut", 100);
+  fs::resize_file(entry_path(dir_.string(), KeyHash::of("broken")), 40);
+  std::ofstream(dir_ / "stray") << "not an entry";
+
+  Zone zone(options());
+  EXPECT_EQ(zone.load(), 2u);
+  EXPECT_EQ(zone.counts().entries, 2u);
+  EXPECT_EQ(zone.counts().disk_bytes, bytes);
+  std::shared_ptr<const Stored> one = zone.find(KeyHash::of("kept-1"), 200);
+  ASSERT_NE(one, nullptr);
+  EXPECT_EQ(one->body, "one");
+  EXPECT_EQ(zone.find(KeyHash::of("broken"), 200), nullptr);
+  EXPECT_FALSE(on_disk("broken"));
+  size_t files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.is_regular_file()) {
+      ++files;
+      EXPECT_FALSE(is_temp_name(e.path().filename().string())) << e.path();
+    }
+  }
+  EXPECT_EQ(files, 3u);  // the two entries, and "stray" at the top, which is not the zone's to judge
+}
+
+TEST_F(ZoneTest, BeyondMaxSizeTheLeastRecentlyUsedEntriesGo) {
+  ZoneOptions o = options();
+  o.max_size = 2500;
+  Zone zone(o);
+  const uint64_t size = fill(zone, "old", std::string(1000, 'o'), 100);
+  ASSERT_LT(size, 1250u);
+  fill(zone, "used", std::string(1000, 'u'), 101);
+  ASSERT_NE(zone.find(KeyHash::of("old"), 102), nullptr);  // now "used" is the oldest
+  fill(zone, "new", std::string(1000, 'n'), 103);
+  EXPECT_EQ(zone.counts().entries, 2u);
+  EXPECT_LE(zone.counts().disk_bytes, 2500u);
+  EXPECT_EQ(zone.find(KeyHash::of("used"), 104), nullptr);
+  EXPECT_FALSE(on_disk("used"));
+  EXPECT_NE(zone.find(KeyHash::of("old"), 104), nullptr);
+  EXPECT_NE(zone.find(KeyHash::of("new"), 104), nullptr);
+}
+
+// Memory goes to heads and bodies of the entries in use; beyond it they
+// are let go first (read again from the file) and entries are removed only
+// when their nodes alone fill it.
+TEST_F(ZoneTest, BeyondMemoryHeadsGoFirstThenEntries) {
+  ZoneOptions o = options();
+  o.memory = 4000;
+  Zone zone(o);
+  for (int i = 0; i < 6; ++i) fill(zone, "k" + std::to_string(i), std::string(900, 'b'), 100 + i);
+  EXPECT_EQ(zone.counts().entries, 6u);
+  EXPECT_LE(zone.counts().memory_bytes, 4000u);
+  for (int i = 0; i < 6; ++i) {
+    std::shared_ptr<const Stored> hit = zone.find(KeyHash::of("k" + std::to_string(i)), 200);
+    ASSERT_NE(hit, nullptr) << i;
+    EXPECT_EQ(hit->body, std::string(900, 'b'));
+  }
+  EXPECT_LE(zone.counts().memory_bytes, 4000u);
+
+  o.memory = 400;  // room for a few nodes, no heads
+  Zone small(o);
+  EXPECT_EQ(small.load(), 6u);
+  EXPECT_LE(small.counts().memory_bytes, 400u);
+  EXPECT_LT(small.counts().entries, 6u);
+  EXPECT_GT(small.counts().entries, 0u);
+}
+
+TEST_F(ZoneTest, EntriesUnusedForInactiveAreRemoved) {
+  ZoneOptions o = options();
+  o.inactive = std::chrono::seconds(60);
+  Zone zone(o);
+  fill(zone, "idle", "i", 100);
+  fill(zone, "busy", "b", 100);
+  ASSERT_NE(zone.find(KeyHash::of("busy"), 150), nullptr);
+  EXPECT_EQ(zone.expire_inactive(159), 0u);
+  EXPECT_EQ(zone.expire_inactive(170), 1u);
+  EXPECT_FALSE(on_disk("idle"));
+  EXPECT_TRUE(on_disk("busy"));
+  EXPECT_TRUE(zone.erase(KeyHash::of("busy")));
+  EXPECT_FALSE(zone.erase(KeyHash::of("busy")));
+  EXPECT_FALSE(on_disk("busy"));
+  EXPECT_EQ(zone.counts().entries, 0u);
+  EXPECT_EQ(zone.counts().disk_bytes, 0u);
+  EXPECT_EQ(zone.counts().memory_bytes, 0u);
+}
+
+// Loops find, fill and evict at once (TSan watches): the counts add up.
+TEST_F(ZoneTest, ThreadsFindFillAndEvictTogether) {
+  ZoneOptions o = options();
+  o.max_size = 40'000;
+  o.memory = 20'000;
+  Zone zone(o);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        const std::string key = "k" + std::to_string((i * 7 + t) % 120);
+        if (!zone.find(KeyHash::of(key), 1000 + i)) fill(zone, key, std::string(200 + i % 900, 'x'), 1000 + i);
+        if (i % 50 == 0) zone.erase(KeyHash::of("k" + std::to_string(i % 120)));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const Zone::Counts counts = zone.counts();
+  EXPECT_LE(counts.disk_bytes, 40'000u);
+  EXPECT_LE(counts.memory_bytes, 20'000u);
+  uint64_t files = 0, bytes = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.is_regular_file()) {
+      ++files;
+      bytes += e.file_size();
+    }
+  }
+  EXPECT_EQ(files, counts.entries);
+  EXPECT_EQ(bytes, counts.disk_bytes);
+}
+
+}  // namespace
+}  // namespace tern::cache
