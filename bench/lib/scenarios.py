@@ -217,9 +217,10 @@ SCENARIOS = [
              compare_to=(("keepalive-100", "cached / static 1 KiB"),
                          ("php-uncached", "cached / uncached")),
              note="the same page from the response cache: every measured request a hit "
-                  "(checked: X-Cache: HIT after warm-up; php-fpm CPU about 0). tern: "
-                  '[[fastcgi]] cache = true; nginx: fastcgi_cache (a file cache, keyed on '
-                  "method, host and URI), both honouring max-age; each with a php-fpm as in "
+                  "(checked after warm-up: tern's Cache-Status, nginx's X-Cache; php-fpm CPU "
+                  'about 0). tern: a [[cache]] zone, [[fastcgi]] cache = "php"; nginx: '
+                  "fastcgi_cache (keyed on method, host and URI); both files on the same "
+                  "disk, both honouring max-age; each with a php-fpm as in "
                   "php-hello; wrk as in keepalive-100"),
 ]
 
@@ -285,8 +286,9 @@ def _check_cache_hit(server, path, sample):
     except OSError as e:
         sample.errors.append(f"cache check: {type(e).__name__}: {e}")
         return
-    if status != 200 or headers.get("x-cache") != "HIT":
+    if status != 200 or not servers.served_from_cache(headers):
         sample.errors.append(f"not served from the cache after warm-up: status {status}, "
+                             f"Cache-Status: {headers.get('cache-status', '(none)')}, "
                              f"X-Cache: {headers.get('x-cache', '(none)')}")
 
 

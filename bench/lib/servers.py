@@ -311,7 +311,8 @@ def nginx_auth_config(ws, port):
 def tern_php_config(ws, port, fpm, cache, io="epoll"):
     """tern in front of its php-fpm, with the response cache or without."""
     path = ws.path(f"tern-php{'-cache' if cache else ''}-{io}-{port}.toml")
-    cache_lines = 'cache = true\ncache_size = "16MiB"\n' if cache else ""
+    cache_lines = 'cache = "php"\n' if cache else ""
+    zone = f'\n[[cache]]\nname = "php"\npath = "{ws.path(f"tern-{io}-{port}")}/cache"\nmax_size = "16MiB"\n' if cache else ""
     with open(path, "w") as f:
         f.write(f'''listen = ["{HOST}:{port}"]
 workers = 1
@@ -329,7 +330,7 @@ pool = {PHP_POOL}  # = php-fpm's pm.max_children (a child stays with its connect
 {cache_lines}
 [log]
 level = "warn"
-''')
+{zone}''')
     return path
 
 
@@ -712,6 +713,12 @@ def http_get(port, path, timeout=5.0, tls=False):
     serves what the others serve before anything is measured."""
     status, _, body = http_get_headers(port, path, timeout, tls)
     return status, body
+
+
+def served_from_cache(headers):
+    """Whether a response came from the server's cache: tern's Cache-Status
+    (RFC 9211), nginx's $upstream_cache_status in X-Cache."""
+    return headers.get("cache-status", "").startswith("tern; hit") or headers.get("x-cache") == "HIT"
 
 
 def http_get_headers(port, path, timeout=5.0, tls=False, fields=()):

@@ -215,6 +215,8 @@ Result<uint64_t> EntryWriter::finish() {
     abandon();
     return errno_error("cache entry write", code);
   }
+  struct stat st;
+  inode_ = ::fstat(fd_, &st) == 0 ? st.st_ino : 0;
   const int closed = ::close(fd_);
   const int code = errno;
   fd_ = -1;
@@ -244,10 +246,11 @@ Result<uint64_t> EntryWriter::commit() {
   return size;
 }
 
-Result<EntryHead> read_entry_head(int fd) {
+Result<EntryHead> read_entry_head(int fd, uint64_t* inode) {
   char fixed[kFixedSize];
   struct stat st;
   if (::fstat(fd, &st) != 0) return errno_error("cache entry stat", errno);
+  if (inode != nullptr) *inode = st.st_ino;
   if (!read_all(fd, fixed, sizeof fixed, 0)) return Error{EINVAL, "cache entry: short head"};
   const std::string_view in(fixed, sizeof fixed);
   if (std::memcmp(fixed, kMagic, sizeof kMagic) != 0 || get(in, 8, 4) != kVersion) {

@@ -63,6 +63,9 @@ struct KeyHashHasher {
 struct EntryHead {
   static constexpr uint32_t kRevalidate = 1;  // every use asks the origin first (no-cache)
   static constexpr uint32_t kNoStale = 2;     // never served stale (must-revalidate)
+  // Not a response: the key's responses vary by the request fields named in
+  // `vary`, each stored under the key and its variant.
+  static constexpr uint32_t kVaryMarker = 4;
 
   std::string key;
   std::vector<std::string> vary;  // field names of the response's Vary
@@ -119,6 +122,8 @@ class EntryWriter {
 
   bool is_open() const { return fd_ >= 0; }
   uint64_t body_size() const { return body_size_; }
+  uint64_t inode() const { return inode_; }  // after finish()
+  uint64_t head_size() const { return head_size_; }  // where the body begins
 
  private:
   int fd_ = -1;
@@ -127,11 +132,13 @@ class EntryWriter {
   std::string path_;
   uint64_t head_size_ = 0;
   uint64_t body_size_ = 0;
+  uint64_t inode_ = 0;
 };
 
 // Reads and checks the head of the entry file open as `fd`: its magic,
-// version, sizes, and that the file is exactly head and body long.
-Result<EntryHead> read_entry_head(int fd);
+// version, sizes, and that the file is exactly head and body long. Sets
+// *inode to the file's (to tell it from a later entry under its name).
+Result<EntryHead> read_entry_head(int fd, uint64_t* inode = nullptr);
 
 // Whether a name in a zone's directory is an entry's temp file.
 bool is_temp_name(std::string_view name);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <ctime>
 #include <utility>
 #include <vector>
 
@@ -47,9 +48,11 @@ Zone::Zone(ZoneOptions options) : options_(std::move(options)) {}
 std::shared_ptr<Stored> Zone::read(const std::string& path, const KeyHash& hash, uint64_t memory_body_max) {
   Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (file.fd < 0) return nullptr;
-  Result<EntryHead> head = read_entry_head(file.fd);
+  uint64_t inode = 0;
+  Result<EntryHead> head = read_entry_head(file.fd, &inode);
   if (!head) return nullptr;
   auto stored = std::make_shared<Stored>();
+  stored->inode = inode;
   stored->hash = hash;
   stored->head = std::move(*head);
   stored->path = path;
@@ -97,8 +100,11 @@ size_t Zone::load() {
       }
     }
   }
-  // Most recent first, each behind what was filled while loading.
+  // Most recent first, each behind what was filled while loading. Each has
+  // a whole `inactive` from now to be used again, as in nginx; the files'
+  // times only order them.
   std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime > b.mtime; });
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
   size_t indexed = 0;
   for (const Found& f : found) {
     Shard& s = shard(f.hash);
@@ -108,7 +114,7 @@ size_t Zone::load() {
     Node& node = it->second;
     node.hash = f.hash;
     node.file_size = f.size;
-    node.last_use = f.mtime;
+    node.last_use = now;
     node.use = s.used.insert(s.used.end(), &node);
     node.load = s.loaded.end();
     entries_.fetch_add(1, std::memory_order_relaxed);
@@ -172,9 +178,11 @@ void Zone::remove(Shard& s, Node& node) {
   s.nodes.erase(node.hash);
 }
 
-Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<const Stored> stored, int64_t now) {
+Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<Stored> stored, int64_t now) {
   Result<uint64_t> file_size = writer.finish();
   if (!file_size) return file_size.error();
+  stored->inode = writer.inode();
+  stored->head.body_offset = writer.head_size();
   Shard& s = shard(stored->hash);
   {
     std::lock_guard lock(s.mu);

@@ -54,6 +54,7 @@ struct Stored {
   KeyHash hash;
   EntryHead head;
   std::string path;  // of its file
+  uint64_t inode = 0;  // of its file: a file under its name now may be a later entry's
   std::string body;  // the body, when body_in_memory
   bool body_in_memory = false;
 
@@ -82,8 +83,9 @@ class Zone {
   // Finishes the writer's file, gives it its name and indexes it as
   // `stored` (in place of an entry under the same hash); then removes the
   // least recently used while the zone is beyond its bounds. An error: the
-  // file could not be finished (a full disk), and nothing changed.
-  Result<void> insert(EntryWriter& writer, std::shared_ptr<const Stored> stored, int64_t now);
+  // file could not be finished (a full disk), and nothing changed. Sets
+  // the file's inode and where its body begins in *stored.
+  Result<void> insert(EntryWriter& writer, std::shared_ptr<Stored> stored, int64_t now);
 
   // Removes an entry and its file (a purge, a broken file). False: none.
   bool erase(const KeyHash& hash);

@@ -58,6 +58,7 @@ constexpr RestartSetting kRestartSettings[] = {
        fresh.group = running.group;
      }},
     setting<&Config::pid_file>("pid_file"),
+    setting<&Config::caches>("[[cache]]"),
     {"[auth]", [](const Config& a, const Config& b) { return without_line(a.auth) == without_line(b.auth); },
      [](const Config& running, Config& fresh) { fresh.auth = running.auth; }},
     setting<&Config::http2>("[http2]"),

@@ -17,6 +17,7 @@
 #include "net/event_loop.h"
 #include "net/inherited_sockets.h"
 #include "net/tcp_connection.h"
+#include "server/cache_zones.h"
 #include "server/chain.h"
 #include "server/limits/key_limits.h"
 #include "server/handlers/fastcgi_handler.h"
@@ -166,7 +167,8 @@ void Server::start() {
   }
   count_by_series(config);
   metrics_->set_extra([this](MetricsSnapshot* snapshot) { add_server_figures(snapshot); });
-  upstreams_ = std::make_unique<Upstreams>(config, metrics_.get());
+  caches_ = std::make_unique<CacheZones>(config.caches, config.user);
+  upstreams_ = std::make_unique<Upstreams>(config, metrics_.get(), caches_.get());
   upstreams_->start_health_checks(loop_);
   // Blocking work (the users app's database and hashes, auth_basic's
   // password checks) off the loops.
@@ -371,7 +373,7 @@ void Server::reload() {
   std::shared_ptr<const Chain> chain;
   std::vector<TlsAddress> tls;
   try {
-    if (new_blocks) upstreams = std::make_unique<Upstreams>(fresh, metrics_.get());
+    if (new_blocks) upstreams = std::make_unique<Upstreams>(fresh, metrics_.get(), caches_.get());
     chain = build_chain(fresh, new_blocks ? upstreams.get() : upstreams_.get());
     tls = tls_for(fresh, *chain);
   } catch (const ConfigError& e) {

@@ -51,6 +51,7 @@ class InheritedSockets;
 namespace tern::server {
 
 class Chain;
+class CacheZones;
 class ChainLoop;
 class KeyLimits;
 class Metrics;
@@ -137,6 +138,7 @@ class Server {
   std::shared_ptr<const std::vector<Cidr>> proxy_senders_;
   // Addresses told to expect the header (TcpServer::set_proxy_protocol).
   std::vector<net::InetAddress> proxy_addresses_;
+  std::unique_ptr<CacheZones> caches_;    // before the handlers that name them, after them gone
   std::unique_ptr<Upstreams> upstreams_;  // FastCGI blocks and proxy groups
   // Upstreams a reload replaced, winding down (Upstreams::retire_loop),
   // with the chains that named them: closed and freed once none of those

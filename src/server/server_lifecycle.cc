@@ -14,6 +14,7 @@
 #include "http/http_server.h"
 #include "net/event_loop.h"
 #include "server/observability/metrics.h"
+#include "server/cache_zones.h"
 #include "server/server.h"
 #include "server/process/service_notify.h"
 #include "server/process/upgrade.h"
@@ -118,6 +119,8 @@ std::string Server::status_line() const {
 }
 
 void Server::announce_ready() {
+  // As the user the process became: the zones' files are that user's.
+  if (caches_) caches_->start();
   service_notify::ready(status_line());
   if (service_notify::enabled() && !status_timer_.valid()) {
     status_timer_ = loop_->run_every(std::chrono::seconds(5), [this] { service_notify::status(status_line()); });

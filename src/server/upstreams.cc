@@ -62,14 +62,14 @@ upstream::Balancer::Method group_method(UpstreamConfig::Method method) {
   return upstream::Balancer::Method::kRoundRobin;
 }
 
-Upstreams::Upstreams(const Config& config, Metrics* metrics) {
+Upstreams::Upstreams(const Config& config, Metrics* metrics, const CacheZones* caches) {
   if (std::vector<FastCgiConfig> blocks = fastcgi_blocks(config); !blocks.empty()) {
-    fastcgi = std::make_unique<FastCgiRoutes>(config, blocks, std::string("tern/") + TERN_VERSION);
-    fastcgi->set_metrics(metrics);
+    fastcgi = std::make_unique<FastCgiRoutes>(config, blocks, std::string("tern/") + TERN_VERSION, caches, metrics);
   }
   if (!proxy_groups(config).empty()) {
     proxy = std::make_unique<ProxyRoutes>(config);
     proxy->set_metrics(metrics);
+    proxy->set_caches(caches);
   }
 }
 

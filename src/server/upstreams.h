@@ -18,6 +18,7 @@ class EventLoop;
 
 namespace tern::server {
 
+class CacheZones;
 class FastCgiRoutes;
 class Metrics;
 class ProxyRoutes;
@@ -37,8 +38,9 @@ struct Upstreams {
   std::unique_ptr<ProxyRoutes> proxy;      // null without proxies
 
   // Throws std::runtime_error when a FastCGI block's root cannot be
-  // opened. The pools count into `metrics` (null: not counted).
-  explicit Upstreams(const Config& config, Metrics* metrics = nullptr);
+  // opened, or a cache names no zone of `caches`. The pools count into
+  // `metrics` (null: not counted).
+  explicit Upstreams(const Config& config, Metrics* metrics = nullptr, const CacheZones* caches = nullptr);
   ~Upstreams();
   Upstreams(const Upstreams&) = delete;
   Upstreams& operator=(const Upstreams&) = delete;

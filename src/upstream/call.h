@@ -193,7 +193,9 @@ struct CallOptions {
 class ResponseTap {
  public:
   virtual ~ResponseTap() = default;
-  // The status and the fields exactly as relayed to the client.
+  // The status and the fields exactly as relayed to the client, then the
+  // upstream's Date and X-Accel-Expires, which are not relayed but say how
+  // fresh the response is (a cache's to read, not to store).
   virtual void on_head(int status, std::span<const http::Header> headers) = 0;
   virtual void on_body(std::string_view piece) = 0;
   // complete: the whole response reached the client's connection.

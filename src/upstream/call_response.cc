@@ -96,7 +96,12 @@ bool Call::write_response_head() {
   if (!options_.extra_header_name.empty()) {
     writer.header(options_.extra_header_name, options_.extra_header_value);
   }
-  if (tap_) tap_->on_head(status, relayed_);
+  if (tap_) {
+    for (const http::Header& field : head.headers) {
+      if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) relayed_.push_back(field);
+    }
+    tap_->on_head(status, relayed_);
+  }
   buffer_response_ =
       options_.response_buffering && !http::iequals(head.header("X-Accel-Buffering"), "no");
   if (buffer_response_) response_.configure(options_.response_memory, options_.temp_dir);

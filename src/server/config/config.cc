@@ -261,9 +261,13 @@ FastCgiConfig read_fastcgi(Section s, int line, const char* default_match) {
   s.get_duration("queue_timeout", &f.queue_timeout);
   s.get_int("pool", &f.pool, 1, 10000);
   s.get_int("queue", &f.queue, 0, 1'000'000);
-  s.get_bool("cache", &f.cache);
-  s.get_size("cache_size", &f.cache_size, 4096);
-  s.get_duration("cache_ttl", &f.cache_ttl);
+  f.cache = read_cache_use(s);
+  for (const char* old : {"cache_size", "cache_ttl"}) {
+    if (const toml::node* node = s.node(old)) {
+      s.fail(*node, old, "replaced by [[cache]] zones: max_size and memory are the zone's, a lifetime without "
+                         "Cache-Control is cache = { zone = \"NAME\", valid = { 200 = \"10m\" } }");
+    }
+  }
   s.get_bool("request_buffering", &f.request_buffering);
   s.get_bool("response_buffering", &f.response_buffering);
   s.get_size("response_buffer", &f.response_buffer, 0);
@@ -408,6 +412,7 @@ Config load_config(const std::string& path) {
   if (const toml::node* node = top.node("limit")) config_detail::read_key_limits(top, *node, c);
   config_detail::read_connection_limits(top, c);
   if (const toml::node* node = top.node("upstream")) config_detail::read_upstreams(top, *node, c);
+  if (const toml::node* node = top.node("cache")) config_detail::read_cache_zones(top, *node, c);
   if (const toml::node* node = top.node("server")) config_detail::read_sites(top, *node, c);
   std::vector<std::string> chain{path};
   config_detail::read_includes(top, c, chain);
@@ -416,6 +421,7 @@ Config load_config(const std::string& path) {
   config_detail::check_proxies(path, c);
   config_detail::check_proxy_protocol(path, c);
   config_detail::check_key_limits(path, c);
+  config_detail::check_cache_uses(path, c);
   if (c.access_log == "off") c.access_log.clear();
   c.limits.temp_dir = c.temp_dir;
   return c;

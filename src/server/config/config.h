@@ -76,9 +76,7 @@ struct FastCgiConfig {
   std::chrono::milliseconds queue_timeout{10000};
   size_t pool = 8;     // persistent connections per worker
   size_t queue = 256;  // requests waiting for one, per worker
-  bool cache = false;
-  size_t cache_size = 16 * 1024 * 1024;
-  std::chrono::milliseconds cache_ttl{0};  // without Cache-Control max-age; 0: not cached
+  std::optional<CacheUseConfig> cache;  // responses kept in a [[cache]]
   // The whole request body is received (memory, then a temp file) before a
   // connection to the application is taken.
   bool request_buffering = true;
@@ -408,6 +406,7 @@ struct Config {
   std::vector<SiteConfig> sites;
   std::vector<UpstreamConfig> upstreams;  // [[upstream]] groups
   std::vector<KeyLimitConfig> key_limits;  // [[limit]]s
+  std::vector<CacheZoneConfig> caches;     // [[cache]] zones
   // The [[limit]]s (of connections, by $remote_addr) every connection
   // counts against from its accept to its close.
   std::vector<std::string> limit_connections;

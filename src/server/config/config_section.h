@@ -178,6 +178,13 @@ void read_connection_limits(Section& top, Config& c);
 // After the whole file: every location's limits are [[limit]]s.
 void check_key_limits(const std::string& file, const Config& c);
 
+// The [[cache]] zones (the node under "cache" in the top table), a proxy's
+// or a FastCGI block's `cache` (none when absent), and after the whole file:
+// every use names a zone.
+void read_cache_zones(Section& top, const toml::node& node, Config& c);
+std::optional<CacheUseConfig> read_cache_use(Section& s);
+void check_cache_uses(const std::string& file, const Config& c);
+
 // The [[upstream]] groups (the node under "upstream" in the top table).
 void read_upstreams(Section& top, const toml::node& node, Config& c);
 

@@ -313,6 +313,7 @@ ProxyConfig read_proxy(Section s, int line, bool prefix_location) {
   s.get_int("next_upstream_tries", &p.next_upstream_tries, 0, 64);
   s.get_duration("next_upstream_timeout", &p.next_upstream_timeout);
   s.get_bool("redirect", &p.redirect);
+  p.cache = read_cache_use(s);
   read_host_and_tls(s, pass, p);
   s.finish();
   return p;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "http1/response_parser.h"
+#include "server/config/cache_config.h"
 #include "net/socket_address.h"
 #include "upstream/health_options.h"
 
@@ -102,6 +103,7 @@ struct ProxyConfig {
   std::chrono::milliseconds next_upstream_timeout{0};  // 0: no bound
   bool redirect = true;  // Location "http://GROUP/path..." becomes "PREFIX..."
   std::optional<UpstreamTlsConfig> tls{};  // "https://": set, from the `tls` table
+  std::optional<CacheUseConfig> cache;     // responses kept in a [[cache]]
   int line = 0;
   bool operator==(const ProxyConfig&) const = default;
 };

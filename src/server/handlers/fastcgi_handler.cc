@@ -15,6 +15,7 @@
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 #include "server/handlers/static_files.h"
+#include "server/handlers/upstream_cache.h"
 #include "server/regex.h"
 #include "server/upstreams.h"
 #include "server/open_file_cache.h"
@@ -61,7 +62,7 @@ struct FastCgiRoutes::Block {
   std::optional<Regex> pattern;
   std::string log_name;
   std::string allow;  // the methods, for a 405's Allow
-  std::unique_ptr<ResponseCache> cache;
+  std::unique_ptr<UpstreamCache> cache;  // null without one
   http::ExchangeHandler handler;
   size_t index = 0;  // position in blocks_ and in each LoopState's script caches
   size_t pool = 0;   // position in pools_ and in each LoopState's groups
@@ -94,13 +95,14 @@ struct FastCgiRoutes::LoopState {
 };
 
 FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConfig>& blocks,
-                             std::string software)
+                             std::string software, const CacheZones* caches, Metrics* metrics)
     : software_(std::move(software)),
       server_name_(config.server_name),
       temp_dir_(config.temp_dir),
       symlinks_anywhere_(config.static_files.allow_symlinks_outside_root),
       cache_valid_(config.static_files.cache_valid),
       groups_([this](net::EventLoop* loop, size_t pool) { return make_group(loop, pool); }) {
+  metrics_ = metrics;
   for (const FastCgiConfig& block_config : blocks) {
     auto block = std::make_unique<Block>();
     block->config = block_config;
@@ -139,9 +141,7 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
     block->balance = group_method(application.method);
     block->log_name = "fastcgi " + application.name;
     block->allow = join(block_config.methods, ", ");
-    if (block_config.cache) {
-      block->cache = std::make_unique<ResponseCache>(block_config.cache_size, block_config.cache_ttl);
-    }
+    if (block_config.cache) block->cache = make_upstream_cache(caches, *block_config.cache, metrics);
     block->index = blocks_.size();
     TERN_LOG_INFO("fastcgi: {} -> {}, up to {} connection(s) per worker (php-fpm needs "
                   "pm.max_children >= that x workers), request buffering {}, response "
@@ -149,9 +149,14 @@ FastCgiRoutes::FastCgiRoutes(const Config& config, const std::vector<FastCgiConf
                   block_config.match, block_config.pass, block_config.pool,
                   block_config.request_buffering ? "on" : "off",
                   block_config.response_buffering ? "on" : "off",
-                  block_config.cache ? ", response cache on" : "");
+                  block_config.cache ? ", cache " + block_config.cache->zone : std::string());
     Block* raw = block.get();
-    block->handler = [this, raw](http::Exchange& exchange) { handle(*raw, exchange); };
+    // What route() hands the chain to say "this block's"; FastCgiHandler
+    // runs the block through start(), with the request's route.
+    block->handler = [](http::Exchange& exchange) {
+      http::write_error_page(exchange.writer(), 500);
+      exchange.finish();
+    };
     // The application and how it is pooled: blocks alike share one pool.
     const FastCgiConfig& c = block_config;
     const std::string key = fmt::format("{}|{}|{}|{}|{}", c.group.empty() ? application.name : "group " + c.group,
@@ -262,11 +267,12 @@ const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view
   return nullptr;
 }
 
-void FastCgiRoutes::start(size_t block, http::Exchange& exchange, InternalRedirect redirect) {
-  handle(*blocks_[block], exchange, std::move(redirect));
+void FastCgiRoutes::start(size_t block, const Route& route, http::Exchange& exchange, InternalRedirect redirect) {
+  handle(*blocks_[block], route, exchange, std::move(redirect));
 }
 
-void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, InternalRedirect redirect) {
+void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::Exchange& exchange,
+                           InternalRedirect redirect) {
   const http::Request& request = exchange.request();
   LoopState& state = *loops_.current();
   const LoopState::Route& route = state.route;
@@ -284,44 +290,6 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
     return exchange.finish();
   }
 
-  std::unique_ptr<upstream::ResponseTap> tap;
-  if (block.cache && (request.method() == http::Method::kGet || request.method() == http::Method::kHead) &&
-      !request.has_header(http::FieldId::kAuthorization)) {
-    std::string key = ResponseCache::key(request);
-    auto now = std::chrono::steady_clock::now();
-    auto hit = block.cache->find(key, now);
-    if (metrics_ != nullptr) {
-      LoopMetrics& counts = metrics_->loop(exchange.loop());
-      (hit ? counts.response_cache_hits : counts.response_cache_misses).add();
-    }
-    if (hit) {
-      http::ResponseWriter& w = exchange.writer();
-      if (hit->status == 200) {
-        std::string_view type, coding;
-        for (const auto& [name, value] : hit->headers) {
-          if (http::iequals(name, "Content-Type")) type = value;
-          if (http::iequals(name, "Content-Encoding")) coding = value;
-        }
-        if (coding.empty()) (void)w.compress_for(type, hit->body.size());
-      }
-      const bool coded = w.compressing_body();
-      w.start(hit->status);
-      for (const auto& [name, value] : hit->headers) {
-        if (coded && http::iequals(name, "ETag") && !value.starts_with("W/")) {
-          w.header(name, "W/" + value);
-        } else {
-          w.header(name, value);
-        }
-      }
-      w.header("X-Cache", "HIT");
-      w.header("Age", static_cast<uint64_t>(
-                          std::chrono::duration_cast<std::chrono::seconds>(now - hit->stored).count()));
-      w.body(hit->body);
-      return exchange.finish();
-    }
-    if (request.method() == http::Method::kGet) tap = block.cache->filler(std::move(key));
-  }
-
   upstream::CallOptions options;
   options.read_timeout = block.config.read_timeout;
   // Several php-fpm pools: a failed attempt may go to another.
@@ -336,10 +304,8 @@ void FastCgiRoutes::handle(const Block& block, http::Exchange& exchange, Interna
   options.response_head = block.config.response_head;
   options.temp_dir = temp_dir_;
   options.internal_redirect = std::move(redirect);
-  if (block.cache) {
-    options.extra_header_name = "X-Cache";
-    options.extra_header_value = "MISS";
-  }
+  std::unique_ptr<upstream::ResponseTap> tap;
+  if (block.cache && block.cache->start(chain_route, exchange, &options, &tap)) return;
   // What PARAMS need beyond the request, owned by the writer (it runs again
   // if the request is retried, and for a buffered body at its end).
   // The layer's names are OpenSSL's static strings: views stay valid. A

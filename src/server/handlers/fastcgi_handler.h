@@ -29,8 +29,8 @@
 // children for, however many locations pass to it. An application given
 // by name ("php:9000", or an [[upstream]] server) is looked up on the main
 // loop (UpstreamNames) and its pools made again on each loop when the
-// answer changes, as for a proxy's. Blocks with `cache` on share one
-// ResponseCache between loops.
+// answer changes, as for a proxy's. A block with `cache` keeps responses in
+// a [[cache]] zone (upstream_cache.h).
 #pragma once
 
 #include <memory>
@@ -44,7 +44,7 @@
 #include "net/loop_local.h"
 #include "server/config/config.h"
 #include "server/loop_groups.h"
-#include "server/response_cache.h"
+#include "server/handler.h"
 #include "server/upstream_names.h"
 #include "upstream/group.h"
 
@@ -54,15 +54,19 @@ class EventLoop;
 
 namespace tern::server {
 
+class CacheZones;
 class Metrics;
 
 class FastCgiRoutes {
  public:
   // `blocks` with their roots set (fastcgi_blocks()); from config the
   // symlink rule, the temp directory and the server name. `software` is
-  // SERVER_SOFTWARE ("tern/0.1.0"). Throws std::runtime_error when a
-  // block's root cannot be opened.
-  FastCgiRoutes(const Config& config, const std::vector<FastCgiConfig>& blocks, std::string software);
+  // SERVER_SOFTWARE ("tern/0.1.0"). The pools and the caches count into
+  // `metrics` (null: nowhere); the caches are zones of `caches`. Throws
+  // std::runtime_error when a block's root cannot be opened or its cache
+  // names no zone.
+  FastCgiRoutes(const Config& config, const std::vector<FastCgiConfig>& blocks, std::string software,
+                const CacheZones* caches = nullptr, Metrics* metrics = nullptr);
   ~FastCgiRoutes();
   FastCgiRoutes(const FastCgiRoutes&) = delete;
   FastCgiRoutes& operator=(const FastCgiRoutes&) = delete;
@@ -70,9 +74,6 @@ class FastCgiRoutes {
   bool empty() const { return blocks_.empty(); }
   // On each I/O loop's thread, before it serves.
   void init_loop(net::EventLoop* loop);
-  // Where the pools and the response caches count (null: nowhere). Before
-  // the first init_loop().
-  void set_metrics(Metrics* metrics) { metrics_ = metrics; }
   // Closes the pools, each on its loop's thread (waits). Main thread, while
   // the I/O loops still run; requests after it get 502.
   void shutdown(const std::vector<net::EventLoop*>& loops);
@@ -92,7 +93,7 @@ class FastCgiRoutes {
   // Runs what route() found for `block` (right after it), with an answer
   // for the application's X-Accel-Redirect.
   using InternalRedirect = decltype(upstream::CallOptions::internal_redirect);
-  void start(size_t block, http::Exchange& exchange, InternalRedirect redirect);
+  void start(size_t block, const Route& route, http::Exchange& exchange, InternalRedirect redirect);
   size_t size() const { return blocks_.size(); }
 
   struct LoopState;  // one loop's pools and script cache (defined in the .cc)
@@ -108,7 +109,7 @@ class FastCgiRoutes {
   // Pool `index`'s php-fpm servers now.
   std::vector<upstream::GroupServer> servers(size_t pool) const;
   std::unique_ptr<upstream::Group> make_group(net::EventLoop* loop, size_t pool) const;
-  void handle(const Block& block, http::Exchange& exchange, InternalRedirect redirect = nullptr);
+  void handle(const Block& block, const Route& route, http::Exchange& exchange, InternalRedirect redirect);
 
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<Pool> pools_;

@@ -187,7 +187,7 @@ InternalRedirect accel_redirect(const Chain* chain, const Site* site) {
 }
 
 void FastCgiHandler::start(const Route& route, http::Exchange& exchange) {
-  routes_->start(block_, exchange, accel_redirect(chain_, route.site));
+  routes_->start(block_, route, exchange, accel_redirect(chain_, route.site));
 }
 
 }  // namespace tern::server

@@ -287,6 +287,7 @@ ProxyHandler::ProxyHandler(const ProxyRoutes* routes, const Location& location, 
     if (group.method == UpstreamConfig::Method::kHash) hash_ = group.hash;
     proxy_protocol_ = group.proxy_protocol != 0;
   }
+  if (config_.cache) cache_ = make_upstream_cache(routes->caches(), *config_.cache, routes->metrics());
 }
 
 std::string ProxyHandler::hash_key(const Route& route) const {
@@ -360,7 +361,9 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
     options.rewrite_to = prefix_;
   }
   options.response_head = config_.response_head;
-  upstream::Call::start<proxy::HttpCodec>(exchange, *group, options, nullptr, request, forward,
+  std::unique_ptr<upstream::ResponseTap> tap;
+  if (cache_ && cache_->start(route, exchange, &options, &tap)) return;
+  upstream::Call::start<proxy::HttpCodec>(exchange, *group, options, std::move(tap), request, forward,
                                           options.response_head);
 }
 

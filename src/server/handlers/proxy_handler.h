@@ -28,6 +28,7 @@
 #include "proxy/forward_head.h"
 #include "server/config/config.h"
 #include "server/handler.h"
+#include "server/handlers/upstream_cache.h"
 #include "server/loop_groups.h"
 #include "server/upstream_names.h"
 #include "upstream/group.h"
@@ -40,6 +41,7 @@ class SecureContext;
 
 namespace tern::server {
 
+class CacheZones;
 class Chain;
 class Metrics;
 struct Location;
@@ -66,6 +68,11 @@ class ProxyRoutes {
   void init_loop(net::EventLoop* loop);
   // Where the pools count (null: nowhere). Before the first init_loop().
   void set_metrics(Metrics* metrics) { metrics_ = metrics; }
+  Metrics* metrics() const { return metrics_; }
+  // The [[cache]] zones the proxies' caches name (null: none). Before the
+  // handlers are made.
+  void set_caches(const CacheZones* caches) { caches_ = caches; }
+  const CacheZones* caches() const { return caches_; }
   // Closes the pools, each on its loop's thread (waits). Main thread, while
   // the I/O loops still run.
   void shutdown(const std::vector<net::EventLoop*>& loops);
@@ -105,6 +112,7 @@ class ProxyRoutes {
 
   std::vector<UpstreamConfig> groups_;
   Metrics* metrics_ = nullptr;
+  const CacheZones* caches_ = nullptr;
   std::vector<UpstreamConfig> declared_;  // the [[upstream]]s
   // Per group, a TLS context per server (none for a plain group), shared by
   // every loop's pools and the health check.
@@ -123,7 +131,9 @@ class ProxyRoutes {
 
 class ProxyHandler final : public Handler {
  public:
-  // `chain` answers the upstream's X-Accel-Redirects.
+  // `chain` answers the upstream's X-Accel-Redirects. Throws
+  // std::runtime_error when the location's cache names a zone the server
+  // does not have (one a reload added: a restart makes it).
   ProxyHandler(const ProxyRoutes* routes, const Location& location, const Chain* chain);
   Claim claim(Route&) override { return Claim::kExchange; }
   void start(const Route& route, http::Exchange& exchange) override;
@@ -141,6 +151,7 @@ class ProxyHandler final : public Handler {
   std::string log_name_;
   std::string rewrite_from_;
   proxy::FieldEdits edits_;  // the location's set_headers and remove_headers
+  std::unique_ptr<UpstreamCache> cache_;  // null without one
 };
 
 }  // namespace tern::server

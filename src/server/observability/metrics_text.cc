@@ -165,9 +165,9 @@ std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) 
   sample(out, "tern_open_file_cache_hits_total", s.file_cache_hits);
   family(out, "tern_open_file_cache_misses_total", "counter", "Static file lookups that went to the file system.");
   sample(out, "tern_open_file_cache_misses_total", s.file_cache_misses);
-  family(out, "tern_response_cache_hits_total", "counter", "FastCGI responses answered from the response cache.");
+  family(out, "tern_response_cache_hits_total", "counter", "Requests of proxied and FastCGI locations answered from a [[cache]].");
   sample(out, "tern_response_cache_hits_total", s.response_cache_hits);
-  family(out, "tern_response_cache_misses_total", "counter", "Cacheable FastCGI requests the cache did not hold.");
+  family(out, "tern_response_cache_misses_total", "counter", "GET and HEAD requests of locations with a [[cache]] that went to the application.");
   sample(out, "tern_response_cache_misses_total", s.response_cache_misses);
   family(out, "tern_log_dropped_total", "counter", "Log records dropped because the log's queue was full.");
   fmt::format_to(Out(out), "tern_log_dropped_total{{log=\"error\"}} {}\n", s.error_log_dropped);

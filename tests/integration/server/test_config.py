@@ -94,6 +94,21 @@ BAD_CONFIGS = [
      "server[0].location[0].proxy.pass", 6),
     ("proxy-unknown-key", '[[server]]\n[[server.location]]\nprefix = "/"\nproxy = { pass = "http://127.0.0.1:1", retries = 2 }\n',
      "server[0].location[0].proxy.retries", 6),
+    ("cache-without-path", '[[cache]]\nname = "pages"\n', "cache[0].path", 3),
+    ("cache-relative-path", '[[cache]]\nname = "pages"\npath = "var/cache"\n', "cache[0].path", 5),
+    ("cache-name-twice", '[[cache]]\nname = "p"\npath = "/tmp/a"\n[[cache]]\nname = "p"\npath = "/tmp/b"\n',
+     "cache[1].name", 7),
+    ("cache-tiny-memory", '[[cache]]\nname = "p"\npath = "/tmp/a"\nmemory = "1KiB"\n', "cache[0].memory", 6),
+    ("cache-names-no-zone", '[[server]]\n[[server.location]]\nprefix = "/"\nproxy = { pass = "http://127.0.0.1:1", cache = "none" }\n',
+     "server[0].location[0].proxy.cache", 6),
+    ("cache-valid-bad-status", '[[cache]]\nname = "p"\npath = "/tmp/a"\n[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "http://127.0.0.1:1", cache = { zone = "p", valid = { 100 = "1m" } } }\n',
+     "server[0].location[0].proxy.cache.valid.100", 9),
+    ("cache-unknown-variable", '[[cache]]\nname = "p"\npath = "/tmp/a"\n[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\n'
+     'cache = { zone = "p", key = "$host$nonsense" }\n', "fastcgi[0].cache.key", 9),
+    ("fastcgi-old-cache", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\ncache = true\n', "fastcgi[0].cache", 6),
+    ("fastcgi-old-cache-ttl", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\ncache_ttl = "60s"\n',
+     "fastcgi[0].cache_ttl", 6),
     ("auth-bad-store", '[auth]\nstore = "postgres://x"\n', "auth.store", 4),
     ("auth-short-secret", '[auth]\nsecret = "short"\n', "auth.secret", 4),
     ("auth-mysql-without-secret", '[auth]\nstore = "mysql://u:p@127.0.0.1:3306/db"\n', "auth.secret", 3),
@@ -123,6 +138,15 @@ def test_bad_config_fails_check_with_one_line_naming_file_line_and_key(tmp_path,
     assert len(lines) == 1, proc.stderr
     assert f"{path}:{line}:" in lines[0]
     assert key in lines[0]
+
+
+def test_the_old_fastcgi_cache_settings_say_what_replaced_them(tmp_path):
+    (tmp_path / "www").mkdir()
+    for setting in ("cache = true", 'cache_size = "16MiB"', 'cache_ttl = "60s"'):
+        path = tmp_path / "old.toml"
+        path.write_text(PREAMBLE + f'[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\n{setting}\n')
+        proc = run_tern("-t", "-c", str(path), cwd=tmp_path)
+        assert proc.returncode == 2 and "[[cache]]" in proc.stderr, proc.stderr
 
 
 def test_bad_config_stops_startup_with_status_2(tmp_path):

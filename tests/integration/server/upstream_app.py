@@ -15,6 +15,12 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
   POST /hangup            reads the body, then closes without answering
   GET  /hangup            closes without answering
   GET  /health            200, or 503 after POST /health/down (until /health/up)
+  *    /cached/...?h=NAME:VALUE&status=C&n=N&delay=S
+                          for a cache in front: status C (200), the fields
+                          given by h (repeatable), a body "NAME #K PATH\n" (K
+                          counts the requests /cached has had) padded with the
+                          pattern to N bytes when given, after S seconds
+  GET  /cachedcount       how many requests /cached has had; POST resets it
   GET  /ws                WebSocket echo (text and binary)
   GET  /tls[?close=1]     over HTTPS: the name the client sent (SNI), the
                           protocol, whether the session was resumed (JSON);
@@ -57,7 +63,7 @@ PATTERN = bytes(range(256)) * 256  # 64 KiB
 
 
 def make_app(name):
-    state = {"count": 0, "healthy": True}
+    state = {"count": 0, "healthy": True, "cached": 0}
     app = web.Application(client_max_size=1 << 30)
 
     async def name_handler(request):
@@ -125,6 +131,30 @@ def make_app(name):
     async def accel(request):
         return web.Response(text="not this body", headers={
             "X-Accel-Redirect": request.query["to"], "Content-Disposition": "attachment; filename=x.txt"})
+
+    async def cached(request):
+        state["cached"] += 1
+        await request.read()
+        if "delay" in request.query:
+            await asyncio.sleep(float(request.query["delay"]))
+        headers = []
+        for field in request.query.getall("h", []):
+            field_name, _, value = field.partition(":")
+            headers.append((field_name, value.strip()))
+        body = f"{name} #{state['cached']} {request.path}\n".encode()
+        if "n" in request.query:
+            n = int(request.query["n"])
+            body = (body + PATTERN * (n // len(PATTERN) + 1))[:n]
+        response = web.Response(status=int(request.query.get("status", "200")), body=body,
+                                content_type="text/plain")
+        for field_name, value in headers:
+            response.headers.add(field_name, value)
+        return response
+
+    async def cached_count(request):
+        if request.method == "POST":
+            state["cached"] = 0
+        return web.Response(text=str(state["cached"]))
 
     async def count(request):
         if request.method == "POST":
@@ -236,6 +266,8 @@ def make_app(name):
     app.router.add_route("*", "/hangup", hangup)
     app.router.add_get("/health", health)
     app.router.add_post("/health/{state}", health_set)
+    app.router.add_route("*", "/cachedcount", cached_count)  # before /cached...
+    app.router.add_route("*", "/cached{tail:.*}", cached)
     app.router.add_get("/ws", websocket)
     app.router.add_get("/tls", tls_state)
     app.router.add_route("*", "/auth", auth)

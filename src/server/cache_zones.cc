@@ -1,0 +1,90 @@
+#include "server/cache_zones.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
+#include "base/log.h"
+#include "server/process/privileges.h"
+
+namespace tern::server {
+namespace {
+
+// mkdir -p, 0700.
+bool make_dirs(const std::string& path) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string part = path.substr(0, slash);
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
+    if (slash == std::string::npos) return true;
+  }
+}
+
+}  // namespace
+
+CacheZones::CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner) {
+  std::optional<Identity> identity;
+  if (!owner.empty() && ::geteuid() == 0) {
+    std::string error;
+    identity = resolve_identity(owner, "", &error);
+  }
+  for (const CacheZoneConfig& c : configs) {
+    if (!make_dirs(c.path)) {
+      throw std::runtime_error("cache " + c.name + ": " + c.path + ": " + std::strerror(errno));
+    }
+    if (identity && ::chown(c.path.c_str(), identity->uid, identity->gid) != 0) {
+      throw std::runtime_error("cache " + c.name + ": chown " + c.path + ": " + std::strerror(errno));
+    }
+    cache::ZoneOptions options;
+    options.name = c.name;
+    options.path = c.path;
+    options.max_size = c.max_size;
+    options.memory = c.memory;
+    options.inactive = std::chrono::duration_cast<std::chrono::seconds>(c.inactive);
+    zones_.push_back(std::make_unique<cache::Zone>(std::move(options)));
+  }
+}
+
+CacheZones::~CacheZones() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (manager_.joinable()) manager_.join();
+}
+
+cache::Zone* CacheZones::find(std::string_view name) const {
+  for (const auto& zone : zones_) {
+    if (zone->options().name == name) return zone.get();
+  }
+  return nullptr;
+}
+
+void CacheZones::start() {
+  if (zones_.empty() || manager_.joinable()) return;
+  manager_ = std::thread([this] { manage(); });
+}
+
+void CacheZones::manage() {
+  for (const auto& zone : zones_) {
+    const auto began = std::chrono::steady_clock::now();
+    const size_t entries = zone->load();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - began);
+    const cache::Zone::Counts counts = zone->counts();
+    TERN_LOG_INFO("cache {}: {} entries ({} bytes) read back from {} in {} ms", zone->options().name, entries,
+                  counts.disk_bytes, zone->options().path, took.count());
+  }
+  std::unique_lock lock(mu_);
+  while (!wake_.wait_for(lock, std::chrono::seconds(5), [this] { return stopping_; })) {
+    lock.unlock();
+    for (const auto& zone : zones_) zone->expire_inactive(static_cast<int64_t>(std::time(nullptr)));
+    lock.lock();
+  }
+}
+
+}  // namespace tern::server

@@ -1,0 +1,41 @@
+// The cache side of Config: [[cache]] zones, and a proxy's or a FastCGI
+// block's use of one (`cache = "pages"` or a table).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tern::server {
+
+// One [[cache]]: a directory of stored responses and its index in memory
+// (cache/zone.h), shared by every worker. Only a restart makes or changes
+// one.
+struct CacheZoneConfig {
+  std::string name;
+  std::string path;                       // an absolute directory, made if missing
+  uint64_t max_size = uint64_t{1} << 30;  // of the files
+  uint64_t memory = uint64_t{32} << 20;   // of the index, heads and small bodies
+  std::chrono::milliseconds inactive{600'000};  // unused this long: removed
+  std::string file;  // the file it was read from
+  int line = 0;
+  bool operator==(const CacheZoneConfig&) const = default;
+};
+
+// A location's use of a zone.
+struct CacheUseConfig {
+  std::string zone;
+  // What tells responses apart (server/handlers/variable_text.h).
+  std::string key = "$scheme$host$request_uri";
+  // Lifetime of a response that gives none, by status (0: any status);
+  // listing a status also makes it storable (cache/freshness.h).
+  std::vector<std::pair<int, std::chrono::seconds>> valid;
+  // Store responses with Set-Cookie (without the field).
+  bool store_set_cookie = false;
+  int line = 0;
+  bool operator==(const CacheUseConfig&) const = default;
+};
+
+}  // namespace tern::server

@@ -1,0 +1,118 @@
+// [[cache]] zones and a proxy's or a FastCGI block's `cache` in the config
+// file.
+#include <toml++/toml.h>
+
+#include <charconv>
+
+#include "server/config/config.h"
+#include "server/config/config_section.h"
+#include "server/handlers/variable_text.h"
+
+namespace tern::server::config_detail {
+
+void read_cache_zones(Section& top, const toml::node& node, Config& c) {
+  if (!node.is_array_of_tables()) top.fail(node, "cache", "expected [[cache]] blocks");
+  size_t i = 0;
+  for (const toml::node& block : *node.as_array()) {
+    Section s(top.file(), *block.as_table(), "cache[" + std::to_string(i++) + "].");
+    CacheZoneConfig z;
+    z.line = static_cast<int>(block.source().begin.line);
+    z.file = s.file();
+    s.get_string("name", &z.name);
+    const toml::node* name = s.node("name");
+    if (name == nullptr) throw ConfigError(s.file(), z.line, s.prefix() + "name", "required (what a location's cache names)");
+    if (!valid_group_name(z.name)) s.fail(*name, "name", "expected letters, digits, '_', '-' or '.'");
+    for (const CacheZoneConfig& other : c.caches) {
+      if (other.name == z.name) s.fail(*name, "name", "already the name of the cache at line " + std::to_string(other.line));
+    }
+    s.get_string("path", &z.path);
+    const toml::node* path = s.node("path");
+    if (path == nullptr) throw ConfigError(s.file(), z.line, s.prefix() + "path", "required (a directory for the entries)");
+    while (z.path.size() > 1 && z.path.back() == '/') z.path.pop_back();
+    if (!z.path.starts_with('/')) s.fail(*path, "path", "expected an absolute directory");
+    for (const CacheZoneConfig& other : c.caches) {
+      if (other.path == z.path) s.fail(*path, "path", "already the directory of the cache at line " + std::to_string(other.line));
+    }
+    s.get_size("max_size", &z.max_size, 64 * 1024);
+    s.get_size("memory", &z.memory, 64 * 1024);
+    s.get_duration("inactive", &z.inactive);
+    if (z.inactive < std::chrono::seconds(1)) s.fail(*s.node("inactive"), "inactive", "expected at least \"1s\"");
+    s.finish();
+    c.caches.push_back(std::move(z));
+  }
+}
+
+// cache = "pages", or { zone = "pages", key = "...", valid = { 200 = "10m",
+// any = "1m" }, store_set_cookie = false }.
+std::optional<CacheUseConfig> read_cache_use(Section& s) {
+  const toml::node* node = s.node("cache");
+  if (node == nullptr) return std::nullopt;
+  if (node->is_boolean()) {
+    s.fail(*node, "cache", "a [[cache]] zone's name now (cache = true, cache_size and cache_ttl were replaced): "
+                           "add [[cache]] name = \"pages\", path = \"/var/cache/tern/pages\", then cache = \"pages\", "
+                           "or cache = { zone = \"pages\", valid = { 200 = \"CACHE_TTL\" } }");
+  }
+  CacheUseConfig u;
+  u.line = static_cast<int>(node->source().begin.line);
+  if (node->is_string()) {
+    u.zone = node->as_string()->get();
+    return u;
+  }
+  if (!node->is_table()) s.fail(*node, "cache", "expected a [[cache]] zone's name or { zone = \"NAME\", ... }");
+  Section t = s.sub(*node->as_table(), "cache");
+  t.get_string("zone", &u.zone);
+  if (t.node("zone") == nullptr) throw ConfigError(s.file(), u.line, s.prefix() + "cache.zone", "required (a [[cache]]'s name)");
+  t.get_string("key", &u.key);
+  if (const toml::node* key = t.node("key")) {
+    const VariableText text(u.key);
+    bool known = text.well_formed() && !text.variables().empty();
+    for (const VariableText::Variable& v : text.variables()) {
+      known = known && v.kind != VariableText::Kind::kNamedGroup && v.kind != VariableText::Kind::kCapture;
+    }
+    if (!known) {
+      t.fail(*key, "key", "expected variables such as \"$scheme$host$request_uri\" ($scheme $host $request_uri $uri "
+                          "$args $is_args $remote_addr $server_name $server_port $http_NAME $cookie_NAME)");
+    }
+  }
+  if (const toml::table* valid = t.get_table("valid")) {
+    for (const auto& [status_key, value] : *valid) {
+      const std::string_view text = status_key.str();
+      int status = 0;
+      if (text != "any") {
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), status);
+        if (error != std::errc() || end != text.data() + text.size() || status < 200 || status > 599) {
+          t.fail(value, "valid." + std::string(text), "expected a status from 200 to 599, or \"any\", as the key");
+        }
+      }
+      const std::optional<std::chrono::milliseconds> lifetime =
+          value.is_string() ? parse_duration(value.as_string()->get()) : std::nullopt;
+      if (!lifetime) t.fail(value, "valid." + std::string(text), "expected a duration such as \"10m\" or \"1h\"");
+      u.valid.emplace_back(status, std::chrono::duration_cast<std::chrono::seconds>(*lifetime));
+    }
+  }
+  t.get_bool("store_set_cookie", &u.store_set_cookie);
+  t.finish();
+  return u;
+}
+
+void check_cache_uses(const std::string& file, const Config& c) {
+  auto check = [&](const std::optional<CacheUseConfig>& use, const std::string& in, const std::string& where) {
+    if (!use) return;
+    for (const CacheZoneConfig& z : c.caches) {
+      if (z.name == use->zone) return;
+    }
+    throw ConfigError(in, use->line, where + ".cache", "\"" + use->zone + "\" names no [[cache]]");
+  };
+  for (size_t i = 0; i < c.fastcgi.size(); ++i) check(c.fastcgi[i].cache, file, "fastcgi[" + std::to_string(i) + "]");
+  for (const SiteConfig& site : c.sites) {
+    const std::string& in = site.file.empty() ? file : site.file;
+    for (size_t j = 0; j < site.locations.size(); ++j) {
+      const LocationConfig& l = site.locations[j];
+      const std::string where = site.where + ".location[" + std::to_string(j) + "]";
+      if (l.proxy) check(l.proxy->cache, in, where + ".proxy");
+      for (const FastCgiConfig& f : l.fastcgi) check(f.cache, in, where + ".fastcgi");
+    }
+  }
+}
+
+}  // namespace tern::server::config_detail

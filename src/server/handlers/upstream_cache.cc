@@ -1,0 +1,386 @@
+#include "server/handlers/upstream_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cctype>
+#include <ctime>
+#include <stdexcept>
+
+#include "base/log.h"
+#include "http/field_values.h"
+#include "http/http_date.h"
+#include "http/range.h"
+#include "server/cache_zones.h"
+#include "server/handler.h"
+#include "server/handlers/static_files.h"
+#include "server/observability/metrics.h"
+
+namespace tern::server {
+namespace {
+
+using cache::EntryHead;
+using cache::KeyHash;
+using cache::Stored;
+
+// A body from a file is compressed (read into memory) up to this size;
+// beyond it a hit goes out as stored, by sendfile.
+constexpr uint64_t kCompressFromFile = 1 << 20;
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// The field names of a response's Vary fields, lowercased, in order.
+std::vector<std::string> vary_names(std::span<const http::Header> fields) {
+  std::vector<std::string> names;
+  for (const http::Header& field : fields) {
+    if (!http::iequals(field.name, "Vary")) continue;
+    http::fields::for_each_element(field.value, [&names](std::string_view name) {
+      if (!name.empty()) {
+        std::string lower(name);
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        names.push_back(std::move(lower));
+      }
+      return true;
+    });
+  }
+  return names;
+}
+
+// The request's values of the fields `names`, one a line.
+std::string variant_of(const http::Request& request, const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) {
+    out.append(request.header(name));
+    out.push_back('\n');
+  }
+  return out;
+}
+
+KeyHash variant_hash(const std::string& key, const std::string& variant) {
+  std::string text = key;
+  text.push_back('\0');
+  text.append(variant);
+  return KeyHash::of(text);
+}
+
+// Whether a stored response may answer a request with Authorization.
+bool shared_with_authorization(const EntryHead& head) {
+  for (const auto& [name, value] : head.fields) {
+    if (!http::iequals(name, "Cache-Control")) continue;
+    if (cache::directive(value, "public") || cache::directive(value, "s-maxage") ||
+        cache::directive(value, "must-revalidate")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void log_store_failure(std::string_view zone, const Error& error) {
+  // At most a line a second: a full disk fails every fill.
+  static std::atomic<int64_t> last{0};
+  const int64_t now = unix_now();
+  if (last.exchange(now, std::memory_order_relaxed) == now) return;
+  TERN_LOG_WARN("cache {}: a response was not stored: {} (it was served all the same)", zone, error.message());
+}
+
+// Fills an entry as the application's response streams to the client.
+class Filler final : public upstream::ResponseTap {
+ public:
+  Filler(cache::Zone* zone, const cache::Policy* policy, std::string key, const http::Request& request,
+         bool authorized)
+      : zone_(zone), policy_(policy), key_(std::move(key)), authorized_(authorized) {
+    // The request's fields a Vary may name are read now: the request may
+    // be gone by the response's end.
+    for (const http::Header& field : request.headers()) {
+      request_fields_.emplace_back(std::string(field.name), std::string(field.value));
+    }
+  }
+
+  void on_head(int status, std::span<const http::Header> fields) override {
+    const int64_t now = unix_now();
+    const cache::Freshness f = cache::decide(status, fields, authorized_, *policy_, now);
+    if (!f.store) return;
+    EntryHead& head = head_;
+    head.key = key_;
+    head.vary = vary_names(fields);
+    for (const std::string& name : head.vary) {
+      for (const auto& [field, value] : request_fields_) {
+        if (http::iequals(field, name)) {
+          head.variant.append(value);
+          break;
+        }
+      }
+      head.variant.push_back('\n');
+    }
+    head.status = status;
+    for (const http::Header& field : fields) {
+      if (f.drop_set_cookie && http::iequals(field.name, "Set-Cookie")) continue;
+      // The upstream's, for decide(): a hit has its own Date.
+      if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) continue;
+      head.fields.emplace_back(std::string(field.name), std::string(field.value));
+    }
+    head.stored = now;
+    head.expires = now + f.lifetime.count();
+    head.stale_while_revalidate = static_cast<uint32_t>(f.stale_while_revalidate.count());
+    head.stale_if_error = static_cast<uint32_t>(f.stale_if_error.count());
+    head.flags = (f.revalidate ? EntryHead::kRevalidate : 0) | (f.no_stale ? EntryHead::kNoStale : 0);
+    hash_ = head.vary.empty() ? KeyHash::of(key_) : variant_hash(key_, head.variant);
+    if (Result<void> opened = writer_.open(zone_->options().path, hash_, head); !opened) {
+      log_store_failure(zone_->options().name, opened.error());
+    }
+  }
+
+  void on_body(std::string_view piece) override {
+    if (!writer_.is_open()) return;
+    if (writer_.body_size() + piece.size() > zone_->options().max_size / 8) {
+      writer_.abandon();  // an eighth of the zone at most
+      return;
+    }
+    if (Result<void> written = writer_.append(piece); !written) {
+      log_store_failure(zone_->options().name, written.error());
+      return;
+    }
+    if (writer_.body_size() <= zone_->options().memory_body_max) {
+      body_.append(piece);
+    } else {
+      body_.clear();
+    }
+  }
+
+  void on_end(bool complete) override {
+    if (!writer_.is_open()) return;
+    if (!complete) return writer_.abandon();
+    const int64_t now = unix_now();
+    auto stored = std::make_shared<Stored>();
+    stored->hash = hash_;
+    stored->head = std::move(head_);
+    stored->head.body_size = writer_.body_size();
+    stored->path = writer_.path();
+    if (stored->head.body_size <= zone_->options().memory_body_max) {
+      stored->body = std::move(body_);
+      stored->body_in_memory = true;
+    }
+    std::vector<std::string> vary = stored->head.vary;
+    const int64_t expires = stored->head.expires;
+    if (Result<void> done = zone_->insert(writer_, std::move(stored), now); !done) {
+      return log_store_failure(zone_->options().name, done.error());
+    }
+    if (!vary.empty()) insert_marker(std::move(vary), expires, now);
+  }
+
+ private:
+  // The marker under the key alone that names the Vary fields.
+  void insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now) {
+    auto marker = std::make_shared<Stored>();
+    marker->hash = KeyHash::of(key_);
+    marker->head.key = key_;
+    marker->head.vary = std::move(vary);
+    marker->head.stored = now;
+    marker->head.expires = expires;
+    marker->head.flags = EntryHead::kVaryMarker;
+    cache::EntryWriter writer;
+    Result<void> done = writer.open(zone_->options().path, marker->hash, marker->head);
+    if (done) {
+      marker->path = writer.path();
+      marker->body_in_memory = true;
+      done = zone_->insert(writer, std::move(marker), now);
+    }
+    if (!done) log_store_failure(zone_->options().name, done.error());
+  }
+
+  cache::Zone* const zone_;
+  const cache::Policy* const policy_;
+  const std::string key_;
+  const bool authorized_;
+  std::vector<std::pair<std::string, std::string>> request_fields_;
+  EntryHead head_;
+  KeyHash hash_;
+  cache::EntryWriter writer_;
+  std::string body_;  // while it is small enough to keep in memory
+};
+
+// Closes a descriptor when the last region that sends from it goes.
+std::shared_ptr<const void> fd_owner(int fd) {
+  return std::shared_ptr<const void>(nullptr, [fd](const void*) { ::close(fd); });
+}
+
+}  // namespace
+
+std::unique_ptr<UpstreamCache> make_upstream_cache(const CacheZones* zones, const CacheUseConfig& use,
+                                                   Metrics* metrics) {
+  cache::Zone* zone = zones != nullptr ? zones->find(use.zone) : nullptr;
+  if (zone == nullptr) {
+    throw std::runtime_error("cache \"" + use.zone + "\" is not a zone of the running server ([[cache]] zones are "
+                             "made at start: restart to add one)");
+  }
+  return std::make_unique<UpstreamCache>(zone, use, metrics);
+}
+
+UpstreamCache::UpstreamCache(cache::Zone* zone, const CacheUseConfig& config, Metrics* metrics)
+    : zone_(zone),
+      key_(config.key),
+      policy_{config.valid, config.store_set_cookie},
+      metrics_(metrics) {}
+
+bool UpstreamCache::start(const Route& route, http::Exchange& exchange, upstream::CallOptions* options,
+                          std::unique_ptr<upstream::ResponseTap>* tap) const {
+  const http::Request& request = exchange.request();
+  options->extra_header_name = "Cache-Status";
+  if (request.method() != http::Method::kGet && request.method() != http::Method::kHead) {
+    options->extra_header_value = "tern; fwd=method";
+    return false;
+  }
+  std::string key;
+  key_.expand(route, false, &key);
+  const int64_t now = unix_now();
+  const bool authorized = request.has_header(http::FieldId::kAuthorization);
+  std::shared_ptr<const Stored> entry = zone_->find(KeyHash::of(key), now);
+  const char* miss = "tern; fwd=uri-miss";
+  if (entry && entry->head.key != key) entry = nullptr;  // another key under the same hash
+  if (entry && (entry->head.flags & EntryHead::kVaryMarker) != 0) {
+    entry = zone_->find(variant_hash(key, variant_of(request, entry->head.vary)), now);
+    if (entry && (entry->head.key != key || entry->head.variant != variant_of(request, entry->head.vary))) {
+      entry = nullptr;
+    }
+    if (!entry) miss = "tern; fwd=vary-miss";
+  }
+  if (entry && authorized && !shared_with_authorization(entry->head)) {
+    entry = nullptr;
+    miss = "tern; fwd=request";
+  }
+  if (entry && (entry->head.expires <= now || (entry->head.flags & EntryHead::kRevalidate) != 0)) {
+    entry = nullptr;
+    miss = "tern; fwd=stale";
+  }
+  if (entry) {
+    serve(*entry, now, exchange);
+    if (exchange.writer().started()) {
+      if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_hits.add();
+      exchange.finish();
+      return true;
+    }
+    miss = "tern; fwd=uri-miss";  // its file went
+  }
+  if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
+  options->extra_header_value = miss;
+  if (request.method() == http::Method::kGet) {
+    *tap = std::make_unique<Filler>(zone_, &policy_, std::move(key), request, authorized);
+  }
+  return false;
+}
+
+void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exchange) const {
+  const http::Request& request = exchange.request();
+  const EntryHead& head = entry.head;
+  char age[24];
+  const auto age_end = std::to_chars(age, age + sizeof age, std::max<int64_t>(now - head.stored, 0)).ptr;
+  const std::string status = "tern; hit; ttl=" + std::to_string(head.expires - now);
+  http::ResponseWriter& w = exchange.writer();
+  auto common = [&](http::ResponseWriter& writer) {
+    writer.header("Age", std::string_view(age, static_cast<size_t>(age_end - age)));
+    writer.header("Cache-Status", status);
+  };
+
+  // Conditional requests, answered from the entry's validators.
+  const std::string_view etag = head.field("ETag");
+  const std::string_view last_modified = head.field("Last-Modified");
+  bool not_modified = false;
+  if (head.status == 200) {
+    if (const std::string_view inm = request.header(http::FieldId::kIfNoneMatch); !inm.empty()) {
+      not_modified = !etag.empty() && etag_list_matches_weak(inm, etag);
+    } else if (const std::string_view ims = request.header(http::FieldId::kIfModifiedSince); !ims.empty()) {
+      const std::optional<time_t> since = http::parse_http_date(ims);
+      const std::optional<time_t> modified = http::parse_http_date(last_modified);
+      not_modified = since && modified && *modified <= *since;
+    }
+  }
+  if (not_modified) {
+    w.start(304);
+    for (const auto& [name, value] : head.fields) {
+      for (std::string_view kept : {"ETag", "Last-Modified", "Cache-Control", "Expires", "Vary", "Content-Location"}) {
+        if (http::iequals(name, kept)) w.header(name, value);
+      }
+    }
+    common(w);
+    return w.end();
+  }
+
+  // The body's bytes: in memory, or the entry's file (the same file the
+  // index knows, not a later one under its name).
+  std::string_view body = entry.body;
+  int fd = -1;
+  if (!entry.body_in_memory) {
+    fd = ::open(entry.path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_ino != entry.inode ||
+        static_cast<uint64_t>(st.st_size) != head.body_offset + head.body_size) {
+      if (fd >= 0) ::close(fd);
+      return;  // not started: the caller goes to the application
+    }
+  }
+  const std::shared_ptr<const void> file = fd >= 0 ? fd_owner(fd) : nullptr;
+
+  // One range of a whole body.
+  http::RangeResult range;
+  if (head.status == 200 && request.method() == http::Method::kGet) {
+    const std::string_view if_range = request.header(http::FieldId::kIfRange);
+    if (if_range.empty() || (!etag.empty() && if_range == etag && !etag.starts_with("W/")) ||
+        (!last_modified.empty() && if_range == last_modified)) {
+      range = http::parse_range(request.header(http::FieldId::kRange), head.body_size);
+    }
+  }
+  std::string read;  // a file's body, read to be compressed
+  if (range.kind == http::RangeKind::kNone && head.status == 200 && head.field("Content-Encoding").empty() &&
+      (entry.body_in_memory || head.body_size <= kCompressFromFile)) {
+    if (w.compress_for(head.field("Content-Type"), head.body_size) != http::Coding::kIdentity &&
+        !entry.body_in_memory) {
+      read.resize(head.body_size);
+      if (::pread(fd, read.data(), read.size(), static_cast<off_t>(head.body_offset)) !=
+          static_cast<ssize_t>(read.size())) {
+        return;  // not started
+      }
+      body = read;
+    }
+  }
+  const bool coded = w.compressing_body();
+  const int status_code = range.kind == http::RangeKind::kSingle          ? 206
+                          : range.kind == http::RangeKind::kUnsatisfiable ? 416
+                                                                           : head.status;
+  w.start(status_code);
+  for (const auto& [name, value] : head.fields) {
+    if (coded && http::iequals(name, "ETag") && !value.starts_with("W/")) {
+      w.header(name, "W/" + value);
+    } else if (!(w.varies() && http::iequals(name, "Vary") && http::iequals(value, "Accept-Encoding"))) {
+      w.header(name, value);
+    }
+  }
+  common(w);
+  if (range.kind == http::RangeKind::kUnsatisfiable) {
+    char buffer[32];
+    const auto end = std::to_chars(buffer, buffer + sizeof buffer, head.body_size).ptr;
+    w.header("Content-Range", "bytes */" + std::string(buffer, end));
+    return w.end();
+  }
+  uint64_t offset = 0;
+  uint64_t length = head.body_size;
+  if (range.kind == http::RangeKind::kSingle) {
+    std::array<char, http::kContentRangeMaxSize> buffer;
+    w.header("Content-Range", http::format_content_range(range.offset, range.length, head.body_size, buffer));
+    offset = range.offset;
+    length = range.length;
+  }
+  if (fd >= 0 && read.empty()) {
+    net::FileRegion region;
+    region.fd = fd;
+    region.offset = static_cast<off_t>(head.body_offset + offset);
+    region.length = length;
+    region.keep_alive = file;
+    return w.file(std::move(region));
+  }
+  return w.body(body.substr(offset, length));
+}
+
+}  // namespace tern::server

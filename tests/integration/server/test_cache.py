@@ -1,0 +1,305 @@
+"""[[cache]]: responses of a proxied application kept on disk and served
+again, as nginx's proxy_cache (the FastCGI side is in test_fastcgi.py).
+The application is upstream_app.py's /cached, which says in its body how
+many requests reached it, so a test tells a stored response from a new one
+and counts what went to the origin."""
+
+import os
+import signal
+import subprocess
+import time
+import tomllib
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from http_client import HttpConn
+from test_proxy import apps, site  # noqa: F401 (apps is a fixture)
+
+
+def cached_site(app, cache_dir, cache=None, zone=None, location=None):
+    """One site passing / to `app` through the zone "pages" in cache_dir."""
+    loc = {"prefix": "/", "proxy": {"pass": f"http://{app.address}", "cache": {"zone": "pages", **(cache or {})}},
+           **(location or {})}
+    return site(loc, cache=[{"name": "pages", "path": str(cache_dir), **(zone or {})}])
+
+
+def url(path="/cached/page", *fields, **query):
+    """A /cached target whose response carries `fields` ("Name: value")."""
+    params = [("h", f) for f in fields] + list(query.items())
+    return path + ("?" + urllib.parse.urlencode(params) if params else "")
+
+
+def origin_count(app):
+    return int(app.get("/cachedcount").body)
+
+
+def status(resp):
+    return resp.header("Cache-Status") or ""
+
+
+def is_hit(resp):
+    return status(resp).startswith("tern; hit")
+
+
+def entry_files(cache_dir):
+    return [p for p in Path(cache_dir).rglob("*") if p.is_file()]
+
+
+@pytest.fixture
+def origin(apps):
+    return apps("origin")[0]
+
+
+def test_a_stored_response_is_served_again_without_the_origin(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/a", "Cache-Control: max-age=60", "X-App: kept")
+    with srv.connect() as conn:
+        first = conn.get(target)
+        second = conn.get(target)
+        third = conn.get(target)
+    assert first.status == 200 and status(first) == "tern; fwd=uri-miss"
+    assert is_hit(second) and is_hit(third), status(second)
+    assert second.body == third.body == first.body == b"origin #1 /cached/a\n"
+    assert second.header("X-App") == "kept" and second.header("Cache-Control") == "max-age=60"
+    assert second.header("Content-Type") == first.header("Content-Type")
+    assert 55 <= int(status(second).split("ttl=")[1]) <= 60
+    assert 0 <= int(second.header("Age")) <= 5
+    assert origin_count(origin) == 1
+    # The whole target is the key: another query is another entry.
+    other = srv.get(url("/cached/a", "Cache-Control: max-age=60", x="1"))
+    assert status(other) == "tern; fwd=uri-miss" and origin_count(origin) == 2
+    assert len(entry_files(tmp_path / "cache")) == 2
+
+
+@pytest.mark.parametrize("fields", [
+    ["Cache-Control: no-store, max-age=60"],
+    ["Cache-Control: private, max-age=60"],
+    ["Cache-Control: max-age=60", "Set-Cookie: session=1"],
+    ["Cache-Control: max-age=60", "Vary: *"],
+    [],  # no lifetime, and none configured
+], ids=["no-store", "private", "set-cookie", "vary-star", "no-lifetime"])
+def test_what_may_not_be_stored_always_goes_to_the_origin(tern_factory, origin, tmp_path, fields):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/no", *fields)
+    bodies = [srv.get(target).body for _ in range(3)]
+    assert bodies == [b"origin #1 /cached/no\n", b"origin #2 /cached/no\n", b"origin #3 /cached/no\n"]
+    assert entry_files(tmp_path / "cache") == []
+
+
+def test_a_lifetime_runs_out_and_the_next_request_refills(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"valid": {"404": "1s"}}))
+    target = url("/cached/short", "Cache-Control: max-age=1")
+    assert srv.get(target).body.startswith(b"origin #1")
+    assert is_hit(srv.get(target))
+    # valid gives a lifetime to a status that brings none.
+    missing = url("/cached/gone", status="404")
+    assert srv.get(missing).status == 404
+    again = srv.get(missing)
+    assert again.status == 404 and is_hit(again) and again.body.startswith(b"origin #2")
+    time.sleep(2.2)
+    stale = srv.get(target)
+    assert status(stale) == "tern; fwd=stale" and stale.body.startswith(b"origin #3")
+    assert is_hit(srv.get(target))
+    assert status(srv.get(missing)) == "tern; fwd=stale"
+
+
+def test_s_maxage_beats_max_age_and_expires_counts_from_date(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    shared = url("/cached/s", "Cache-Control: max-age=0, s-maxage=60")
+    srv.get(shared)
+    assert is_hit(srv.get(shared))
+    now = time.time()
+    date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now - 3600))
+    expires = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now - 3600 + 120))
+    dated = url("/cached/e", f"Date: {date}", f"Expires: {expires}")
+    srv.get(dated)
+    hit = srv.get(dated)
+    assert is_hit(hit) and 110 <= int(status(hit).split("ttl=")[1]) <= 120
+
+
+def test_vary_keeps_one_response_per_variant(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/v", "Cache-Control: max-age=60", "Vary: Accept-Language")
+    de = [("Accept-Language", "de")]
+    fr = [("Accept-Language", "fr")]
+    assert srv.get(target, de).body.startswith(b"origin #1")
+    assert status(srv.get(target, fr)) == "tern; fwd=vary-miss"
+    got_de, got_fr = srv.get(target, de), srv.get(target, fr)
+    assert is_hit(got_de) and got_de.body.startswith(b"origin #1")
+    assert is_hit(got_fr) and got_fr.body.startswith(b"origin #2")
+    assert status(srv.get(target)) == "tern; fwd=vary-miss"  # no Accept-Language is a variant too
+    assert is_hit(srv.get(target)) and origin_count(origin) == 3
+
+
+def test_a_request_with_authorization_is_answered_only_from_a_public_response(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    auth = [("Authorization", "Bearer secret")]
+    private = url("/cached/p", "Cache-Control: max-age=60")
+    srv.get(private)
+    assert is_hit(srv.get(private))
+    asked = srv.get(private, auth)
+    assert status(asked) == "tern; fwd=request" and asked.body.startswith(b"origin #2")
+    public = url("/cached/q", "Cache-Control: public, max-age=60")
+    srv.get(public, auth)
+    assert is_hit(srv.get(public, auth)) and is_hit(srv.get(public))
+
+
+def test_conditional_and_range_requests_are_answered_from_the_entry(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    modified = "Tue, 01 Dec 2026 10:00:00 GMT"
+    for size in (100, 300_000):  # a body kept in memory, and one sent from its file
+        target = url(f"/cached/c{size}", "Cache-Control: max-age=60", 'ETag: "v1"', f"Last-Modified: {modified}",
+                     n=str(size))
+        whole = srv.get(target).body
+        assert len(whole) == size
+        with srv.connect() as conn:
+            same = conn.get(target, [("If-None-Match", '"v0", "v1"')])
+            assert same.status == 304 and same.body == b"" and same.header("ETag") == '"v1"' and is_hit(same)
+            since = conn.get(target, [("If-Modified-Since", modified)])
+            assert since.status == 304
+            changed = conn.get(target, [("If-None-Match", '"v2"')])
+            assert changed.status == 200 and changed.body == whole
+            part = conn.get(target, [("Range", "bytes=10-49")])
+            assert part.status == 206 and part.body == whole[10:50]
+            assert part.header("Content-Range") == f"bytes 10-49/{size}"
+            tail = conn.get(target, [("Range", f"bytes=-{size // 2}")])
+            assert tail.status == 206 and tail.body == whole[-(size // 2):]
+            outside = conn.get(target, [("Range", f"bytes={size}-")])
+            assert outside.status == 416 and outside.header("Content-Range") == f"bytes */{size}"
+            stale_validator = conn.get(target, [("Range", "bytes=0-9"), ("If-Range", '"v0"')])
+            assert stale_validator.status == 200 and stale_validator.body == whole
+            head = conn.get(target, method="HEAD")
+            assert head.status == 200 and head.body == b"" and is_hit(head)
+            assert conn.get(target).body == whole  # the connection is in step
+    assert origin_count(origin) == 2
+
+
+def test_a_restart_keeps_the_cache(tern_factory, origin, tmp_path):
+    cache_dir = tmp_path / "cache"
+    srv = tern_factory(cached_site(origin, cache_dir))
+    small = url("/cached/r1", "Cache-Control: max-age=600")
+    large = url("/cached/r2", "Cache-Control: max-age=600", n="200000")
+    first_small, first_large = srv.get(small).body, srv.get(large).body
+    assert srv.stop() == 0
+    srv.start()
+    assert srv.wait_for_log("cache pages: 2 entries")
+    a, b = srv.get(small), srv.get(large)
+    assert is_hit(a) and a.body == first_small
+    assert is_hit(b) and b.body == first_large
+    assert origin_count(origin) == 2
+
+
+def test_kill_9_during_a_fill_leaves_no_entry_to_serve(tern_factory, origin, tmp_path):
+    cache_dir = tmp_path / "cache"
+    # /stream sends 50 pieces of 1 MiB, 40 ms apart: about 2 s of filling.
+    srv = tern_factory(cached_site(origin, cache_dir, cache={"valid": {"200": "1h"}}))
+    kept = url("/cached/k", "Cache-Control: max-age=600")
+    assert srv.get(kept).status == 200
+    conn = HttpConn.open(srv.port)
+    conn.sock.sendall(b"GET /stream?n=50&size=1048576&delay=0.04 HTTP/1.1\r\nHost: x\r\n\r\n")
+    deadline = time.monotonic() + 10
+    while not any(".tmp." in p.name for p in entry_files(cache_dir)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert any(".tmp." in p.name for p in entry_files(cache_dir)), "the fill never began"
+    time.sleep(0.3)
+    srv.proc.send_signal(signal.SIGKILL)
+    srv.proc.wait()
+    conn.close()
+    srv.start()
+    assert srv.wait_for_log("cache pages: 1 entries")
+    assert not any(".tmp." in p.name for p in entry_files(cache_dir))
+    assert is_hit(srv.get(kept))
+    again = srv.get("/stream?n=50&size=1048576&delay=0.04")
+    assert status(again) == "tern; fwd=uri-miss" and len(again.body) == 50 * 1048576
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")
+def test_a_full_disk_loses_entries_not_responses(tern_factory, origin, tmp_path):
+    cache_dir = tmp_path / "small"
+    cache_dir.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(cache_dir)], check=True)
+    try:
+        srv = tern_factory(cached_site(origin, cache_dir))
+        bodies = {}
+        for i in range(6):  # 6 x 300 KB into 1 MiB
+            target = url(f"/cached/f{i}", "Cache-Control: max-age=600", n="300000")
+            resp = srv.get(target)
+            assert resp.status == 200 and len(resp.body) == 300_000
+            bodies[target] = resp.body
+        assert srv.wait_for_log("was not stored")
+        for target, body in bodies.items():
+            resp = srv.get(target)
+            assert resp.status == 200 and len(resp.body) == 300_000 and resp.body.startswith(b"origin #")
+            if is_hit(resp):
+                assert resp.body == body
+        assert not any(".tmp." in p.name for p in entry_files(cache_dir))
+        assert srv.stop() == 0
+    finally:
+        subprocess.run(["umount", "-l", str(cache_dir)], check=False)
+
+
+def test_a_location_without_the_cache_is_not_touched(tern_factory, origin, tmp_path):
+    config = cached_site(origin, tmp_path / "cache")
+    config["server"][0]["location"].insert(0, {"prefix": "/plain/", "proxy": {"pass": f"http://{origin.address}"}})
+    srv = tern_factory(config)
+    plain = srv.get("/plain/")
+    assert plain.header("Cache-Status") is None
+    assert srv.get("/cached/x").header("Cache-Status") == "tern; fwd=uri-miss"
+
+
+def test_readme_example_serves_a_slow_application_from_its_cache(tern_factory, origin, tmp_path):
+    """README's "Caching", as written, in front of an application that takes
+    half a second a page."""
+    from test_config import readme_toml
+
+    text = readme_toml("### Caching")
+    text = text.replace("/var/cache/tern/pages", str(tmp_path / "pages"))
+    text = text.replace("http://127.0.0.1:3000", f"http://{origin.address}")
+    srv = tern_factory(tomllib.loads(text))
+    host = [("Host", "shop.example.com")]
+    began = time.monotonic()
+    first = srv.get("/cached/catalog?delay=0.5", host)
+    slow = time.monotonic() - began
+    began = time.monotonic()
+    with srv.connect() as conn:
+        hits = [conn.get("/cached/catalog?delay=0.5", host) for _ in range(5)]
+    fast = time.monotonic() - began
+    assert first.status == 200 and slow >= 0.5
+    assert all(is_hit(h) and h.body == first.body for h in hits)
+    assert fast < 0.5 and origin_count(origin) == 1
+    # A 404 is kept a minute, as valid says.
+    assert srv.get("/cached/missing?status=404", host).status == 404
+    assert is_hit(srv.get("/cached/missing?status=404", host))
+
+
+def test_two_workers_fill_hit_and_evict_one_zone_together(tern_factory, origin, tmp_path):
+    """Clients on both workers ask for more pages than the zone holds: every
+    answer is its page, whole, and the zone stays within max_size."""
+    import threading
+
+    cache_dir = tmp_path / "cache"
+    srv = tern_factory({**cached_site(origin, cache_dir, zone={"max_size": "1MiB"}), "workers": 2})
+    failures = []
+
+    def client(k):
+        try:
+            with srv.connect() as conn:
+                for i in range(40):
+                    page = (i * 7 + k) % 30
+                    size = 20_000 + page * 1000
+                    resp = conn.get(url(f"/cached/w{page}", "Cache-Control: max-age=600", n=str(size)))
+                    if resp.status != 200 or len(resp.body) != size or f" /cached/w{page}\n".encode() not in resp.body:
+                        failures.append((page, resp.status, len(resp.body)))
+        except Exception as e:  # noqa: BLE001: reported below
+            failures.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert sum(p.stat().st_size for p in entry_files(cache_dir)) <= 1 << 20
+    assert not any(".tmp." in p.name for p in entry_files(cache_dir))
