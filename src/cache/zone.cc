@@ -208,6 +208,27 @@ Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<Stored> stored, i
   return {};
 }
 
+bool Zone::begin_fill(const KeyHash& hash, std::function<void()> wake) {
+  Shard& s = shard(hash);
+  std::lock_guard lock(s.mu);
+  auto [it, first] = s.fills.try_emplace(hash);
+  if (!first) it->second.push_back(std::move(wake));
+  return first;
+}
+
+void Zone::end_fill(const KeyHash& hash) {
+  Shard& s = shard(hash);
+  std::vector<std::function<void()>> wakes;
+  {
+    std::lock_guard lock(s.mu);
+    auto it = s.fills.find(hash);
+    if (it == s.fills.end()) return;
+    wakes = std::move(it->second);
+    s.fills.erase(it);
+  }
+  for (auto& wake : wakes) wake();
+}
+
 bool Zone::erase(const KeyHash& hash) {
   Shard& s = shard(hash);
   {

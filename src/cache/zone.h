@@ -19,6 +19,11 @@
 //     entries removed, as nginx does when its keys_zone is full.
 // Entries not used for `inactive` are removed too (expire_inactive()).
 //
+// Fills: begin_fill() makes the first to miss a key its filler; those who
+// miss it meanwhile leave a wake-up, run (on the filler's thread) by
+// end_fill(), when the entry is there or the fill failed: a cold popular
+// key costs the origin one request, not one per waiting client.
+//
 // Sharded by hash, a mutex each, held for a moment: a lookup from any loop
 // thread copies out a shared pointer, so an entry being served survives its
 // eviction (an open file outlives its name). Files are read by the thread
@@ -30,11 +35,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/entry_file.h"
 
@@ -87,6 +94,12 @@ class Zone {
   // the file's inode and where its body begins in *stored.
   Result<void> insert(EntryWriter& writer, std::shared_ptr<Stored> stored, int64_t now);
 
+  // Whether the caller fills `hash` (true), or another fill is under way
+  // and `wake` will run when it ends (false). Any thread.
+  bool begin_fill(const KeyHash& hash, std::function<void()> wake);
+  // The fill of `hash` ended (stored or not): runs the wake-ups.
+  void end_fill(const KeyHash& hash);
+
   // Removes an entry and its file (a purge, a broken file). False: none.
   bool erase(const KeyHash& hash);
 
@@ -119,6 +132,8 @@ class Zone {
     std::unordered_map<KeyHash, Node, KeyHashHasher> nodes;
     Order used;
     Order loaded;
+    // Keys being filled, and who waits for each.
+    std::unordered_map<KeyHash, std::vector<std::function<void()>>, KeyHashHasher> fills;
   };
   static constexpr size_t kShards = 16;
   // What a node takes beside its Stored: the node, its map entry, its

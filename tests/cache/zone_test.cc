@@ -220,3 +220,26 @@ TEST_F(ZoneTest, ThreadsFindFillAndEvictTogether) {
 
 }  // namespace
 }  // namespace tern::cache
+
+namespace tern::cache {
+namespace {
+
+// One filler a key: the others leave a wake-up that its end runs, once.
+TEST_F(ZoneTest, OneFillAKeyAndTheOthersAreWokenWhenItEnds) {
+  Zone zone(options());
+  const KeyHash a = KeyHash::of("a");
+  int woken = 0;
+  EXPECT_TRUE(zone.begin_fill(a, [&woken] { ++woken; }));
+  EXPECT_FALSE(zone.begin_fill(a, [&woken] { ++woken; }));
+  EXPECT_FALSE(zone.begin_fill(a, [&woken] { woken += 10; }));
+  EXPECT_TRUE(zone.begin_fill(KeyHash::of("b"), [] {}));  // another key fills beside it
+  EXPECT_EQ(woken, 0);
+  zone.end_fill(a);
+  EXPECT_EQ(woken, 11);
+  zone.end_fill(a);  // nothing under way: nothing to wake
+  EXPECT_EQ(woken, 11);
+  EXPECT_TRUE(zone.begin_fill(a, [] {}));  // the next miss fills again
+}
+
+}  // namespace
+}  // namespace tern::cache

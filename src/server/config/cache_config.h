@@ -34,6 +34,10 @@ struct CacheUseConfig {
   std::vector<std::pair<int, std::chrono::seconds>> valid;
   // Store responses with Set-Cookie (without the field).
   bool store_set_cookie = false;
+  // One request fills a missing key while the others wait for it, up to
+  // lock_timeout (then they go to the application themselves).
+  bool lock = true;
+  std::chrono::milliseconds lock_timeout{5000};
   int line = 0;
   bool operator==(const CacheUseConfig&) const = default;
 };

@@ -43,7 +43,7 @@ void read_cache_zones(Section& top, const toml::node& node, Config& c) {
 }
 
 // cache = "pages", or { zone = "pages", key = "...", valid = { 200 = "10m",
-// any = "1m" }, store_set_cookie = false }.
+// any = "1m" }, store_set_cookie = false, lock = true, lock_timeout = "5s" }.
 std::optional<CacheUseConfig> read_cache_use(Section& s) {
   const toml::node* node = s.node("cache");
   if (node == nullptr) return std::nullopt;
@@ -91,6 +91,8 @@ std::optional<CacheUseConfig> read_cache_use(Section& s) {
     }
   }
   t.get_bool("store_set_cookie", &u.store_set_cookie);
+  t.get_bool("lock", &u.lock);
+  t.get_duration("lock_timeout", &u.lock_timeout);
   t.finish();
   return u;
 }

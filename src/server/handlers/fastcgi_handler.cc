@@ -289,6 +289,8 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     http::write_error_page(exchange.writer(), 405, block.allow);
     return exchange.finish();
   }
+  UpstreamCache::Miss miss;
+  if (block.cache && block.cache->answer(chain_route, exchange, &miss)) return;
 
   upstream::CallOptions options;
   options.read_timeout = block.config.read_timeout;
@@ -304,8 +306,6 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
   options.response_head = block.config.response_head;
   options.temp_dir = temp_dir_;
   options.internal_redirect = std::move(redirect);
-  std::unique_ptr<upstream::ResponseTap> tap;
-  if (block.cache && block.cache->start(chain_route, exchange, &options, &tap)) return;
   // What PARAMS need beyond the request, owned by the writer (it runs again
   // if the request is retried, and for a buffered body at its end).
   // The layer's names are OpenSSL's static strings: views stay valid. A
@@ -339,7 +339,16 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };
-  fastcgi::relay(exchange, *group, options, std::move(head_writer), std::move(tap));
+  if (!block.cache) return fastcgi::relay(exchange, *group, options, std::move(head_writer), nullptr);
+  // The writer holds what it needs of the route: the call may start after
+  // a wait for another request's fill.
+  options.extra_header_name = "Cache-Status";
+  block.cache->fetch(exchange, std::move(miss),
+                     [group, options = std::move(options), head_writer = std::move(head_writer)](
+                         http::Exchange& ex, std::unique_ptr<upstream::ResponseTap> tap, std::string_view status) mutable {
+                       options.extra_header_value = status;
+                       fastcgi::relay(ex, *group, options, std::move(head_writer), std::move(tap));
+                     });
 }
 
 }  // namespace tern::server

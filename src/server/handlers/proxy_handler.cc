@@ -307,6 +307,8 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
     http::write_error_page(exchange.writer(), 502);
     return exchange.finish();
   }
+  UpstreamCache::Miss miss;
+  if (cache_ && cache_->answer(route, exchange, &miss)) return;
   const http::Request& request = exchange.request();
   std::string target;
   if (config_.path) {
@@ -361,10 +363,21 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
     options.rewrite_to = prefix_;
   }
   options.response_head = config_.response_head;
-  std::unique_ptr<upstream::ResponseTap> tap;
-  if (cache_ && cache_->start(route, exchange, &options, &tap)) return;
-  upstream::Call::start<proxy::HttpCodec>(exchange, *group, options, std::move(tap), request, forward,
-                                          options.response_head);
+  if (!cache_) {
+    return upstream::Call::start<proxy::HttpCodec>(exchange, *group, options, nullptr, request, forward,
+                                                   options.response_head);
+  }
+  // Everything the call needs of the route, held: it may start after a
+  // wait for another request's fill.
+  options.extra_header_name = "Cache-Status";
+  cache_->fetch(exchange, std::move(miss),
+                [group, options = std::move(options), forward, target = std::move(target)](
+                    http::Exchange& ex, std::unique_ptr<upstream::ResponseTap> tap, std::string_view status) mutable {
+                  options.extra_header_value = status;
+                  forward.target = target;
+                  upstream::Call::start<proxy::HttpCodec>(ex, *group, options, std::move(tap), ex.request(), forward,
+                                                          options.response_head);
+                });
 }
 
 }  // namespace tern::server

@@ -14,6 +14,7 @@
 #include "http/field_values.h"
 #include "http/http_date.h"
 #include "http/range.h"
+#include "net/event_loop.h"
 #include "server/cache_zones.h"
 #include "server/handler.h"
 #include "server/handlers/static_files.h"
@@ -89,9 +90,11 @@ void log_store_failure(std::string_view zone, const Error& error) {
 // Fills an entry as the application's response streams to the client.
 class Filler final : public upstream::ResponseTap {
  public:
+  // `locked`: it holds the fill of its key (Zone::begin_fill), released
+  // when it knows it stores nothing, or has stored the entry.
   Filler(cache::Zone* zone, const cache::Policy* policy, std::string key, const http::Request& request,
-         bool authorized)
-      : zone_(zone), policy_(policy), key_(std::move(key)), authorized_(authorized) {
+         bool authorized, bool locked)
+      : zone_(zone), policy_(policy), key_(std::move(key)), authorized_(authorized), locked_(locked) {
     // The request's fields a Vary may name are read now: the request may
     // be gone by the response's end.
     for (const http::Header& field : request.headers()) {
@@ -99,10 +102,12 @@ class Filler final : public upstream::ResponseTap {
     }
   }
 
+  ~Filler() override { release(); }
+
   void on_head(int status, std::span<const http::Header> fields) override {
     const int64_t now = unix_now();
     const cache::Freshness f = cache::decide(status, fields, authorized_, *policy_, now);
-    if (!f.store) return;
+    if (!f.store) return release();
     EntryHead& head = head_;
     head.key = key_;
     head.vary = vary_names(fields);
@@ -130,6 +135,7 @@ class Filler final : public upstream::ResponseTap {
     hash_ = head.vary.empty() ? KeyHash::of(key_) : variant_hash(key_, head.variant);
     if (Result<void> opened = writer_.open(zone_->options().path, hash_, head); !opened) {
       log_store_failure(zone_->options().name, opened.error());
+      release();
     }
   }
 
@@ -151,8 +157,10 @@ class Filler final : public upstream::ResponseTap {
   }
 
   void on_end(bool complete) override {
-    if (!writer_.is_open()) return;
-    if (!complete) return writer_.abandon();
+    if (!writer_.is_open() || !complete) {
+      writer_.abandon();
+      return release();
+    }
     const int64_t now = unix_now();
     auto stored = std::make_shared<Stored>();
     stored->hash = hash_;
@@ -166,12 +174,20 @@ class Filler final : public upstream::ResponseTap {
     std::vector<std::string> vary = stored->head.vary;
     const int64_t expires = stored->head.expires;
     if (Result<void> done = zone_->insert(writer_, std::move(stored), now); !done) {
-      return log_store_failure(zone_->options().name, done.error());
+      log_store_failure(zone_->options().name, done.error());
+      return release();
     }
     if (!vary.empty()) insert_marker(std::move(vary), expires, now);
+    release();
   }
 
  private:
+  void release() {
+    if (!locked_) return;
+    locked_ = false;
+    zone_->end_fill(KeyHash::of(key_));
+  }
+
   // The marker under the key alone that names the Vary fields.
   void insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now) {
     auto marker = std::make_shared<Stored>();
@@ -195,6 +211,7 @@ class Filler final : public upstream::ResponseTap {
   const cache::Policy* const policy_;
   const std::string key_;
   const bool authorized_;
+  bool locked_;
   std::vector<std::pair<std::string, std::string>> request_fields_;
   EntryHead head_;
   KeyHash hash_;
@@ -223,61 +240,107 @@ UpstreamCache::UpstreamCache(cache::Zone* zone, const CacheUseConfig& config, Me
     : zone_(zone),
       key_(config.key),
       policy_{config.valid, config.store_set_cookie},
+      lock_(config.lock),
+      lock_timeout_(config.lock_timeout),
       metrics_(metrics) {}
 
-bool UpstreamCache::start(const Route& route, http::Exchange& exchange, upstream::CallOptions* options,
-                          std::unique_ptr<upstream::ResponseTap>* tap) const {
+bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* miss) const {
   const http::Request& request = exchange.request();
-  options->extra_header_name = "Cache-Status";
   if (request.method() != http::Method::kGet && request.method() != http::Method::kHead) {
-    options->extra_header_value = "tern; fwd=method";
+    miss->status = "tern; fwd=method";
     return false;
   }
-  std::string key;
-  key_.expand(route, false, &key);
+  key_.expand(route, false, &miss->key);
+  miss->fill = request.method() == http::Method::kGet;
+  return answer_key(exchange, miss, nullptr);
+}
+
+bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, const char* collapsed) const {
+  const http::Request& request = exchange.request();
+  const std::string& key = miss->key;
   const int64_t now = unix_now();
-  const bool authorized = request.has_header(http::FieldId::kAuthorization);
   std::shared_ptr<const Stored> entry = zone_->find(KeyHash::of(key), now);
-  const char* miss = "tern; fwd=uri-miss";
+  miss->status = "tern; fwd=uri-miss";
   if (entry && entry->head.key != key) entry = nullptr;  // another key under the same hash
   if (entry && (entry->head.flags & EntryHead::kVaryMarker) != 0) {
     entry = zone_->find(variant_hash(key, variant_of(request, entry->head.vary)), now);
     if (entry && (entry->head.key != key || entry->head.variant != variant_of(request, entry->head.vary))) {
       entry = nullptr;
     }
-    if (!entry) miss = "tern; fwd=vary-miss";
+    if (!entry) miss->status = "tern; fwd=vary-miss";
   }
-  if (entry && authorized && !shared_with_authorization(entry->head)) {
+  if (entry && request.has_header(http::FieldId::kAuthorization) && !shared_with_authorization(entry->head)) {
     entry = nullptr;
-    miss = "tern; fwd=request";
+    miss->status = "tern; fwd=request";
   }
   if (entry && (entry->head.expires <= now || (entry->head.flags & EntryHead::kRevalidate) != 0)) {
     entry = nullptr;
-    miss = "tern; fwd=stale";
+    miss->status = "tern; fwd=stale";
   }
   if (entry) {
-    serve(*entry, now, exchange);
+    serve(*entry, now, exchange, collapsed);
     if (exchange.writer().started()) {
       if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_hits.add();
       exchange.finish();
       return true;
     }
-    miss = "tern; fwd=uri-miss";  // its file went
+    miss->status = "tern; fwd=uri-miss";  // its file went
   }
   if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
-  options->extra_header_value = miss;
-  if (request.method() == http::Method::kGet) {
-    *tap = std::make_unique<Filler>(zone_, &policy_, std::move(key), request, authorized);
-  }
   return false;
 }
 
-void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exchange) const {
+// A request waiting for the fill of its key: woken when the fill ends (it
+// is then answered from the entry, or goes to the application) or when
+// lock_timeout runs out (it goes to the application). On its exchange's
+// loop; whichever comes first wins.
+struct UpstreamCache::Wait {
+  const UpstreamCache* cache;
+  http::ExchangeId exchange;
+  Miss miss;
+  Fetch fetch;
+  net::TimerId timer;
+  bool done = false;
+
+  void resume(bool timed_out) {
+    if (done) return;
+    done = true;
+    if (!timed_out) exchange.loop->cancel(timer);
+    http::Exchange* ex = http::Exchange::find(exchange);
+    if (ex == nullptr) return;  // the client went away meanwhile
+    if (!timed_out && cache->answer_key(*ex, &miss, "tern; fwd=uri-miss; collapsed")) return;
+    fetch(*ex, nullptr, miss.status);
+  }
+};
+
+void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) const {
+  if (!miss.fill) return fetch(exchange, nullptr, miss.status);
+  const http::Request& request = exchange.request();
+  const bool authorized = request.has_header(http::FieldId::kAuthorization);
+  const KeyHash hash = KeyHash::of(miss.key);
+  if (!lock_) {
+    return fetch(exchange, std::make_unique<Filler>(zone_, &policy_, std::move(miss.key), request, authorized, false),
+                 miss.status);
+  }
+  net::EventLoop* loop = exchange.loop();
+  auto wait = std::make_shared<Wait>(Wait{this, exchange.id(), std::move(miss), std::move(fetch), {}});
+  const bool filler = zone_->begin_fill(hash, [loop, wait] { loop->run_in_loop([wait] { wait->resume(false); }); });
+  if (filler) {
+    wait->done = true;
+    return wait->fetch(exchange,
+                       std::make_unique<Filler>(zone_, &policy_, wait->miss.key, request, authorized, true),
+                       wait->miss.status);
+  }
+  wait->timer = loop->run_after(lock_timeout_, [wait] { wait->resume(true); });
+}
+
+void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exchange, const char* collapsed) const {
   const http::Request& request = exchange.request();
   const EntryHead& head = entry.head;
   char age[24];
   const auto age_end = std::to_chars(age, age + sizeof age, std::max<int64_t>(now - head.stored, 0)).ptr;
-  const std::string status = "tern; hit; ttl=" + std::to_string(head.expires - now);
+  const std::string status =
+      collapsed != nullptr ? std::string(collapsed) : "tern; hit; ttl=" + std::to_string(head.expires - now);
   http::ResponseWriter& w = exchange.writer();
   auto common = [&](http::ResponseWriter& writer) {
     writer.header("Age", std::string_view(age, static_cast<size_t>(age_end - age)));

@@ -1,8 +1,12 @@
 // UpstreamCache: a location's [[cache]] in front of its application (a
 // proxy or a FastCGI block), as nginx's proxy_cache and fastcgi_cache.
 //
-//   if (cache->start(route, exchange, &options, &tap)) return;  // answered from the zone
-//   Call::start<Codec>(exchange, group, options, std::move(tap), ...);
+//   UpstreamCache::Miss miss;
+//   if (cache->answer(route, exchange, &miss)) return;  // answered from the zone
+//   cache->fetch(exchange, std::move(miss), [...](http::Exchange& ex, auto tap, std::string_view status) {
+//     options.extra_header_value = status;             // Cache-Status
+//     Call::start<Codec>(ex, group, options, std::move(tap), ...);
+//   });
 //
 // A GET or HEAD is looked up by its key (`key`, "$scheme$host$request_uri"
 // by default). A fresh entry answers it: with 304 when its validators match
@@ -14,7 +18,11 @@
 // must-revalidate (RFC 9111 3.5).
 //
 // Otherwise the request goes to the application, and a GET's response fills
-// the entry as it streams to the client (the tap): stored when
+// the entry as it streams to the client (the tap). With `lock` (the
+// default), one request fills a key at a time: the others that miss it
+// wait for that fill, up to lock_timeout, then are answered from the entry
+// it made ("fwd=uri-miss; collapsed"), or go to the application themselves
+// if it made none or took too long. A response is stored when
 // cache/freshness.h allows, complete, and its file could be written (a
 // full disk loses the entry, never the response: a log line says why). A
 // response with Vary is stored under its key and the request's values of
@@ -29,6 +37,8 @@
 // user. Its start() runs on a loop thread.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,18 +59,38 @@ class UpstreamCache {
   // `zone` and `metrics` (null: not counted) outlive it.
   UpstreamCache(cache::Zone* zone, const CacheUseConfig& config, Metrics* metrics);
 
-  // Answers the exchange from the zone (true: finished), or prepares the
-  // call to the application: *tap fills the entry, options carry the
-  // Cache-Status.
-  bool start(const Route& route, http::Exchange& exchange, upstream::CallOptions* options,
-             std::unique_ptr<upstream::ResponseTap>* tap) const;
+  // What answer() found, for fetch().
+  struct Miss {
+    std::string key;
+    const char* status = "tern; fwd=uri-miss";  // the response's Cache-Status
+    bool fill = false;                          // a GET: its response may fill the entry
+  };
+  // Starts the call to the application for `exchange`, with `tap` (null:
+  // the response fills nothing) and `status` as its Cache-Status. May run
+  // after fetch() returned (a request that waited), on the exchange's loop;
+  // everything it needs of the route it holds.
+  using Fetch = std::function<void(http::Exchange&, std::unique_ptr<upstream::ResponseTap> tap,
+                                   std::string_view status)>;
+
+  // Answers the exchange from the zone (true: finished), or says in *miss
+  // what fetch() needs.
+  bool answer(const Route& route, http::Exchange& exchange, Miss* miss) const;
+  // Goes to the application for a miss: at once, or after the fill under
+  // way for its key (see above).
+  void fetch(http::Exchange& exchange, Miss miss, Fetch fetch) const;
 
  private:
-  void serve(const cache::Stored& entry, int64_t now, http::Exchange& exchange) const;
+  struct Wait;
+
+  bool answer_key(http::Exchange& exchange, Miss* miss, const char* collapsed) const;
+  // `collapsed`: the Cache-Status of a request that waited for the fill.
+  void serve(const cache::Stored& entry, int64_t now, http::Exchange& exchange, const char* collapsed) const;
 
   cache::Zone* const zone_;
   const VariableText key_;
   const cache::Policy policy_;
+  const bool lock_;
+  const std::chrono::milliseconds lock_timeout_;
   Metrics* const metrics_;
 };
 

@@ -6,15 +6,18 @@ and counts what went to the origin."""
 
 import os
 import signal
+import socket
 import subprocess
 import time
 import tomllib
 import urllib.parse
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from http_client import HttpConn
+from tern_server import scaled
 from test_proxy import apps, site  # noqa: F401 (apps is a fixture)
 
 
@@ -303,3 +306,62 @@ def test_two_workers_fill_hit_and_evict_one_zone_together(tern_factory, origin, 
     assert failures == []
     assert sum(p.stat().st_size for p in entry_files(cache_dir)) <= 1 << 20
     assert not any(".tmp." in p.name for p in entry_files(cache_dir))
+
+
+def many_at_once(port, target, n):
+    """n requests for target on n connections, all sent before any answer is
+    read: (status, Cache-Status, body) of each."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 100:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    request = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        s.sendall(request)
+        socks.append(s)
+    answers = []
+    for s in socks:
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        fields = dict(line.split(": ", 1) for line in lines[1:])
+        answers.append((int(lines[0].split()[1]), fields.get("Cache-Status", ""), body))
+    return answers
+
+
+def test_a_cold_key_asked_by_many_at_once_reaches_the_origin_once(tern_factory, origin, tmp_path):
+    srv = tern_factory({**cached_site(origin, tmp_path / "cache"), "workers": 2})
+    n = scaled(1000, 200)
+    answers = many_at_once(srv.port, url("/cached/cold", "Cache-Control: max-age=60", delay="1"), n)
+    assert origin_count(origin) == 1
+    assert {a[0] for a in answers} == {200}
+    assert {a[2] for a in answers} == {b"origin #1 /cached/cold\n"}
+    statuses = Counter(a[1] for a in answers)
+    assert statuses["tern; fwd=uri-miss"] == 1, statuses
+    assert statuses["tern; fwd=uri-miss; collapsed"] + statuses.get(
+        next((k for k in statuses if k.startswith("tern; hit")), ""), 0) == n - 1, statuses
+
+
+def test_waiters_go_to_the_origin_when_the_fill_stores_nothing_or_takes_too_long(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"lock_timeout": "500ms"}))
+    # Not storable: the waiters are let go when its head arrives.
+    answers = many_at_once(srv.port, url("/cached/private", "Cache-Control: private", delay="0.5"), 10)
+    assert origin_count(origin) == 10 and {a[0] for a in answers} == {200}
+    # A fill slower than lock_timeout: the waiters stop waiting for it.
+    origin.post("/cachedcount")
+    began = time.monotonic()
+    answers = many_at_once(srv.port, url("/cached/slow", "Cache-Control: max-age=60", delay="2"), 5)
+    assert origin_count(origin) == 5
+    assert time.monotonic() - began < 4.5
+    assert sorted(a[1] for a in answers).count("tern; fwd=uri-miss") == 5
+    # Without the lock, every miss is a fill of its own.
+    srv2 = tern_factory(cached_site(origin, tmp_path / "cache2", cache={"lock": False}))
+    origin.post("/cachedcount")
+    many_at_once(srv2.port, url("/cached/nolock", "Cache-Control: max-age=60", delay="0.5"), 5)
+    assert origin_count(origin) == 5
