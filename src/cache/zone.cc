@@ -1,6 +1,7 @@
 #include "cache/zone.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -45,12 +46,19 @@ size_t Stored::memory() const {
 
 Zone::Zone(ZoneOptions options) : options_(std::move(options)) {}
 
-std::shared_ptr<Stored> Zone::read(const std::string& path, const KeyHash& hash, uint64_t memory_body_max) {
+std::shared_ptr<Stored> Zone::read(const std::string& path, const KeyHash& hash, uint64_t memory_body_max,
+                                   bool* broken) {
   Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file.fd < 0) return nullptr;
+  if (file.fd < 0) {
+    if (broken != nullptr) *broken = errno == ENOENT;
+    return nullptr;
+  }
   uint64_t inode = 0;
   Result<EntryHead> head = read_entry_head(file.fd, &inode);
-  if (!head) return nullptr;
+  if (!head) {
+    if (broken != nullptr) *broken = head.error().code == EINVAL;
+    return nullptr;
+  }
   auto stored = std::make_shared<Stored>();
   stored->inode = inode;
   stored->hash = hash;
@@ -77,6 +85,8 @@ size_t Zone::load() {
     int64_t mtime;
   };
   std::vector<Found> found;
+  // Loops fill while this reads: their temp files are named with our pid.
+  const std::string own_temp = ".tmp." + std::to_string(::getpid()) + ".";
   for (const std::string& first : list_dir(options_.path)) {
     const std::string level1 = options_.path + "/" + first;
     for (const std::string& second : list_dir(level1)) {
@@ -84,6 +94,7 @@ size_t Zone::load() {
       for (const std::string& name : list_dir(level2)) {
         const std::string path = level2 + "/" + name;
         KeyHash hash;
+        if (name.find(own_temp) != std::string::npos) continue;  // a fill of ours, under way
         if (is_temp_name(name) || !KeyHash::from_hex(name, &hash) || name.compare(0, 2, first) != 0 ||
             name.compare(2, 2, second) != 0) {
           ::unlink(path.c_str());  // a fill that never finished, or not ours to keep
@@ -128,11 +139,13 @@ size_t Zone::load() {
 
 std::shared_ptr<const Stored> Zone::find(const KeyHash& hash, int64_t now) {
   Shard& s = shard(hash);
+  uint64_t generation = 0;
   {
     std::lock_guard lock(s.mu);
     auto it = s.nodes.find(hash);
     if (it == s.nodes.end()) return nullptr;
     Node& node = it->second;
+    generation = node.generation;
     node.last_use = now;
     s.used.splice(s.used.begin(), s.used, node.use);
     if (node.loaded) {
@@ -142,15 +155,21 @@ std::shared_ptr<const Stored> Zone::find(const KeyHash& hash, int64_t now) {
   }
   // Only its node: read the file outside the lock.
   const std::string path = entry_path(options_.path, hash);
-  std::shared_ptr<const Stored> stored = read(path, hash, options_.memory_body_max);
-  if (!stored) {
-    erase(hash);
-    return nullptr;
-  }
+  bool broken = false;
+  std::shared_ptr<const Stored> stored = read(path, hash, options_.memory_body_max, &broken);
   {
     std::lock_guard lock(s.mu);
     auto it = s.nodes.find(hash);
-    if (it != s.nodes.end() && !it->second.loaded) set_loaded(s, it->second, stored);
+    // Another entry may have taken the name meanwhile: that one stays.
+    const bool same = it != s.nodes.end() && it->second.generation == generation;
+    if (!stored) {
+      if (broken && same) {
+        remove(s, it->second);  // gone or not an entry: its node goes too
+        ::unlink(path.c_str());
+      }
+      return nullptr;  // out of descriptors, say: a miss, the entry stays
+    }
+    if (same && !it->second.loaded) set_loaded(s, it->second, stored);
   }
   shrink();
   return stored;
@@ -201,6 +220,7 @@ Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<Stored> stored, i
     }
     node.file_size = *file_size;
     node.last_use = now;
+    ++node.generation;
     disk_bytes_.fetch_add(*file_size, std::memory_order_relaxed);
     set_loaded(s, node, std::move(stored));
   }

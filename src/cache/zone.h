@@ -113,8 +113,11 @@ class Zone {
   };
   Counts counts() const;
 
-  // Reads an entry's file: its head, and its body if small enough.
-  static std::shared_ptr<Stored> read(const std::string& path, const KeyHash& hash, uint64_t memory_body_max);
+  // Reads an entry's file: its head, and its body if small enough. Null
+  // on failure, with *broken set when the file is gone or not an entry
+  // (not when, say, the process is out of descriptors).
+  static std::shared_ptr<Stored> read(const std::string& path, const KeyHash& hash, uint64_t memory_body_max,
+                                      bool* broken = nullptr);
 
  private:
   struct Node;
@@ -123,6 +126,7 @@ class Zone {
     KeyHash hash;
     uint64_t file_size = 0;
     int64_t last_use = 0;
+    uint64_t generation = 0;  // one more at each insert under its hash
     std::shared_ptr<const Stored> loaded;
     Order::iterator use;
     Order::iterator load;  // in Shard::loaded while `loaded` is set

@@ -81,6 +81,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   for (const http::Header& header : request.headers()) {
     if (!cgi_safe_name(header.name)) continue;
     if (header.id == http::FieldId::kHost || http::iequals(header.name, "Proxy")) continue;
+    if (cgi.whole_response && http::is_precondition_or_range(header)) continue;
     name.assign("HTTP_");
     for (char c : header.name) {
       name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);

@@ -33,6 +33,9 @@ struct CgiContext {
   // SSL_CLIENT_S_DN, SSL_CLIENT_I_DN, SSL_CLIENT_M_SERIAL and
   // SSL_CLIENT_FINGERPRINT.
   const net::PeerCertificate* client_certificate = nullptr;
+  // A cache fills an entry with the response: the client's preconditions
+  // and Range are not passed (http::is_precondition_or_range).
+  bool whole_response = false;
 };
 
 // Every variable, then each request header as HTTP_NAME (upper case, '-' as

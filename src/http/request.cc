@@ -420,4 +420,16 @@ int Request::set_head(Version version, const DecodedHead& head, std::string_view
   return 0;
 }
 
+bool is_precondition_or_range(const Header& field) {
+  switch (field.id) {
+    case FieldId::kIfNoneMatch:
+    case FieldId::kIfModifiedSince:
+    case FieldId::kIfRange:
+    case FieldId::kRange:
+      return true;
+    default:
+      return iequals(field.name, "If-Match") || iequals(field.name, "If-Unmodified-Since");
+  }
+}
+
 }  // namespace tern::http

@@ -73,6 +73,11 @@ struct Header {
 
 // ASCII case-insensitive comparison of two strings of the same length.
 bool iequals_same_size(std::string_view a, std::string_view b);
+
+// If-None-Match, If-Modified-Since, If-Match, If-Unmodified-Since, If-Range
+// and Range: the fields a cache leaves out of a request it fills an entry
+// with, so that the whole response comes back (as nginx's proxy_cache).
+bool is_precondition_or_range(const Header& field);
 // ASCII case-insensitive comparison, for field names and tokens. Inline:
 // most comparisons (a field name against each of a list) end on the
 // lengths.

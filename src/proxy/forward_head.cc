@@ -130,6 +130,7 @@ void write_forward_head(const http::Request& request, const ForwardOptions& opti
   bool connection = false;
   for (const http::Header& h : request.headers()) connection = connection || h.id == http::FieldId::kConnection;
   for (const http::Header& h : request.headers()) {
+    if (options.whole_response && http::is_precondition_or_range(h)) continue;
     if (forwarded_as_is(h, request, connection) && ours(h.name)) field(out, h.name, h.value);
   }
   const std::string_view proto = options.secure ? "https" : "http";

@@ -89,6 +89,9 @@ struct ForwardOptions {
   // receiver judges the client by them (forward auth's check: a client
   // must not claim another address).
   bool fresh_lists = false;
+  // A cache fills an entry with the response: the client's preconditions
+  // and Range stay behind (http::is_precondition_or_range).
+  bool whole_response = false;
 };
 
 // Whether `value` names a client certificate's variable ("$ssl_client_s_dn").

@@ -68,6 +68,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -198,7 +199,9 @@ class ResponseTap {
   // fresh the response is (a cache's to read, not to store).
   virtual void on_head(int status, std::span<const http::Header> headers) = 0;
   virtual void on_body(std::string_view piece) = 0;
-  // complete: the whole response reached the client's connection.
+  // complete: the whole response came from the upstream (called as soon
+  // as it has, while the client may still be taking it); not complete:
+  // the upstream or the client failed first.
   virtual void on_end(bool complete) = 0;
 };
 
@@ -296,7 +299,8 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   Spool response_;          // response bytes the client has not taken yet
   uint64_t response_sent_ = 0;
   std::string scratch_;     // for reading the spools
-  std::string rewritten_;   // a rewritten Location
+  std::deque<std::string> rewritten_;  // rewritten Location and Refresh fields
+  uint64_t tapped_ = 0;     // body bytes the tap has seen
   std::vector<http::Header> relayed_;  // the head's relayed fields, for the tap
   net::TimerId read_timer_;
   std::chrono::steady_clock::time_point first_try_;

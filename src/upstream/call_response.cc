@@ -31,7 +31,10 @@ bool is_unrelayed_field(std::string_view name) {
 
 bool Call::on_body_data(std::string_view data) {
   if (exchange_ == nullptr || data.empty()) return true;  // the client went away
-  if (tap_) tap_->on_body(data);
+  if (tap_) {
+    tap_->on_body(data);
+    tapped_ += data.size();
+  }
   return relay(data);
 }
 
@@ -76,13 +79,14 @@ bool Call::write_response_head() {
                          http::Coding::kIdentity;
   writer.start(status, head.reason);
   relayed_.clear();
+  rewritten_.clear();
   for (const http::Header& field : head.headers) {
     if (is_unrelayed_field(field.name) || codec_->hop_field(field.name)) continue;
     std::string_view value = field.value;
     if (!options_.rewrite_from.empty() && value.starts_with(options_.rewrite_from) &&
         (http::iequals(field.name, "Location") || http::iequals(field.name, "Refresh"))) {
-      rewritten_.assign(options_.rewrite_to).append(value.substr(options_.rewrite_from.size()));
-      value = rewritten_;
+      // A deque: the views of earlier rewritten fields (in relayed_) stay.
+      value = rewritten_.emplace_back(std::string(options_.rewrite_to).append(value.substr(options_.rewrite_from.size())));
     }
     if (coded && http::iequals(field.name, "ETag") && !value.starts_with("W/")) {
       // Another representation: its validator can only be weak.
@@ -194,6 +198,13 @@ void Call::on_response_end(const net::Buffer& input) {
   }
   settle(false);
   upstream_done_ = true;
+  if (tap_) {
+    // The tap has seen the whole response (unless the upstream sent less
+    // than its Content-Length), whatever the client still has to take.
+    const std::optional<uint64_t> length = codec_->head().content_length;
+    tap_->on_end(!length || *length == tapped_);
+    tap_.reset();
+  }
   if (exchange_ == nullptr) return done();
   exchange_->flush();
   if (!response_.empty()) return exchange_->wait_for_drain();  // then end_response()

@@ -96,13 +96,19 @@ TEST_F(ZoneTest, LoadRebuildsTheIndexFromCompleteEntriesOnly) {
     head.key = "half";
     ASSERT_TRUE(half.open(dir_.string(), KeyHash::of("half"), head));
     ASSERT_TRUE(half.append("partial"));
-    // A crash: the temp file stays (copied away before the writer goes).
+    // A crash of another process: its temp file stays (copied under that
+    // process's name before the writer goes).
     for (const auto& e : fs::recursive_directory_iterator(dir_)) {
       if (e.is_regular_file() && is_temp_name(e.path().filename().string())) {
-        fs::copy_file(e.path(), e.path().string() + "x");
+        fs::copy_file(e.path(), entry_path(dir_.string(), KeyHash::of("half")) + ".tmp.999999999.1");
       }
     }
   }
+  // A fill of this process under way while the zone loads: left alone.
+  EntryWriter live;
+  EntryHead live_head;
+  live_head.key = "live";
+  ASSERT_TRUE(live.open(dir_.string(), KeyHash::of("live"), live_head));
   fill(*std::make_unique<Zone>(options()), "broken", "will be cut", 100);
   fs::resize_file(entry_path(dir_.string(), KeyHash::of("broken")), 40);
   std::ofstream(dir_ / "stray") << "not an entry";
@@ -120,10 +126,12 @@ TEST_F(ZoneTest, LoadRebuildsTheIndexFromCompleteEntriesOnly) {
   for (const auto& e : fs::recursive_directory_iterator(dir_)) {
     if (e.is_regular_file()) {
       ++files;
-      EXPECT_FALSE(is_temp_name(e.path().filename().string())) << e.path();
+      const std::string name = e.path().filename().string();
+      EXPECT_TRUE(!is_temp_name(name) || name.starts_with(KeyHash::of("live").hex())) << e.path();
     }
   }
-  EXPECT_EQ(files, 3u);  // the two entries, and "stray" at the top, which is not the zone's to judge
+  EXPECT_EQ(files, 4u);  // the two entries, the live fill and "stray" at the top, not the zone's to judge
+  ASSERT_TRUE(live.commit());  // its temp file was still there
 }
 
 TEST_F(ZoneTest, BeyondMaxSizeTheLeastRecentlyUsedEntriesGo) {

@@ -319,7 +319,7 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
                       path_info = route.path_info, uri = state.path, root = block.root,
                       server_name = std::string_view(server_name_), local = exchange.local_address(),
                       peer = exchange.client_address(), software = std::string_view(software_)](
-                         net::Buffer& out, std::optional<uint64_t> length) {
+                         net::Buffer& out, std::optional<uint64_t> length, bool whole_response) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
     fastcgi::CgiContext cgi;
@@ -336,18 +336,38 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     cgi.ssl_protocol = ssl_protocol;
     cgi.ssl_cipher = ssl_cipher;
     if (client_certificate) cgi.client_certificate = &*client_certificate;
+    cgi.whole_response = whole_response;
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };
-  if (!block.cache) return fastcgi::relay(exchange, *group, options, std::move(head_writer), nullptr);
+  if (!block.cache) {
+    return fastcgi::relay(exchange, *group, options,
+                          [writer = std::move(head_writer)](net::Buffer& out, std::optional<uint64_t> length) mutable {
+                            writer(out, length, false);
+                          },
+                          nullptr);
+  }
   // The writer holds what it needs of the route: the call may start after
   // a wait for another request's fill.
   options.extra_header_name = "Cache-Status";
   block.cache->fetch(exchange, std::move(miss),
-                     [group, options = std::move(options), head_writer = std::move(head_writer)](
+                     [this, pool = block.pool, options = std::move(options), head_writer = std::move(head_writer)](
                          http::Exchange& ex, std::unique_ptr<upstream::ResponseTap> tap, std::string_view status) mutable {
+                       // Looked up now: the loop's pools may have been made
+                       // again while the request waited.
+                       upstream::Group* now = groups_.get(pool);
+                       if (now == nullptr) {
+                         http::write_error_page(ex.writer(), 502);
+                         return ex.finish();
+                       }
                        options.extra_header_value = status;
-                       fastcgi::relay(ex, *group, options, std::move(head_writer), std::move(tap));
+                       const bool whole = tap != nullptr;
+                       fastcgi::relay(ex, *now, options,
+                                      [writer = std::move(head_writer), whole](net::Buffer& out,
+                                                                               std::optional<uint64_t> length) mutable {
+                                        writer(out, length, whole);
+                                      },
+                                      std::move(tap));
                      });
 }
 

@@ -371,11 +371,19 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
   // wait for another request's fill.
   options.extra_header_name = "Cache-Status";
   cache_->fetch(exchange, std::move(miss),
-                [group, options = std::move(options), forward, target = std::move(target)](
+                [this, options = std::move(options), forward, target = std::move(target)](
                     http::Exchange& ex, std::unique_ptr<upstream::ResponseTap> tap, std::string_view status) mutable {
+                  // Looked up now: a moved name may have made the loop's
+                  // group again while the request waited.
+                  upstream::Group* now = routes_->group(static_cast<size_t>(group_));
+                  if (now == nullptr) {
+                    http::write_error_page(ex.writer(), 502);
+                    return ex.finish();
+                  }
                   options.extra_header_value = status;
                   forward.target = target;
-                  upstream::Call::start<proxy::HttpCodec>(ex, *group, options, std::move(tap), ex.request(), forward,
+                  forward.whole_response = tap != nullptr;
+                  upstream::Call::start<proxy::HttpCodec>(ex, *now, options, std::move(tap), ex.request(), forward,
                                                           options.response_head);
                 });
 }

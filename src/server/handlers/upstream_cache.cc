@@ -92,42 +92,44 @@ class Filler final : public upstream::ResponseTap {
  public:
   // `locked`: it holds the fill of its key (Zone::begin_fill), released
   // when it knows it stores nothing, or has stored the entry.
+  // `request` (its exchange's) outlives the response head, where a Vary
+  // is read.
   Filler(cache::Zone* zone, const cache::Policy* policy, std::string key, const http::Request& request,
          bool authorized, bool locked)
-      : zone_(zone), policy_(policy), key_(std::move(key)), authorized_(authorized), locked_(locked) {
-    // The request's fields a Vary may name are read now: the request may
-    // be gone by the response's end.
-    for (const http::Header& field : request.headers()) {
-      request_fields_.emplace_back(std::string(field.name), std::string(field.value));
-    }
-  }
+      : zone_(zone),
+        policy_(policy),
+        key_(std::move(key)),
+        request_(&request),
+        authorized_(authorized),
+        locked_(locked) {}
 
   ~Filler() override { release(); }
 
   void on_head(int status, std::span<const http::Header> fields) override {
     const int64_t now = unix_now();
     const cache::Freshness f = cache::decide(status, fields, authorized_, *policy_, now);
-    if (!f.store) return release();
+    // An entry every use of which asks the origin first waits for
+    // revalidation, which a zone does not do yet (nginx stores neither).
+    if (!f.store || f.revalidate || f.lifetime.count() <= 0) return release();
     EntryHead& head = head_;
     head.key = key_;
     head.vary = vary_names(fields);
-    for (const std::string& name : head.vary) {
-      for (const auto& [field, value] : request_fields_) {
-        if (http::iequals(field, name)) {
-          head.variant.append(value);
-          break;
-        }
-      }
-      head.variant.push_back('\n');
-    }
+    head.variant = variant_of(*request_, head.vary);
     head.status = status;
+    int64_t age = 0;
     for (const http::Header& field : fields) {
       if (f.drop_set_cookie && http::iequals(field.name, "Set-Cookie")) continue;
+      if (http::iequals(field.name, "Age")) {
+        // Counted into the time it was stored: a hit's Age adds its own.
+        const auto [end, error] = std::from_chars(field.value.data(), field.value.data() + field.value.size(), age);
+        if (error != std::errc() || age < 0) age = 0;
+        continue;
+      }
       // The upstream's, for decide(): a hit has its own Date.
       if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) continue;
       head.fields.emplace_back(std::string(field.name), std::string(field.value));
     }
-    head.stored = now;
+    head.stored = now - std::min<int64_t>(age, int64_t{1} << 31);
     head.expires = now + f.lifetime.count();
     head.stale_while_revalidate = static_cast<uint32_t>(f.stale_while_revalidate.count());
     head.stale_if_error = static_cast<uint32_t>(f.stale_if_error.count());
@@ -143,11 +145,11 @@ class Filler final : public upstream::ResponseTap {
     if (!writer_.is_open()) return;
     if (writer_.body_size() + piece.size() > zone_->options().max_size / 8) {
       writer_.abandon();  // an eighth of the zone at most
-      return;
+      return release();
     }
     if (Result<void> written = writer_.append(piece); !written) {
       log_store_failure(zone_->options().name, written.error());
-      return;
+      return release();
     }
     if (writer_.body_size() <= zone_->options().memory_body_max) {
       body_.append(piece);
@@ -210,9 +212,9 @@ class Filler final : public upstream::ResponseTap {
   cache::Zone* const zone_;
   const cache::Policy* const policy_;
   const std::string key_;
+  const http::Request* const request_;
   const bool authorized_;
   bool locked_;
-  std::vector<std::pair<std::string, std::string>> request_fields_;
   EntryHead head_;
   KeyHash hash_;
   cache::EntryWriter writer_;
@@ -251,7 +253,8 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
     return false;
   }
   key_.expand(route, false, &miss->key);
-  miss->fill = request.method() == http::Method::kGet;
+  // A protocol switch (a WebSocket) is a tunnel, not a response to keep.
+  miss->fill = request.method() == http::Method::kGet && !request.has_header(http::FieldId::kUpgrade);
   return answer_key(exchange, miss, nullptr);
 }
 
@@ -306,10 +309,14 @@ struct UpstreamCache::Wait {
     if (done) return;
     done = true;
     if (!timed_out) exchange.loop->cancel(timer);
+    // A wait that timed out stays among the fill's wake-ups until it ends:
+    // what it holds goes now.
+    Fetch go = std::move(fetch);
+    fetch = nullptr;
     http::Exchange* ex = http::Exchange::find(exchange);
     if (ex == nullptr) return;  // the client went away meanwhile
     if (!timed_out && cache->answer_key(*ex, &miss, "tern; fwd=uri-miss; collapsed")) return;
-    fetch(*ex, nullptr, miss.status);
+    go(*ex, nullptr, miss.status);
   }
 };
 
@@ -318,13 +325,20 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   const http::Request& request = exchange.request();
   const bool authorized = request.has_header(http::FieldId::kAuthorization);
   const KeyHash hash = KeyHash::of(miss.key);
-  if (!lock_) {
+  // A request with a body goes at once: its body is not held while it
+  // would wait.
+  const bool body = request.body_framing() == http::BodyFraming::kChunked ||
+                    (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > 0);
+  if (!lock_ || body) {
     return fetch(exchange, std::make_unique<Filler>(zone_, &policy_, std::move(miss.key), request, authorized, false),
                  miss.status);
   }
   net::EventLoop* loop = exchange.loop();
   auto wait = std::make_shared<Wait>(Wait{this, exchange.id(), std::move(miss), std::move(fetch), {}});
-  const bool filler = zone_->begin_fill(hash, [loop, wait] { loop->run_in_loop([wait] { wait->resume(false); }); });
+  const bool filler = zone_->begin_fill(hash, [loop, wait] {
+    // Queued even on its own loop: the fill's end is deep in its call.
+    loop->queue_in_loop([wait] { wait->resume(false); });
+  });
   if (filler) {
     wait->done = true;
     return wait->fetch(exchange,

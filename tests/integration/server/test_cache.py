@@ -82,7 +82,9 @@ def test_a_stored_response_is_served_again_without_the_origin(tern_factory, orig
     ["Cache-Control: max-age=60", "Set-Cookie: session=1"],
     ["Cache-Control: max-age=60", "Vary: *"],
     [],  # no lifetime, and none configured
-], ids=["no-store", "private", "set-cookie", "vary-star", "no-lifetime"])
+    ["Cache-Control: no-cache, max-age=60", 'ETag: "n"'],  # every use revalidated: not kept until a zone can
+    ["Cache-Control: max-age=0", 'ETag: "z"'],
+], ids=["no-store", "private", "set-cookie", "vary-star", "no-lifetime", "no-cache", "max-age-0"])
 def test_what_may_not_be_stored_always_goes_to_the_origin(tern_factory, origin, tmp_path, fields):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     target = url("/cached/no", *fields)
@@ -365,3 +367,44 @@ def test_waiters_go_to_the_origin_when_the_fill_stores_nothing_or_takes_too_long
     origin.post("/cachedcount")
     many_at_once(srv2.port, url("/cached/nolock", "Cache-Control: max-age=60", delay="0.5"), 5)
     assert origin_count(origin) == 5
+
+
+def test_a_fill_asks_for_the_whole_response_and_counts_the_origins_age(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/whole", "Cache-Control: max-age=600", 'ETag: "w"', "Age: 100", n="1000")
+    # A client's preconditions and Range do not go up with a fill: the
+    # origin sends the whole response, which is kept.
+    first = srv.get(target, [("If-None-Match", '"w"'), ("Range", "bytes=0-9")])
+    assert first.status == 200 and len(first.body) == 1000
+    hit = srv.get(target)
+    assert is_hit(hit) and hit.body == first.body
+    assert hit.header_all("Age") == [hit.header("Age")] and 100 <= int(hit.header("Age")) <= 110
+    assert 490 <= int(status(hit).split("ttl=")[1]) <= 500
+
+
+def test_a_fill_is_kept_when_its_client_leaves_after_the_origin_answered(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/left", "Cache-Control: max-age=600", n=str(4 << 20))
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert s.recv(100).startswith(b"HTTP/1.1 200")
+        # The client takes no more: the entry is there once the origin's
+        # 4 MiB are in (buffered), long before the client would have them.
+        deadline = time.monotonic() + 10
+        while not [p for p in entry_files(tmp_path / "cache") if ".tmp." not in p.name]:
+            assert time.monotonic() < deadline, "the entry waited for the client"
+            time.sleep(0.05)
+    resp = srv.get(target, [("Host", "x")])  # the same key ($host)
+    assert is_hit(resp) and len(resp.body) == 4 << 20 and origin_count(origin) == 1
+
+
+def test_upgrades_and_requests_with_bodies_are_not_filled_or_held(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/up", "Cache-Control: max-age=600")
+    upgrade = srv.get(target, [("Connection", "Upgrade"), ("Upgrade", "websocket")])
+    assert upgrade.status == 200 and status(upgrade) == "tern; fwd=uri-miss"
+    assert status(srv.get(target)) == "tern; fwd=uri-miss"  # the upgrade filled nothing
+    with srv.connect() as conn:
+        with_body = conn.request(f"GET {url('/cached/body', 'Cache-Control: max-age=600')} HTTP/1.1\r\n"
+                                 "Host: x\r\nContent-Length: 3\r\n\r\nabc".encode())
+        assert with_body.status == 200
