@@ -68,7 +68,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <deque>
+#include <list>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -299,7 +299,9 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   Spool response_;          // response bytes the client has not taken yet
   uint64_t response_sent_ = 0;
   std::string scratch_;     // for reading the spools
-  std::deque<std::string> rewritten_;  // rewritten Location and Refresh fields
+  // Rewritten Location and Refresh fields: a list, whose strings stay where
+  // they are (relayed_ views them) and which allocates nothing until used.
+  std::list<std::string> rewritten_;
   uint64_t tapped_ = 0;     // body bytes the tap has seen
   std::vector<http::Header> relayed_;  // the head's relayed fields, for the tap
   net::TimerId read_timer_;

@@ -85,7 +85,6 @@ bool Call::write_response_head() {
     std::string_view value = field.value;
     if (!options_.rewrite_from.empty() && value.starts_with(options_.rewrite_from) &&
         (http::iequals(field.name, "Location") || http::iequals(field.name, "Refresh"))) {
-      // A deque: the views of earlier rewritten fields (in relayed_) stay.
       value = rewritten_.emplace_back(std::string(options_.rewrite_to).append(value.substr(options_.rewrite_from.size())));
     }
     if (coded && http::iequals(field.name, "ETag") && !value.starts_with("W/")) {
