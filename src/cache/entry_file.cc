@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -203,6 +204,33 @@ Result<void> EntryWriter::append(std::string_view piece) {
     return errno_error("cache entry write", code);
   }
   body_size_ += piece.size();
+  return {};
+}
+
+Result<void> EntryWriter::append_file(int fd, uint64_t offset, uint64_t length) {
+  if (fd_ < 0) return Error{EBADF, "cache entry write"};
+  auto from = static_cast<off64_t>(offset);
+  uint64_t left = length;
+  while (left > 0) {
+    // In the kernel where it can (the same filesystem); else through memory.
+    ssize_t n = ::copy_file_range(fd, &from, fd_, nullptr, left, 0);
+    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
+      char buffer[64 * 1024];
+      n = ::pread(fd, buffer, std::min<uint64_t>(left, sizeof buffer), from);
+      if (n > 0 && !write_all(fd_, std::string_view(buffer, static_cast<size_t>(n)))) {
+        n = -1;
+        if (errno == 0) errno = ENOSPC;
+      }
+      if (n > 0) from += n;
+    }
+    if (n <= 0) {
+      const int code = n == 0 ? EIO : errno;  // 0: the file is shorter than it said
+      abandon();
+      return errno_error("cache entry copy", code);
+    }
+    left -= static_cast<uint64_t>(n);
+    body_size_ += static_cast<uint64_t>(n);
+  }
   return {};
 }
 

@@ -109,6 +109,9 @@ class EntryWriter {
   // cannot be made or written (a full disk).
   Result<void> open(std::string_view dir, const KeyHash& hash, const EntryHead& head);
   Result<void> append(std::string_view piece);
+  // Appends `length` bytes of the open file `fd` from `offset` (the body
+  // of an older entry, whose head a revalidation changed).
+  Result<void> append_file(int fd, uint64_t offset, uint64_t length);
   // Sets the body's size in the head and closes the file. Returns the
   // file's size.
   Result<uint64_t> finish();

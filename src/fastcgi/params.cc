@@ -1,5 +1,7 @@
 #include "fastcgi/params.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <string>
 
@@ -78,15 +80,26 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   // the Host field (RFC 9112 3.2.2).
   if (!request.host().empty()) params.add("HTTP_HOST", request.host());
   std::string name;
-  for (const http::Header& header : request.headers()) {
-    if (!cgi_safe_name(header.name)) continue;
-    if (header.id == http::FieldId::kHost || http::iequals(header.name, "Proxy")) continue;
-    if (cgi.whole_response && http::is_precondition_or_range(header)) continue;
+  const auto add = [&params, &name](const http::Header& header) {
     name.assign("HTTP_");
     for (char c : header.name) {
       name += c == '-' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
     }
     params.add(name, header.value);
+  };
+  const auto replaced = [&cgi](std::string_view field) {
+    return std::any_of(cgi.added.begin(), cgi.added.end(),
+                       [field](const http::Header& added) { return http::iequals(added.name, field); });
+  };
+  for (const http::Header& header : request.headers()) {
+    if (!cgi_safe_name(header.name)) continue;
+    if (header.id == http::FieldId::kHost || http::iequals(header.name, "Proxy")) continue;
+    if (cgi.whole_response && http::is_precondition_or_range(header)) continue;
+    if (replaced(header.name)) continue;
+    add(header);
+  }
+  for (const http::Header& header : cgi.added) {
+    if (cgi_safe_name(header.name)) add(header);
   }
 }
 

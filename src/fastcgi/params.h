@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "fastcgi/protocol.h"
@@ -36,6 +37,10 @@ struct CgiContext {
   // A cache fills an entry with the response: the client's preconditions
   // and Range are not passed (http::is_precondition_or_range).
   bool whole_response = false;
+  // Request fields passed (as HTTP_NAME) in place of the client's of those
+  // names: a cache's own preconditions when it revalidates an entry. Not
+  // owned.
+  std::span<const http::Header> added;
 };
 
 // Every variable, then each request header as HTTP_NAME (upper case, '-' as

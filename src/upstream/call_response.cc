@@ -61,6 +61,14 @@ bool Call::write_response_head() {
     if (!try_next_server("answered " + std::to_string(status))) fail(502, "no other server to try");
     return false;
   }
+  if (tap_ && tap_->answer_instead(*exchange_, status, head.headers, false)) {
+    // Answered by the tap: the upstream's connection goes (its body is
+    // not read).
+    settle(false);
+    exchange_ = nullptr;
+    done();
+    return false;
+  }
   response_started_ = true;
   if (options_.internal_redirect) {
     if (std::string_view target = head.header("X-Accel-Redirect"); !target.empty()) {

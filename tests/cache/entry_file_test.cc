@@ -108,6 +108,47 @@ TEST_F(EntryFileTest, AnEntryReadsBackAsItWasWritten) {
   EXPECT_EQ(files(), std::vector<std::string>{hash.hex()});
 }
 
+// A revalidated entry gets a new head and the old file's body, copied (in
+// the kernel where it can): the new file replaces the old one under its
+// name, and a copy that runs past the old file's end is refused.
+TEST_F(EntryFileTest, ABodyIsCopiedFromAnOlderEntrysFile) {
+  const KeyHash hash = KeyHash::of(head().key);
+  std::string body;
+  for (int i = 0; body.size() < 300'000; ++i) body += "line " + std::to_string(i) + "\n";
+  EntryWriter first;
+  ASSERT_TRUE(first.open(dir_.string(), hash, head()));
+  ASSERT_TRUE(first.append(body));
+  ASSERT_TRUE(first.commit());
+  const std::string path = entry_path(dir_.string(), hash);
+  const int old = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(old, 0);
+  const uint64_t offset = first.head_size();
+
+  EntryHead renewed = head();
+  renewed.fields.emplace_back("X-Revalidated", "yes");
+  renewed.expires += 600;
+  EntryWriter second;
+  ASSERT_TRUE(second.open(dir_.string(), hash, renewed));
+  ASSERT_TRUE(second.append_file(old, offset, body.size()));
+  EXPECT_EQ(second.body_size(), body.size());
+  ASSERT_TRUE(second.commit());
+  Result<EntryHead> back = read_back(path);
+  ASSERT_TRUE(back) << back.error().message();
+  EXPECT_EQ(back->field("X-Revalidated"), "yes");
+  EXPECT_EQ(back->expires, renewed.expires);
+  std::ifstream in(path, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all.substr(back->body_offset), body);
+  EXPECT_EQ(files(), std::vector<std::string>{hash.hex()});
+
+  EntryWriter short_copy;
+  ASSERT_TRUE(short_copy.open(dir_.string(), hash, renewed));
+  EXPECT_FALSE(short_copy.append_file(old, offset, body.size() + 1));  // the old file has no byte more
+  EXPECT_FALSE(short_copy.is_open());
+  ::close(old);
+  EXPECT_EQ(files(), std::vector<std::string>{hash.hex()});  // its temp file went
+}
+
 // Until commit() the entry has no name: a reader finds nothing, never half
 // a response; a fill dropped on the way leaves no file at all.
 TEST_F(EntryFileTest, AnEntryHasItsNameOnlyWhenComplete) {

@@ -38,6 +38,24 @@ struct CacheUseConfig {
   // lock_timeout (then they go to the application themselves).
   bool lock = true;
   std::chrono::milliseconds lock_timeout{5000};
+  // A stale entry with a validator (ETag, Last-Modified) is asked for
+  // with If-None-Match or If-Modified-Since; a 304 makes it fresh again
+  // (nginx's proxy_cache_revalidate, on here by default).
+  bool revalidate = true;
+  // When a stored response, however stale, answers in place of the
+  // application's (nginx's proxy_cache_use_stale; none by default, but a
+  // response's own stale-if-error is honoured for errors, timeouts and
+  // 500, 502, 503, 504): "error" (no connection, a broken response),
+  // "timeout", a status the application answered, and "updating" (while
+  // another request refreshes the entry, rather than waiting for it).
+  struct UseStale {
+    bool error = false;
+    bool timeout = false;
+    bool updating = false;
+    std::vector<int> statuses;
+    bool operator==(const UseStale&) const = default;
+  };
+  UseStale use_stale;
   int line = 0;
   bool operator==(const CacheUseConfig&) const = default;
 };

@@ -43,7 +43,8 @@ void read_cache_zones(Section& top, const toml::node& node, Config& c) {
 }
 
 // cache = "pages", or { zone = "pages", key = "...", valid = { 200 = "10m",
-// any = "1m" }, store_set_cookie = false, lock = true, lock_timeout = "5s" }.
+// any = "1m" }, store_set_cookie = false, lock = true, lock_timeout = "5s",
+// revalidate = true, use_stale = ["error", "timeout", "503", "updating"] }.
 std::optional<CacheUseConfig> read_cache_use(Section& s) {
   const toml::node* node = s.node("cache");
   if (node == nullptr) return std::nullopt;
@@ -93,6 +94,25 @@ std::optional<CacheUseConfig> read_cache_use(Section& s) {
   t.get_bool("store_set_cookie", &u.store_set_cookie);
   t.get_bool("lock", &u.lock);
   t.get_duration("lock_timeout", &u.lock_timeout);
+  t.get_bool("revalidate", &u.revalidate);
+  if (const auto words = t.get_strings("use_stale")) {
+    for (const auto& [word, item] : *words) {
+      int code = 0;
+      const auto [end, error] = std::from_chars(word.data(), word.data() + word.size(), code);
+      if (word == "error") {
+        u.use_stale.error = true;
+      } else if (word == "timeout") {
+        u.use_stale.timeout = true;
+      } else if (word == "updating") {
+        u.use_stale.updating = true;
+      } else if (error == std::errc() && end == word.data() + word.size() && code >= 400 && code <= 599) {
+        u.use_stale.statuses.push_back(code);
+      } else {
+        t.fail(*item, "use_stale",
+               "\"" + word + "\": expected error, timeout, updating or a status from 400 to 599 (\"503\")");
+      }
+    }
+  }
   t.finish();
   return u;
 }

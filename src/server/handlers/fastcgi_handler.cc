@@ -319,7 +319,8 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
                       path_info = route.path_info, uri = state.path, root = block.root,
                       server_name = std::string_view(server_name_), local = exchange.local_address(),
                       peer = exchange.client_address(), software = std::string_view(software_)](
-                         net::Buffer& out, std::optional<uint64_t> length, bool whole_response) {
+                         net::Buffer& out, std::optional<uint64_t> length, bool whole_response,
+                         std::span<const http::Header> added) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
     fastcgi::CgiContext cgi;
@@ -337,13 +338,14 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     cgi.ssl_cipher = ssl_cipher;
     if (client_certificate) cgi.client_certificate = &*client_certificate;
     cgi.whole_response = whole_response;
+    cgi.added = added;
     fastcgi::write_cgi_params(params, request, cgi, length);
     params.finish();
   };
   if (!block.cache) {
     return fastcgi::relay(exchange, *group, options,
                           [writer = std::move(head_writer)](net::Buffer& out, std::optional<uint64_t> length) mutable {
-                            writer(out, length, false);
+                            writer(out, length, false, {});
                           },
                           nullptr);
   }
@@ -352,7 +354,7 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
   options.extra_header_name = "Cache-Status";
   block.cache->fetch(exchange, std::move(miss),
                      [this, pool = block.pool, options = std::move(options), head_writer = std::move(head_writer)](
-                         http::Exchange& ex, std::unique_ptr<upstream::ResponseTap> tap, std::string_view status) mutable {
+                         http::Exchange& ex, UpstreamCache::Forward cached) mutable {
                        // Looked up now: the loop's pools may have been made
                        // again while the request waited.
                        upstream::Group* now = groups_.get(pool);
@@ -360,14 +362,15 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
                          http::write_error_page(ex.writer(), 502);
                          return ex.finish();
                        }
-                       options.extra_header_value = status;
-                       const bool whole = tap != nullptr;
+                       options.extra_header_value = cached.status;
+                       // The conditions' views live as long as the tap, in the call.
                        fastcgi::relay(ex, *now, options,
-                                      [writer = std::move(head_writer), whole](net::Buffer& out,
-                                                                               std::optional<uint64_t> length) mutable {
-                                        writer(out, length, whole);
+                                      [writer = std::move(head_writer), whole = cached.whole_response,
+                                       added = cached.conditions](net::Buffer& out,
+                                                                  std::optional<uint64_t> length) mutable {
+                                        writer(out, length, whole, added);
                                       },
-                                      std::move(tap));
+                                      std::move(cached.tap));
                      });
 }
 

@@ -372,7 +372,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
   options.extra_header_name = "Cache-Status";
   cache_->fetch(exchange, std::move(miss),
                 [this, options = std::move(options), forward, target = std::move(target)](
-                    http::Exchange& ex, std::unique_ptr<upstream::ResponseTap> tap, std::string_view status) mutable {
+                    http::Exchange& ex, UpstreamCache::Forward cached) mutable {
                   // Looked up now: a moved name may have made the loop's
                   // group again while the request waited.
                   upstream::Group* now = routes_->group(static_cast<size_t>(group_));
@@ -380,11 +380,12 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
                     http::write_error_page(ex.writer(), 502);
                     return ex.finish();
                   }
-                  options.extra_header_value = status;
+                  options.extra_header_value = cached.status;
                   forward.target = target;
-                  forward.whole_response = tap != nullptr;
-                  upstream::Call::start<proxy::HttpCodec>(ex, *now, options, std::move(tap), ex.request(), forward,
-                                                          options.response_head);
+                  forward.whole_response = cached.whole_response;
+                  forward.added = cached.conditions;
+                  upstream::Call::start<proxy::HttpCodec>(ex, *now, options, std::move(cached.tap), ex.request(),
+                                                          forward, options.response_head);
                 });
 }
 

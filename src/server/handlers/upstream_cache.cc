@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cctype>
@@ -11,6 +13,7 @@
 #include <stdexcept>
 
 #include "base/log.h"
+#include "http/error_page.h"
 #include "http/field_values.h"
 #include "http/http_date.h"
 #include "http/range.h"
@@ -87,53 +90,92 @@ void log_store_failure(std::string_view zone, const Error& error) {
   TERN_LOG_WARN("cache {}: a response was not stored: {} (it was served all the same)", zone, error.message());
 }
 
-// Fills an entry as the application's response streams to the client.
-class Filler final : public upstream::ResponseTap {
+// An entry's head for a response the cache may store (`f` its verdict):
+// the fields as relayed, less Age (counted into `stored`), Date and
+// X-Accel-Expires (for decide() only: a hit has its own Date), and
+// Set-Cookie when f says. Key, vary and variant are the caller's.
+void describe(int status, std::span<const http::Header> fields, const cache::Freshness& f, int64_t now,
+              EntryHead* head) {
+  head->status = status;
+  head->fields.clear();
+  int64_t age = 0;
+  for (const http::Header& field : fields) {
+    if (f.drop_set_cookie && http::iequals(field.name, "Set-Cookie")) continue;
+    if (http::iequals(field.name, "Age")) {
+      const auto [end, error] = std::from_chars(field.value.data(), field.value.data() + field.value.size(), age);
+      if (error != std::errc() || age < 0) age = 0;
+      continue;
+    }
+    if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) continue;
+    head->fields.emplace_back(std::string(field.name), std::string(field.value));
+  }
+  head->stored = now - std::min<int64_t>(age, int64_t{1} << 31);
+  head->expires = now + f.lifetime.count();
+  head->stale_while_revalidate = static_cast<uint32_t>(f.stale_while_revalidate.count());
+  head->stale_if_error = static_cast<uint32_t>(f.stale_if_error.count());
+  head->flags = (f.revalidate ? EntryHead::kRevalidate : 0) | (f.no_stale ? EntryHead::kNoStale : 0);
+}
+
+// A field of a 304 that takes the place of the stored response's fields
+// of its name (RFC 9111 3.2): not one of the hop's, nor Content-Length.
+bool updates_stored(const http::Header& field) {
+  return !upstream::is_unrelayed_field(field.name) && !http::iequals(field.name, "Content-Length");
+}
+
+// Closes a descriptor when the last region that sends from it goes.
+std::shared_ptr<const void> fd_owner(int fd) {
+  return std::shared_ptr<const void>(nullptr, [fd](const void*) { ::close(fd); });
+}
+
+}  // namespace
+
+// The cache's part in a call to the application. It fills the entry as
+// the response streams to the client (`fill`); and with a stale entry at
+// hand it answers in the application's place when the application confirms
+// the entry (a 304 to the revalidation it asked for) or fails in a way
+// use_stale or the entry's stale-if-error allows.
+class UpstreamCache::Tap final : public upstream::ResponseTap {
  public:
   // `locked`: it holds the fill of its key (Zone::begin_fill), released
-  // when it knows it stores nothing, or has stored the entry.
-  // `request` (its exchange's) outlives the response head, where a Vary
-  // is read.
-  Filler(cache::Zone* zone, const cache::Policy* policy, std::string key, const http::Request& request,
-         bool authorized, bool locked)
-      : zone_(zone),
-        policy_(policy),
+  // when it knows it stores nothing, or has stored the entry. `request`
+  // (its exchange's) outlives the response head, where a Vary is read.
+  Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill, bool locked,
+      std::shared_ptr<const Stored> stale)
+      : cache_(cache),
+        zone_(cache->zone_),
         key_(std::move(key)),
         request_(&request),
-        authorized_(authorized),
-        locked_(locked) {}
+        authorized_(request.has_header(http::FieldId::kAuthorization)),
+        fill_(fill),
+        locked_(locked),
+        stale_(std::move(stale)) {
+    if (fill_ && stale_ && cache_->revalidate_) {
+      // Views into the stale entry's head, which the tap holds.
+      if (const std::string_view etag = stale_->head.field("ETag"); !etag.empty()) {
+        conditions_[conditions_size_++] = {"If-None-Match", etag};
+      }
+      if (const std::string_view modified = stale_->head.field("Last-Modified"); !modified.empty()) {
+        conditions_[conditions_size_++] = {"If-Modified-Since", modified};
+      }
+    }
+  }
 
-  ~Filler() override { release(); }
+  ~Tap() override { release(); }
+
+  // The preconditions the call sends in place of the client's: a
+  // revalidation of the stale entry, or none.
+  std::span<const http::Header> conditions() const { return {conditions_.data(), conditions_size_}; }
 
   void on_head(int status, std::span<const http::Header> fields) override {
+    if (!fill_) return;
     const int64_t now = unix_now();
-    const cache::Freshness f = cache::decide(status, fields, authorized_, *policy_, now);
-    // An entry every use of which asks the origin first waits for
-    // revalidation, which a zone does not do yet (nginx stores neither).
-    if (!f.store || f.revalidate || f.lifetime.count() <= 0) return release();
+    const cache::Freshness f = cache::decide(status, fields, authorized_, cache_->policy_, now);
+    if (!f.store) return release();
     EntryHead& head = head_;
     head.key = key_;
     head.vary = vary_names(fields);
     head.variant = variant_of(*request_, head.vary);
-    head.status = status;
-    int64_t age = 0;
-    for (const http::Header& field : fields) {
-      if (f.drop_set_cookie && http::iequals(field.name, "Set-Cookie")) continue;
-      if (http::iequals(field.name, "Age")) {
-        // Counted into the time it was stored: a hit's Age adds its own.
-        const auto [end, error] = std::from_chars(field.value.data(), field.value.data() + field.value.size(), age);
-        if (error != std::errc() || age < 0) age = 0;
-        continue;
-      }
-      // The upstream's, for decide(): a hit has its own Date.
-      if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) continue;
-      head.fields.emplace_back(std::string(field.name), std::string(field.value));
-    }
-    head.stored = now - std::min<int64_t>(age, int64_t{1} << 31);
-    head.expires = now + f.lifetime.count();
-    head.stale_while_revalidate = static_cast<uint32_t>(f.stale_while_revalidate.count());
-    head.stale_if_error = static_cast<uint32_t>(f.stale_if_error.count());
-    head.flags = (f.revalidate ? EntryHead::kRevalidate : 0) | (f.no_stale ? EntryHead::kNoStale : 0);
+    describe(status, fields, f, now, &head);
     hash_ = head.vary.empty() ? KeyHash::of(key_) : variant_hash(key_, head.variant);
     if (Result<void> opened = writer_.open(zone_->options().path, hash_, head); !opened) {
       log_store_failure(zone_->options().name, opened.error());
@@ -183,11 +225,98 @@ class Filler final : public upstream::ResponseTap {
     release();
   }
 
+  bool answer_instead(http::Exchange& exchange, int status, std::span<const http::Header> fields,
+                      bool failure) override {
+    if (!stale_) return false;
+    const int64_t now = unix_now();
+    if (!failure && status == 304 && conditions_size_ > 0) return refresh(exchange, fields, now);
+    if (!cache_->may_serve_stale(stale_->head, now, status, failure)) return false;
+    std::string cache_status = "tern; fwd=stale";
+    if (!failure) cache_status.append("; fwd-status=").append(std::to_string(status));
+    cache_status.append("; ttl=").append(std::to_string(stale_->head.expires - now)).append("; detail=");
+    cache_status.append(failure ? (status == 504 ? "timeout" : "error") : "status");
+    cache_->serve(*stale_, now, exchange, cache_status);
+    if (!exchange.writer().started()) return false;  // its file went: the failure is answered
+    if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_stale.add();
+    exchange.finish();
+    return true;
+  }
+
  private:
   void release() {
     if (!locked_) return;
     locked_ = false;
     zone_->end_fill(KeyHash::of(key_));
+  }
+
+  // The application confirmed the stale entry (RFC 9111 4.3.4): its head
+  // takes the 304's fields and a new lifetime, its body stays; stored
+  // again (a new file, the body copied), and the request answered from it.
+  bool refresh(http::Exchange& exchange, std::span<const http::Header> fields, int64_t now) {
+    const EntryHead& old = stale_->head;
+    std::vector<http::Header> merged;
+    for (const auto& [name, value] : old.fields) {
+      const bool replaced = std::any_of(fields.begin(), fields.end(), [&name](const http::Header& field) {
+        return updates_stored(field) && http::iequals(field.name, name);
+      });
+      if (!replaced) merged.push_back({name, value});
+    }
+    for (const http::Header& field : fields) {
+      // The 304's Date and X-Accel-Expires too: decide() reads them.
+      if (updates_stored(field) || http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) {
+        merged.push_back(field);
+      }
+    }
+    const cache::Freshness f = cache::decide(old.status, merged, authorized_, cache_->policy_, now);
+    auto entry = std::make_shared<Stored>(*stale_);
+    describe(old.status, merged, f, now, &entry->head);
+    if (f.store) store_again(entry, now);
+    release();
+    std::string cache_status = "tern; fwd=stale; fwd-status=304";
+    if (f.store && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
+    cache_->serve(*entry, now, exchange, cache_status);
+    if (!exchange.writer().started()) {
+      // Its file went while the application was asked (evicted).
+      TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);
+      http::write_error_page(exchange.writer(), 502);
+    }
+    if (!f.store) zone_->erase(stale_->hash);  // it may not be kept any longer (a file being sent stays)
+    if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_revalidated.add();
+    exchange.finish();
+    return true;
+  }
+
+  // Writes `entry` (the stale one with a new head) as a new file under its
+  // name; on success `entry` describes that file. A failure leaves the old
+  // one in place, and `entry` pointing at it.
+  void store_again(const std::shared_ptr<Stored>& entry, int64_t now) {
+    cache::EntryWriter writer;
+    Result<void> done = writer.open(zone_->options().path, entry->hash, entry->head);
+    if (done && stale_->body_in_memory) {
+      done = writer.append(stale_->body);
+    } else if (done) {
+      const int fd = ::open(stale_->path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st;
+      if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_ino == stale_->inode) {
+        done = writer.append_file(fd, stale_->head.body_offset, stale_->head.body_size);
+      } else {
+        done = Error{ENOENT, "cache entry copy"};  // replaced or evicted meanwhile
+      }
+      if (fd >= 0) ::close(fd);
+    }
+    if (done) {
+      const std::string old_path = entry->path;
+      const uint64_t old_inode = entry->inode;
+      const uint64_t old_offset = entry->head.body_offset;
+      entry->path = writer.path();
+      done = zone_->insert(writer, entry, now);
+      if (!done) {
+        entry->path = old_path;
+        entry->inode = old_inode;
+        entry->head.body_offset = old_offset;
+      }
+    }
+    if (!done) log_store_failure(zone_->options().name, done.error());
   }
 
   // The marker under the key alone that names the Vary fields.
@@ -209,24 +338,21 @@ class Filler final : public upstream::ResponseTap {
     if (!done) log_store_failure(zone_->options().name, done.error());
   }
 
+  const UpstreamCache* const cache_;
   cache::Zone* const zone_;
-  const cache::Policy* const policy_;
   const std::string key_;
   const http::Request* const request_;
   const bool authorized_;
+  const bool fill_;
   bool locked_;
+  const std::shared_ptr<const Stored> stale_;
+  std::array<http::Header, 2> conditions_;
+  size_t conditions_size_ = 0;
   EntryHead head_;
   KeyHash hash_;
   cache::EntryWriter writer_;
   std::string body_;  // while it is small enough to keep in memory
 };
-
-// Closes a descriptor when the last region that sends from it goes.
-std::shared_ptr<const void> fd_owner(int fd) {
-  return std::shared_ptr<const void>(nullptr, [fd](const void*) { ::close(fd); });
-}
-
-}  // namespace
 
 std::unique_ptr<UpstreamCache> make_upstream_cache(const CacheZones* zones, const CacheUseConfig& use,
                                                    Metrics* metrics) {
@@ -244,6 +370,8 @@ UpstreamCache::UpstreamCache(cache::Zone* zone, const CacheUseConfig& config, Me
       policy_{config.valid, config.store_set_cookie},
       lock_(config.lock),
       lock_timeout_(config.lock_timeout),
+      revalidate_(config.revalidate),
+      use_stale_(config.use_stale),
       metrics_(metrics) {}
 
 bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* miss) const {
@@ -255,21 +383,21 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
   key_.expand(route, false, &miss->key);
   // A protocol switch (a WebSocket) is a tunnel, not a response to keep.
   miss->fill = request.method() == http::Method::kGet && !request.has_header(http::FieldId::kUpgrade);
-  return answer_key(exchange, miss, nullptr);
+  return answer_key(exchange, miss, {});
 }
 
-bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, const char* collapsed) const {
+bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed) const {
   const http::Request& request = exchange.request();
   const std::string& key = miss->key;
   const int64_t now = unix_now();
   std::shared_ptr<const Stored> entry = zone_->find(KeyHash::of(key), now);
   miss->status = "tern; fwd=uri-miss";
+  miss->stale = nullptr;
   if (entry && entry->head.key != key) entry = nullptr;  // another key under the same hash
   if (entry && (entry->head.flags & EntryHead::kVaryMarker) != 0) {
-    entry = zone_->find(variant_hash(key, variant_of(request, entry->head.vary)), now);
-    if (entry && (entry->head.key != key || entry->head.variant != variant_of(request, entry->head.vary))) {
-      entry = nullptr;
-    }
+    const std::string variant = variant_of(request, entry->head.vary);
+    entry = zone_->find(variant_hash(key, variant), now);
+    if (entry && (entry->head.key != key || entry->head.variant != variant)) entry = nullptr;
     if (!entry) miss->status = "tern; fwd=vary-miss";
   }
   if (entry && request.has_header(http::FieldId::kAuthorization) && !shared_with_authorization(entry->head)) {
@@ -277,6 +405,7 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, const char*
     miss->status = "tern; fwd=request";
   }
   if (entry && (entry->head.expires <= now || (entry->head.flags & EntryHead::kRevalidate) != 0)) {
+    miss->stale = std::move(entry);
     entry = nullptr;
     miss->status = "tern; fwd=stale";
   }
@@ -291,6 +420,34 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, const char*
   }
   if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
   return false;
+}
+
+bool UpstreamCache::may_serve_stale(const EntryHead& head, int64_t now, int status, bool failure) const {
+  if ((head.flags & (EntryHead::kNoStale | EntryHead::kRevalidate)) != 0) return false;
+  const bool configured = failure ? (status == 504 ? use_stale_.timeout : use_stale_.error)
+                                  : std::find(use_stale_.statuses.begin(), use_stale_.statuses.end(), status) !=
+                                        use_stale_.statuses.end();
+  if (configured) return true;
+  // RFC 5861 4: an error is what would be answered 500, 502, 503 or 504.
+  const bool error = failure || status == 500 || status == 502 || status == 503 || status == 504;
+  return error && head.stale_if_error > 0 && now <= head.expires + head.stale_if_error;
+}
+
+bool UpstreamCache::may_serve_updating(const EntryHead& head, int64_t now) const {
+  if ((head.flags & (EntryHead::kNoStale | EntryHead::kRevalidate)) != 0) return false;
+  return use_stale_.updating || (head.stale_while_revalidate > 0 && now <= head.expires + head.stale_while_revalidate);
+}
+
+void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, bool locked) const {
+  Forward forward;
+  forward.status = miss.status;
+  if (fill || miss.stale) {
+    auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, locked, miss.stale);
+    forward.whole_response = fill;
+    forward.conditions = tap->conditions();
+    forward.tap = std::move(tap);
+  }
+  fetch(exchange, std::move(forward));
 }
 
 // A request waiting for the fill of its key: woken when the fill ends (it
@@ -311,28 +468,25 @@ struct UpstreamCache::Wait {
     if (!timed_out) exchange.loop->cancel(timer);
     // A wait that timed out stays among the fill's wake-ups until it ends:
     // what it holds goes now.
-    Fetch go = std::move(fetch);
+    const Fetch go = std::move(fetch);
     fetch = nullptr;
+    Miss mine = std::move(miss);
+    miss = Miss{};
     http::Exchange* ex = http::Exchange::find(exchange);
     if (ex == nullptr) return;  // the client went away meanwhile
-    if (!timed_out && cache->answer_key(*ex, &miss, "tern; fwd=uri-miss; collapsed")) return;
-    go(*ex, nullptr, miss.status);
+    if (!timed_out && cache->answer_key(*ex, &mine, "tern; fwd=uri-miss; collapsed")) return;
+    cache->go(*ex, mine, go, false, false);
   }
 };
 
 void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) const {
-  if (!miss.fill) return fetch(exchange, nullptr, miss.status);
   const http::Request& request = exchange.request();
-  const bool authorized = request.has_header(http::FieldId::kAuthorization);
-  const KeyHash hash = KeyHash::of(miss.key);
   // A request with a body goes at once: its body is not held while it
   // would wait.
   const bool body = request.body_framing() == http::BodyFraming::kChunked ||
                     (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > 0);
-  if (!lock_ || body) {
-    return fetch(exchange, std::make_unique<Filler>(zone_, &policy_, std::move(miss.key), request, authorized, false),
-                 miss.status);
-  }
+  if (!miss.fill || !lock_ || body) return go(exchange, miss, fetch, miss.fill, false);
+  const KeyHash hash = KeyHash::of(miss.key);
   net::EventLoop* loop = exchange.loop();
   auto wait = std::make_shared<Wait>(Wait{this, exchange.id(), std::move(miss), std::move(fetch), {}});
   const bool filler = zone_->begin_fill(hash, [loop, wait] {
@@ -341,20 +495,31 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   });
   if (filler) {
     wait->done = true;
-    return wait->fetch(exchange,
-                       std::make_unique<Filler>(zone_, &policy_, wait->miss.key, request, authorized, true),
-                       wait->miss.status);
+    return go(exchange, wait->miss, wait->fetch, true, true);
+  }
+  const int64_t now = unix_now();
+  if (wait->miss.stale && may_serve_updating(wait->miss.stale->head, now)) {
+    // Another request refreshes the entry: this one has the stale one now.
+    const std::string status = "tern; hit; ttl=" + std::to_string(wait->miss.stale->head.expires - now) +
+                               "; detail=updating";
+    serve(*wait->miss.stale, now, exchange, status);
+    if (exchange.writer().started()) {
+      wait->done = true;
+      wait->fetch = nullptr;
+      if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_stale.add();
+      return exchange.finish();
+    }
   }
   wait->timer = loop->run_after(lock_timeout_, [wait] { wait->resume(true); });
 }
 
-void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exchange, const char* collapsed) const {
+void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exchange, std::string_view given) const {
   const http::Request& request = exchange.request();
   const EntryHead& head = entry.head;
   char age[24];
   const auto age_end = std::to_chars(age, age + sizeof age, std::max<int64_t>(now - head.stored, 0)).ptr;
   const std::string status =
-      collapsed != nullptr ? std::string(collapsed) : "tern; hit; ttl=" + std::to_string(head.expires - now);
+      !given.empty() ? std::string(given) : "tern; hit; ttl=" + std::to_string(head.expires - now);
   http::ResponseWriter& w = exchange.writer();
   auto common = [&](http::ResponseWriter& writer) {
     writer.header("Age", std::string_view(age, static_cast<size_t>(age_end - age)));

@@ -3,9 +3,10 @@
 //
 //   UpstreamCache::Miss miss;
 //   if (cache->answer(route, exchange, &miss)) return;  // answered from the zone
-//   cache->fetch(exchange, std::move(miss), [...](http::Exchange& ex, auto tap, std::string_view status) {
-//     options.extra_header_value = status;             // Cache-Status
-//     Call::start<Codec>(ex, group, options, std::move(tap), ...);
+//   cache->fetch(exchange, std::move(miss), [...](http::Exchange& ex, UpstreamCache::Forward f) {
+//     options.extra_header_value = f.status;           // Cache-Status
+//     forward.added = f.conditions;                    // a revalidation's
+//     Call::start<Codec>(ex, group, options, std::move(f.tap), ...);
 //   });
 //
 // A GET or HEAD is looked up by its key (`key`, "$scheme$host$request_uri"
@@ -28,10 +29,26 @@
 // response with Vary is stored under its key and the request's values of
 // the fields it names, with a marker under the key alone that names them.
 //
+// A stale entry (its lifetime over, or no-cache) is revalidated: the fill
+// asks with If-None-Match / If-Modified-Since from its ETag and
+// Last-Modified (`revalidate`), and a 304 makes it fresh again with the
+// 304's fields (its body copied into a new file), answering the request
+// from it. Any other response replaces it. While the fill runs, those who
+// wait for it may be answered from the stale entry (use_stale "updating",
+// or the entry's stale-while-revalidate). When the application fails (no
+// connection, a broken response: "error"; "timeout"; a status named in
+// use_stale), the stale entry answers instead, as it does within its
+// stale-if-error (RFC 5861) for those failures and 500, 502, 503, 504;
+// never an entry that said must-revalidate, proxy-revalidate, s-maxage or
+// no-cache.
+//
 // Every response of a cached location carries Cache-Status (RFC 9211):
 // "tern; hit; ttl=N", "tern; fwd=uri-miss", "tern; fwd=vary-miss",
 // "tern; fwd=stale", "tern; fwd=request" (an entry the request's
-// Authorization may not use), "tern; fwd=method".
+// Authorization may not use), "tern; fwd=method"; a revalidated entry
+// "tern; fwd=stale; fwd-status=304; ttl=N"; a stale entry in place of a
+// failure "tern; fwd=stale[; fwd-status=503]; ttl=-N; detail=error|timeout|status",
+// and while another request refreshes it "tern; hit; ttl=-N; detail=updating".
 //
 // Built with its location's handler; shares the zone with every other
 // user. Its start() runs on a loop thread.
@@ -40,6 +57,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "cache/freshness.h"
@@ -64,13 +82,24 @@ class UpstreamCache {
     std::string key;
     const char* status = "tern; fwd=uri-miss";  // the response's Cache-Status
     bool fill = false;                          // a GET: its response may fill the entry
+    std::shared_ptr<const cache::Stored> stale;  // the key's entry, stale
   };
-  // Starts the call to the application for `exchange`, with `tap` (null:
-  // the response fills nothing) and `status` as its Cache-Status. May run
-  // after fetch() returned (a request that waited), on the exchange's loop;
+  // What the call to the application is given.
+  struct Forward {
+    // The call's tap (null: the cache has no part in the response).
+    std::unique_ptr<upstream::ResponseTap> tap;
+    // The cache wants the whole response: the client's preconditions and
+    // Range stay behind (ForwardOptions and CgiContext whole_response).
+    bool whole_response = false;
+    // Preconditions sent in place of the client's (a revalidation's
+    // If-None-Match and If-Modified-Since); views held by the tap.
+    std::span<const http::Header> conditions;
+    std::string_view status;  // the response's Cache-Status
+  };
+  // Starts the call to the application for `exchange`. May run after
+  // fetch() returned (a request that waited), on the exchange's loop;
   // everything it needs of the route it holds.
-  using Fetch = std::function<void(http::Exchange&, std::unique_ptr<upstream::ResponseTap> tap,
-                                   std::string_view status)>;
+  using Fetch = std::function<void(http::Exchange&, Forward)>;
 
   // Answers the exchange from the zone (true: finished), or says in *miss
   // what fetch() needs.
@@ -81,16 +110,29 @@ class UpstreamCache {
 
  private:
   struct Wait;
+  class Tap;
 
-  bool answer_key(http::Exchange& exchange, Miss* miss, const char* collapsed) const;
   // `collapsed`: the Cache-Status of a request that waited for the fill.
-  void serve(const cache::Stored& entry, int64_t now, http::Exchange& exchange, const char* collapsed) const;
+  bool answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed) const;
+  // Starts the call with a tap when the cache has a part in the response.
+  void go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, bool locked) const;
+  // Answers from `entry` with `status` as its Cache-Status (empty: a hit's,
+  // "tern; hit; ttl=N"). Leaves the exchange unstarted when the entry's
+  // file went.
+  void serve(const cache::Stored& entry, int64_t now, http::Exchange& exchange, std::string_view status) const;
+  // Whether a stale entry may answer in place of the application's
+  // `status` (`failure`: the call's own, 502 or 504).
+  bool may_serve_stale(const cache::EntryHead& head, int64_t now, int status, bool failure) const;
+  // Whether a stale entry may answer while another request refreshes it.
+  bool may_serve_updating(const cache::EntryHead& head, int64_t now) const;
 
   cache::Zone* const zone_;
   const VariableText key_;
   const cache::Policy policy_;
   const bool lock_;
   const std::chrono::milliseconds lock_timeout_;
+  const bool revalidate_;
+  const CacheUseConfig::UseStale use_stale_;
   Metrics* const metrics_;
 };
 

@@ -169,6 +169,10 @@ std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) 
   sample(out, "tern_response_cache_hits_total", s.response_cache_hits);
   family(out, "tern_response_cache_misses_total", "counter", "GET and HEAD requests of locations with a [[cache]] that went to the application.");
   sample(out, "tern_response_cache_misses_total", s.response_cache_misses);
+  family(out, "tern_response_cache_stale_total", "counter", "Requests answered from a stale [[cache]] entry because the application failed (use_stale, stale-if-error).");
+  sample(out, "tern_response_cache_stale_total", s.response_cache_stale);
+  family(out, "tern_response_cache_revalidated_total", "counter", "Stale [[cache]] entries the application confirmed with 304 and that answered the request.");
+  sample(out, "tern_response_cache_revalidated_total", s.response_cache_revalidated);
   family(out, "tern_log_dropped_total", "counter", "Log records dropped because the log's queue was full.");
   fmt::format_to(Out(out), "tern_log_dropped_total{{log=\"error\"}} {}\n", s.error_log_dropped);
   fmt::format_to(Out(out), "tern_log_dropped_total{{log=\"access\"}} {}\n", s.access_log_dropped);
@@ -236,10 +240,10 @@ std::string status_json(const MetricsSnapshot& s, std::string_view version) {
                    l.refused, l.keys);
   }
   fmt::format_to(Out(out),
-                 "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{}}}}},"
+                 "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{},\"stale\":{},\"revalidated\":{}}}}},"
                  "\"log\":{{\"dropped\":{{\"error\":{},\"access\":{}}}}}}}\n",
                  s.file_cache_hits, s.file_cache_misses, s.response_cache_hits, s.response_cache_misses,
-                 s.error_log_dropped, s.access_log_dropped);
+                 s.response_cache_stale, s.response_cache_revalidated, s.error_log_dropped, s.access_log_dropped);
   return out;
 }
 

@@ -82,8 +82,8 @@ def test_a_stored_response_is_served_again_without_the_origin(tern_factory, orig
     ["Cache-Control: max-age=60", "Set-Cookie: session=1"],
     ["Cache-Control: max-age=60", "Vary: *"],
     [],  # no lifetime, and none configured
-    ["Cache-Control: no-cache, max-age=60", 'ETag: "n"'],  # every use revalidated: not kept until a zone can
-    ["Cache-Control: max-age=0", 'ETag: "z"'],
+    ["Cache-Control: no-cache, max-age=60"],  # every use revalidated, with nothing to revalidate by
+    ["Cache-Control: max-age=0"],
 ], ids=["no-store", "private", "set-cookie", "vary-star", "no-lifetime", "no-cache", "max-age-0"])
 def test_what_may_not_be_stored_always_goes_to_the_origin(tern_factory, origin, tmp_path, fields):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
@@ -408,3 +408,154 @@ def test_upgrades_and_requests_with_bodies_are_not_filled_or_held(tern_factory, 
         with_body = conn.request(f"GET {url('/cached/body', 'Cache-Control: max-age=600')} HTTP/1.1\r\n"
                                  "Host: x\r\nContent-Length: 3\r\n\r\nabc".encode())
         assert with_body.status == 200
+
+
+# -- stale entries: revalidation, and serving them when the origin fails --
+
+def last_conditions(app):
+    import json
+    return json.loads(app.get("/cachedlast").body)
+
+
+@pytest.mark.parametrize("size", [100, 300_000], ids=["in-memory", "from-file"])
+def test_a_stale_entry_is_revalidated_and_a_304_makes_it_fresh(tern_factory, origin, tmp_path, size):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/reval", "Cache-Control: max-age=1", 'ETag: "v1"', "X-App: kept", n=str(size))
+    first = srv.get(target)
+    assert first.status == 200 and len(first.body) == size and first.body.startswith(b"origin #1")
+    assert last_conditions(origin)["if_none_match"] is None
+    time.sleep(2.1)
+    again = srv.get(target)
+    # The origin was asked with the entry's ETag, said 304, and the entry
+    # answered: its body, the origin's one request more.
+    assert last_conditions(origin)["if_none_match"] == '"v1"'
+    assert again.status == 200 and again.body == first.body, status(again)
+    assert status(again) == "tern; fwd=stale; fwd-status=304; ttl=1"
+    assert again.header("X-App") == "kept" and again.header("ETag") == '"v1"'
+    assert origin_count(origin) == 2
+    hit = srv.get(target)
+    assert is_hit(hit) and hit.body == first.body and origin_count(origin) == 2
+    # One file for the entry, written anew (no temp file left behind).
+    assert len(entry_files(tmp_path / "cache")) == 1
+    # A client's own precondition is answered from the refreshed entry.
+    time.sleep(2.1)
+    mine = srv.get(target, [("If-None-Match", '"v1"')])
+    assert mine.status == 304 and status(mine).startswith("tern; fwd=stale; fwd-status=304")
+    assert origin_count(origin) == 3
+
+
+def test_no_cache_and_max_age_0_are_stored_and_revalidated_at_each_use(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    modified = "Tue, 01 Dec 2026 10:00:00 GMT"
+    for target, condition in ((url("/cached/nc", "Cache-Control: no-cache", 'ETag: "n"'), "if_none_match"),
+                              (url("/cached/m0", "Cache-Control: max-age=0", f"Last-Modified: {modified}"),
+                               "if_modified_since")):
+        origin.post("/cachedcount")
+        first = srv.get(target)
+        assert status(first) == "tern; fwd=uri-miss" and first.body.startswith(b"origin #1")
+        for _ in range(2):
+            again = srv.get(target)
+            assert again.body == first.body and status(again).startswith("tern; fwd=stale; fwd-status=304")
+            assert last_conditions(origin)[condition] in ('"n"', modified)
+        assert origin_count(origin) == 3
+
+
+def test_a_new_response_replaces_the_stale_entry_and_revalidate_false_asks_for_it_whole(tern_factory, origin,
+                                                                                       tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"revalidate": False}))
+    target = url("/cached/whole", "Cache-Control: max-age=1", 'ETag: "w"')
+    srv.get(target)
+    time.sleep(2.1)
+    fresh = srv.get(target)
+    assert last_conditions(origin)["if_none_match"] is None
+    assert status(fresh) == "tern; fwd=stale" and fresh.body.startswith(b"origin #2")
+    hit = srv.get(target)
+    assert is_hit(hit) and hit.body.startswith(b"origin #2")
+
+
+def stale_site(app, cache_dir, use_stale=None, **proxy):
+    """Two locations on one zone: /cached/ with use_stale (or none), and
+    /cached/strict/ without."""
+    zone = {"name": "pages", "path": str(cache_dir)}
+    cache = {"zone": "pages", **({"use_stale": use_stale} if use_stale is not None else {})}
+    return site([{"prefix": "/cached/", "proxy": {"pass": f"http://{app.address}", "cache": cache, **proxy}},
+                 {"prefix": "/cached/strict/", "proxy": {"pass": f"http://{app.address}", "cache": "pages"}}],
+                cache=[zone])
+
+
+def test_an_origin_that_goes_down_leaves_the_site_served_stale(tern_factory, apps, tmp_path):
+    origin = apps("down")[0]
+    srv = tern_factory(stale_site(origin, tmp_path / "cache", use_stale=["error", "timeout"]))
+    served = url("/cached/page", "Cache-Control: max-age=1", n="300000")
+    strict = url("/cached/strict/page", "Cache-Control: max-age=1")
+    first = srv.get(served)
+    assert srv.get(strict).status == 200
+    time.sleep(2.1)
+    origin.kill()
+    for _ in range(3):
+        stale = srv.get(served)
+        assert stale.status == 200 and stale.body == first.body, stale.status
+        assert status(stale).startswith("tern; fwd=stale; ttl=-") and status(stale).endswith("; detail=error")
+    assert srv.get(strict).status == 502  # no use_stale there
+    assert srv.get(url("/cached/never-stored")).status == 502  # nothing to serve stale
+    assert srv.wait_for_log(origin.address)  # the failures are logged, naming the server
+
+
+def test_use_stale_statuses_and_the_responses_stale_if_error(tern_factory, origin, tmp_path):
+    srv = tern_factory(stale_site(origin, tmp_path / "cache", use_stale=["503"]))
+    listed = url("/cached/listed", "Cache-Control: max-age=1")
+    sie = url("/cached/strict/sie", "Cache-Control: max-age=1, stale-if-error=60")
+    sie_over = url("/cached/strict/over", "Cache-Control: max-age=1, stale-if-error=1")
+    never = url("/cached/never", "Cache-Control: max-age=1, must-revalidate")
+    bodies = {t: srv.get(t).body for t in (listed, sie, sie_over, never)}
+    time.sleep(3.1)
+    origin.post("/cachedfail?status=503")
+    got = srv.get(listed)
+    assert got.status == 200 and got.body == bodies[listed]
+    assert status(got).startswith("tern; fwd=stale; fwd-status=503; ttl=-") and status(got).endswith("detail=status")
+    # stale-if-error=60 from the response: allowed for a 503 without use_stale.
+    got = srv.get(sie)
+    assert got.status == 200 and got.body == bodies[sie]
+    # Its window has passed, must-revalidate forbids: the 503 goes through.
+    assert srv.get(sie_over).status == 503
+    assert srv.get(never).status == 503
+    # A status neither use_stale nor RFC 5861 names.
+    origin.post("/cachedfail?status=404")
+    assert srv.get(listed).status == 404
+    origin.post("/cachedfail")
+    fresh = srv.get(listed)
+    assert fresh.status == 200 and fresh.body != bodies[listed]
+
+
+def test_a_timeout_and_updating_serve_the_stale_entry(tern_factory, origin, tmp_path):
+    srv = tern_factory(stale_site(origin, tmp_path / "cache", use_stale=["timeout", "updating"],
+                                  read_timeout="1s"))
+    target = url("/cached/slow", "Cache-Control: max-age=1", 'ETag: "s"')
+    first = srv.get(target)
+    time.sleep(2.1)
+    # The origin takes longer than read_timeout: the stale entry answers.
+    origin.post("/cachedfail?delay=2")
+    began = time.monotonic()
+    late = srv.get(target)
+    assert late.status == 200 and late.body == first.body and status(late).endswith("detail=timeout")
+    assert time.monotonic() - began < 1.9
+    # Within read_timeout but slow: one request revalidates while another
+    # is answered from the stale entry at once.
+    origin.post("/cachedfail?delay=0.8")
+    results = {}
+
+    def revalidate():
+        results["fill"] = srv.get(target)
+
+    import threading
+    filler = threading.Thread(target=revalidate)
+    filler.start()
+    time.sleep(0.3)
+    began = time.monotonic()
+    updating = srv.get(target)
+    assert time.monotonic() - began < 0.4
+    filler.join()
+    assert updating.body == first.body and status(updating).startswith("tern; hit; ttl=-")
+    assert status(updating).endswith("; detail=updating")
+    assert status(results["fill"]).startswith("tern; fwd=stale; fwd-status=304")
+    assert is_hit(srv.get(target))

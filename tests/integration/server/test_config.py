@@ -106,6 +106,9 @@ BAD_CONFIGS = [
      "server[0].location[0].proxy.cache.valid.100", 9),
     ("cache-unknown-variable", '[[cache]]\nname = "p"\npath = "/tmp/a"\n[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\n'
      'cache = { zone = "p", key = "$host$nonsense" }\n', "fastcgi[0].cache.key", 9),
+    ("cache-use-stale-unknown", '[[cache]]\nname = "p"\npath = "/tmp/a"\n[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "http://127.0.0.1:1", cache = { zone = "p", use_stale = ["error", "http_503"] } }\n',
+     "server[0].location[0].proxy.cache.use_stale", 9),
     ("fastcgi-old-cache", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\ncache = true\n', "fastcgi[0].cache", 6),
     ("fastcgi-old-cache-ttl", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\ncache_ttl = "60s"\n',
      "fastcgi[0].cache_ttl", 6),

@@ -811,6 +811,16 @@ def test_cache_entry_expires_after_max_age(cached):
     assert cache_hit(cached.get("/cached.php?max_age=1"))
 
 
+def test_cache_revalidates_a_stale_entry_with_php(cached):
+    a = cached.get("/cached.php?max_age=1&etag=e1")
+    time.sleep(2.1)
+    # php sees If-None-Match (HTTP_IF_NONE_MATCH) and says 304: the entry answers.
+    b = cached.get("/cached.php?max_age=1&etag=e1")
+    assert b.status == 200 and token(b) == token(a), b.header("Cache-Status")
+    assert b.header("Cache-Status") == "tern; fwd=stale; fwd-status=304; ttl=1"
+    assert cache_hit(cached.get("/cached.php?max_age=1&etag=e1"))
+
+
 def test_cache_never_answers_post(cached):
     cached.get("/cached.php?k=post")
     with cached.connect() as conn:

@@ -20,7 +20,16 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
                           given by h (repeatable), a body "NAME #K PATH\n" (K
                           counts the requests /cached has had) padded with the
                           pattern to N bytes when given, after S seconds
+                          When the request's If-None-Match names the ETag
+                          given by h, or its If-Modified-Since is its
+                          Last-Modified, the answer is 304 with the fields
+                          and no body
   GET  /cachedcount       how many requests /cached has had; POST resets it
+  GET  /cachedlast        the last /cached request's If-None-Match and
+                          If-Modified-Since (JSON, null when absent)
+  POST /cachedfail?status=C|close&delay=S   /cached answers C (with a body
+                          "failing") or closes the connection, and first
+                          waits S seconds, until POST /cachedfail
   GET  /ws                WebSocket echo (text and binary)
   GET  /tls[?close=1]     over HTTPS: the name the client sent (SNI), the
                           protocol, whether the session was resumed (JSON);
@@ -134,13 +143,32 @@ def make_app(name):
 
     async def cached(request):
         state["cached"] += 1
+        state["cached_last"] = {"if_none_match": request.headers.get("If-None-Match"),
+                                "if_modified_since": request.headers.get("If-Modified-Since")}
         await request.read()
         if "delay" in request.query:
             await asyncio.sleep(float(request.query["delay"]))
+        if state.get("cached_delay"):
+            await asyncio.sleep(state["cached_delay"])
+        failing = state.get("cached_fail")
+        if failing == "close":
+            request.transport.close()
+            await asyncio.sleep(0.1)
+            return web.Response(text="never sent")
+        if failing:
+            return web.Response(status=int(failing), text="failing")
         headers = []
         for field in request.query.getall("h", []):
             field_name, _, value = field.partition(":")
             headers.append((field_name, value.strip()))
+        given = {k.lower(): v for k, v in headers}
+        inm, ims = request.headers.get("If-None-Match"), request.headers.get("If-Modified-Since")
+        if (inm is not None and inm == given.get("etag")) or (
+                inm is None and ims is not None and ims == given.get("last-modified")):
+            response = web.Response(status=304)
+            for field_name, value in headers:
+                response.headers.add(field_name, value)
+            return response
         body = f"{name} #{state['cached']} {request.path}\n".encode()
         if "n" in request.query:
             n = int(request.query["n"])
@@ -155,6 +183,14 @@ def make_app(name):
         if request.method == "POST":
             state["cached"] = 0
         return web.Response(text=str(state["cached"]))
+
+    async def cached_last(request):
+        return web.json_response(state.get("cached_last"))
+
+    async def cached_fail(request):
+        state["cached_fail"] = request.query.get("status")
+        state["cached_delay"] = float(request.query.get("delay", "0"))
+        return web.Response(text="set")
 
     async def count(request):
         if request.method == "POST":
@@ -266,7 +302,9 @@ def make_app(name):
     app.router.add_route("*", "/hangup", hangup)
     app.router.add_get("/health", health)
     app.router.add_post("/health/{state}", health_set)
-    app.router.add_route("*", "/cachedcount", cached_count)  # before /cached...
+    app.router.add_route("*", "/cachedcount", cached_count)  # these before /cached...
+    app.router.add_get("/cachedlast", cached_last)
+    app.router.add_post("/cachedfail", cached_fail)
     app.router.add_route("*", "/cached{tail:.*}", cached)
     app.router.add_get("/ws", websocket)
     app.router.add_get("/tls", tls_state)
