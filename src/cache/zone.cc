@@ -149,6 +149,11 @@ std::shared_ptr<const Stored> Zone::find(const KeyHash& hash, int64_t now) {
     node.last_use = now;
     s.used.splice(s.used.begin(), s.used, node.use);
     if (node.loaded) {
+      if (is_purged(*node.loaded)) {
+        remove(s, node);
+        ::unlink(entry_path(options_.path, hash).c_str());
+        return nullptr;
+      }
       s.loaded.splice(s.loaded.begin(), s.loaded, node.load);
       return node.loaded;
     }
@@ -156,12 +161,17 @@ std::shared_ptr<const Stored> Zone::find(const KeyHash& hash, int64_t now) {
   // Only its node: read the file outside the lock.
   const std::string path = entry_path(options_.path, hash);
   bool broken = false;
-  std::shared_ptr<const Stored> stored = read(path, hash, options_.memory_body_max, &broken);
+  std::shared_ptr<Stored> stored = read(path, hash, options_.memory_body_max, &broken);
+  if (stored) stored->sequence = generation;
   {
     std::lock_guard lock(s.mu);
     auto it = s.nodes.find(hash);
     // Another entry may have taken the name meanwhile: that one stays.
     const bool same = it != s.nodes.end() && it->second.generation == generation;
+    if (stored && is_purged(*stored)) {
+      stored = nullptr;
+      broken = true;  // as good as gone
+    }
     if (!stored) {
       if (broken && same) {
         remove(s, it->second);  // gone or not an entry: its node goes too
@@ -220,7 +230,8 @@ Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<Stored> stored, i
     }
     node.file_size = *file_size;
     node.last_use = now;
-    ++node.generation;
+    node.generation = inserts_.fetch_add(1, std::memory_order_relaxed) + 1;
+    stored->sequence = node.generation;
     disk_bytes_.fetch_add(*file_size, std::memory_order_relaxed);
     set_loaded(s, node, std::move(stored));
   }
@@ -259,6 +270,66 @@ bool Zone::erase(const KeyHash& hash) {
     ::unlink(entry_path(options_.path, hash).c_str());
   }
   return true;
+}
+
+void Zone::purge(std::string key, bool prefix) {
+  std::lock_guard lock(purges_mu_);
+  purges_.push_back({std::move(key), prefix, inserts_.load(std::memory_order_relaxed)});
+  purging_.store(true, std::memory_order_release);
+}
+
+bool Zone::is_purged(const Stored& entry) const {
+  if (!purging_.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(purges_mu_);
+  for (const Purge& p : purges_) {
+    if (entry.sequence <= p.upto &&
+        (p.prefix ? std::string_view(entry.head.key).starts_with(p.key) : entry.head.key == p.key)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t Zone::sweep_purges() {
+  size_t covered = 0;
+  {
+    std::lock_guard lock(purges_mu_);
+    covered = purges_.size();
+  }
+  if (covered == 0) return 0;
+  size_t gone = 0;
+  for (Shard& s : shards_) {
+    struct Seen {
+      KeyHash hash;
+      uint64_t generation;
+      std::shared_ptr<const Stored> loaded;
+    };
+    std::vector<Seen> seen;
+    {
+      std::lock_guard lock(s.mu);
+      seen.reserve(s.nodes.size());
+      for (const auto& [hash, node] : s.nodes) seen.push_back({hash, node.generation, node.loaded});
+    }
+    for (Seen& entry : seen) {
+      std::shared_ptr<const Stored> stored = std::move(entry.loaded);
+      if (!stored) {
+        std::shared_ptr<Stored> read_back = read(entry_path(options_.path, entry.hash), entry.hash, 0);
+        if (read_back) read_back->sequence = entry.generation;
+        stored = std::move(read_back);
+      }
+      if (!stored || !is_purged(*stored)) continue;
+      std::lock_guard lock(s.mu);
+      auto it = s.nodes.find(entry.hash);
+      if (it == s.nodes.end() || it->second.generation != entry.generation) continue;  // filled again meanwhile
+      remove(s, it->second);
+      ::unlink(entry_path(options_.path, entry.hash).c_str());
+      ++gone;
+    }
+  }
+  std::lock_guard lock(purges_mu_);
+  purges_.erase(purges_.begin(), purges_.begin() + static_cast<std::ptrdiff_t>(covered));
+  purging_.store(!purges_.empty(), std::memory_order_release);
+  return gone;
 }
 
 size_t Zone::expire_inactive(int64_t now) {

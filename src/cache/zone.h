@@ -64,6 +64,9 @@ struct Stored {
   uint64_t inode = 0;  // of its file: a file under its name now may be a later entry's
   std::string body;  // the body, when body_in_memory
   bool body_in_memory = false;
+  // When it was indexed among the zone's inserts (0: read back at start):
+  // what a purge compares. Set by the zone.
+  uint64_t sequence = 0;
 
   size_t memory() const;
 };
@@ -82,8 +85,8 @@ class Zone {
   // not read yet is a miss. Returns the entries indexed.
   size_t load();
 
-  // The entry of `hash`, marked used (null: none, or its file was found
-  // broken or gone, and the node removed). Reads its head (and a small
+  // The entry of `hash`, marked used (null: none, or it was purged, or its
+  // file was found broken or gone, and the node removed). Reads its head (and a small
   // body) from its file when only its node was in memory.
   std::shared_ptr<const Stored> find(const KeyHash& hash, int64_t now);
 
@@ -102,6 +105,15 @@ class Zone {
 
   // Removes an entry and its file (a purge, a broken file). False: none.
   bool erase(const KeyHash& hash);
+
+  // Purges every entry indexed so far whose key is `key`, or starts with it
+  // (`prefix`): each is a miss from now on (is_purged(), which a lookup
+  // asks), and is removed at its next use or by sweep_purges(). Any thread.
+  void purge(std::string key, bool prefix);
+  bool is_purged(const Stored& entry) const;
+  // Reads the head of every entry while purges wait, removes those they
+  // name, and forgets them. Returns how many went. The manager's thread.
+  size_t sweep_purges();
 
   // Removes the entries not used since now - inactive. Returns how many.
   size_t expire_inactive(int64_t now);
@@ -126,7 +138,7 @@ class Zone {
     KeyHash hash;
     uint64_t file_size = 0;
     int64_t last_use = 0;
-    uint64_t generation = 0;  // one more at each insert under its hash
+    uint64_t generation = 0;  // the zone's count of inserts at its own (0: read back at start)
     std::shared_ptr<const Stored> loaded;
     Order::iterator use;
     Order::iterator load;  // in Shard::loaded while `loaded` is set
@@ -154,8 +166,18 @@ class Zone {
   // of its least recently used head and body (`loaded_only`).
   bool evict_oldest(bool loaded_only);
 
+  struct Purge {
+    std::string key;
+    bool prefix = false;
+    uint64_t upto = 0;  // entries of this sequence or before
+  };
+
   const ZoneOptions options_;
   Shard shards_[kShards];
+  std::atomic<uint64_t> inserts_{0};
+  mutable std::mutex purges_mu_;
+  std::vector<Purge> purges_;
+  std::atomic<bool> purging_{false};  // purges_ is not empty
   std::atomic<uint64_t> entries_{0};
   std::atomic<uint64_t> disk_bytes_{0};
   std::atomic<uint64_t> memory_bytes_{0};

@@ -247,6 +247,7 @@ std::string_view method_name(Method method) {
     case Method::kPatch: return "PATCH";
     case Method::kTrace: return "TRACE";
     case Method::kConnect: return "CONNECT";
+    case Method::kPurge: return "PURGE";
     case Method::kOther: break;
   }
   return "OTHER";

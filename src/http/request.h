@@ -37,6 +37,7 @@ enum class Method : uint8_t {
   kPatch,
   kTrace,
   kConnect,
+  kPurge,  // not HTTP's: what caches take to remove an entry (Squid, Varnish, nginx's cache_purge)
   kOther,  // a syntactically valid token we do not know (answered 501)
 };
 
@@ -54,7 +55,11 @@ inline Method method_from_token(std::string_view m) {
   switch (m.size()) {
     case 3: return m == "GET" ? Method::kGet : m == "PUT" ? Method::kPut : Method::kOther;
     case 4: return m == "HEAD" ? Method::kHead : m == "POST" ? Method::kPost : Method::kOther;
-    case 5: return m == "PATCH" ? Method::kPatch : m == "TRACE" ? Method::kTrace : Method::kOther;
+    case 5:
+      return m == "PATCH"   ? Method::kPatch
+             : m == "TRACE" ? Method::kTrace
+             : m == "PURGE" ? Method::kPurge
+                            : Method::kOther;
     case 6: return m == "DELETE" ? Method::kDelete : Method::kOther;
     case 7:
       return m == "OPTIONS" ? Method::kOptions : m == "CONNECT" ? Method::kConnect : Method::kOther;
@@ -186,6 +191,7 @@ class Request {
     received_ms_ = ms;
     tag_ = 0;
     upstream_ms_ = -1;
+    cache_status_ = "";
     client_known_ = false;
     remote_user_.clear();
   }
@@ -238,6 +244,12 @@ class Request {
   // log's $upstream_response_time); -1 when it went to none.
   int64_t upstream_ms() const { return upstream_ms_; }
   void add_upstream_ms(int64_t ms) const { upstream_ms_ = (upstream_ms_ < 0 ? 0 : upstream_ms_) + ms; }
+  // What a response cache did with the request, as nginx's
+  // $upstream_cache_status says it (HIT, MISS, EXPIRED, STALE, UPDATING,
+  // REVALIDATED, BYPASS): the access log's $cache_status; "" when no cache
+  // had a part. A string literal.
+  std::string_view cache_status() const { return cache_status_; }
+  void set_cache_status(const char* status) const { cache_status_ = status; }
 
  private:
   friend class RequestParser;
@@ -276,6 +288,7 @@ class Request {
   mutable uint32_t tag_ = 0;
   mutable bool client_known_ = false;
   mutable int64_t upstream_ms_ = -1;
+  mutable const char* cache_status_ = "";
   mutable net::InetAddress client_;
   // Keeps its capacity across the pooled object's requests.
   mutable std::string remote_user_;

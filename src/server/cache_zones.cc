@@ -82,7 +82,12 @@ void CacheZones::manage() {
   std::unique_lock lock(mu_);
   while (!wake_.wait_for(lock, std::chrono::seconds(5), [this] { return stopping_; })) {
     lock.unlock();
-    for (const auto& zone : zones_) zone->expire_inactive(static_cast<int64_t>(std::time(nullptr)));
+    for (const auto& zone : zones_) {
+      zone->expire_inactive(static_cast<int64_t>(std::time(nullptr)));
+      if (const size_t purged = zone->sweep_purges(); purged > 0) {
+        TERN_LOG_INFO("cache {}: {} purged entries removed", zone->options().name, purged);
+      }
+    }
     lock.lock();
   }
 }

@@ -195,6 +195,48 @@ TEST_F(ZoneTest, EntriesUnusedForInactiveAreRemoved) {
   EXPECT_EQ(zone.counts().memory_bytes, 0u);
 }
 
+// A purge makes its entries misses at once, whether their heads are in
+// memory or only their nodes, and never one filled after it; the sweep
+// removes the files of those nobody asked for, read back from disk too.
+TEST_F(ZoneTest, PurgedEntriesAreMissesAtOnceAndTheSweepRemovesTheRest) {
+  {
+    Zone before(options());
+    fill(before, "http://x/old/1", "read back at start", 100);
+  }
+  ZoneOptions o = options();
+  o.memory = 64 * 1024;
+  Zone zone(o);
+  EXPECT_EQ(zone.load(), 1u);
+  fill(zone, "http://x/a", "a", 100);
+  fill(zone, "http://x/a/b", "ab", 100);
+  fill(zone, "http://x/products/1", "p1", 100);
+  fill(zone, "http://x/products/2", std::string(5000, 'p'), 100);  // its body on disk only
+  fill(zone, "http://x/other", "o", 100);
+  EXPECT_EQ(zone.sweep_purges(), 0u);  // nothing to do
+
+  zone.purge("http://x/a", false);  // the key alone, not those it begins
+  EXPECT_EQ(zone.find(KeyHash::of("http://x/a"), 101), nullptr);
+  EXPECT_FALSE(on_disk("http://x/a"));
+  EXPECT_NE(zone.find(KeyHash::of("http://x/a/b"), 101), nullptr);
+
+  zone.purge("http://x/products/", true);
+  zone.purge("http://x/old/", true);
+  fill(zone, "http://x/products/3", "filled after the purge", 101);
+  EXPECT_EQ(zone.find(KeyHash::of("http://x/products/1"), 101), nullptr);
+  EXPECT_NE(zone.find(KeyHash::of("http://x/products/3"), 101), nullptr);
+  // products/2 and old/1 were not asked for: the sweep reads their heads.
+  EXPECT_TRUE(on_disk("http://x/products/2"));
+  EXPECT_TRUE(on_disk("http://x/old/1"));
+  EXPECT_EQ(zone.sweep_purges(), 2u);
+  EXPECT_FALSE(on_disk("http://x/products/2"));
+  EXPECT_FALSE(on_disk("http://x/old/1"));
+  EXPECT_EQ(zone.counts().entries, 3u);  // a/b, products/3, other
+  // The purges are done with: a refill of a purged key stays.
+  fill(zone, "http://x/products/1", "again", 102);
+  EXPECT_NE(zone.find(KeyHash::of("http://x/products/1"), 102), nullptr);
+  EXPECT_EQ(zone.sweep_purges(), 0u);
+}
+
 // Loops find, fill and evict at once (TSan watches): the counts add up.
 TEST_F(ZoneTest, ThreadsFindFillAndEvictTogether) {
   ZoneOptions o = options();

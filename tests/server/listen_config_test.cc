@@ -282,6 +282,18 @@ TEST_F(ConfigFileTest, VariablesAreCheckedAsTheyWillBeRead) {
   for (const char* key : {"\"$1\"", "\"$args\"", "\"${host\"", "\"a$\"", "\"$http_\"", "\"$nonsense\""}) {
     EXPECT_NE(error(limit + key + "\n").find("limit[0].key"), std::string::npos) << key;
   }
+  EXPECT_EQ(load(limit + "\"$arg_token\"\n").key_limits.at(0).key, "$arg_token");
+  EXPECT_NE(error(limit + "\"$arg_\"\n").find("limit[0].key"), std::string::npos);
+  const std::string cached = "[[cache]]\nname = \"p\"\npath = \"/tmp/p\"\n[[server]]\n[[server.location]]\n"
+                             "prefix = \"/\"\nproxy = { pass = \"http://127.0.0.1:1\", cache = { zone = \"p\", ";
+  const Config bypassed = load(cached + "bypass = [\"$cookie_nocache$arg_nocache\"], no_store = \"$http_x_no\" } }\n");
+  ASSERT_TRUE(bypassed.sites.at(0).locations.at(0).proxy->cache);
+  EXPECT_EQ(bypassed.sites.at(0).locations.at(0).proxy->cache->bypass,
+            std::vector<std::string>{"$cookie_nocache$arg_nocache"});
+  EXPECT_EQ(bypassed.sites.at(0).locations.at(0).proxy->cache->no_store, std::vector<std::string>{"$http_x_no"});
+  for (const char* bad : {"bypass = [\"$1\"]", "no_store = [\"nocache\"]", "key = \"$named\""}) {
+    EXPECT_NE(error(cached + bad + " } }\n").find("proxy.cache."), std::string::npos) << bad;
+  }
   const std::string location = "[[server]]\n[[server.location]]\nprefix = \"/\"\nreturn = ";
   const Config config = load(location + "{ status = 200, body = \"$http_x_name ${cookie_id}\" }\n");
   EXPECT_EQ(config.sites.at(0).locations.at(0).ret.body, "$http_x_name ${cookie_id}");

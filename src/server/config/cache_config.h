@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/ip_filter.h"
+
 namespace tern::server {
 
 // One [[cache]]: a directory of stored responses and its index in memory
@@ -56,6 +58,18 @@ struct CacheUseConfig {
     bool operator==(const UseStale&) const = default;
   };
   UseStale use_stale;
+  // Conditions, each a text with the request's variables ("$cookie_nocache",
+  // "$arg_nocache", "$http_pragma"): when one of `bypass` is neither empty
+  // nor "0", the request is not answered from the cache (its response may
+  // still be stored); when one of `no_store` is, its response is not stored
+  // (nginx's proxy_cache_bypass and proxy_no_cache).
+  std::vector<std::string> bypass;
+  std::vector<std::string> no_store;
+  // Networks from which a PURGE request removes the entries of the key it
+  // makes (or, for a target ending in '*', of every key that begins with
+  // what precedes the '*'); none: PURGE goes to the application as any
+  // other method.
+  std::vector<Cidr> purge;
   int line = 0;
   bool operator==(const CacheUseConfig&) const = default;
 };

@@ -9,6 +9,21 @@
 #include "server/handlers/variable_text.h"
 
 namespace tern::server::config_detail {
+namespace {
+
+constexpr const char* kRequestVariableNames =
+    "$scheme $host $request_uri $uri $args $is_args $remote_addr $server_name $server_port $http_NAME $cookie_NAME "
+    "$arg_NAME";
+
+// Text with the request's variables (not a regex location's captures).
+bool request_variables(std::string_view text) {
+  using Kind = VariableText::Kind;
+  return VariableText(text).only({Kind::kServerName, Kind::kServerPort, Kind::kScheme, Kind::kHost, Kind::kRequestUri,
+                                  Kind::kUri, Kind::kArgs, Kind::kIsArgs, Kind::kRemoteAddr, Kind::kField,
+                                  Kind::kCookie, Kind::kArg});
+}
+
+}  // namespace
 
 void read_cache_zones(Section& top, const toml::node& node, Config& c) {
   if (!node.is_array_of_tables()) top.fail(node, "cache", "expected [[cache]] blocks");
@@ -44,7 +59,9 @@ void read_cache_zones(Section& top, const toml::node& node, Config& c) {
 
 // cache = "pages", or { zone = "pages", key = "...", valid = { 200 = "10m",
 // any = "1m" }, store_set_cookie = false, lock = true, lock_timeout = "5s",
-// revalidate = true, use_stale = ["error", "timeout", "503", "updating"] }.
+// revalidate = true, use_stale = ["error", "timeout", "503", "updating"],
+// bypass = ["$cookie_nocache"], no_store = ["$arg_nocache"],
+// purge = ["127.0.0.1"] }.
 std::optional<CacheUseConfig> read_cache_use(Section& s) {
   const toml::node* node = s.node("cache");
   if (node == nullptr) return std::nullopt;
@@ -65,14 +82,8 @@ std::optional<CacheUseConfig> read_cache_use(Section& s) {
   if (t.node("zone") == nullptr) throw ConfigError(s.file(), u.line, s.prefix() + "cache.zone", "required (a [[cache]]'s name)");
   t.get_string("key", &u.key);
   if (const toml::node* key = t.node("key")) {
-    const VariableText text(u.key);
-    bool known = text.well_formed() && !text.variables().empty();
-    for (const VariableText::Variable& v : text.variables()) {
-      known = known && v.kind != VariableText::Kind::kNamedGroup && v.kind != VariableText::Kind::kCapture;
-    }
-    if (!known) {
-      t.fail(*key, "key", "expected variables such as \"$scheme$host$request_uri\" ($scheme $host $request_uri $uri "
-                          "$args $is_args $remote_addr $server_name $server_port $http_NAME $cookie_NAME)");
+    if (!request_variables(u.key)) {
+      t.fail(*key, "key", std::string("expected variables such as \"$scheme$host$request_uri\" (") + kRequestVariableNames + ")");
     }
   }
   if (const toml::table* valid = t.get_table("valid")) {
@@ -95,6 +106,23 @@ std::optional<CacheUseConfig> read_cache_use(Section& s) {
   t.get_bool("lock", &u.lock);
   t.get_duration("lock_timeout", &u.lock_timeout);
   t.get_bool("revalidate", &u.revalidate);
+  if (const auto networks = t.get_strings("purge")) {
+    for (const auto& [text, item] : *networks) {
+      std::optional<Cidr> network = Cidr::parse(text);
+      if (!network) t.fail(*item, "purge", "\"" + text + "\": expected an address or a network (\"127.0.0.1\", \"10.0.0.0/8\")");
+      u.purge.push_back(*network);
+    }
+  }
+  for (auto [name, list] : {std::pair{"bypass", &u.bypass}, std::pair{"no_store", &u.no_store}}) {
+    if (const auto texts = t.get_strings(name)) {
+      for (const auto& [text, item] : *texts) {
+        if (!request_variables(text)) {
+          t.fail(*item, name, "\"" + text + "\": expected variables such as \"$cookie_nocache\" (" + kRequestVariableNames + ")");
+        }
+        list->push_back(text);
+      }
+    }
+  }
   if (const auto words = t.get_strings("use_stale")) {
     for (const auto& [word, item] : *words) {
       int code = 0;

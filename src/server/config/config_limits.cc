@@ -22,18 +22,12 @@ std::optional<uint64_t> parse_rate(std::string_view text) {
 }
 
 // Text and variables: $remote_addr, $server_name, $host, $request_uri,
-// $uri, $scheme, $http_NAME, $cookie_NAME (a name of letters, digits and
+// $uri, $scheme, $http_NAME, $cookie_NAME, $arg_NAME (a name of letters, digits and
 // '_'), at least one variable.
 bool valid_limit_key(std::string_view key) {
   using Kind = VariableText::Kind;
-  const VariableText parsed(key);
-  const std::vector<VariableText::Variable> variables = parsed.variables();
-  if (!parsed.well_formed() || variables.empty()) return false;
-  return std::ranges::all_of(variables, [](const VariableText::Variable& v) {
-    return v.kind == Kind::kRemoteAddr || v.kind == Kind::kServerName || v.kind == Kind::kHost ||
-           v.kind == Kind::kRequestUri || v.kind == Kind::kUri || v.kind == Kind::kScheme ||
-           v.kind == Kind::kField || v.kind == Kind::kCookie;
-  });
+  return VariableText(key).only({Kind::kRemoteAddr, Kind::kServerName, Kind::kHost, Kind::kRequestUri, Kind::kUri,
+                                 Kind::kScheme, Kind::kField, Kind::kCookie, Kind::kArg});
 }
 
 }  // namespace
@@ -55,7 +49,7 @@ void read_key_limits(Section& top, const toml::node& node, Config& c) {
     }
     s.get_string("key", &l.key);
     if (const toml::node* key = s.node("key"); key != nullptr && !valid_limit_key(l.key)) {
-      s.fail(*key, "key", "expected variables such as \"$remote_addr\", \"$http_NAME\", \"$cookie_NAME\", "
+      s.fail(*key, "key", "expected variables such as \"$remote_addr\", \"$http_NAME\", \"$cookie_NAME\", \"$arg_NAME\", "
                           "\"$server_name\" or \"$host\", with text between");
     }
     const toml::node* rate = s.node("rate");

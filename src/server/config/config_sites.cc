@@ -87,7 +87,7 @@ void read_return(Section& s, LocationConfig& l, const Regex* regex) {
     if (!known_variables(r.url, regex) || !known_variables(r.body, regex)) {
       s.fail(*node, "return",
              "unknown variable (known: $scheme $host $request_uri $uri $args $is_args $remote_addr $server_name "
-             "$server_port $http_NAME $cookie_NAME $1..$9 and the regex's named groups)");
+             "$server_port $http_NAME $cookie_NAME $arg_NAME $1..$9 and the regex's named groups)");
     }
     if (!valid_field_value(r.url) || !valid_field_value(r.type)) {
       s.fail(*node, "return", "line breaks in url or type");

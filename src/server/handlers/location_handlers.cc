@@ -122,6 +122,20 @@ std::string_view field_value(const http::Request& request, std::string_view vari
   return {};
 }
 
+std::string_view arg_value(const http::Request& request, std::string_view name) {
+  std::string_view query = request.query();
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    if (pair.starts_with(name) && (pair.size() == name.size() || pair[name.size()] == '=')) {
+      return pair.size() == name.size() ? std::string_view() : pair.substr(name.size() + 1);
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return {};
+}
+
 std::string_view cookie_value(const http::Request& request, std::string_view name) {
   for (const http::Header& field : request.headers()) {
     if (field.id != http::FieldId::kCookie) continue;

@@ -109,6 +109,9 @@ class ReturnHandler final : public Handler {
 std::string_view field_value(const http::Request& request, std::string_view variable);
 // The value of the request's cookie `name`, or "".
 std::string_view cookie_value(const http::Request& request, std::string_view name);
+// The value of the query's first parameter `name` as sent (not decoded;
+// "" for "name" alone), or "".
+std::string_view arg_value(const http::Request& request, std::string_view name);
 
 // The users app on the chain: its paths (/api/...) as exchanges.
 class UsersHandler final : public Handler {

@@ -122,6 +122,22 @@ bool updates_stored(const http::Header& field) {
   return !upstream::is_unrelayed_field(field.name) && !http::iequals(field.name, "Content-Length");
 }
 
+// Whether one of `conditions` expands to neither "" nor "0" (nginx's
+// proxy_cache_bypass and proxy_no_cache).
+bool any_set(const std::vector<VariableText>& conditions, const Route& route) {
+  std::string value;
+  for (const VariableText& condition : conditions) {
+    value.clear();
+    condition.expand(route, false, &value);
+    if (!value.empty() && value != "0") return true;
+  }
+  return false;
+}
+
+std::vector<VariableText> texts(const std::vector<std::string>& from) {
+  return {from.begin(), from.end()};
+}
+
 // Closes a descriptor when the last region that sends from it goes.
 std::shared_ptr<const void> fd_owner(int fd) {
   return std::shared_ptr<const void>(nullptr, [fd](const void*) { ::close(fd); });
@@ -237,6 +253,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
     cache_status.append(failure ? (status == 504 ? "timeout" : "error") : "status");
     cache_->serve(*stale_, now, exchange, cache_status);
     if (!exchange.writer().started()) return false;  // its file went: the failure is answered
+    exchange.request().set_cache_status("STALE");
     if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_stale.add();
     exchange.finish();
     return true;
@@ -281,6 +298,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
       http::write_error_page(exchange.writer(), 502);
     }
     if (!f.store) zone_->erase(stale_->hash);  // it may not be kept any longer (a file being sent stays)
+    exchange.request().set_cache_status("REVALIDATED");
     if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_revalidated.add();
     exchange.finish();
     return true;
@@ -372,18 +390,60 @@ UpstreamCache::UpstreamCache(cache::Zone* zone, const CacheUseConfig& config, Me
       lock_timeout_(config.lock_timeout),
       revalidate_(config.revalidate),
       use_stale_(config.use_stale),
+      bypass_(texts(config.bypass)),
+      no_store_(texts(config.no_store)),
+      purge_(config.purge),
       metrics_(metrics) {}
 
 bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* miss) const {
   const http::Request& request = exchange.request();
+  if (!purge_.empty() && request.method() == http::Method::kPurge) {
+    purge(route, exchange);
+    return true;
+  }
   if (request.method() != http::Method::kGet && request.method() != http::Method::kHead) {
     miss->status = "tern; fwd=method";
     return false;
   }
   key_.expand(route, false, &miss->key);
   // A protocol switch (a WebSocket) is a tunnel, not a response to keep.
-  miss->fill = request.method() == http::Method::kGet && !request.has_header(http::FieldId::kUpgrade);
+  miss->fill = request.method() == http::Method::kGet && !request.has_header(http::FieldId::kUpgrade) &&
+               !any_set(no_store_, route);
+  if (any_set(bypass_, route)) {
+    miss->status = "tern; fwd=bypass";
+    miss->bypass = true;
+    request.set_cache_status("BYPASS");
+    if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
+    return false;
+  }
   return answer_key(exchange, miss, {});
+}
+
+void UpstreamCache::purge(const Route& route, http::Exchange& exchange) const {
+  http::ResponseWriter& w = exchange.writer();
+  const bool allowed = std::any_of(purge_.begin(), purge_.end(),
+                                   [&route](const Cidr& network) { return network.contains(*route.client); });
+  if (!allowed) {
+    http::write_error_page(w, 403);
+    return exchange.finish();
+  }
+  std::string key;
+  key_.expand(route, false, &key);
+  int status = 200;
+  if (key.ends_with('*')) {
+    key.pop_back();
+    zone_->purge(key, true);
+    key.push_back('*');
+  } else {
+    // Found under the key alone: a response, or the marker of its variants.
+    if (!zone_->find(KeyHash::of(key), unix_now())) status = 404;
+    zone_->purge(key, false);
+  }
+  TERN_LOG_INFO("cache {}: {} purged by {}", zone_->options().name, key, route.client->to_ip());
+  w.start(status);
+  w.header("Content-Type", "text/plain; charset=utf-8");
+  w.body((status == 200 ? "purged " : "not cached ") + key + "\n");
+  exchange.finish();
 }
 
 bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed) const {
@@ -409,9 +469,11 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string
     entry = nullptr;
     miss->status = "tern; fwd=stale";
   }
+  request.set_cache_status(miss->stale ? "EXPIRED" : "MISS");
   if (entry) {
     serve(*entry, now, exchange, collapsed);
     if (exchange.writer().started()) {
+      request.set_cache_status("HIT");
       if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_hits.add();
       exchange.finish();
       return true;
@@ -485,7 +547,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   // would wait.
   const bool body = request.body_framing() == http::BodyFraming::kChunked ||
                     (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > 0);
-  if (!miss.fill || !lock_ || body) return go(exchange, miss, fetch, miss.fill, false);
+  if (!miss.fill || !lock_ || body || miss.bypass) return go(exchange, miss, fetch, miss.fill, false);
   const KeyHash hash = KeyHash::of(miss.key);
   net::EventLoop* loop = exchange.loop();
   auto wait = std::make_shared<Wait>(Wait{this, exchange.id(), std::move(miss), std::move(fetch), {}});
@@ -504,6 +566,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
                                "; detail=updating";
     serve(*wait->miss.stale, now, exchange, status);
     if (exchange.writer().started()) {
+      request.set_cache_status("UPDATING");
       wait->done = true;
       wait->fetch = nullptr;
       if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_stale.add();

@@ -42,10 +42,18 @@
 // never an entry that said must-revalidate, proxy-revalidate, s-maxage or
 // no-cache.
 //
+// PURGE, from a network `purge` names, removes the entries of the key the
+// request makes (every variant of it), or with a target ending in '*' of
+// every key that begins with the key made from what precedes it: 200, or
+// 404 when there was no entry; 403 from elsewhere. Entries go from the
+// index at once and their files within seconds (the zone's manager).
+//
 // Every response of a cached location carries Cache-Status (RFC 9211):
 // "tern; hit; ttl=N", "tern; fwd=uri-miss", "tern; fwd=vary-miss",
 // "tern; fwd=stale", "tern; fwd=request" (an entry the request's
-// Authorization may not use), "tern; fwd=method"; a revalidated entry
+// Authorization may not use), "tern; fwd=method", "tern; fwd=bypass"
+// (`bypass` said so: the response may still fill the entry, unless
+// `no_store` says no); a revalidated entry
 // "tern; fwd=stale; fwd-status=304; ttl=N"; a stale entry in place of a
 // failure "tern; fwd=stale[; fwd-status=503]; ttl=-N; detail=error|timeout|status",
 // and while another request refreshes it "tern; hit; ttl=-N; detail=updating".
@@ -59,6 +67,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "cache/freshness.h"
 #include "cache/zone.h"
@@ -83,6 +92,7 @@ class UpstreamCache {
     const char* status = "tern; fwd=uri-miss";  // the response's Cache-Status
     bool fill = false;                          // a GET: its response may fill the entry
     std::shared_ptr<const cache::Stored> stale;  // the key's entry, stale
+    bool bypass = false;                         // `bypass` said so: no lock, no lookup
   };
   // What the call to the application is given.
   struct Forward {
@@ -112,6 +122,8 @@ class UpstreamCache {
   struct Wait;
   class Tap;
 
+  // Answers a PURGE (see CacheUseConfig::purge).
+  void purge(const Route& route, http::Exchange& exchange) const;
   // `collapsed`: the Cache-Status of a request that waited for the fill.
   bool answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed) const;
   // Starts the call with a tap when the cache has a part in the response.
@@ -133,6 +145,9 @@ class UpstreamCache {
   const std::chrono::milliseconds lock_timeout_;
   const bool revalidate_;
   const CacheUseConfig::UseStale use_stale_;
+  const std::vector<VariableText> bypass_;
+  const std::vector<VariableText> no_store_;
+  const std::vector<Cidr> purge_;
   Metrics* const metrics_;
 };
 

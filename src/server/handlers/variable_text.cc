@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <charconv>
 #include <utility>
 
@@ -73,6 +74,8 @@ VariableText::VariableText(std::string_view text) : text_(text) {
       parts_.push_back({Kind::kField, 0, std::string(name.substr(5))});
     } else if (name.starts_with("cookie_") && name.size() > 7) {
       parts_.push_back({Kind::kCookie, 0, std::string(name.substr(7))});
+    } else if (name.starts_with("arg_") && name.size() > 4) {
+      parts_.push_back({Kind::kArg, 0, std::string(name.substr(4))});
     } else if (!name.empty()) {
       parts_.push_back({Kind::kNamedGroup, 0, std::string(name)});
     }
@@ -85,6 +88,16 @@ std::vector<VariableText::Variable> VariableText::variables() const {
     if (part.kind != Kind::kLiteral) out.push_back({part.kind, part.capture, part.text});
   }
   return out;
+}
+
+bool VariableText::only(std::initializer_list<Kind> kinds) const {
+  bool any = false;
+  for (const Part& part : parts_) {
+    if (part.kind == Kind::kLiteral) continue;
+    if (std::find(kinds.begin(), kinds.end(), part.kind) == kinds.end()) return false;
+    any = true;
+  }
+  return well_formed_ && any;
 }
 
 void VariableText::expand(const Route& route, bool url, std::string* out) const {
@@ -150,6 +163,9 @@ void VariableText::expand(const Route& route, bool url, std::string* out) const 
         break;
       case Kind::kCookie:
         out->append(cookie_value(request, part.text));
+        break;
+      case Kind::kArg:
+        out->append(arg_value(request, part.text));
         break;
     }
   }

@@ -6,13 +6,14 @@
 //   key.expand(route, false, &out);
 //
 // $scheme $host $request_uri $uri $args $is_args $remote_addr
-// $server_name $server_port $http_NAME $cookie_NAME, $1..$9 and a regex
-// location's named groups, each also as ${name}. A name that is none of
+// $server_name $server_port $http_NAME $cookie_NAME $arg_NAME, $1..$9 and
+// a regex location's named groups, each also as ${name}. A name that is none of
 // these expands to nothing (the configuration refuses it: its checks ask
 // variables() what the text holds).
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,7 @@ class VariableText {
     kRemoteAddr,
     kField,   // $http_NAME
     kCookie,  // $cookie_NAME
+    kArg,     // $arg_NAME: the query's parameter, as sent (not decoded)
   };
   struct Variable {
     Kind kind;
@@ -59,6 +61,9 @@ class VariableText {
   // each '$' had a name (and each "${" its '}').
   std::vector<Variable> variables() const;
   bool well_formed() const { return well_formed_; }
+  // Whether the text is well formed, has a variable, and has only
+  // variables of these kinds (a key's check).
+  bool only(std::initializer_list<Kind> kinds) const;
 
  private:
   struct Part {

@@ -17,7 +17,7 @@ namespace {
 
 using Variable = AccessLogFormat::Variable;
 
-constexpr std::array<std::pair<std::string_view, Variable>, 28> kVariables = {{
+constexpr std::array<std::pair<std::string_view, Variable>, 30> kVariables = {{
     {"remote_addr", Variable::kRemoteAddr},
     {"realip_remote_addr", Variable::kRealipRemoteAddr},
     {"proxy_protocol_addr", Variable::kProxyProtocolAddr},
@@ -46,6 +46,8 @@ constexpr std::array<std::pair<std::string_view, Variable>, 28> kVariables = {{
     {"ssl_client_fingerprint", Variable::kSslClientFingerprint},
     {"pid", Variable::kPid},
     {"upstream_response_time", Variable::kUpstreamResponseTime},
+    {"cache_status", Variable::kCacheStatus},
+    {"upstream_cache_status", Variable::kCacheStatus},
 }};
 
 constexpr std::string_view kCombined =
@@ -229,6 +231,8 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
       return;
     case Variable::kUpstreamResponseTime:
       return r.upstream_ms() < 0 ? out.push_back('-') : append_seconds(out, r.upstream_ms());
+    case Variable::kCacheStatus:
+      return append_text(out, r.cache_status());
     case Variable::kHttpField:
       return append_text(out, r.header(field));
   }

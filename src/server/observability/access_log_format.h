@@ -21,6 +21,8 @@
 //               ssl_client_fingerprint (a client certificate's: mutual TLS)
 //               upstream_response_time (seconds on upstream or FastCGI
 //               servers, every attempt summed; "-" without)
+//               cache_status, also upstream_cache_status (what a [[cache]]
+//               did: HIT MISS EXPIRED STALE UPDATING REVALIDATED BYPASS)
 //               http_NAME (a request field: http_x_forwarded_for)
 //
 // In text, a value's '"', '\' and bytes outside printable ASCII are written
@@ -68,7 +70,7 @@ class AccessLogFormat {
     kRemoteAddr, kRealipRemoteAddr, kProxyProtocolAddr, kRemoteUser, kTimeLocal, kTimeIso8601, kMsec, kRequest, kRequestMethod, kRequestUri,
     kUri, kArgs, kServerProtocol, kStatus, kBodyBytesSent, kRequestTime, kRequestId, kHost, kScheme,
     kSslProtocol, kSslCipher, kSslClientVerify, kSslClientSDn, kSslClientIDn, kSslClientSerial,
-    kSslClientFingerprint, kPid, kUpstreamResponseTime, kHttpField,
+    kSslClientFingerprint, kPid, kUpstreamResponseTime, kCacheStatus, kHttpField,
   };
 
  private:

@@ -559,3 +559,75 @@ def test_a_timeout_and_updating_serve_the_stale_entry(tern_factory, origin, tmp_
     assert status(updating).endswith("; detail=updating")
     assert status(results["fill"]).startswith("tern; fwd=stale; fwd-status=304")
     assert is_hit(srv.get(target))
+
+
+# -- operations: bypass, no_store, $cache_status --
+
+def test_bypass_and_no_store_conditions_and_the_cache_status_in_the_access_log(tern_factory, origin, tmp_path):
+    from test_access import wait_for_lines
+    config = cached_site(origin, tmp_path / "cache",
+                         cache={"bypass": ["$cookie_nocache", "$arg_fresh"], "no_store": ["$http_x_private"],
+                                "use_stale": ["503"]})
+    srv = tern_factory({**config, "access_log": "access.log", "access_log_format": "$uri $cache_status $status"})
+    target = url("/cached/ops", "Cache-Control: max-age=1", 'ETag: "o"')
+    srv.get(target)                                               # MISS, stored
+    assert is_hit(srv.get(target))                                # HIT
+    # A cookie that is set (not "0") bypasses the entry; its response fills it again.
+    bypassed = srv.get(target, [("Cookie", "a=1; nocache=1")])
+    assert status(bypassed) == "tern; fwd=bypass" and bypassed.body.startswith(b"origin #2")
+    assert is_hit(srv.get(target, [("Cookie", "nocache=0")])) and srv.get(target).body.startswith(b"origin #2")
+    # no_store: the response goes to the client, the entry stays as it was.
+    private = url("/cached/private", "Cache-Control: max-age=60")
+    assert status(srv.get(private, [("X-Private", "yes")])) == "tern; fwd=uri-miss"
+    assert status(srv.get(private)) == "tern; fwd=uri-miss"
+    assert is_hit(srv.get(private))
+    # A query parameter bypasses too ($arg_fresh), whatever its place.
+    assert status(srv.get(url("/cached/private", "Cache-Control: max-age=60") + "&fresh=1")) == "tern; fwd=bypass"
+    time.sleep(2.1)
+    srv.get(target)                                               # REVALIDATED (304)
+    time.sleep(2.1)
+    origin.post("/cachedfail?status=503")
+    assert srv.get(target).status == 200                          # STALE
+    origin.post("/cachedfail")
+    srv.get(target, method="POST")                                # not the cache's: "-"
+    lines = wait_for_lines(srv.workdir / "access.log", 12)
+    assert [line.split()[1] for line in lines] == ["MISS", "HIT", "BYPASS", "HIT", "HIT", "MISS", "MISS", "HIT",
+                                                   "BYPASS", "REVALIDATED", "STALE", "-"], lines
+
+
+def test_purge_removes_a_key_its_variants_or_a_prefix_from_allowed_networks(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"purge": ["127.0.0.0/8"]}))
+    one, two = url("/cached/p/1", "Cache-Control: max-age=600"), url("/cached/p/2", "Cache-Control: max-age=600")
+    varied = url("/cached/v", "Cache-Control: max-age=600", "Vary: Accept-Language")
+    kept = url("/cached/kept", "Cache-Control: max-age=600")
+    for target in (one, two, kept):
+        srv.get(target)
+    for language in ("de", "fr"):
+        srv.get(varied, [("Accept-Language", language)])
+    assert all(is_hit(srv.get(t)) for t in (one, two, kept))
+    with srv.connect() as conn:
+        gone = conn.get(one, method="PURGE")
+        assert gone.status == 200 and gone.body.startswith(b"purged http")
+        assert conn.get(one, method="PURGE").status == 404  # nothing left to purge
+        # The key of a Vary'd response takes every variant with it.
+        assert conn.get(varied, method="PURGE").status == 200
+        assert status(conn.get(one)) == "tern; fwd=uri-miss" and is_hit(conn.get(one))
+        assert status(conn.get(varied, [("Accept-Language", "fr")])) == "tern; fwd=uri-miss"
+        # The new marker leads to the old "de" variant, purged with the rest.
+        assert status(conn.get(varied, [("Accept-Language", "de")])) == "tern; fwd=vary-miss"
+        # A prefix: every key that begins with the key made from the target before '*'.
+        assert conn.get("/cached/p/*", method="PURGE").status == 200
+        assert status(conn.get(one)) == "tern; fwd=uri-miss" and status(conn.get(two)) == "tern; fwd=uri-miss"
+        assert is_hit(conn.get(kept))
+    # From a network the list does not name: 403, nothing purged.
+    other = tern_factory(cached_site(origin, tmp_path / "cache2", cache={"purge": ["10.0.0.0/8"]}))
+    other.get(kept)
+    assert other.get(kept, method="PURGE").status == 403 and is_hit(other.get(kept))
+    # Files of purged entries nobody asked for again go within seconds (the manager).
+    srv.get(url("/cached/p/3", "Cache-Control: max-age=600"))
+    before = len(entry_files(tmp_path / "cache"))
+    srv.get("/cached/p/*", method="PURGE")
+    deadline = time.monotonic() + 12
+    while len(entry_files(tmp_path / "cache")) >= before:
+        assert time.monotonic() < deadline, "the purged entry's file stayed"
+        time.sleep(0.2)
