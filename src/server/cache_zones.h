@@ -33,6 +33,7 @@ class CacheZones {
   // The zone named `name`, or null.
   cache::Zone* find(std::string_view name) const;
   bool empty() const { return zones_.empty(); }
+  const std::vector<std::unique_ptr<cache::Zone>>& zones() const { return zones_; }
 
   // Starts the manager thread (after the process became its user).
   void start();

@@ -343,6 +343,13 @@ void Server::add_server_figures(MetricsSnapshot* snapshot) const {
       }
     }
   }
+  if (caches_ != nullptr) {
+    for (const auto& zone : caches_->zones()) {
+      const cache::Zone::Counts counts = zone->counts();
+      snapshot->cache_zones.push_back({zone->options().name, counts.entries, counts.disk_bytes, counts.memory_bytes,
+                                       zone->options().max_size, zone->options().memory});
+    }
+  }
   snapshot->error_log_dropped = log::dropped_records();
   snapshot->access_log_dropped = access_log_.dropped();
 }

@@ -120,6 +120,16 @@ struct MetricsSnapshot {
     uint64_t keys = 0;     // keys in the table now
   };
   std::vector<Limit> limits;
+  // Each [[cache]] zone now, and its bounds.
+  struct CacheZone {
+    std::string name;
+    uint64_t entries = 0;
+    uint64_t disk_bytes = 0;
+    uint64_t memory_bytes = 0;
+    uint64_t max_size = 0;
+    uint64_t memory = 0;
+  };
+  std::vector<CacheZone> cache_zones;
   uint64_t responses = 0;  // counted whether enabled or not
   uint64_t file_cache_hits = 0;
   uint64_t file_cache_misses = 0;

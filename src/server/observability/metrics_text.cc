@@ -146,6 +146,32 @@ void prometheus_limits(std::string& out, const MetricsSnapshot& s) {
   }
 }
 
+void prometheus_cache_zones(std::string& out, const MetricsSnapshot& s) {
+  if (s.cache_zones.empty()) return;
+  struct Gauge {
+    const char* name;
+    const char* help;
+    uint64_t MetricsSnapshot::CacheZone::*value;
+  };
+  static constexpr Gauge kGauges[] = {
+      {"tern_cache_entries", "Entries a [[cache]] zone holds now.", &MetricsSnapshot::CacheZone::entries},
+      {"tern_cache_disk_bytes", "Bytes of a [[cache]] zone's files now.", &MetricsSnapshot::CacheZone::disk_bytes},
+      {"tern_cache_max_disk_bytes", "A [[cache]] zone's max_size.", &MetricsSnapshot::CacheZone::max_size},
+      {"tern_cache_memory_bytes", "Memory a [[cache]] zone's index, heads and small bodies take now.",
+       &MetricsSnapshot::CacheZone::memory_bytes},
+      {"tern_cache_max_memory_bytes", "A [[cache]] zone's memory.", &MetricsSnapshot::CacheZone::memory},
+  };
+  for (const Gauge& g : kGauges) {
+    family(out, g.name, "gauge", g.help);
+    for (const MetricsSnapshot::CacheZone& z : s.cache_zones) {
+      out += g.name;
+      out += "{zone=\"";
+      escape(out, z.name);
+      fmt::format_to(Out(out), "\"}} {}\n", z.*g.value);
+    }
+  }
+}
+
 }  // namespace
 
 std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) {
@@ -161,6 +187,7 @@ std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) 
   prometheus_connections(out, s);
   prometheus_upstreams(out, s);
   prometheus_limits(out, s);
+  prometheus_cache_zones(out, s);
   family(out, "tern_open_file_cache_hits_total", "counter", "Static file lookups the open-file cache answered.");
   sample(out, "tern_open_file_cache_hits_total", s.file_cache_hits);
   family(out, "tern_open_file_cache_misses_total", "counter", "Static file lookups that went to the file system.");

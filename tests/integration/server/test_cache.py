@@ -631,3 +631,60 @@ def test_purge_removes_a_key_its_variants_or_a_prefix_from_allowed_networks(tern
     while len(entry_files(tmp_path / "cache")) >= before:
         assert time.monotonic() < deadline, "the purged entry's file stayed"
         time.sleep(0.2)
+
+
+# -- bounds --
+
+DISTINCT_KEYS_LUA = """
+local prefix, n, count = "", 0, 0
+function init(args) prefix = args[1]; n = tonumber(args[2]) end
+function request()
+  count = count + 1
+  if count > n then return wrk.format(nil, "/k/last") end
+  return wrk.format(nil, "/k/" .. prefix .. "-" .. count)
+end
+"""
+
+
+def metric(srv, sample):
+    for line in srv.get("/metrics").body.decode().splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {sample}")
+
+
+def test_memory_stays_within_the_zone_under_100000_distinct_keys(tern_factory, tmp_path):
+    import shutil
+    import subprocess
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed; scripts/test installs it")
+    from test_hardening import LOW_QUARANTINE
+    from test_proxy import rss_bound_kib
+    # The origin: another tern, answering every key at once.
+    origin = tern_factory(site({"prefix": "/", "return": {"status": 200, "body": "a small page\n"}}))
+    srv = tern_factory(site([{"prefix": "/k/", "proxy": {"pass": f"http://127.0.0.1:{origin.port}",
+                                                          "cache": {"zone": "pages", "valid": {"200": "10m"}}}},
+                             {"prefix": "/metrics", "metrics": "prometheus"}],
+                            cache=[{"name": "pages", "path": str(tmp_path / "cache"), "memory": "1MiB"}]),
+                       env=LOW_QUARANTINE)
+    script = tmp_path / "keys.lua"
+    script.write_text(DISTINCT_KEYS_LUA)
+    want = 100_000
+    rss = []
+    for half in range(2):
+        deadline = time.monotonic() + 400  # TSan's pace
+        while metric(srv, "tern_response_cache_misses_total") < want * (half + 1) / 2:
+            assert time.monotonic() < deadline, "too slow"
+            # Each run sends new keys (its own prefix), then one key again and again.
+            subprocess.run(["wrk", "-t1", "-c8", "-d3s", "-s", str(script), f"http://127.0.0.1:{srv.port}/",
+                            "--", f"{half}-{time.monotonic_ns()}", str(want // 2)],
+                           check=True, capture_output=True, timeout=60)
+        rss.append(srv.rss_kib())
+    memory = 1 << 20
+    assert metric(srv, 'tern_cache_memory_bytes{zone="pages"}') <= memory
+    assert metric(srv, 'tern_cache_max_memory_bytes{zone="pages"}') == memory
+    entries = metric(srv, 'tern_cache_entries{zone="pages"}')
+    assert 1000 < entries < want / 4, entries  # the least recently used went with their files
+    assert metric(srv, 'tern_cache_disk_bytes{zone="pages"}') > 0
+    # The second 50,000 keys took no more memory than the first settled on.
+    assert rss[1] - rss[0] < rss_bound_kib(srv, 6 * 1024), rss
