@@ -239,17 +239,35 @@ Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<Stored> stored, i
   return {};
 }
 
-bool Zone::begin_fill(const KeyHash& hash, std::function<void()> wake) {
+bool Zone::begin_fill(const KeyHash& hash, std::function<void()> wake, uint64_t* waiter) {
   Shard& s = shard(hash);
   std::lock_guard lock(s.mu);
   auto [it, first] = s.fills.try_emplace(hash);
-  if (!first) it->second.push_back(std::move(wake));
+  if (!first) {
+    *waiter = waiters_.fetch_add(1, std::memory_order_relaxed) + 1;
+    it->second.emplace_back(*waiter, std::move(wake));
+  }
   return first;
+}
+
+void Zone::leave_fill(const KeyHash& hash, uint64_t waiter) {
+  std::function<void()> gone;  // let go of outside the lock
+  Shard& s = shard(hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.fills.find(hash);
+  if (it == s.fills.end()) return;
+  auto& waiting = it->second;
+  for (auto w = waiting.begin(); w != waiting.end(); ++w) {
+    if (w->first != waiter) continue;
+    gone = std::move(w->second);
+    waiting.erase(w);
+    break;
+  }
 }
 
 void Zone::end_fill(const KeyHash& hash) {
   Shard& s = shard(hash);
-  std::vector<std::function<void()>> wakes;
+  std::vector<std::pair<uint64_t, std::function<void()>>> wakes;
   {
     std::lock_guard lock(s.mu);
     auto it = s.fills.find(hash);
@@ -257,7 +275,7 @@ void Zone::end_fill(const KeyHash& hash) {
     wakes = std::move(it->second);
     s.fills.erase(it);
   }
-  for (auto& wake : wakes) wake();
+  for (auto& [waiter, wake] : wakes) wake();
 }
 
 bool Zone::erase(const KeyHash& hash) {
@@ -270,6 +288,13 @@ bool Zone::erase(const KeyHash& hash) {
     ::unlink(entry_path(options_.path, hash).c_str());
   }
   return true;
+}
+
+void Zone::forget(const Stored& gone) {
+  Shard& s = shard(gone.hash);
+  std::lock_guard lock(s.mu);
+  auto it = s.nodes.find(gone.hash);
+  if (it != s.nodes.end() && it->second.generation == gone.sequence) remove(s, it->second);
 }
 
 void Zone::purge(std::string key, bool prefix) {

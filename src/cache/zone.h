@@ -98,13 +98,20 @@ class Zone {
   Result<void> insert(EntryWriter& writer, std::shared_ptr<Stored> stored, int64_t now);
 
   // Whether the caller fills `hash` (true), or another fill is under way
-  // and `wake` will run when it ends (false). Any thread.
-  bool begin_fill(const KeyHash& hash, std::function<void()> wake);
+  // and `wake` will run when it ends (false; *waiter then names the
+  // wake-up for leave_fill()). Any thread.
+  bool begin_fill(const KeyHash& hash, std::function<void()> wake, uint64_t* waiter);
+  // A waiter stops waiting (its lock_timeout ran out): its wake-up goes,
+  // with what it holds.
+  void leave_fill(const KeyHash& hash, uint64_t waiter);
   // The fill of `hash` ended (stored or not): runs the wake-ups.
   void end_fill(const KeyHash& hash);
 
   // Removes an entry and its file (a purge, a broken file). False: none.
   bool erase(const KeyHash& hash);
+  // Removes the node of an entry whose file went from under it (an
+  // operator's rm), if it is still the entry `gone` that was read.
+  void forget(const Stored& gone);
 
   // Purges every entry indexed so far whose key is `key`, or starts with it
   // (`prefix`): each is a miss from now on (is_purged(), which a lookup
@@ -149,7 +156,7 @@ class Zone {
     Order used;
     Order loaded;
     // Keys being filled, and who waits for each.
-    std::unordered_map<KeyHash, std::vector<std::function<void()>>, KeyHashHasher> fills;
+    std::unordered_map<KeyHash, std::vector<std::pair<uint64_t, std::function<void()>>>, KeyHashHasher> fills;
   };
   static constexpr size_t kShards = 16;
   // What a node takes beside its Stored: the node, its map entry, its
@@ -175,6 +182,7 @@ class Zone {
   const ZoneOptions options_;
   Shard shards_[kShards];
   std::atomic<uint64_t> inserts_{0};
+  std::atomic<uint64_t> waiters_{0};
   mutable std::mutex purges_mu_;
   std::vector<Purge> purges_;
   std::atomic<bool> purging_{false};  // purges_ is not empty

@@ -268,27 +268,48 @@ TEST_F(ZoneTest, ThreadsFindFillAndEvictTogether) {
   EXPECT_EQ(bytes, counts.disk_bytes);
 }
 
-}  // namespace
-}  // namespace tern::cache
-
-namespace tern::cache {
-namespace {
-
-// One filler a key: the others leave a wake-up that its end runs, once.
+// One filler a key: the others leave a wake-up that its end runs, once;
+// a waiter that stops waiting leaves, and what its wake-up held goes then.
 TEST_F(ZoneTest, OneFillAKeyAndTheOthersAreWokenWhenItEnds) {
   Zone zone(options());
   const KeyHash a = KeyHash::of("a");
   int woken = 0;
-  EXPECT_TRUE(zone.begin_fill(a, [&woken] { ++woken; }));
-  EXPECT_FALSE(zone.begin_fill(a, [&woken] { ++woken; }));
-  EXPECT_FALSE(zone.begin_fill(a, [&woken] { woken += 10; }));
-  EXPECT_TRUE(zone.begin_fill(KeyHash::of("b"), [] {}));  // another key fills beside it
+  uint64_t first = 0, second = 0, third = 0;
+  EXPECT_TRUE(zone.begin_fill(a, [&woken] { ++woken; }, &first));
+  EXPECT_FALSE(zone.begin_fill(a, [&woken] { ++woken; }, &second));
+  EXPECT_FALSE(zone.begin_fill(a, [&woken] { woken += 10; }, &third));
+  EXPECT_NE(second, third);
+  EXPECT_TRUE(zone.begin_fill(KeyHash::of("b"), [] {}, &first));  // another key fills beside it
+  auto held = std::make_shared<int>(7);
+  uint64_t leaving = 0;
+  EXPECT_FALSE(zone.begin_fill(a, [held, &woken] { woken += 100; }, &leaving));
+  zone.leave_fill(a, leaving);
+  EXPECT_EQ(held.use_count(), 1);
   EXPECT_EQ(woken, 0);
   zone.end_fill(a);
   EXPECT_EQ(woken, 11);
   zone.end_fill(a);  // nothing under way: nothing to wake
+  zone.leave_fill(a, second);  // nor to leave
   EXPECT_EQ(woken, 11);
-  EXPECT_TRUE(zone.begin_fill(a, [] {}));  // the next miss fills again
+  EXPECT_TRUE(zone.begin_fill(a, [] {}, &first));  // the next miss fills again
+}
+
+// An entry whose file an operator removed is forgotten at its first
+// failed use, if it is still the entry that was read.
+TEST_F(ZoneTest, AnEntryWhoseFileWentIsForgotten) {
+  Zone zone(options());
+  fill(zone, "gone", std::string(5000, 'g'), 100);
+  std::shared_ptr<const Stored> read = zone.find(KeyHash::of("gone"), 101);
+  ASSERT_NE(read, nullptr);
+  fill(zone, "gone", "refilled", 102);
+  zone.forget(*read);  // another entry now: it stays
+  EXPECT_EQ(zone.counts().entries, 1u);
+  std::shared_ptr<const Stored> now = zone.find(KeyHash::of("gone"), 103);
+  ASSERT_NE(now, nullptr);
+  fs::remove(entry_path(dir_.string(), KeyHash::of("gone")));
+  zone.forget(*now);
+  EXPECT_EQ(zone.counts().entries, 0u);
+  EXPECT_EQ(zone.find(KeyHash::of("gone"), 104), nullptr);
 }
 
 }  // namespace

@@ -33,13 +33,7 @@ void read_cache_zones(Section& top, const toml::node& node, Config& c) {
     CacheZoneConfig z;
     z.line = static_cast<int>(block.source().begin.line);
     z.file = s.file();
-    s.get_string("name", &z.name);
-    const toml::node* name = s.node("name");
-    if (name == nullptr) throw ConfigError(s.file(), z.line, s.prefix() + "name", "required (what a location's cache names)");
-    if (!valid_group_name(z.name)) s.fail(*name, "name", "expected letters, digits, '_', '-' or '.'");
-    for (const CacheZoneConfig& other : c.caches) {
-      if (other.name == z.name) s.fail(*name, "name", "already the name of the cache at line " + std::to_string(other.line));
-    }
+    read_block_name(s, z.line, c.caches, "cache", "what a location's cache names", &z.name);
     s.get_string("path", &z.path);
     const toml::node* path = s.node("path");
     if (path == nullptr) throw ConfigError(s.file(), z.line, s.prefix() + "path", "required (a directory for the entries)");

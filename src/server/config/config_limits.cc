@@ -40,13 +40,7 @@ void read_key_limits(Section& top, const toml::node& node, Config& c) {
     KeyLimitConfig l;
     l.line = static_cast<int>(block.source().begin.line);
     l.file = s.file();
-    s.get_string("name", &l.name);
-    const toml::node* name = s.node("name");
-    if (name == nullptr) throw ConfigError(s.file(), l.line, s.prefix() + "name", "required");
-    if (!valid_group_name(l.name)) s.fail(*name, "name", "expected letters, digits, '_', '-' or '.'");
-    for (const KeyLimitConfig& other : c.key_limits) {
-      if (other.name == l.name) s.fail(*name, "name", "already the name of the limit at line " + std::to_string(other.line));
-    }
+    read_block_name(s, l.line, c.key_limits, "limit", "what a location's limit names", &l.name);
     s.get_string("key", &l.key);
     if (const toml::node* key = s.node("key"); key != nullptr && !valid_limit_key(l.key)) {
       s.fail(*key, "key", "expected variables such as \"$remote_addr\", \"$http_NAME\", \"$cookie_NAME\", \"$arg_NAME\", "

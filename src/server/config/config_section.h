@@ -171,6 +171,24 @@ void check_proxy_protocol(const std::string& file, const Config& c);
 // A group's or a limit's name: letters, digits, '_', '-' and '.'.
 bool valid_group_name(std::string_view name);
 
+// The `name` a block of [[upstream]], [[limit]] or [[cache]] begins with,
+// into *out: required (`required` says what it is for), a group name, and
+// none of `others` (blocks read before: name, file and line) has it. `what`
+// names such a block in the message ("the cache at line 3").
+template <typename Block>
+void read_block_name(Section& s, int line, const std::vector<Block>& others, std::string_view what,
+                     std::string_view required, std::string* out) {
+  s.get_string("name", out);
+  const toml::node* name = s.node("name");
+  if (name == nullptr) throw ConfigError(s.file(), line, s.prefix() + "name", "required (" + std::string(required) + ")");
+  if (!valid_group_name(*out)) s.fail(*name, "name", "expected letters, digits, '_', '-' or '.'");
+  for (const Block& other : others) {
+    if (other.name != *out) continue;
+    s.fail(*name, "name", "already the name of the " + std::string(what) + " at " +
+                              (other.file == s.file() ? "line " : other.file + ":") + std::to_string(other.line));
+  }
+}
+
 // The [[limit]]s (the node under "limit" in the top table).
 void read_key_limits(Section& top, const toml::node& node, Config& c);
 // The top level's `limit_connections`.

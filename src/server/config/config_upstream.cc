@@ -164,18 +164,7 @@ void read_upstreams(Section& top, const toml::node& node, Config& c) {
     UpstreamConfig u;
     u.line = static_cast<int>(block.source().begin.line);
     u.file = s.file();
-    s.get_string("name", &u.name);
-    if (const toml::node* name = s.node("name")) {
-      if (!valid_group_name(u.name)) s.fail(*name, "name", "expected letters, digits, '_', '-' or '.'");
-      for (const UpstreamConfig& other : c.upstreams) {
-        if (other.name == u.name) {
-          s.fail(*name, "name", "already the name of the group at " +
-                                    (other.file == u.file ? "line " : other.file + ":") + std::to_string(other.line));
-        }
-      }
-    } else {
-      s.fail(block, "name", "required (the name a proxy's pass uses: \"http://NAME\")");
-    }
+    read_block_name(s, u.line, c.upstreams, "group", "the name a proxy's pass uses: \"http://NAME\"", &u.name);
     s.get_choice("method", &u.method,
                  {{"round_robin", UpstreamConfig::Method::kRoundRobin},
                   {"least_conn", UpstreamConfig::Method::kLeastConnections},

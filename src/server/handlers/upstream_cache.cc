@@ -1,5 +1,6 @@
 #include "server/handlers/upstream_cache.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -521,6 +522,8 @@ struct UpstreamCache::Wait {
   http::ExchangeId exchange;
   Miss miss;
   Fetch fetch;
+  KeyHash hash;
+  uint64_t waiter = 0;  // among the fill's wake-ups
   net::TimerId timer;
   bool done = false;
 
@@ -528,8 +531,8 @@ struct UpstreamCache::Wait {
     if (done) return;
     done = true;
     if (!timed_out) exchange.loop->cancel(timer);
-    // A wait that timed out stays among the fill's wake-ups until it ends:
-    // what it holds goes now.
+    // The timer holds this wait while it runs: its wake-up can go.
+    if (timed_out) cache->zone_->leave_fill(hash, waiter);
     const Fetch go = std::move(fetch);
     fetch = nullptr;
     Miss mine = std::move(miss);
@@ -550,11 +553,14 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   if (!miss.fill || !lock_ || body || miss.bypass) return go(exchange, miss, fetch, miss.fill, false);
   const KeyHash hash = KeyHash::of(miss.key);
   net::EventLoop* loop = exchange.loop();
-  auto wait = std::make_shared<Wait>(Wait{this, exchange.id(), std::move(miss), std::move(fetch), {}});
-  const bool filler = zone_->begin_fill(hash, [loop, wait] {
-    // Queued even on its own loop: the fill's end is deep in its call.
-    loop->queue_in_loop([wait] { wait->resume(false); });
-  });
+  auto wait = std::make_shared<Wait>(Wait{this, exchange.id(), std::move(miss), std::move(fetch), hash, 0, {}});
+  const bool filler = zone_->begin_fill(
+      hash,
+      [loop, wait] {
+        // Queued even on its own loop: the fill's end is deep in its call.
+        loop->queue_in_loop([wait] { wait->resume(false); });
+      },
+      &wait->waiter);
   if (filler) {
     wait->done = true;
     return go(exchange, wait->miss, wait->fetch, true, true);
@@ -568,7 +574,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
     if (exchange.writer().started()) {
       request.set_cache_status("UPDATING");
       wait->done = true;
-      wait->fetch = nullptr;
+      zone_->leave_fill(hash, wait->waiter);
       if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_stale.add();
       return exchange.finish();
     }
@@ -619,6 +625,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
   int fd = -1;
   if (!entry.body_in_memory) {
     fd = ::open(entry.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) zone_->forget(entry);  // removed from under the zone: not every hit pays for it
     struct stat st;
     if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_ino != entry.inode ||
         static_cast<uint64_t>(st.st_size) != head.body_offset + head.body_size) {
