@@ -179,7 +179,10 @@ std::shared_ptr<const Stored> Zone::find(const KeyHash& hash, int64_t now) {
       }
       return nullptr;  // out of descriptors, say: a miss, the entry stays
     }
-    if (same && !it->second.loaded) set_loaded(s, it->second, stored);
+    // Removed (evicted, purged) or filled again while its file was read:
+    // what was read may be neither, so it is a miss.
+    if (!same) return nullptr;
+    if (!it->second.loaded) set_loaded(s, it->second, stored);
   }
   shrink();
   return stored;
@@ -294,7 +297,9 @@ void Zone::forget(const Stored& gone) {
   Shard& s = shard(gone.hash);
   std::lock_guard lock(s.mu);
   auto it = s.nodes.find(gone.hash);
-  if (it != s.nodes.end() && it->second.generation == gone.sequence) remove(s, it->second);
+  if (it == s.nodes.end() || it->second.generation != gone.sequence) return;
+  remove(s, it->second);
+  ::unlink(entry_path(options_.path, gone.hash).c_str());
 }
 
 void Zone::purge(std::string key, bool prefix) {

@@ -109,8 +109,9 @@ class Zone {
 
   // Removes an entry and its file (a purge, a broken file). False: none.
   bool erase(const KeyHash& hash);
-  // Removes the node of an entry whose file went from under it (an
-  // operator's rm), if it is still the entry `gone` that was read.
+  // Removes the entry `gone` was read from, node and file, if it is still
+  // the one under its hash (not a later fill's): a file removed from under
+  // the zone, a revalidated response that may not be kept.
   void forget(const Stored& gone);
 
   // Purges every entry indexed so far whose key is `key`, or starts with it

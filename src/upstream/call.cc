@@ -349,6 +349,7 @@ void Call::fail(int status, std::string_view why) {
   if (exchange_ != nullptr) {
     if (!response_started_ && tap_ && tap_->answer_instead(*exchange_, status, {}, true)) {
       TERN_LOG_DEBUG("{}: {} ({}) answered by the tap", options_.log_name, status, why);
+      exchange_->finish();
     } else if (!response_started_) {
       TERN_LOG_DEBUG("{}: answering {}: {}", options_.log_name, status, why);
       http::write_error_page(exchange_->writer(), status);

@@ -203,13 +203,15 @@ class ResponseTap {
   // as it has, while the client may still be taking it); not complete:
   // the upstream or the client failed first.
   virtual void on_end(bool complete) = 0;
-  // Before the call relays a response head (`fields` the upstream's, as it
-  // sent them), or answers a failure of its own (`failure`, no fields:
-  // 502 no connection or a bad response, 503 every connection busy, 504
-  // a timeout): the tap may answer the exchange itself instead (a cache
-  // with its stored response: a revalidation's 304, an application that
-  // is down) and return true. The call then ends, and nothing more of the
-  // upstream's is read (on_end(false) follows).
+  // Before the call relays a response head (`fields` those it would relay,
+  // then the upstream's Date and X-Accel-Expires, as on_head() sees them),
+  // or answers a failure of its own (`failure`, no fields: 502 no
+  // connection or a bad response, 503 every connection busy, 504 a
+  // timeout): the tap may write the exchange's response itself instead (a
+  // cache with its stored response: a revalidation's 304, an application
+  // that is down) and return true, leaving the exchange unfinished. The
+  // call then finishes it and ends; nothing more of the upstream's is read
+  // (on_end(false) follows).
   virtual bool answer_instead(http::Exchange& /*exchange*/, int /*status*/,
                               std::span<const http::Header> /*fields*/, bool /*failure*/) {
     return false;

@@ -61,13 +61,24 @@ bool Call::write_response_head() {
     if (!try_next_server("answered " + std::to_string(status))) fail(502, "no other server to try");
     return false;
   }
-  if (tap_ && tap_->answer_instead(*exchange_, status, head.headers, false)) {
-    // Answered by the tap: the upstream's connection goes (its body is
-    // not read).
-    settle(false);
-    exchange_ = nullptr;
-    done();
-    return false;
+  if (tap_) {
+    relayed_.clear();
+    for (const http::Header& field : head.headers) {
+      if ((!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) ||
+          http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) {
+        relayed_.push_back(field);
+      }
+    }
+    if (tap_->answer_instead(*exchange_, status, relayed_, false)) {
+      // Answered by the tap: the upstream's connection goes (its body is
+      // not read).
+      settle(false);
+      http::Exchange* exchange = exchange_;
+      exchange_ = nullptr;
+      done();
+      exchange->finish();
+      return false;
+    }
   }
   response_started_ = true;
   if (options_.internal_redirect) {

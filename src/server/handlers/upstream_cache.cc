@@ -256,8 +256,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
     if (!exchange.writer().started()) return false;  // its file went: the failure is answered
     exchange.request().set_cache_status("STALE");
     if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_stale.add();
-    exchange.finish();
-    return true;
+    return true;  // the call finishes the exchange
   }
 
  private:
@@ -293,16 +292,16 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
     std::string cache_status = "tern; fwd=stale; fwd-status=304";
     if (f.store && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
     cache_->serve(*entry, now, exchange, cache_status);
+    if (!f.store) zone_->forget(*stale_);  // it may not be kept any longer (a file being sent stays)
     if (!exchange.writer().started()) {
       // Its file went while the application was asked (evicted).
       TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);
       http::write_error_page(exchange.writer(), 502);
+      return true;
     }
-    if (!f.store) zone_->erase(stale_->hash);  // it may not be kept any longer (a file being sent stays)
     exchange.request().set_cache_status("REVALIDATED");
     if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_revalidated.add();
-    exchange.finish();
-    return true;
+    return true;  // the call finishes the exchange
   }
 
   // Writes `entry` (the stale one with a new head) as a new file under its

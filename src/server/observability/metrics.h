@@ -67,7 +67,7 @@ struct LoopMetrics {
   LoopCounter file_cache_misses;
   LoopCounter response_cache_hits;
   LoopCounter response_cache_misses;
-  LoopCounter response_cache_stale;        // answered from a stale entry (the application failed)
+  LoopCounter response_cache_stale;        // answered from a stale entry (the application failed, or updating)
   LoopCounter response_cache_revalidated;  // a stale entry the application confirmed (304)
   SlotTable<upstream::ServerCounters> upstreams;  // by upstream series
 };

@@ -196,7 +196,7 @@ std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) 
   sample(out, "tern_response_cache_hits_total", s.response_cache_hits);
   family(out, "tern_response_cache_misses_total", "counter", "GET and HEAD requests of locations with a [[cache]] that went to the application.");
   sample(out, "tern_response_cache_misses_total", s.response_cache_misses);
-  family(out, "tern_response_cache_stale_total", "counter", "Requests answered from a stale [[cache]] entry because the application failed (use_stale, stale-if-error).");
+  family(out, "tern_response_cache_stale_total", "counter", "Requests answered from a stale [[cache]] entry: the application failed (use_stale, stale-if-error), or another request was refreshing it (updating).");
   sample(out, "tern_response_cache_stale_total", s.response_cache_stale);
   family(out, "tern_response_cache_revalidated_total", "counter", "Stale [[cache]] entries the application confirmed with 304 and that answered the request.");
   sample(out, "tern_response_cache_revalidated_total", s.response_cache_revalidated);

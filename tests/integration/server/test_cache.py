@@ -94,8 +94,8 @@ def test_what_may_not_be_stored_always_goes_to_the_origin(tern_factory, origin, 
 
 
 def test_a_lifetime_runs_out_and_the_next_request_refills(tern_factory, origin, tmp_path):
-    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"valid": {"404": "1s"}}))
-    target = url("/cached/short", "Cache-Control: max-age=1")
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"valid": {"404": "2s"}}))
+    target = url("/cached/short", "Cache-Control: max-age=2")
     assert srv.get(target).body.startswith(b"origin #1")
     assert is_hit(srv.get(target))
     # valid gives a lifetime to a status that brings none.
@@ -103,7 +103,7 @@ def test_a_lifetime_runs_out_and_the_next_request_refills(tern_factory, origin, 
     assert srv.get(missing).status == 404
     again = srv.get(missing)
     assert again.status == 404 and is_hit(again) and again.body.startswith(b"origin #2")
-    time.sleep(2.2)
+    time.sleep(3.1)
     stale = srv.get(target)
     assert status(stale) == "tern; fwd=stale" and stale.body.startswith(b"origin #3")
     assert is_hit(srv.get(target))
@@ -420,17 +420,17 @@ def last_conditions(app):
 @pytest.mark.parametrize("size", [100, 300_000], ids=["in-memory", "from-file"])
 def test_a_stale_entry_is_revalidated_and_a_304_makes_it_fresh(tern_factory, origin, tmp_path, size):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
-    target = url("/cached/reval", "Cache-Control: max-age=1", 'ETag: "v1"', "X-App: kept", n=str(size))
+    target = url("/cached/reval", "Cache-Control: max-age=2", 'ETag: "v1"', "X-App: kept", n=str(size))
     first = srv.get(target)
     assert first.status == 200 and len(first.body) == size and first.body.startswith(b"origin #1")
     assert last_conditions(origin)["if_none_match"] is None
-    time.sleep(2.1)
+    time.sleep(3.1)
     again = srv.get(target)
     # The origin was asked with the entry's ETag, said 304, and the entry
     # answered: its body, the origin's one request more.
     assert last_conditions(origin)["if_none_match"] == '"v1"'
     assert again.status == 200 and again.body == first.body, status(again)
-    assert status(again) == "tern; fwd=stale; fwd-status=304; ttl=1"
+    assert status(again) == "tern; fwd=stale; fwd-status=304; ttl=2"
     assert again.header("X-App") == "kept" and again.header("ETag") == '"v1"'
     assert origin_count(origin) == 2
     hit = srv.get(target)
@@ -438,7 +438,7 @@ def test_a_stale_entry_is_revalidated_and_a_304_makes_it_fresh(tern_factory, ori
     # One file for the entry, written anew (no temp file left behind).
     assert len(entry_files(tmp_path / "cache")) == 1
     # A client's own precondition is answered from the refreshed entry.
-    time.sleep(2.1)
+    time.sleep(3.1)
     mine = srv.get(target, [("If-None-Match", '"v1"')])
     assert mine.status == 304 and status(mine).startswith("tern; fwd=stale; fwd-status=304")
     assert origin_count(origin) == 3
@@ -463,9 +463,9 @@ def test_no_cache_and_max_age_0_are_stored_and_revalidated_at_each_use(tern_fact
 def test_a_new_response_replaces_the_stale_entry_and_revalidate_false_asks_for_it_whole(tern_factory, origin,
                                                                                        tmp_path):
     srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"revalidate": False}))
-    target = url("/cached/whole", "Cache-Control: max-age=1", 'ETag: "w"')
+    target = url("/cached/whole", "Cache-Control: max-age=2", 'ETag: "w"')
     srv.get(target)
-    time.sleep(2.1)
+    time.sleep(3.1)
     fresh = srv.get(target)
     assert last_conditions(origin)["if_none_match"] is None
     assert status(fresh) == "tern; fwd=stale" and fresh.body.startswith(b"origin #2")
@@ -530,9 +530,9 @@ def test_use_stale_statuses_and_the_responses_stale_if_error(tern_factory, origi
 def test_a_timeout_and_updating_serve_the_stale_entry(tern_factory, origin, tmp_path):
     srv = tern_factory(stale_site(origin, tmp_path / "cache", use_stale=["timeout", "updating"],
                                   read_timeout="1s"))
-    target = url("/cached/slow", "Cache-Control: max-age=1", 'ETag: "s"')
+    target = url("/cached/slow", "Cache-Control: max-age=2", 'ETag: "s"')
     first = srv.get(target)
-    time.sleep(2.1)
+    time.sleep(3.1)
     # The origin takes longer than read_timeout: the stale entry answers.
     origin.post("/cachedfail?delay=2")
     began = time.monotonic()
@@ -548,12 +548,16 @@ def test_a_timeout_and_updating_serve_the_stale_entry(tern_factory, origin, tmp_
         results["fill"] = srv.get(target)
 
     import threading
+    asked = origin_count(origin)
     filler = threading.Thread(target=revalidate)
     filler.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 5
+    while origin_count(origin) == asked:  # the filler's request is at the origin: it holds the fill
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
     began = time.monotonic()
     updating = srv.get(target)
-    assert time.monotonic() - began < 0.4
+    assert time.monotonic() - began < 0.7  # not the 0.8 s the origin takes
     filler.join()
     assert updating.body == first.body and status(updating).startswith("tern; hit; ttl=-")
     assert status(updating).endswith("; detail=updating")
@@ -569,7 +573,7 @@ def test_bypass_and_no_store_conditions_and_the_cache_status_in_the_access_log(t
                          cache={"bypass": ["$cookie_nocache", "$arg_fresh"], "no_store": ["$http_x_private"],
                                 "use_stale": ["503"]})
     srv = tern_factory({**config, "access_log": "access.log", "access_log_format": "$uri $cache_status $status"})
-    target = url("/cached/ops", "Cache-Control: max-age=1", 'ETag: "o"')
+    target = url("/cached/ops", "Cache-Control: max-age=2", 'ETag: "o"')
     srv.get(target)                                               # MISS, stored
     assert is_hit(srv.get(target))                                # HIT
     # A cookie that is set (not "0") bypasses the entry; its response fills it again.
@@ -583,9 +587,9 @@ def test_bypass_and_no_store_conditions_and_the_cache_status_in_the_access_log(t
     assert is_hit(srv.get(private))
     # A query parameter bypasses too ($arg_fresh), whatever its place.
     assert status(srv.get(url("/cached/private", "Cache-Control: max-age=60") + "&fresh=1")) == "tern; fwd=bypass"
-    time.sleep(2.1)
+    time.sleep(3.1)
     srv.get(target)                                               # REVALIDATED (304)
-    time.sleep(2.1)
+    time.sleep(3.1)
     origin.post("/cachedfail?status=503")
     assert srv.get(target).status == 200                          # STALE
     origin.post("/cachedfail")
