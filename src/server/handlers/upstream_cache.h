@@ -18,9 +18,10 @@
 // answered from an entry only when the response said public, s-maxage or
 // must-revalidate (RFC 9111 3.5).
 //
-// Otherwise the request goes to the application, and a GET's response fills
-// the entry as it streams to the client (the tap). With `lock` (the
-// default), one request fills a key at a time: the others that miss it
+// Otherwise the request goes to the application, and a GET's response
+// fills the entry as it streams to the client (the Tap,
+// upstream_cache_tap.h). With `lock` (the default), one request fills a
+// key at a time: the others that miss it
 // wait for that fill, up to lock_timeout, then are answered from the entry
 // it made ("fwd=uri-miss; collapsed"), or go to the application themselves
 // if it made none or took too long. A response is stored when

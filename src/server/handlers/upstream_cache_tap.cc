@@ -1,0 +1,252 @@
+#include "server/handlers/upstream_cache_tap.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <ctime>
+
+#include "base/log.h"
+#include "cache/freshness.h"
+#include "cache/vary.h"
+#include "http/error_page.h"
+#include "server/observability/metrics.h"
+
+namespace tern::server {
+namespace {
+
+using cache::EntryHead;
+using cache::KeyHash;
+using cache::Stored;
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+void log_store_failure(std::string_view zone, const Error& error) {
+  // At most a line a second: a full disk fails every fill.
+  static std::atomic<int64_t> last{0};
+  const int64_t now = unix_now();
+  if (last.exchange(now, std::memory_order_relaxed) == now) return;
+  TERN_LOG_WARN("cache {}: a response was not stored: {} (it was served all the same)", zone, error.message());
+}
+
+// An entry's head for a response the cache may store (`f` its verdict):
+// the fields as relayed, less Age (counted into `stored`), Date and
+// X-Accel-Expires (for decide() only: a hit has its own Date), and
+// Set-Cookie when f says. Key, vary and variant are the caller's.
+void describe(int status, std::span<const http::Header> fields, const cache::Freshness& f, int64_t now,
+              EntryHead* head) {
+  head->status = status;
+  head->fields.clear();
+  int64_t age = 0;
+  for (const http::Header& field : fields) {
+    if (f.drop_set_cookie && http::iequals(field.name, "Set-Cookie")) continue;
+    if (http::iequals(field.name, "Age")) {
+      const auto [end, error] = std::from_chars(field.value.data(), field.value.data() + field.value.size(), age);
+      if (error != std::errc() || age < 0) age = 0;
+      continue;
+    }
+    if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) continue;
+    head->fields.emplace_back(std::string(field.name), std::string(field.value));
+  }
+  head->stored = now - std::min<int64_t>(age, int64_t{1} << 31);
+  head->expires = now + f.lifetime.count();
+  head->stale_while_revalidate = static_cast<uint32_t>(f.stale_while_revalidate.count());
+  head->stale_if_error = static_cast<uint32_t>(f.stale_if_error.count());
+  head->flags = (f.revalidate ? EntryHead::kRevalidate : 0) | (f.no_stale ? EntryHead::kNoStale : 0);
+}
+
+// A field of a 304 that takes the place of the stored response's fields
+// of its name (RFC 9111 3.2): not one of the hop's, nor Content-Length.
+bool updates_stored(const http::Header& field) {
+  return !upstream::is_unrelayed_field(field.name) && !http::iequals(field.name, "Content-Length");
+}
+
+}  // namespace
+
+UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill,
+                        bool locked, std::shared_ptr<const Stored> stale)
+    : cache_(cache),
+      zone_(cache->zone_),
+      key_(std::move(key)),
+      request_(&request),
+      authorized_(request.has_header(http::FieldId::kAuthorization)),
+      fill_(fill),
+      locked_(locked),
+      stale_(std::move(stale)) {
+  if (fill_ && stale_ && cache_->revalidate_) {
+    // Views into the stale entry's head, which the tap holds.
+    if (const std::string_view etag = stale_->head.field("ETag"); !etag.empty()) {
+      conditions_[conditions_size_++] = {"If-None-Match", etag};
+    }
+    if (const std::string_view modified = stale_->head.field("Last-Modified"); !modified.empty()) {
+      conditions_[conditions_size_++] = {"If-Modified-Since", modified};
+    }
+  }
+}
+
+UpstreamCache::Tap::~Tap() { release(); }
+
+void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> fields) {
+  if (!fill_) return;
+  const int64_t now = unix_now();
+  const cache::Freshness f = cache::decide(status, fields, authorized_, cache_->policy_, now);
+  if (!f.store) return release();
+  head_.key = key_;
+  head_.vary = cache::vary_names(fields);
+  head_.variant = cache::variant_of(*request_, head_.vary);
+  describe(status, fields, f, now, &head_);
+  hash_ = head_.vary.empty() ? KeyHash::of(key_) : cache::variant_hash(key_, head_.variant);
+  if (Result<void> opened = writer_.open(zone_->options().path, hash_, head_); !opened) {
+    log_store_failure(zone_->options().name, opened.error());
+    release();
+  }
+}
+
+void UpstreamCache::Tap::on_body(std::string_view piece) {
+  if (!writer_.is_open()) return;
+  if (writer_.body_size() + piece.size() > zone_->options().max_size / 8) {
+    writer_.abandon();  // an eighth of the zone at most
+    return release();
+  }
+  if (Result<void> written = writer_.append(piece); !written) {
+    log_store_failure(zone_->options().name, written.error());
+    return release();
+  }
+  if (writer_.body_size() <= zone_->options().memory_body_max) {
+    body_.append(piece);
+  } else {
+    body_.clear();
+  }
+}
+
+void UpstreamCache::Tap::on_end(bool complete) {
+  if (!writer_.is_open() || !complete) {
+    writer_.abandon();
+    return release();
+  }
+  const int64_t now = unix_now();
+  auto stored = std::make_shared<Stored>();
+  stored->hash = hash_;
+  stored->head = std::move(head_);
+  stored->head.body_size = writer_.body_size();
+  if (stored->head.body_size <= zone_->options().memory_body_max) {
+    stored->body = std::move(body_);
+    stored->body_in_memory = true;
+  }
+  std::vector<std::string> vary = stored->head.vary;
+  const int64_t expires = stored->head.expires;
+  if (insert(writer_, std::move(stored), now) && !vary.empty()) insert_marker(std::move(vary), expires, now);
+  release();
+}
+
+bool UpstreamCache::Tap::answer_instead(http::Exchange& exchange, int status, std::span<const http::Header> fields,
+                                        bool failure) {
+  if (!stale_) return false;
+  const int64_t now = unix_now();
+  if (!failure && status == 304 && conditions_size_ > 0) return refresh(exchange, fields, now);
+  if (!cache_->may_serve_stale(stale_->head, now, status, failure)) return false;
+  std::string cache_status = "tern; fwd=stale";
+  if (!failure) cache_status.append("; fwd-status=").append(std::to_string(status));
+  cache_status.append("; ttl=").append(std::to_string(stale_->head.expires - now)).append("; detail=");
+  cache_status.append(failure ? (status == 504 ? "timeout" : "error") : "status");
+  cache_->serve(*stale_, now, exchange, cache_status);
+  if (!exchange.writer().started()) return false;  // its file went: the failure is answered
+  exchange.request().set_cache_status("STALE");
+  if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_stale.add();
+  return true;  // the call finishes the exchange
+}
+
+void UpstreamCache::Tap::release() {
+  if (!locked_) return;
+  locked_ = false;
+  zone_->end_fill(KeyHash::of(key_));
+}
+
+bool UpstreamCache::Tap::refresh(http::Exchange& exchange, std::span<const http::Header> fields, int64_t now) {
+  const EntryHead& old = stale_->head;
+  std::vector<http::Header> merged;
+  for (const auto& [name, value] : old.fields) {
+    const bool replaced = std::any_of(fields.begin(), fields.end(), [&name](const http::Header& field) {
+      return updates_stored(field) && http::iequals(field.name, name);
+    });
+    if (!replaced) merged.push_back({name, value});
+  }
+  for (const http::Header& field : fields) {
+    // The 304's Date and X-Accel-Expires too: decide() reads them.
+    if (updates_stored(field) || http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) {
+      merged.push_back(field);
+    }
+  }
+  const cache::Freshness f = cache::decide(old.status, merged, authorized_, cache_->policy_, now);
+  auto entry = std::make_shared<Stored>(*stale_);
+  describe(old.status, merged, f, now, &entry->head);
+  if (f.store) store_again(entry, now);
+  release();
+  std::string cache_status = "tern; fwd=stale; fwd-status=304";
+  if (f.store && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
+  cache_->serve(*entry, now, exchange, cache_status);
+  if (!f.store) zone_->forget(*stale_);  // it may not be kept any longer (a file being sent stays)
+  if (!exchange.writer().started()) {
+    // Its file went while the application was asked (evicted).
+    TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);
+    http::write_error_page(exchange.writer(), 502);
+    return true;
+  }
+  exchange.request().set_cache_status("REVALIDATED");
+  if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_revalidated.add();
+  return true;  // the call finishes the exchange
+}
+
+void UpstreamCache::Tap::store_again(const std::shared_ptr<Stored>& entry, int64_t now) {
+  cache::EntryWriter writer;
+  Result<void> done = writer.open(zone_->options().path, entry->hash, entry->head);
+  if (done && stale_->body_in_memory) {
+    done = writer.append(stale_->body);
+  } else if (done) {
+    const int fd = ::open(stale_->path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_ino == stale_->inode) {
+      done = writer.append_file(fd, stale_->head.body_offset, stale_->head.body_size);
+    } else {
+      done = Error{ENOENT, "cache entry copy"};  // replaced or evicted meanwhile
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  if (!done) return log_store_failure(zone_->options().name, done.error());
+  const std::string old_path = entry->path;
+  const uint64_t old_inode = entry->inode;
+  const uint64_t old_offset = entry->head.body_offset;
+  if (!insert(writer, entry, now)) {
+    entry->path = old_path;
+    entry->inode = old_inode;
+    entry->head.body_offset = old_offset;
+  }
+}
+
+void UpstreamCache::Tap::insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now) {
+  auto marker = std::make_shared<Stored>();
+  marker->hash = KeyHash::of(key_);
+  marker->head.key = key_;
+  marker->head.vary = std::move(vary);
+  marker->head.stored = now;
+  marker->head.expires = expires;
+  marker->head.flags = EntryHead::kVaryMarker;
+  marker->body_in_memory = true;
+  cache::EntryWriter writer;
+  if (Result<void> opened = writer.open(zone_->options().path, marker->hash, marker->head); !opened) {
+    return log_store_failure(zone_->options().name, opened.error());
+  }
+  insert(writer, std::move(marker), now);
+}
+
+bool UpstreamCache::Tap::insert(cache::EntryWriter& writer, std::shared_ptr<Stored> entry, int64_t now) {
+  entry->path = writer.path();
+  Result<void> done = zone_->insert(writer, std::move(entry), now);
+  if (!done) log_store_failure(zone_->options().name, done.error());
+  return static_cast<bool>(done);
+}
+
+}  // namespace tern::server

@@ -1,0 +1,75 @@
+// UpstreamCache::Tap: the cache's part in one call to the application
+// (upstream::ResponseTap). It fills the key's entry as the response streams
+// to the client; and with a stale entry at hand it answers in the
+// application's place when the application confirms the entry (a 304 to
+// the revalidation it asked for: the entry takes the 304's fields and a new
+// lifetime, RFC 9111 4.3.4) or fails in a way use_stale or the entry's
+// stale-if-error allows. Made by UpstreamCache::go(); lives as long as the
+// call, on its loop.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cache/entry_file.h"
+#include "cache/zone.h"
+#include "server/handlers/upstream_cache.h"
+#include "upstream/call.h"
+
+namespace tern::server {
+
+class UpstreamCache::Tap final : public upstream::ResponseTap {
+ public:
+  // `fill`: the response may fill the entry. `locked`: the tap holds the
+  // fill of its key (Zone::begin_fill), released when it knows it stores
+  // nothing, or has stored the entry. `request` (its exchange's) outlives
+  // the response head, where a Vary is read. `stale`: the key's entry,
+  // stale, or null.
+  Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill, bool locked,
+      std::shared_ptr<const cache::Stored> stale);
+  ~Tap() override;
+
+  // The preconditions the call sends in place of the client's: a
+  // revalidation of the stale entry (views into it), or none.
+  std::span<const http::Header> conditions() const { return {conditions_.data(), conditions_size_}; }
+
+  void on_head(int status, std::span<const http::Header> fields) override;
+  void on_body(std::string_view piece) override;
+  void on_end(bool complete) override;
+  bool answer_instead(http::Exchange& exchange, int status, std::span<const http::Header> fields,
+                      bool failure) override;
+
+ private:
+  void release();
+  // The 304 to the revalidation: the stale entry, with the 304's fields and
+  // a new lifetime, answers the exchange and is stored again.
+  bool refresh(http::Exchange& exchange, std::span<const http::Header> fields, int64_t now);
+  // Writes `entry` (the stale one with a new head) as a new file under its
+  // name; on success `entry` describes that file. A failure leaves the old
+  // one in place, and `entry` pointing at it.
+  void store_again(const std::shared_ptr<cache::Stored>& entry, int64_t now);
+  // The marker under the key alone that names the Vary fields.
+  void insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now);
+  // Indexes `entry`, the file `writer` wrote (a failure is logged).
+  bool insert(cache::EntryWriter& writer, std::shared_ptr<cache::Stored> entry, int64_t now);
+
+  const UpstreamCache* const cache_;
+  cache::Zone* const zone_;
+  const std::string key_;
+  const http::Request* const request_;
+  const bool authorized_;
+  const bool fill_;
+  bool locked_;
+  const std::shared_ptr<const cache::Stored> stale_;
+  std::array<http::Header, 2> conditions_;
+  size_t conditions_size_ = 0;
+  cache::EntryHead head_;
+  cache::KeyHash hash_;
+  cache::EntryWriter writer_;
+  std::string body_;  // while it is small enough to keep in memory
+};
+
+}  // namespace tern::server
