@@ -9,7 +9,8 @@ export CCACHE_NOHASHDIR=1
 # Precompiled headers (TERN_PCH) are cached only with these.
 export CCACHE_SLOPPINESS=pch_defines,time_macros
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each line says how long the script has run (bash's SECONDS).
+log() { printf '\033[1m==> [%dm%02ds] %s\033[0m\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
