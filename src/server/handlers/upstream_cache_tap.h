@@ -9,10 +9,12 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cache/entry_file.h"
 #include "cache/zone.h"

@@ -657,7 +657,18 @@ def metric(srv, sample):
     raise AssertionError(f"no {sample}")
 
 
-def test_memory_stays_within_the_zone_under_100000_distinct_keys(tern_factory, tmp_path, request):
+@pytest.fixture
+def removed_after(tmp_path):
+    """A folder under tmp_path, removed when the test's servers have stopped
+    (a fixture listed before tern_factory is torn down after it)."""
+    import shutil
+    folder = tmp_path / "removed"
+    folder.mkdir()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_memory_stays_within_the_zone_under_100000_distinct_keys(removed_after, tern_factory, tmp_path):
     import shutil
     import subprocess
     if shutil.which("wrk") is None:
@@ -669,15 +680,15 @@ def test_memory_stays_within_the_zone_under_100000_distinct_keys(tern_factory, t
     srv = tern_factory(site([{"prefix": "/k/", "proxy": {"pass": f"http://127.0.0.1:{origin.port}",
                                                           "cache": {"zone": "pages", "valid": {"200": "10m"}}}},
                              {"prefix": "/metrics", "metrics": "prometheus"}],
-                            cache=[{"name": "pages", "path": str(tmp_path / "cache"), "memory": "1MiB"}]),
+                            # The keys spread the zone's files over most of its 65,536
+                            # directories: removed at the test's end, while the kernel still
+                            # holds them, they take seconds; left to pytest's removal of old
+                            # temp folders, minutes of disk reads in a later suite.
+                            cache=[{"name": "pages", "path": str(removed_after / "cache"), "memory": "1MiB"}]),
                        env=LOW_QUARANTINE)
     script = tmp_path / "keys.lua"
     script.write_text(DISTINCT_KEYS_LUA)
     want = 100_000
-    # The keys spread the zone's files over most of its 65,536 directories:
-    # removed here, while the kernel still holds them, they take seconds;
-    # left to pytest's removal of old temp folders, minutes of disk reads.
-    request.addfinalizer(lambda: shutil.rmtree(tmp_path / "cache", ignore_errors=True))
     rss = []
     for half in range(2):
         deadline = time.monotonic() + 400  # TSan's pace
