@@ -64,6 +64,10 @@ TARGETS = {
     "php-cache": {"tern": "tern-php-cache", "tern" + _U: "tern-php-cache" + _U,
                   "nginx": "nginx-php-cache"},
     "proxy": {"tern": "tern-proxy", "tern" + _U: "tern-proxy" + _U, "nginx": "nginx-proxy"},
+    "proxy-cache": {"tern": "tern-proxy-cache", "tern" + _U: "tern-proxy-cache" + _U,
+                    "nginx": "nginx-proxy-cache"},
+    "proxy-cache-100k": {"tern": "tern-proxy-cache-100k", "tern" + _U: "tern-proxy-cache-100k" + _U,
+                         "nginx": "nginx-proxy-cache-100k"},
     "ws": {"tern": "tern-ws", "tern" + _U: "tern-ws" + _U, "nginx": "nginx-ws"},
     # HTTPS: every server with the same self-signed ECDSA P-256 certificate.
     "tls": {"tern": "tern" + servers.TLS, "tern" + _U: "tern" + servers.TLS + _U,
@@ -205,6 +209,18 @@ SCENARIOS = [
              note=PROXY_NOTE),
     Scenario("proxy-1000", "wrk", "req/s", conns=1000, target="proxy", servers=(*TERNS, "nginx"),
              note="proxy-100 with 1,000 client connections: " + PROXY_NOTE),
+    Scenario("proxy-cached-1k", "wrk", "req/s", conns=100, target="proxy-cache",
+             servers=(*TERNS, "nginx"), expect_cache_hit=True,
+             compare_to=(("proxy-100", "cached / uncached"),),
+             note="proxy-100 with a response cache: every measured request a hit on one 1 KiB "
+                  "entry (checked after warm-up: tern's Cache-Status, nginx's X-Cache; upstream "
+                  'CPU about 0). tern: a [[cache]] zone, proxy cache = { zone, valid = { 200 = '
+                  '"10m" } }; nginx: proxy_cache with proxy_cache_path levels=1:2 on the same '
+                  "disk, proxy_cache_valid 200 10m, key $scheme$host$request_uri as tern's"),
+    Scenario("proxy-cached-100k", "wrk", "req/s", path="/100k", conns=100, target="proxy-cache-100k",
+             servers=(*TERNS, "nginx"), expect_cache_hit=True,
+             note="proxy-cached-1k with a 100 KiB entry (kept on disk by both: tern sends it "
+                  "from the entry's file with sendfile, nginx likewise)"),
     Scenario("websocket-echo", "ws", "msg/s", path="/ws", target="ws", servers=(*TERNS, "nginx"),
              note="WebSocket through the proxy: 100 connections (bench/ws_echo.py, one asyncio "
                   "thread), each sending a 64-byte frame and waiting for its echo; the upstream "

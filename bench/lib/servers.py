@@ -349,35 +349,57 @@ NGINX_PROXY_FIELDS = '''proxy_set_header Host $host;
             proxy_set_header Via "1.1 nginx";'''
 
 
-def tern_proxy_config(ws, port, upstream_port, io="epoll"):
+def tern_proxy_config(ws, port, upstream_port, io="epoll", cache=False):
     """tern as a reverse proxy in front of a floor server (or, for the
-    websocket row, of the upgrade echo server)."""
+    websocket row, of the upgrade echo server); with `cache`, through a
+    [[cache]] zone that keeps the floor's 200s (which say nothing of their
+    lifetime) for 10 minutes."""
+    zone = ""
+    cache_option = ""
+    if cache:
+        zone = (f'\n[[cache]]\nname = "pages"\npath = "{ws.path(f"tern-proxy-{io}-{port}")}/cache"\n'
+                'max_size = "256MiB"\nmemory = "16MiB"\n')
+        cache_option = ', cache = { zone = "pages", valid = { 200 = "10m" } }'
     return tern_config(ws, port, io, name="tern-proxy", extra=f'''
 [[upstream]]
 name = "floor"
 connections = {PROXY_CONNECTIONS}
 servers = [{{ address = "{HOST}:{upstream_port}" }}]
-
+{zone}
 [[server]]
 [[server.location]]
 prefix = "/"
-proxy = {{ pass = "http://floor" }}
+proxy = {{ pass = "http://floor"{cache_option} }}
 ''')
 
 
-def nginx_proxy_config(ws, port, upstream_port, websocket=False):
+def nginx_proxy_config(ws, port, upstream_port, websocket=False, cache=False, cache_lock=False):
     """nginx as a reverse proxy in front of a floor server: HTTP/1.1 and
     keep-alive to it, the forwarding fields tern sends; for the websocket
-    row, Upgrade relayed as nginx's documentation shows."""
+    row, Upgrade relayed as nginx's documentation shows; with `cache`, a
+    proxy_cache zone on the same disk as tern's, its key tern's default
+    ($scheme$host$request_uri), 200s kept 10 minutes, and with `cache_lock`
+    proxy_cache_lock (off by default in nginx, on in tern)."""
     http_extra = f'''
     upstream floor {{ server {HOST}:{upstream_port}; keepalive {PROXY_CONNECTIONS}; }}'''
+    cache_lines = ""
+    if cache:
+        http_extra += (f"\n    proxy_cache_path {ws.path(f'nginx-{port}')}/proxy_cache levels=1:2 "
+                       "keys_zone=pages:16m max_size=256m;")
+        cache_lines = '''
+            proxy_cache pages;
+            proxy_cache_key $scheme$host$request_uri;
+            proxy_cache_valid 200 10m;
+            add_header X-Cache $upstream_cache_status;'''
+        if cache_lock:
+            cache_lines += "\n            proxy_cache_lock on;"
     connection = ('proxy_set_header Upgrade $http_upgrade;\n            '
                   'proxy_set_header Connection "upgrade";' if websocket else 'proxy_set_header Connection "";')
     server_block = f'''location / {{
             proxy_pass http://floor;
             proxy_http_version 1.1;
             {connection}
-            {NGINX_PROXY_FIELDS}
+            {NGINX_PROXY_FIELDS}{cache_lines}
         }}'''
     return nginx_config(ws, port, server_block, http_extra)
 
@@ -593,7 +615,17 @@ PEERS = ("nginx", "h2o", "lighttpd")
 
 
 # The proxies: kind -> server; the -ws ones in front of the upgrade echo server.
-PROXY_KINDS = {"tern-proxy": "tern", "nginx-proxy": "nginx", "tern-ws": "tern", "nginx-ws": "nginx"}
+# The -cache ones keep the floor's responses in a response cache; the
+# floor behind a -100k one answers 100 KiB.
+PROXY_KINDS = {"tern-proxy": "tern", "nginx-proxy": "nginx", "tern-ws": "tern", "nginx-ws": "nginx",
+               "tern-proxy-cache": "tern", "nginx-proxy-cache": "nginx",
+               "tern-proxy-cache-100k": "tern", "nginx-proxy-cache-100k": "nginx"}
+CACHED_PROXY_BIG_SIZE = 100 << 10
+
+
+def proxy_body_size(kind):
+    """The size of the floor's answer behind a proxy of `kind`."""
+    return CACHED_PROXY_BIG_SIZE if kind.removesuffix(URING).endswith("-100k") else SMALL_SIZE
 
 # The PHP servers: kind -> (server, response cache on).
 PHP_KINDS = {"tern-php": ("tern", False), "tern-php-cache": ("tern", True),
@@ -612,10 +644,11 @@ def _command(kind, ws, bins, port, backend):
     kind = kind.removesuffix(H2C)
     fpm = backend
     if kind in PROXY_KINDS:
+        cache = "-cache" in kind
         if PROXY_KINDS[kind] == "tern":
-            conf = tern_proxy_config(ws, port, backend.port, io)
+            conf = tern_proxy_config(ws, port, backend.port, io, cache=cache)
             return [bins["tern"], "-c", conf], conf
-        conf, errlog = nginx_proxy_config(ws, port, backend.port, websocket=kind.endswith("-ws"))
+        conf, errlog = nginx_proxy_config(ws, port, backend.port, websocket=kind.endswith("-ws"), cache=cache)
     elif kind in PHP_KINDS:
         server, cache = PHP_KINDS[kind]
         if server == "tern":
@@ -689,7 +722,8 @@ def start(kind, ws, bins):
     elif proxy and kind.removesuffix(URING).endswith("-ws"):
         fpm = start_upstream(ws, f"{kind}-{port}", lambda p: [bins["echo"], str(p)], "upgrade echo")
     elif proxy:
-        fpm = start_upstream(ws, f"{kind}-{port}", lambda p: [bins["floor"], str(p), str(SMALL_SIZE)], "floor")
+        size = proxy_body_size(kind)
+        fpm = start_upstream(ws, f"{kind}-{port}", lambda p: [bins["floor"], str(p), str(size)], "floor")
     try:
         argv, conf = _command(kind, ws, bins, port, fpm)
         server = Server(kind, argv, port, log, conf)
