@@ -271,6 +271,8 @@ void append_json(fmt::memory_buffer& out, const AccessLogEntry& e) {
   } else {
     append_seconds(out, r.upstream_ms());
   }
+  out.append(std::string_view(",\"cache_status\":"));
+  append_json_optional(out, r.cache_status());
   out.push_back('}');
 }
 

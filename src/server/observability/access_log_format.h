@@ -7,7 +7,8 @@
 //   "json"      one JSON object a line (time, remote_addr, request_method,
 //               request_uri, server_protocol, status, body_bytes_sent,
 //               request_time, host, scheme, request_id, http_referer,
-//               http_user_agent, ssl_protocol, upstream_response_time)
+//               http_user_agent, ssl_protocol, upstream_response_time,
+//               cache_status)
 //   otherwise   text with nginx-style variables, $name or ${name}:
 //               remote_addr (the client, after real_ip)
 //               realip_remote_addr (the TCP peer: a proxy in front)

@@ -196,6 +196,7 @@ def test_json_format_writes_one_valid_object_per_response(tern_factory):
     assert first["status"] == 200 and first["body_bytes_sent"] == 10
     assert first["http_user_agent"] == hostile and first["http_referer"] is None
     assert first["request_id"] == "req-42" and first["scheme"] == "http" and first["ssl_protocol"] is None
+    assert first["cache_status"] is None  # no [[cache]] had a part in it
     assert isinstance(first["request_time"], float) and first["request_time"] >= 0
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d", first["time"]), first["time"]
     assert second["status"] == 404 and re.fullmatch(r"[0-9a-f]{32}", second["request_id"])
