@@ -302,6 +302,14 @@ void Zone::forget(const Stored& gone) {
   ::unlink(entry_path(options_.path, gone.hash).c_str());
 }
 
+bool Zone::holds(const Stored& entry) const {
+  if (is_purged(entry)) return false;
+  const Shard& s = shards_[entry.hash.bytes[0] % kShards];
+  std::lock_guard lock(s.mu);
+  auto it = s.nodes.find(entry.hash);
+  return it != s.nodes.end() && it->second.generation == entry.sequence;
+}
+
 void Zone::purge(std::string key, bool prefix) {
   std::lock_guard lock(purges_mu_);
   purges_.push_back({std::move(key), prefix, inserts_.load(std::memory_order_relaxed)});

@@ -113,6 +113,9 @@ class Zone {
   // the one under its hash (not a later fill's): a file removed from under
   // the zone, a revalidated response that may not be kept.
   void forget(const Stored& gone);
+  // Whether `entry` is still the zone's entry under its hash: not purged,
+  // removed, evicted or filled again since it was read. Any thread.
+  bool holds(const Stored& entry) const;
 
   // Purges every entry indexed so far whose key is `key`, or starts with it
   // (`prefix`): each is a miss from now on (is_purged(), which a lookup

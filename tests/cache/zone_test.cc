@@ -312,5 +312,22 @@ TEST_F(ZoneTest, AnEntryWhoseFileWentIsForgotten) {
   EXPECT_EQ(zone.find(KeyHash::of("gone"), 104), nullptr);
 }
 
+TEST_F(ZoneTest, AnEntryIsHeldUntilPurgedRefilledOrRemoved) {
+  Zone zone(options());
+  fill(zone, "held", "one", 100);
+  std::shared_ptr<const Stored> read = zone.find(KeyHash::of("held"), 101);
+  ASSERT_NE(read, nullptr);
+  EXPECT_TRUE(zone.holds(*read));
+  fill(zone, "held", "two", 102);
+  EXPECT_FALSE(zone.holds(*read));  // filled again
+  std::shared_ptr<const Stored> again = zone.find(KeyHash::of("held"), 103);
+  ASSERT_NE(again, nullptr);
+  EXPECT_TRUE(zone.holds(*again));
+  zone.purge("held", false);
+  EXPECT_FALSE(zone.holds(*again));  // purged, before the sweep
+  EXPECT_EQ(zone.sweep_purges(), 1u);
+  EXPECT_FALSE(zone.holds(*again));  // and after it: removed
+}
+
 }  // namespace
 }  // namespace tern::cache

@@ -299,7 +299,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
   bool not_modified = false;
   if (head.status == 200) {
     if (const std::string_view inm = request.header(http::FieldId::kIfNoneMatch); !inm.empty()) {
-      not_modified = !etag.empty() && etag_list_matches_weak(inm, etag);
+      not_modified = etag_list_matches_weak(inm, etag);  // "*" matches an entry without ETag too
     } else if (const std::string_view ims = request.header(http::FieldId::kIfModifiedSince); !ims.empty()) {
       const std::optional<time_t> since = http::parse_http_date(ims);
       const std::optional<time_t> modified = http::parse_http_date(last_modified);

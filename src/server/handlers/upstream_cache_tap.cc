@@ -148,7 +148,8 @@ bool UpstreamCache::Tap::answer_instead(http::Exchange& exchange, int status, st
   if (!stale_) return false;
   const int64_t now = unix_now();
   if (!failure && status == 304 && conditions_size_ > 0) return refresh(exchange, fields, now);
-  if (!cache_->may_serve_stale(stale_->head, now, status, failure)) return false;
+  // Not an entry purged (or replaced) while the application was asked.
+  if (!cache_->may_serve_stale(stale_->head, now, status, failure) || !zone_->holds(*stale_)) return false;
   std::string cache_status = "tern; fwd=stale";
   if (!failure) cache_status.append("; fwd-status=").append(std::to_string(status));
   cache_status.append("; ttl=").append(std::to_string(stale_->head.expires - now)).append("; detail=");
@@ -181,15 +182,19 @@ bool UpstreamCache::Tap::refresh(http::Exchange& exchange, std::span<const http:
       merged.push_back(field);
     }
   }
+  // A 304 confirms the entry's body for this request; an entry purged
+  // while the application was asked is not stored again (nor one another
+  // fill replaced: that one stays).
   const cache::Freshness f = cache::decide(old.status, merged, authorized_, cache_->policy_, now);
+  const bool keep = f.store && zone_->holds(*stale_);
   auto entry = std::make_shared<Stored>(*stale_);
   describe(old.status, merged, f, now, &entry->head);
-  if (f.store) store_again(entry, now);
+  if (keep) store_again(entry, now);
   release();
   std::string cache_status = "tern; fwd=stale; fwd-status=304";
-  if (f.store && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
+  if (keep && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
   cache_->serve(*entry, now, exchange, cache_status);
-  if (!f.store) zone_->forget(*stale_);  // it may not be kept any longer (a file being sent stays)
+  if (!keep) zone_->forget(*stale_);  // it may not be kept any longer (a file being sent stays)
   if (!exchange.writer().started()) {
     // Its file went while the application was asked (evicted).
     TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);

@@ -179,6 +179,10 @@ def test_conditional_and_range_requests_are_answered_from_the_entry(tern_factory
             assert head.status == 200 and head.body == b"" and is_hit(head)
             assert conn.get(target).body == whole  # the connection is in step
     assert origin_count(origin) == 2
+    # "*" matches any stored representation, with or without an ETag (RFC 9110 13.1.2).
+    bare = url("/cached/bare", "Cache-Control: max-age=60")
+    srv.get(bare)
+    assert srv.get(bare, [("If-None-Match", "*")]).status == 304
 
 
 def test_a_restart_keeps_the_cache(tern_factory, origin, tmp_path):
@@ -527,6 +531,39 @@ def test_use_stale_statuses_and_the_responses_stale_if_error(tern_factory, origi
     assert fresh.status == 200 and fresh.body != bodies[listed]
 
 
+def test_an_entry_purged_while_the_origin_is_asked_is_neither_served_stale_nor_stored_again(
+        tern_factory, origin, tmp_path):
+    import threading
+    cache = {"zone": "pages", "use_stale": ["503"], "purge": ["127.0.0.0/8"]}
+    srv = tern_factory(site({"prefix": "/cached/", "proxy": {"pass": f"http://{origin.address}", "cache": cache}},
+                            cache=[{"name": "pages", "path": str(tmp_path / "cache")}]))
+    target = url("/cached/purged", "Cache-Control: max-age=1", 'ETag: "p"')
+
+    def asked_while_purged(fail):
+        """A request for the stale entry, with a PURGE of it while the
+        origin takes 1.5 s to answer (`fail`: with 503, else 304)."""
+        srv.get(target)
+        time.sleep(2.1)
+        origin.post(f"/cachedfail?delay=1.5{'&status=503' if fail else ''}")
+        got = {}
+        asker = threading.Thread(target=lambda: got.setdefault("r", srv.get(target)))
+        asker.start()
+        time.sleep(0.5)
+        with srv.connect() as conn:
+            assert conn.get(target, method="PURGE").status == 200
+        asker.join()
+        origin.post("/cachedfail")
+        return got["r"]
+
+    # The 503 goes through: the entry use_stale would have served was purged.
+    assert asked_while_purged(fail=True).status == 503
+    # A 304 confirms the body for the request that asked (served from the
+    # purged entry's file while it is there), but the entry is not stored
+    # again: the next request goes to the origin.
+    assert asked_while_purged(fail=False).status in (200, 502)
+    assert status(srv.get(target)) == "tern; fwd=uri-miss"
+
+
 def test_a_timeout_and_updating_serve_the_stale_entry(tern_factory, origin, tmp_path):
     srv = tern_factory(stale_site(origin, tmp_path / "cache", use_stale=["timeout", "updating"],
                                   read_timeout="1s"))
@@ -597,6 +634,18 @@ def test_bypass_and_no_store_conditions_and_the_cache_status_in_the_access_log(t
     lines = wait_for_lines(srv.workdir / "access.log", 12)
     assert [line.split()[1] for line in lines] == ["MISS", "HIT", "BYPASS", "HIT", "HIT", "MISS", "MISS", "HIT",
                                                    "BYPASS", "REVALIDATED", "STALE", "-"], lines
+
+
+def test_the_json_access_log_says_what_the_cache_did(tern_factory, origin, tmp_path):
+    import json
+    from test_access import wait_for_lines
+    srv = tern_factory({**cached_site(origin, tmp_path / "cache"), "access_log": "access.log",
+                        "access_log_format": "json"})
+    target = url("/cached/json", "Cache-Control: max-age=60")
+    srv.get(target)
+    assert is_hit(srv.get(target))
+    records = [json.loads(line) for line in wait_for_lines(srv.workdir / "access.log", 2)]
+    assert [r["cache_status"] for r in records] == ["MISS", "HIT"], records
 
 
 def test_purge_removes_a_key_its_variants_or_a_prefix_from_allowed_networks(tern_factory, origin, tmp_path):
