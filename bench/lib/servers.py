@@ -364,6 +364,7 @@ def tern_proxy_config(ws, port, upstream_port, io="epoll", cache=False):
 [[upstream]]
 name = "floor"
 connections = {PROXY_CONNECTIONS}
+keepalive = {PROXY_CONNECTIONS}
 servers = [{{ address = "{HOST}:{upstream_port}" }}]
 {zone}
 [[server]]
