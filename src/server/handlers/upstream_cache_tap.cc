@@ -72,6 +72,7 @@ UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http:
     : cache_(cache),
       zone_(cache->zone_),
       key_(std::move(key)),
+      key_hash_(KeyHash::of(key_)),
       request_(&request),
       authorized_(request.has_header(http::FieldId::kAuthorization)),
       fill_(fill),
@@ -99,7 +100,7 @@ void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> field
   head_.vary = cache::vary_names(fields);
   head_.variant = cache::variant_of(*request_, head_.vary);
   describe(status, fields, f, now, &head_);
-  hash_ = head_.vary.empty() ? KeyHash::of(key_) : cache::variant_hash(key_, head_.variant);
+  hash_ = head_.vary.empty() ? key_hash_ : cache::variant_hash(key_, head_.variant);
   if (Result<void> opened = writer_.open(zone_->options().path, hash_, head_); !opened) {
     log_store_failure(zone_->options().name, opened.error());
     release();
@@ -164,7 +165,7 @@ bool UpstreamCache::Tap::answer_instead(http::Exchange& exchange, int status, st
 void UpstreamCache::Tap::release() {
   if (!locked_) return;
   locked_ = false;
-  zone_->end_fill(KeyHash::of(key_));
+  zone_->end_fill(key_hash_);
 }
 
 bool UpstreamCache::Tap::refresh(http::Exchange& exchange, std::span<const http::Header> fields, int64_t now) {
@@ -234,7 +235,7 @@ void UpstreamCache::Tap::store_again(const std::shared_ptr<Stored>& entry, int64
 
 void UpstreamCache::Tap::insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now) {
   auto marker = std::make_shared<Stored>();
-  marker->hash = KeyHash::of(key_);
+  marker->hash = key_hash_;
   marker->head.key = key_;
   marker->head.vary = std::move(vary);
   marker->head.stored = now;

@@ -61,6 +61,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   const UpstreamCache* const cache_;
   cache::Zone* const zone_;
   const std::string key_;
+  const cache::KeyHash key_hash_;  // hashed once: the fill, the entry or the marker
   const http::Request* const request_;
   const bool authorized_;
   const bool fill_;
