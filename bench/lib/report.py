@@ -42,6 +42,11 @@ TARGETS = [
     ("proxy-1000", "per_cpu", "nginx", ">=", 1.2),
     ("proxy-100", "per_cpu", "nginx", ">=", 1.2, "tern-uring"),
     ("proxy-1000", "per_cpu", "nginx", ">=", 1.2, "tern-uring"),
+    # Hits of a [[cache]] zone against nginx's proxy_cache, per server CPU-s.
+    ("proxy-cached-1k", "per_cpu", "nginx", ">=", 1.5),
+    ("proxy-cached-100k", "per_cpu", "nginx", ">=", 1.2),
+    ("proxy-cached-1k", "per_cpu", "nginx", ">=", 1.5, "tern-uring"),
+    ("proxy-cached-100k", "per_cpu", "nginx", ">=", 1.2, "tern-uring"),
     ("keepalive-1000", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
     ("conn-per-request", "per_cpu", "tern", ">=", 1.15, "tern-uring"),
     # HTTP/2 on tern's own frames and HPACK, per server CPU-s, on each backend.
