@@ -123,7 +123,14 @@ void TcpConnection::after_queue_grew(size_t before) {
   // Encrypted, the bytes leave now: a write of ciphertext (or a send
   // request for it) has nothing to wait for.
   if (sends_by_completion() || encrypts()) return flush_output();
-  if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) channel_.enable_writing();
+  if (trigger_ == TriggerMode::kLevel && !channel_.is_writing()) {
+    // A file just queued behind bytes serialised in place (a response's
+    // head, which flush() sends this round) while the socket is not known
+    // to be full: write both now, rather than arm EPOLLOUT for that flush
+    // to disarm (two epoll_ctl a response sent by sendfile).
+    if (!files_.empty() && files_.back().after.empty()) return flush_output();
+    channel_.enable_writing();
+  }
 }
 
 void TcpConnection::handle_write() {
@@ -146,7 +153,9 @@ void TcpConnection::flush_output() {
       if (!send_clear_records(&err)) break;
       continue;
     }
-    if (!output_.empty() && sends_by_completion()) return schedule_send();
+    // A head before a file goes by a plain write too: the file is sent
+    // by sendfile right after it, not after a completion's round trip.
+    if (!output_.empty() && sends_by_completion() && files_.empty()) return schedule_send();
     if (!output_.empty()) {
       // A head before a file, or the last bytes before a close: hold a
       // short tail for the file's first bytes or the FIN.
