@@ -8,8 +8,10 @@
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
+#include <system_error>
 
 #include "base/log.h"
+#include "net/event_loop.h"
 #include "server/process/privileges.h"
 
 namespace tern::server {
@@ -68,6 +70,49 @@ cache::Zone* CacheZones::find(std::string_view name) const {
 void CacheZones::start() {
   if (zones_.empty() || manager_.joinable()) return;
   manager_ = std::thread([this] { manage(); });
+}
+
+OpenFileCache* CacheZones::entry_files(const cache::Zone& zone) const {
+  net::EventLoop* loop = net::EventLoop::current();
+  if (loop == nullptr) return nullptr;
+  LoopFiles* files = loops_.get(loop);
+  if (files == nullptr) {
+    files = &loops_.emplace(loop);
+    OpenFileCacheOptions options;
+    options.max_entries = kEntryFilesPerLoop;
+    options.symlinks = SymlinkPolicy::kAnywhere;  // the zone's own directories
+    options.cache_not_found = false;              // a hit is for a file the index knows
+    options.memory_max_file_bytes = 0;            // small bodies are in the index already
+    for (const auto& z : zones_) {
+      try {
+        files->zones.push_back(std::make_unique<OpenFileCache>(z->options().path, options));
+      } catch (const std::system_error& e) {
+        TERN_LOG_WARN("cache {}: {}: entry files are opened on each hit", z->options().name, e.what());
+        files->zones.push_back(nullptr);
+      }
+    }
+  }
+  const auto now = loop->clock().now();
+  if (now - files->swept >= std::chrono::seconds(1)) {
+    files->swept = now;
+    for (const auto& cache : files->zones) {
+      if (cache) cache->drop_unused(now - kEntryFileIdle);
+    }
+  }
+  for (size_t i = 0; i < zones_.size(); ++i) {
+    if (zones_[i].get() == &zone) return files->zones[i].get();
+  }
+  return nullptr;
+}
+
+size_t CacheZones::shed_descriptors() const {
+  LoopFiles* files = loops_.current();
+  if (files == nullptr) return 0;
+  size_t closed = 0;
+  for (const auto& cache : files->zones) {
+    if (cache) closed += cache->shed_descriptors();
+  }
+  return closed;
 }
 
 void CacheZones::manage() {

@@ -5,9 +5,20 @@
 // and then, every few seconds, removes the entries unused for `inactive`,
 // as nginx's cache loader and manager processes do.
 //
+// Each loop keeps the entry files it answers from open (an OpenFileCache
+// per zone, rooted at the zone's directory), as nginx's open_file_cache does
+// for its cache files: a hit then costs no open, fstat and close. An entry's
+// file never changes once it is under its name (a later entry replaces it by
+// a rename), and a hit checks that the descriptor is of the file the index
+// knows (its inode). A file the zone removed stays open, its disk space held,
+// until this loop's next hit in the zone finds it unused for
+// kEntryFileIdle, a lookup a second later finds it gone, or newer files push
+// it out (at most kEntryFilesPerLoop a loop and zone).
+//
 // Owned by the Server; outlives the handlers that name its zones.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -16,12 +27,17 @@
 #include <vector>
 
 #include "cache/zone.h"
+#include "net/loop_local.h"
 #include "server/config/cache_config.h"
+#include "server/open_file_cache.h"
 
 namespace tern::server {
 
 class CacheZones {
  public:
+  static constexpr size_t kEntryFilesPerLoop = 1024;
+  static constexpr std::chrono::seconds kEntryFileIdle{10};
+
   // Makes the zones' directories (owned by `owner` when the process runs
   // as root and will become that user; empty: nobody). Throws
   // std::runtime_error naming a directory that cannot be made.
@@ -38,10 +54,25 @@ class CacheZones {
   // Starts the manager thread (after the process became its user).
   void start();
 
+  // This loop's open entry files of `zone`, made on its first use; null
+  // when the zone's directory cannot be opened (a hit opens its file
+  // itself). Loop thread only.
+  OpenFileCache* entry_files(const cache::Zone& zone) const;
+  // The process is out of descriptors: this loop's entry files let go of
+  // some (OpenFileCache::shed_descriptors). How many closed. Loop thread only.
+  size_t shed_descriptors() const;
+
  private:
+  // A loop's open entry files, by zone (as zones_).
+  struct LoopFiles {
+    std::vector<std::unique_ptr<OpenFileCache>> zones;
+    std::chrono::steady_clock::time_point swept;  // last closed the idle ones
+  };
+
   void manage();
 
   std::vector<std::unique_ptr<cache::Zone>> zones_;
+  mutable net::LoopLocal<LoopFiles> loops_;
   std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;

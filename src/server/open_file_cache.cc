@@ -193,6 +193,7 @@ OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time
   }
   List::iterator entry = it->second;
   lru_.splice(lru_.begin(), lru_, entry);
+  entry->used_at = now;
   if (now - entry->checked_at >= options_.valid_for) {
     if (!still_valid(*entry)) {
       if (misses_ != nullptr) misses_->add();
@@ -205,7 +206,6 @@ OpenFileCache::FileResult OpenFileCache::find(std::string_view path, Clock::time
   if (hits_ != nullptr) hits_->add();
   if (entry->in_memory()) {
     contents_.splice(contents_.begin(), contents_, entry->content_at);
-    entry->used_at = now;
   } else {
     admit_content(*entry, now);
   }
@@ -222,7 +222,6 @@ void OpenFileCache::admit_content(Entry& entry, Clock::time_point now) {
       !free_contents(file.size(), now - options_.content_idle) || !file.load_content()) {
     return;
   }
-  entry.used_at = now;
   contents_.push_front(&entry);
   entry.content_at = contents_.begin();
   entry.bytes += file.size();
@@ -251,6 +250,22 @@ void OpenFileCache::evict_for_entry(size_t more) {
   while (!lru_.empty() && (bytes_ + more > options_.max_bytes || lru_.size() >= options_.max_entries)) {
     drop_last();
   }
+}
+
+void OpenFileCache::forget(std::string_view path) {
+  const auto it = index_.find(path);
+  if (it == index_.end()) return;
+  List::iterator entry = it->second;
+  drop_content(*entry);
+  bytes_ -= entry->bytes;
+  index_.erase(it);
+  lru_.erase(entry);
+}
+
+size_t OpenFileCache::drop_unused(Clock::time_point before) {
+  size_t dropped = 0;
+  for (; !lru_.empty() && lru_.back().used_at < before; ++dropped) drop_last();
+  return dropped;
 }
 
 void OpenFileCache::drop_last() {

@@ -210,6 +210,12 @@ class OpenFileCache {
   size_t size() const { return index_.size(); }
   size_t bytes() const { return bytes_; }  // counted against max_bytes
   void clear();
+  // Drops the entry for `path`, if any: the next find() opens it again
+  // (the caller knows the file under that name changed).
+  void forget(std::string_view path);
+  // Closes the entries not asked for since `before` (least recently used
+  // first); returns how many went.
+  size_t drop_unused(Clock::time_point before);
   // Where find() counts the lookups it answered from an entry still valid
   // (hits) and those that went to the file system (misses); not owned,
   // null: not counted.
@@ -232,7 +238,7 @@ class OpenFileCache {
     std::shared_ptr<const OpenFile> file;  // null for a cached "not found"
     int error = 0;
     Clock::time_point checked_at;
-    Clock::time_point used_at;  // last asked for (kept only while in memory)
+    Clock::time_point used_at;  // last asked for
     size_t bytes = 0;   // counted in bytes_
     uint32_t hits = 0;  // requests since it was opened, up to 2
     std::list<Entry*>::iterator content_at;  // in contents_, while the file has its content

@@ -208,7 +208,7 @@ void Server::start() {
     std::vector<net::EventLoop*> others;
     chains_.for_each([&](net::EventLoop* loop, ChainLoop& chain) {
       if (loop == accepting) {
-        closed += chain.shed_descriptors();
+        closed += chain.shed_descriptors() + caches_->shed_descriptors();
       } else if (ask_others) {
         others.push_back(loop);
       }
@@ -216,6 +216,7 @@ void Server::start() {
     for (net::EventLoop* loop : others) {
       loop->queue_in_loop([this, loop] {
         if (ChainLoop* chain = chains_.get(loop)) (void)chain->shed_descriptors();
+        (void)caches_->shed_descriptors();
       });
     }
     return closed;

@@ -222,6 +222,39 @@ TEST_F(OpenFileCacheTest, HeldFileOutlivesItsEviction) {
   EXPECT_EQ(read_all(**a), "hello");
 }
 
+TEST_F(OpenFileCacheTest, AForgottenPathIsOpenedAgainAtOnce) {
+  auto cache = make();
+  auto first = cache->find("/a.html", t0_);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(root_.write("new.html", "HELLO"));
+  ASSERT_EQ(::rename(root_.at("new.html").c_str(), root_.at("a.html").c_str()), 0);
+  cache->forget("/a.html");
+  EXPECT_EQ(cache->size(), 0u);
+  auto again = cache->find("/a.html", t0_ + 1ms);  // within valid_for, yet opened anew
+  ASSERT_TRUE(again);
+  EXPECT_EQ(read_all(**again), "HELLO");
+  EXPECT_NE((*first)->inode(), (*again)->inode());
+  cache->forget("/not-cached.html");  // nothing to forget: no effect
+  EXPECT_EQ(cache->size(), 1u);
+}
+
+TEST_F(OpenFileCacheTest, EntriesUnusedSinceATimeAreDropped) {
+  ASSERT_TRUE(root_.write("c.html", "c"));
+  auto cache = make();
+  auto a = cache->find("/a.html", t0_);
+  ASSERT_TRUE(cache->find("/sub/b.txt", t0_ + 1s));
+  ASSERT_TRUE(cache->find("/c.html", t0_ + 2s));
+  ASSERT_TRUE(cache->find("/a.html", t0_ + 3s));  // used again: the most recent
+  EXPECT_EQ(cache->drop_unused(t0_ + 2s), 1u);    // b, unused since 1 s
+  EXPECT_EQ(cache->size(), 2u);
+  EXPECT_EQ(cache->drop_unused(t0_ + 2s), 0u);
+  EXPECT_EQ(cache->drop_unused(t0_ + 10s), 2u);
+  EXPECT_EQ(cache->size(), 0u);
+  auto again = cache->find("/a.html", t0_ + 11s);
+  ASSERT_TRUE(a && again);
+  EXPECT_NE(a->get(), again->get());  // opened anew
+}
+
 // Descriptors this process has open.
 size_t open_descriptors() {
   size_t n = 0;

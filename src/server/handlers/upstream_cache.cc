@@ -22,6 +22,7 @@
 #include "server/handlers/static_files.h"
 #include "server/handlers/upstream_cache_tap.h"
 #include "server/observability/metrics.h"
+#include "server/open_file_cache.h"
 
 namespace tern::server {
 namespace {
@@ -64,11 +65,6 @@ std::vector<VariableText> texts(const std::vector<std::string>& from) {
   return {from.begin(), from.end()};
 }
 
-// Closes a descriptor when the last region that sends from it goes.
-std::shared_ptr<const void> fd_owner(int fd) {
-  return std::shared_ptr<const void>(nullptr, [fd](const void*) { ::close(fd); });
-}
-
 }  // namespace
 
 std::unique_ptr<UpstreamCache> make_upstream_cache(const CacheZones* zones, const CacheUseConfig& use,
@@ -78,11 +74,13 @@ std::unique_ptr<UpstreamCache> make_upstream_cache(const CacheZones* zones, cons
     throw std::runtime_error("cache \"" + use.zone + "\" is not a zone of the running server ([[cache]] zones are "
                              "made at start: restart to add one)");
   }
-  return std::make_unique<UpstreamCache>(zone, use, metrics);
+  return std::make_unique<UpstreamCache>(zones, zone, use, metrics);
 }
 
-UpstreamCache::UpstreamCache(cache::Zone* zone, const CacheUseConfig& config, Metrics* metrics)
-    : zone_(zone),
+UpstreamCache::UpstreamCache(const CacheZones* zones, cache::Zone* zone, const CacheUseConfig& config,
+                             Metrics* metrics)
+    : zones_(zones),
+      zone_(zone),
       key_(config.key),
       policy_{config.valid, config.store_set_cookie},
       lock_(config.lock),
@@ -320,18 +318,12 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
   // The body's bytes: in memory, or the entry's file (the same file the
   // index knows, not a later one under its name).
   std::string_view body = entry.body;
-  int fd = -1;
+  std::shared_ptr<const OpenFile> file;
   if (!entry.body_in_memory) {
-    fd = ::open(entry.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) zone_->forget(entry);  // removed from under the zone: not every hit pays for it
-    struct stat st;
-    if (fd < 0 || ::fstat(fd, &st) != 0 || st.st_ino != entry.inode ||
-        static_cast<uint64_t>(st.st_size) != head.body_offset + head.body_size) {
-      if (fd >= 0) ::close(fd);
-      return;  // not started: the caller goes to the application
-    }
+    file = open_file(entry);
+    if (!file) return;  // not started: the caller goes to the application
   }
-  const std::shared_ptr<const void> file = fd >= 0 ? fd_owner(fd) : nullptr;
+  const int fd = file ? file->fd() : -1;
 
   // One range of a whole body.
   http::RangeResult range;
@@ -391,6 +383,34 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
     return w.file(std::move(region));
   }
   return w.body(body.substr(offset, length));
+}
+
+std::shared_ptr<const OpenFile> UpstreamCache::open_file(const Stored& entry) const {
+  const uint64_t size = entry.head.body_offset + entry.head.body_size;
+  auto is_entry = [&](const OpenFile& file) { return file.inode() == entry.inode && file.size() == size; };
+  OpenFileCache* files = zones_ != nullptr ? zones_->entry_files(*zone_) : nullptr;
+  if (files != nullptr) {
+    // The entry's path beneath the zone's directory ("/3f/a0/3fa0...").
+    const std::string_view name = std::string_view(entry.path).substr(zone_->options().path.size());
+    const auto now = net::EventLoop::current()->clock().now();
+    OpenFileCache::FileResult found = files->find(name, now);
+    if (found && !is_entry(*found.value())) {
+      files->forget(name);  // an earlier entry's file, or a later one's the index does not know yet
+      found = files->find(name, now);
+    }
+    if (!found && found.error().code == ENOENT) zone_->forget(entry);  // removed from under the zone
+    if (!found || !is_entry(*found.value())) return nullptr;
+    return found.value();
+  }
+  const int fd = ::open(entry.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) zone_->forget(entry);  // removed from under the zone: not every hit pays for it
+  struct stat st;
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    return nullptr;
+  }
+  auto file = std::make_shared<const OpenFile>(fd, st);
+  return is_entry(*file) ? file : nullptr;
 }
 
 }  // namespace tern::server

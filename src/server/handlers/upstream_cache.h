@@ -80,12 +80,14 @@ namespace tern::server {
 
 class CacheZones;
 class Metrics;
+class OpenFile;
 struct Route;
 
 class UpstreamCache {
  public:
-  // `zone` and `metrics` (null: not counted) outlive it.
-  UpstreamCache(cache::Zone* zone, const CacheUseConfig& config, Metrics* metrics);
+  // `zone`, one of `zones` (whose loops keep its entry files open; null:
+  // each hit opens its file), and `metrics` (null: not counted) outlive it.
+  UpstreamCache(const CacheZones* zones, cache::Zone* zone, const CacheUseConfig& config, Metrics* metrics);
 
   // What answer() found, for fetch().
   struct Miss {
@@ -138,7 +140,12 @@ class UpstreamCache {
   bool may_serve_stale(const cache::EntryHead& head, int64_t now, int status, bool failure) const;
   // Whether a stale entry may answer while another request refreshes it.
   bool may_serve_updating(const cache::EntryHead& head, int64_t now) const;
+  // The file of `entry` (not in memory), open: the one this loop holds when
+  // it is the file the index knows, else opened now. Null when it went or
+  // is not as long as its head says.
+  std::shared_ptr<const OpenFile> open_file(const cache::Stored& entry) const;
 
+  const CacheZones* const zones_;
   cache::Zone* const zone_;
   const VariableText key_;
   const cache::Policy policy_;

@@ -477,6 +477,45 @@ def test_a_new_response_replaces_the_stale_entry_and_revalidate_false_asks_for_i
     assert is_hit(hit) and hit.body.startswith(b"origin #2")
 
 
+def held_files(srv, cache_dir):
+    """What tern holds open under cache_dir: the files' paths, a removed
+    one's ending " (deleted)"."""
+    held = []
+    for fd in Path(f"/proc/{srv.proc.pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith(str(cache_dir) + "/"):
+            held.append(target)
+    return sorted(held)
+
+
+def test_hits_keep_their_file_open_and_a_new_entry_is_served_from_its_own(tern_factory, origin, tmp_path):
+    """A loop keeps the file of an entry it answered from open (no open per
+    hit); when a new response replaces the entry, the next hit on the same
+    loop reads the new file, not the one it held."""
+    cache_dir = tmp_path / "cache"
+    srv = tern_factory(cached_site(origin, cache_dir, cache={"purge": ["127.0.0.0/8"]}))
+    target = url("/cached/held", "Cache-Control: max-age=600", n="100000")
+    with srv.connect() as conn:  # one connection: one loop
+        first = conn.get(target)
+        hit = conn.get(target)
+        assert is_hit(hit) and hit.body == first.body and len(hit.body) == 100_000
+        [entry] = entry_files(cache_dir)
+        assert held_files(srv, cache_dir) == [str(entry)]
+        assert conn.get(target, method="PURGE").status == 200
+        fresh = conn.get(target)
+        assert status(fresh) == "tern; fwd=uri-miss" and fresh.body.startswith(b"origin #2")
+        # Within a second of the last hit: the descriptor held, trusted by
+        # time alone, is of the file the new entry replaced.
+        again = conn.get(target)
+        assert is_hit(again) and again.body == fresh.body
+        assert entry_files(cache_dir) == [entry]
+        assert held_files(srv, cache_dir) == [str(entry)]  # the old file let go, not " (deleted)"
+        assert origin_count(origin) == 2
+
+
 def stale_site(app, cache_dir, use_stale=None, **proxy):
     """Two locations on one zone: /cached/ with use_stale (or none), and
     /cached/strict/ without."""
