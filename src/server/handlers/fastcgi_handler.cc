@@ -285,12 +285,16 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     http::write_error_page(exchange.writer(), route.status);
     return exchange.finish();
   }
+  // A PURGE the cache takes (from a network its `purge` allows) is the
+  // cache's method, not one the application must accept.
+  UpstreamCache::Miss miss;
+  const bool purge = block.cache && request.method() == http::Method::kPurge;
+  if (purge && block.cache->answer(chain_route, exchange, &miss)) return;
   if (!block.allows(request.method_text())) {
     http::write_error_page(exchange.writer(), 405, block.allow);
     return exchange.finish();
   }
-  UpstreamCache::Miss miss;
-  if (block.cache && block.cache->answer(chain_route, exchange, &miss)) return;
+  if (block.cache && !purge && block.cache->answer(chain_route, exchange, &miss)) return;
 
   upstream::CallOptions options;
   options.read_timeout = block.config.read_timeout;

@@ -833,6 +833,23 @@ def test_cache_never_answers_post(cached):
     assert a.header("Cache-Status") == b.header("Cache-Status") == "tern; fwd=method"
 
 
+def test_cache_purge_works_on_a_php_location_whose_methods_leave_it_out(cached_factory):
+    """The block's methods (by default GET, HEAD, POST, PUT, PATCH, DELETE,
+    OPTIONS) name what the application takes; a PURGE the cache allows is
+    the cache's, and one it does not allow still gets the 405."""
+    srv = cached_factory({"purge": ["127.0.0.0/8"]})
+    first = srv.get("/cached.php?k=purge")
+    assert cache_hit(srv.get("/cached.php?k=purge"))
+    gone = srv.get("/cached.php?k=purge", method="PURGE")
+    assert gone.status == 200 and gone.body.startswith(b"purged"), (gone.status, gone.body)
+    again = srv.get("/cached.php?k=purge")
+    assert again.header("Cache-Status") == "tern; fwd=uri-miss" and token(again) != token(first)
+    assert srv.get("/cached.php?k=never-stored", method="PURGE").status == 404
+    closed = cached_factory()  # no purge networks: PURGE is no method of this location
+    refused = closed.get("/cached.php?k=purge", method="PURGE")
+    assert refused.status == 405 and "PURGE" not in (refused.header("Allow") or "")
+
+
 def test_no_cache_status_when_the_cache_is_off(php):
     a = php.get("/cached.php?k=1")
     b = php.get("/cached.php?k=1")
