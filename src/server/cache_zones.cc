@@ -87,7 +87,7 @@ OpenFileCache* CacheZones::entry_files(const cache::Zone& zone) const {
       try {
         files->zones.push_back(std::make_unique<OpenFileCache>(z->options().path, options));
       } catch (const std::system_error& e) {
-        TERN_LOG_WARN("cache {}: {}: entry files are opened on each hit", z->options().name, e.what());
+        TERN_LOG_WARN("cache {}: {}: its entries are not served from their files", z->options().name, e.what());
         files->zones.push_back(nullptr);
       }
     }

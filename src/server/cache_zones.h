@@ -55,8 +55,8 @@ class CacheZones {
   void start();
 
   // This loop's open entry files of `zone`, made on its first use; null
-  // when the zone's directory cannot be opened (a hit opens its file
-  // itself). Loop thread only.
+  // when the zone's directory cannot be opened (logged: the entries whose
+  // bodies are in files then go to the application). Loop thread only.
   OpenFileCache* entry_files(const cache::Zone& zone) const;
   // The process is out of descriptors: this loop's entry files let go of
   // some (OpenFileCache::shed_descriptors). How many closed. Loop thread only.

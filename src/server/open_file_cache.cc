@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <iterator>
 #include <system_error>
 
 #include "base/assert.h"
@@ -253,13 +254,7 @@ void OpenFileCache::evict_for_entry(size_t more) {
 }
 
 void OpenFileCache::forget(std::string_view path) {
-  const auto it = index_.find(path);
-  if (it == index_.end()) return;
-  List::iterator entry = it->second;
-  drop_content(*entry);
-  bytes_ -= entry->bytes;
-  index_.erase(it);
-  lru_.erase(entry);
+  if (const auto it = index_.find(path); it != index_.end()) erase(it->second);
 }
 
 size_t OpenFileCache::drop_unused(Clock::time_point before) {
@@ -268,12 +263,13 @@ size_t OpenFileCache::drop_unused(Clock::time_point before) {
   return dropped;
 }
 
-void OpenFileCache::drop_last() {
-  Entry& last = lru_.back();
-  drop_content(last);
-  bytes_ -= last.bytes;
-  index_.erase(std::string_view(last.path));
-  lru_.pop_back();
+void OpenFileCache::drop_last() { erase(std::prev(lru_.end())); }
+
+OpenFileCache::List::iterator OpenFileCache::erase(List::iterator entry) {
+  drop_content(*entry);
+  bytes_ -= entry->bytes;
+  index_.erase(std::string_view(entry->path));
+  return lru_.erase(entry);
 }
 
 int OpenFileCache::http_status(const Error& error) {
@@ -362,10 +358,7 @@ size_t OpenFileCache::shed_descriptors() {
     if (!it->file) continue;  // a cached "not found" holds no descriptor
     closed += it->file.use_count() == 1 ? 1 : 0;  // else a response still holds it
     ++dropped;
-    drop_content(*it);
-    bytes_ -= it->bytes;
-    index_.erase(std::string_view(it->path));
-    it = lru_.erase(it);
+    it = erase(it);
   }
   return closed;
 }

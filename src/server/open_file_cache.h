@@ -261,6 +261,8 @@ class OpenFileCache {
   // Drops least recently used entries until `more` bytes and one more entry fit.
   void evict_for_entry(size_t more);
   void drop_last();
+  // Removes `entry` (its content, its bytes, its index slot); the next one.
+  List::iterator erase(List::iterator entry);
   FileResult open_path(std::string_view path);
   FileResult open_path_once(std::string_view path);
   const char* relative(std::string_view path);

@@ -1,8 +1,6 @@
 #include "server/handlers/upstream_cache.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -386,31 +384,21 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
 }
 
 std::shared_ptr<const OpenFile> UpstreamCache::open_file(const Stored& entry) const {
+  OpenFileCache* files = zones_ != nullptr ? zones_->entry_files(*zone_) : nullptr;
+  if (files == nullptr) return nullptr;  // the zone's directory could not be opened (logged)
   const uint64_t size = entry.head.body_offset + entry.head.body_size;
   auto is_entry = [&](const OpenFile& file) { return file.inode() == entry.inode && file.size() == size; };
-  OpenFileCache* files = zones_ != nullptr ? zones_->entry_files(*zone_) : nullptr;
-  if (files != nullptr) {
-    // The entry's path beneath the zone's directory ("/3f/a0/3fa0...").
-    const std::string_view name = std::string_view(entry.path).substr(zone_->options().path.size());
-    const auto now = net::EventLoop::current()->clock().now();
-    OpenFileCache::FileResult found = files->find(name, now);
-    if (found && !is_entry(*found.value())) {
-      files->forget(name);  // an earlier entry's file, or a later one's the index does not know yet
-      found = files->find(name, now);
-    }
-    if (!found && found.error().code == ENOENT) zone_->forget(entry);  // removed from under the zone
-    if (!found || !is_entry(*found.value())) return nullptr;
-    return found.value();
+  // The entry's path beneath the zone's directory ("/3f/a0/3fa0...").
+  const std::string_view name = std::string_view(entry.path).substr(zone_->options().path.size());
+  const auto now = net::EventLoop::current()->clock().now();
+  OpenFileCache::FileResult found = files->find(name, now);
+  if (found && !is_entry(*found.value())) {
+    files->forget(name);  // an earlier entry's file, or a later one's the index does not know yet
+    found = files->find(name, now);
   }
-  const int fd = ::open(entry.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) zone_->forget(entry);  // removed from under the zone: not every hit pays for it
-  struct stat st;
-  if (fd < 0 || ::fstat(fd, &st) != 0) {
-    if (fd >= 0) ::close(fd);
-    return nullptr;
-  }
-  auto file = std::make_shared<const OpenFile>(fd, st);
-  return is_entry(*file) ? file : nullptr;
+  if (!found && found.error().code == ENOENT) zone_->forget(entry);  // removed from under the zone
+  if (!found || !is_entry(*found.value())) return nullptr;
+  return found.value();
 }
 
 }  // namespace tern::server

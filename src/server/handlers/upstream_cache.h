@@ -85,8 +85,8 @@ struct Route;
 
 class UpstreamCache {
  public:
-  // `zone`, one of `zones` (whose loops keep its entry files open; null:
-  // each hit opens its file), and `metrics` (null: not counted) outlive it.
+  // `zone`, one of `zones` (whose loops keep its entry files open), and
+  // `metrics` (null: not counted) outlive it.
   UpstreamCache(const CacheZones* zones, cache::Zone* zone, const CacheUseConfig& config, Metrics* metrics);
 
   // What answer() found, for fetch().
