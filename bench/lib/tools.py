@@ -116,4 +116,12 @@ def machine():
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    return f"{os.cpu_count()} CPUs (nproc), {model}, Linux {platform.release()}"
+    # The congestion control shapes large responses on loopback: BBR paces
+    # by itself where no fq qdisc does it (loopback has none), and a
+    # response sent as one burst is paced by timer.
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            congestion = f.read().strip()
+    except OSError:
+        congestion = "?"
+    return f"{os.cpu_count()} CPUs (nproc), {model}, Linux {platform.release()}, TCP congestion control {congestion}"
