@@ -146,6 +146,9 @@ class Exchange {
   // Keeps `value` (the configuration the request began under) alive as
   // long as the exchange.
   void keep(std::shared_ptr<const void> value) { kept_ = std::move(value); }
+  // What keep() was given (null: nothing): a request of the server's own
+  // made from this one keeps the same configuration alive.
+  const std::shared_ptr<const void>& kept() const { return kept_; }
   // Holds `value` until the exchange ends (answered, or the client gone),
   // whatever job its handlers adopt meanwhile: places a request takes under
   // a limit of requests in flight.

@@ -44,6 +44,13 @@ struct CacheUseConfig {
   // with If-None-Match or If-Modified-Since; a 304 makes it fresh again
   // (nginx's proxy_cache_revalidate, on here by default).
   bool revalidate = true;
+  // The request that finds a stale entry it may be answered from while the
+  // entry is refreshed (use_stale "updating", or the response's
+  // stale-while-revalidate) is answered from it at once, and the refresh
+  // goes on without it (nginx's proxy_cache_background_update, on here by
+  // default); false: that request waits for the application, as nginx's
+  // default. Only with `lock`, which makes one refresh at a time.
+  bool background_update = true;
   // When a stored response, however stale, answers in place of the
   // application's (nginx's proxy_cache_use_stale; none by default, but a
   // response's own stale-if-error is honoured for errors, timeouts and

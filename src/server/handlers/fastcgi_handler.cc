@@ -311,20 +311,22 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
   options.temp_dir = temp_dir_;
   options.internal_redirect = std::move(redirect);
   // What PARAMS need beyond the request, owned by the writer (it runs again
-  // if the request is retried, and for a buffered body at its end).
+  // if the request is retried, and for a buffered body at its end). The
+  // request is given to it: the call's exchange may be a cache's refresh
+  // (background_exchange.h), with a copy of this one.
   // The layer's names are OpenSSL's static strings: views stay valid. A
   // client certificate's fields are copied (a site with mutual TLS only).
   const net::SecureLayer* secure = exchange.secure();
   const net::PeerCertificate* peer = secure != nullptr ? secure->peer_certificate() : nullptr;
-  auto head_writer = [&request, https = secure != nullptr,
+  auto head_writer = [https = secure != nullptr,
                       client_certificate = peer != nullptr ? std::optional<net::PeerCertificate>(*peer) : std::nullopt,
                       ssl_protocol = secure != nullptr ? secure->protocol() : std::string_view(),
                       ssl_cipher = secure != nullptr ? secure->cipher() : std::string_view(), filename = block.root + route.script, script = route.script,
                       path_info = route.path_info, uri = state.path, root = block.root,
                       server_name = std::string_view(server_name_), local = exchange.local_address(),
                       peer = exchange.client_address(), software = std::string_view(software_)](
-                         net::Buffer& out, std::optional<uint64_t> length, bool whole_response,
-                         std::span<const http::Header> added) {
+                         net::Buffer& out, const http::Request& asked, std::optional<uint64_t> length,
+                         bool whole_response, std::span<const http::Header> added) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
     fastcgi::CgiContext cgi;
@@ -343,13 +345,14 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     if (client_certificate) cgi.client_certificate = &*client_certificate;
     cgi.whole_response = whole_response;
     cgi.added = added;
-    fastcgi::write_cgi_params(params, request, cgi, length);
+    fastcgi::write_cgi_params(params, asked, cgi, length);
     params.finish();
   };
   if (!block.cache) {
     return fastcgi::relay(exchange, *group, options,
-                          [writer = std::move(head_writer)](net::Buffer& out, std::optional<uint64_t> length) mutable {
-                            writer(out, length, false, {});
+                          [&request, writer = std::move(head_writer)](net::Buffer& out,
+                                                                      std::optional<uint64_t> length) mutable {
+                            writer(out, request, length, false, {});
                           },
                           nullptr);
   }
@@ -369,10 +372,13 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
                        options.extra_header_value = cached.status;
                        // The conditions' views live as long as the tap, in the call.
                        fastcgi::relay(ex, *now, options,
-                                      [writer = std::move(head_writer), whole = cached.whole_response,
+                                      // The exchange's own request: it may be a
+                                      // refresh of the server's (background_exchange.h).
+                                      [&request = ex.request(), writer = std::move(head_writer),
+                                       whole = cached.whole_response,
                                        added = cached.conditions](net::Buffer& out,
                                                                   std::optional<uint64_t> length) mutable {
-                                        writer(out, length, whole, added);
+                                        writer(out, request, length, whole, added);
                                       },
                                       std::move(cached.tap));
                      });

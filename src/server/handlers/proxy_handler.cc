@@ -381,6 +381,12 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
                     return ex.finish();
                   }
                   options.extra_header_value = cached.status;
+                  // The exchange may be a refresh of the server's own
+                  // (background_exchange.h): what names the client comes
+                  // from it, not from the one that began.
+                  forward.client = &ex.client_address();
+                  forward.hop = &ex.connection_client();
+                  forward.client_certificate = ex.secure() != nullptr ? ex.secure()->peer_certificate() : nullptr;
                   forward.target = target;
                   forward.whole_response = cached.whole_response;
                   forward.added = cached.conditions;

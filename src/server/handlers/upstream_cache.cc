@@ -16,6 +16,7 @@
 #include "http/range.h"
 #include "net/event_loop.h"
 #include "server/cache_zones.h"
+#include "server/handlers/background_exchange.h"
 #include "server/handler.h"
 #include "server/handlers/static_files.h"
 #include "server/handlers/upstream_cache_tap.h"
@@ -84,6 +85,7 @@ UpstreamCache::UpstreamCache(const CacheZones* zones, cache::Zone* zone, const C
       lock_(config.lock),
       lock_timeout_(config.lock_timeout),
       revalidate_(config.revalidate),
+      background_update_(config.background_update),
       use_stale_(config.use_stale),
       bypass_(texts(config.bypass)),
       no_store_(texts(config.no_store)),
@@ -255,25 +257,45 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
         loop->queue_in_loop([wait] { wait->resume(false); });
       },
       &wait->waiter);
+  const int64_t now = unix_now();
+  const bool updating = wait->miss.stale && may_serve_updating(wait->miss.stale->head, now);
   if (filler) {
     wait->done = true;
+    if (updating && background_update_ && refresh_in_background(exchange, wait->miss, wait->fetch, hash, now)) {
+      return;
+    }
     return go(exchange, wait->miss, wait->fetch, true, true);
   }
-  const int64_t now = unix_now();
-  if (wait->miss.stale && may_serve_updating(wait->miss.stale->head, now)) {
-    // Another request refreshes the entry: this one has the stale one now.
-    const std::string status = "tern; hit; ttl=" + std::to_string(wait->miss.stale->head.expires - now) +
-                               "; detail=updating";
-    serve(*wait->miss.stale, now, exchange, status);
-    if (exchange.writer().started()) {
-      request.set_cache_status("UPDATING");
-      wait->done = true;
-      zone_->leave_fill(hash, wait->waiter);
-      if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_stale.add();
-      return exchange.finish();
-    }
+  // Another request refreshes the entry: this one has the stale one now.
+  if (updating && serve_updating(*wait->miss.stale, now, exchange)) {
+    wait->done = true;
+    zone_->leave_fill(hash, wait->waiter);
+    return exchange.finish();
   }
   wait->timer = loop->run_after(lock_timeout_, [wait] { wait->resume(true); });
+}
+
+bool UpstreamCache::serve_updating(const Stored& entry, int64_t now, http::Exchange& exchange) const {
+  const std::string status = "tern; hit; ttl=" + std::to_string(entry.head.expires - now) + "; detail=updating";
+  serve(entry, now, exchange, status);
+  if (!exchange.writer().started()) return false;
+  exchange.request().set_cache_status("UPDATING");
+  if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_stale.add();
+  return true;
+}
+
+bool UpstreamCache::refresh_in_background(http::Exchange& exchange, Miss& miss, Fetch& fetch, const KeyHash& hash,
+                                          int64_t now) const {
+  // The client first: when the entry's file went, it fills as usual.
+  if (!serve_updating(*miss.stale, now, exchange)) return false;
+  const bool started = BackgroundExchange::start(
+      exchange, [this, miss = std::move(miss), fetch = std::move(fetch)](http::Exchange& refresh) mutable {
+        go(refresh, miss, fetch, true, true);
+      });
+  // No refresh: the fill is given up, and a later request makes one.
+  if (!started) zone_->end_fill(hash);
+  exchange.finish();
+  return true;
 }
 
 void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exchange, std::string_view given) const {

@@ -36,7 +36,10 @@
 // 304's fields (its body copied into a new file), answering the request
 // from it. Any other response replaces it. While the fill runs, those who
 // wait for it may be answered from the stale entry (use_stale "updating",
-// or the entry's stale-while-revalidate). When the application fails (no
+// or the entry's stale-while-revalidate), and so is the request that
+// makes the fill (`background_update`, on by default): the fill then runs
+// on a request of the server's own, whose response only fills the entry,
+// as nginx's proxy_cache_background_update. When the application fails (no
 // connection, a broken response: "error"; "timeout"; a status named in
 // use_stale), the stale entry answers instead, as it does within its
 // stale-if-error (RFC 5861) for those failures and 500, 502, 503, 504;
@@ -140,6 +143,15 @@ class UpstreamCache {
   bool may_serve_stale(const cache::EntryHead& head, int64_t now, int status, bool failure) const;
   // Whether a stale entry may answer while another request refreshes it.
   bool may_serve_updating(const cache::EntryHead& head, int64_t now) const;
+  // Answers from a stale entry while it is refreshed ("detail=updating");
+  // false (nothing started) when its file went.
+  bool serve_updating(const cache::Stored& entry, int64_t now, http::Exchange& exchange) const;
+  // The filler of `hash`, whose stale entry may answer while updating:
+  // answers from it and hands the fill (miss, fetch) to a request of the
+  // server's own (background_exchange.h). False when the entry could not
+  // answer: the caller fills as usual.
+  bool refresh_in_background(http::Exchange& exchange, Miss& miss, Fetch& fetch, const cache::KeyHash& hash,
+                             int64_t now) const;
   // The file of `entry` (not in memory), open: the one this loop holds when
   // it is the file the index knows, else opened now. Null when it went or
   // is not as long as its head says.
@@ -152,6 +164,7 @@ class UpstreamCache {
   const bool lock_;
   const std::chrono::milliseconds lock_timeout_;
   const bool revalidate_;
+  const bool background_update_;
   const CacheUseConfig::UseStale use_stale_;
   const std::vector<VariableText> bypass_;
   const std::vector<VariableText> no_store_;

@@ -4,6 +4,7 @@ The application is upstream_app.py's /cached, which says in its body how
 many requests reached it, so a test tells a stored response from a new one
 and counts what went to the origin."""
 
+import json
 import os
 import signal
 import socket
@@ -516,11 +517,11 @@ def test_hits_keep_their_file_open_and_a_new_entry_is_served_from_its_own(tern_f
         assert origin_count(origin) == 2
 
 
-def stale_site(app, cache_dir, use_stale=None, **proxy):
-    """Two locations on one zone: /cached/ with use_stale (or none), and
-    /cached/strict/ without."""
+def stale_site(app, cache_dir, use_stale=None, cache=None, **proxy):
+    """Two locations on one zone: /cached/ with use_stale (or none) and
+    `cache`'s settings, and /cached/strict/ without."""
     zone = {"name": "pages", "path": str(cache_dir)}
-    cache = {"zone": "pages", **({"use_stale": use_stale} if use_stale is not None else {})}
+    cache = {"zone": "pages", **({"use_stale": use_stale} if use_stale is not None else {}), **(cache or {})}
     return site([{"prefix": "/cached/", "proxy": {"pass": f"http://{app.address}", "cache": cache, **proxy}},
                  {"prefix": "/cached/strict/", "proxy": {"pass": f"http://{app.address}", "cache": "pages"}}],
                 cache=[zone])
@@ -604,8 +605,10 @@ def test_an_entry_purged_while_the_origin_is_asked_is_neither_served_stale_nor_s
 
 
 def test_a_timeout_and_updating_serve_the_stale_entry(tern_factory, origin, tmp_path):
+    # The request that refreshes waits for the application here (as
+    # nginx's default); the next test has it answered at once.
     srv = tern_factory(stale_site(origin, tmp_path / "cache", use_stale=["timeout", "updating"],
-                                  read_timeout="1s"))
+                                  cache={"background_update": False}, read_timeout="1s"))
     target = url("/cached/slow", "Cache-Control: max-age=2", 'ETag: "s"')
     first = srv.get(target)
     time.sleep(3.1)
@@ -640,6 +643,88 @@ def test_a_timeout_and_updating_serve_the_stale_entry(tern_factory, origin, tmp_
     assert status(results["fill"]).startswith("tern; fwd=stale; fwd-status=304")
     assert is_hit(srv.get(target))
 
+
+
+def wait_for_origin(origin, past, timeout=5.0):
+    """Waits until /cached has had more than `past` requests."""
+    deadline = time.monotonic() + timeout
+    while origin_count(origin) <= past:
+        assert time.monotonic() < deadline, "the origin was never asked"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("allowed_by", ["stale-while-revalidate", "use_stale-updating"])
+def test_the_request_that_finds_an_entry_stale_is_answered_at_once_and_the_refresh_goes_on_without_it(
+        tern_factory, origin, tmp_path, allowed_by):
+    from test_access import wait_for_lines
+    if allowed_by == "stale-while-revalidate":  # the response's own (RFC 5861)
+        config = cached_site(origin, tmp_path / "cache")
+        target = url("/cached/bg", "Cache-Control: max-age=1, stale-while-revalidate=60")
+    else:  # the location's
+        config = stale_site(origin, tmp_path / "cache", use_stale=["updating"])
+        target = url("/cached/bg", "Cache-Control: max-age=1")
+    srv = tern_factory({**config, "access_log": "access.log", "access_log_format": "$cache_status $status"})
+    first = srv.get(target)
+    assert status(first) == "tern; fwd=uri-miss"
+    time.sleep(2.1)
+    origin.post("/cachedfail?delay=1.5")
+    asked = origin_count(origin)
+    began = time.monotonic()
+    stale = srv.get(target, headers=[("X-Probe", "the client's")])
+    assert time.monotonic() - began < 1.2  # not the 1.5 s the origin takes
+    assert stale.status == 200 and stale.body == first.body
+    assert status(stale).startswith("tern; hit; ttl=-") and status(stale).endswith("; detail=updating")
+    # The refresh asks the origin as the client would have: its fields and
+    # address, and the whole response.
+    wait_for_origin(origin, asked)
+    last = json.loads(origin.get("/cachedlast").body)
+    assert last["probe"] == "the client's" and last["forwarded_for"] == "127.0.0.1"
+    # While it runs, the others are answered from the stale entry too, and
+    # none of them goes to the origin.
+    during = srv.get(target)
+    assert during.body == first.body and status(during).endswith("; detail=updating")
+    # Then the new response answers, from the entry the refresh stored.
+    deadline = time.monotonic() + 5
+    requests = 3
+    while (fresh := srv.get(target)).body == first.body:
+        requests += 1
+        assert time.monotonic() < deadline, status(fresh)
+        time.sleep(0.1)
+    requests += 1
+    assert is_hit(fresh) and not status(fresh).startswith("tern; hit; ttl=-")
+    assert origin_count(origin) == asked + 1
+    origin.post("/cachedfail")
+    # The clients' requests are logged, the refresh is not.
+    statuses = [line.split()[0] for line in wait_for_lines(srv.workdir / "access.log", requests)]
+    assert statuses == ["MISS"] + ["UPDATING"] * (requests - 2) + ["HIT"], statuses
+
+
+def test_a_refresh_in_the_background_that_fails_keeps_the_stale_entry_and_a_stop_ends_one_under_way(
+        tern_factory, origin, tmp_path):
+    srv = tern_factory(stale_site(origin, tmp_path / "cache", use_stale=["updating", "503"]))
+    target = url("/cached/bgfail", "Cache-Control: max-age=1")
+    first = srv.get(target)
+    time.sleep(2.1)
+    # The refresh gets a 503: nothing is stored, the stale entry stays, and
+    # the next request refreshes again.
+    origin.post("/cachedfail?status=503")
+    asked = origin_count(origin)
+    assert srv.get(target).body == first.body
+    wait_for_origin(origin, asked)
+    time.sleep(0.2)
+    again = srv.get(target)
+    assert again.status == 200 and again.body == first.body
+    wait_for_origin(origin, asked + 1)
+    # A refresh still waiting for the origin when the server stops: it ends
+    # with the server, which exits cleanly (under ASan: nothing leaked).
+    origin.post("/cachedfail?delay=5")
+    asked = origin_count(origin)
+    assert srv.get(target).body == first.body
+    wait_for_origin(origin, asked)
+    began = time.monotonic()
+    assert srv.stop() == 0, srv.stderr()[-4000:]
+    assert time.monotonic() - began < 4
+    origin.post("/cachedfail")
 
 # -- operations: bypass, no_store, $cache_status --
 

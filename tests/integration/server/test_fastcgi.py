@@ -821,6 +821,23 @@ def test_cache_revalidates_a_stale_entry_with_php(cached):
     assert cache_hit(cached.get("/cached.php?max_age=2&etag=e1"))
 
 
+def test_cache_refreshes_a_stale_php_entry_in_the_background(cached_factory):
+    srv = cached_factory({"use_stale": ["updating"]})
+    target = "/cached.php?max_age=1&k=background"
+    a = srv.get(target)
+    time.sleep(2.1)
+    # The request that finds it stale has it at once; php is asked by a
+    # request of tern's own, with the client's PARAMS.
+    b = srv.get(target)
+    assert b.status == 200 and token(b) == token(a)
+    assert b.header("Cache-Status").startswith("tern; hit; ttl=-") and b.header("Cache-Status").endswith(
+        "; detail=updating")
+    deadline = time.monotonic() + 5
+    while token(c := srv.get(target)) == token(a):
+        assert time.monotonic() < deadline, c.header("Cache-Status")
+        time.sleep(0.05)
+    assert cache_hit(c) and get_json(c)["uri"] == target
+
 def test_cache_never_answers_post(cached):
     cached.get("/cached.php?k=post")
     with cached.connect() as conn:

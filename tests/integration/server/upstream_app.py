@@ -26,7 +26,8 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
                           and no body
   GET  /cachedcount       how many requests /cached has had; POST resets it
   GET  /cachedlast        the last /cached request's If-None-Match and
-                          If-Modified-Since (JSON, null when absent)
+                          If-Modified-Since, X-Probe and X-Forwarded-For
+                          (JSON, null when absent)
   POST /cachedfail?status=C|close&delay=S   /cached answers C (with a body
                           "failing") or closes the connection, and first
                           waits S seconds, until POST /cachedfail
@@ -144,7 +145,9 @@ def make_app(name):
     async def cached(request):
         state["cached"] += 1
         state["cached_last"] = {"if_none_match": request.headers.get("If-None-Match"),
-                                "if_modified_since": request.headers.get("If-Modified-Since")}
+                                "if_modified_since": request.headers.get("If-Modified-Since"),
+                                "probe": request.headers.get("X-Probe"),
+                                "forwarded_for": request.headers.get("X-Forwarded-For")}
         await request.read()
         if "delay" in request.query:
             await asyncio.sleep(float(request.query["delay"]))
