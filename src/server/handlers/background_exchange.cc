@@ -6,10 +6,9 @@ namespace tern::server {
 
 bool BackgroundExchange::start(const http::Exchange& from, const std::function<void(http::Exchange&)>& handler) {
   auto self = std::make_shared<BackgroundExchange>(from);
-  if (!self->make_request(from.request())) return false;
+  if (!self->make_request(from.request(), from.client_address())) return false;
   http::ResponseWriter::Context context;
   context.stream = self.get();
-  context.keep_alive = true;
   self->exchange_.begin(self.get(), &self->request_, context, /*has_body=*/false);
   // The configuration the client's request began under, let go after the
   // call, as an exchange of a connection does.
@@ -23,10 +22,9 @@ BackgroundExchange::BackgroundExchange(const http::Exchange& from)
     : loop_(from.loop()),
       peer_(from.peer_address()),
       connection_client_(from.connection_client()),
-      local_(from.local_address()),
-      client_(from.client_address()) {}
+      local_(from.local_address()) {}
 
-bool BackgroundExchange::make_request(const http::Request& from) {
+bool BackgroundExchange::make_request(const http::Request& from, const net::InetAddress& client) {
   // One string holds every view of the copy, made before any is taken.
   // HTTP/2's :authority comes as the authority (it has no Host field).
   const std::string_view target = from.target();
@@ -45,15 +43,17 @@ bool BackgroundExchange::make_request(const http::Request& from) {
   head.path = copy(target);
   head.scheme = copy(from.scheme());
   head.authority = copy(authority);
-  fields_.reserve(from.headers().size());
+  // Taken by the request (set_head swaps it with the request's own table).
+  std::vector<http::Header> fields;
+  fields.reserve(from.headers().size());
   for (const http::Header& field : from.headers()) {
-    fields_.push_back(http::Header{copy(field.name), copy(field.value), field.id});
+    fields.push_back(http::Header{copy(field.name), copy(field.value), field.id});
   }
-  head.fields = &fields_;
+  head.fields = &fields;
   std::string_view reason;
   if (request_.set_head(from.version(), head, &reason) != 0) return false;
   request_.set_received_ms(static_cast<int64_t>(loop_->clock().now_ms()));
-  request_.set_client_address(client_);
+  request_.set_client_address(client);
   return true;
 }
 

@@ -58,8 +58,9 @@ class BackgroundExchange final : public http::ExchangeTransport,
   void abort_exchange() override { done(); }
 
  private:
-  // Parses the copied head into request_; false when it is refused.
-  bool make_request(const http::Request& from);
+  // Fills request_ with a copy of `from`'s head, from `client`; false when
+  // it is refused.
+  bool make_request(const http::Request& from, const net::InetAddress& client);
   // The exchange is over: it and this go after the round.
   void done();
 
@@ -77,9 +78,7 @@ class BackgroundExchange final : public http::ExchangeTransport,
   const net::InetAddress peer_;
   const net::InetAddress connection_client_;
   const net::InetAddress local_;
-  const net::InetAddress client_;
   std::string text_;                        // what request_'s views name
-  std::vector<http::Header> fields_;
   http::Request request_;
   http::Exchange exchange_;
   std::shared_ptr<BackgroundExchange> self_;  // from start() until end()
