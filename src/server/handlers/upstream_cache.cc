@@ -133,8 +133,13 @@ void UpstreamCache::purge(const Route& route, http::Exchange& exchange) const {
     key.push_back('*');
   } else {
     // Found under the key alone: a response, or the marker of its variants.
-    if (!zone_->find(KeyHash::of(key), unix_now())) status = 404;
-    zone_->purge(key, false);
+    // Either goes now, file and all. Variants are stored under what they
+    // vary on, which a purge does not know: the manager finds them by their
+    // keys, as it does those of a key whose marker went before.
+    const std::shared_ptr<const Stored> found = zone_->find(KeyHash::of(key), unix_now());
+    if (found) zone_->forget(*found);
+    if (!found) status = 404;
+    if (!found || (found->head.flags & EntryHead::kVaryMarker) != 0) zone_->purge(key, false);
   }
   TERN_LOG_INFO("cache {}: {} purged by {}", zone_->options().name, key, route.client->to_ip());
   w.start(status);

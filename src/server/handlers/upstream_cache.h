@@ -49,8 +49,9 @@
 // PURGE, from a network `purge` names, removes the entries of the key the
 // request makes (every variant of it), or with a target ending in '*' of
 // every key that begins with the key made from what precedes it: 200, or
-// 404 when there was no entry; 403 from elsewhere. Entries go from the
-// index at once and their files within seconds (the zone's manager).
+// 404 when there was no entry; 403 from elsewhere. The key's own entry
+// goes at once, file and all; its variants and a prefix's entries go from
+// the index at once and their files within seconds (the zone's manager).
 //
 // Every response of a cached location carries Cache-Status (RFC 9211):
 // "tern; hit; ttl=N", "tern; fwd=uri-miss", "tern; fwd=vary-miss",

@@ -782,6 +782,11 @@ def test_purge_removes_a_key_its_variants_or_a_prefix_from_allowed_networks(tern
     for language in ("de", "fr"):
         srv.get(varied, [("Accept-Language", language)])
     assert all(is_hit(srv.get(t)) for t in (one, two, kept))
+    # A key's own entry goes at once, its file with it.
+    before = len(entry_files(tmp_path / "cache"))
+    assert srv.get(two, method="PURGE").status == 200
+    assert len(entry_files(tmp_path / "cache")) == before - 1
+    assert status(srv.get(two)) == "tern; fwd=uri-miss" and is_hit(srv.get(two))
     with srv.connect() as conn:
         gone = conn.get(one, method="PURGE")
         assert gone.status == 200 and gone.body.startswith(b"purged http")
