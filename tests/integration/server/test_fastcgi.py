@@ -838,6 +838,7 @@ def test_cache_refreshes_a_stale_php_entry_in_the_background(cached_factory):
         time.sleep(0.05)
     assert cache_hit(c) and get_json(c)["uri"] == target
 
+
 def test_cache_never_answers_post(cached):
     cached.get("/cached.php?k=post")
     with cached.connect() as conn:
