@@ -28,7 +28,8 @@ bool make_dirs(const std::string& path) {
 
 }  // namespace
 
-CacheZones::CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner) {
+CacheZones::CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner, TaskPool* tasks)
+    : tasks_(tasks) {
   std::optional<Identity> identity;
   if (!owner.empty() && ::geteuid() == 0) {
     std::string error;

@@ -15,6 +15,10 @@
 // kEntryFileIdle, a lookup a second later finds it gone, or newer files push
 // it out (at most kEntryFilesPerLoop a loop and zone).
 //
+// A fill that writes a large file in one go (a revalidated entry's body,
+// copied into its new file) does it on `tasks`, the server's pool for
+// blocking work, so that the loop goes on serving meanwhile.
+//
 // Owned by the Server; outlives the handlers that name its zones.
 #pragma once
 
@@ -31,6 +35,10 @@
 #include "server/config/cache_config.h"
 #include "server/open_file_cache.h"
 
+namespace tern {
+class TaskPool;
+}
+
 namespace tern::server {
 
 class CacheZones {
@@ -40,8 +48,9 @@ class CacheZones {
 
   // Makes the zones' directories (owned by `owner` when the process runs
   // as root and will become that user; empty: nobody). Throws
-  // std::runtime_error naming a directory that cannot be made.
-  CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner);
+  // std::runtime_error naming a directory that cannot be made. `tasks`
+  // (null: none, the loops write) outlives it.
+  CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner, TaskPool* tasks = nullptr);
   ~CacheZones();  // stops the manager
   CacheZones(const CacheZones&) = delete;
   CacheZones& operator=(const CacheZones&) = delete;
@@ -50,6 +59,8 @@ class CacheZones {
   cache::Zone* find(std::string_view name) const;
   bool empty() const { return zones_.empty(); }
   const std::vector<std::unique_ptr<cache::Zone>>& zones() const { return zones_; }
+  // Where a large write goes, off the loops (null: none).
+  TaskPool* tasks() const { return tasks_; }
 
   // Starts the manager thread (after the process became its user).
   void start();
@@ -72,6 +83,7 @@ class CacheZones {
   void manage();
 
   std::vector<std::unique_ptr<cache::Zone>> zones_;
+  TaskPool* const tasks_;
   mutable net::LoopLocal<LoopFiles> loops_;
   std::mutex mu_;
   std::condition_variable wake_;

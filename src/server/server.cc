@@ -167,12 +167,12 @@ void Server::start() {
   }
   count_by_series(config);
   metrics_->set_extra([this](MetricsSnapshot* snapshot) { add_server_figures(snapshot); });
-  caches_ = std::make_unique<CacheZones>(config.caches, config.user);
+  // Blocking work (the users app's database and hashes, auth_basic's
+  // password checks, the caches' large copies) off the loops.
+  tasks_ = std::make_unique<TaskPool>("task", config.task_threads, 4096);
+  caches_ = std::make_unique<CacheZones>(config.caches, config.user, tasks_.get());
   upstreams_ = std::make_unique<Upstreams>(config, metrics_.get(), caches_.get());
   upstreams_->start_health_checks(loop_);
-  // Blocking work (the users app's database and hashes, auth_basic's
-  // password checks) off the loops.
-  tasks_ = std::make_unique<TaskPool>("task", config.task_threads, 4096);
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
   chain_ = build_chain(config, upstreams_.get());

@@ -412,7 +412,7 @@ struct Config {
   std::vector<std::string> limit_connections;
   int limit_connections_line = 0;
   AuthConfig auth;
-  size_t task_threads = 4;  // for blocking work (the users database, password hashing)
+  size_t task_threads = 4;  // for blocking work (the users database, password hashing, cache copies)
   LogConfig log;
   std::string access_log;  // empty: off
   // "combined", "json" or a format with $variables (server/access_log_format.h).

@@ -33,8 +33,9 @@
 // A stale entry (its lifetime over, or no-cache) is revalidated: the fill
 // asks with If-None-Match / If-Modified-Since from its ETag and
 // Last-Modified (`revalidate`), and a 304 makes it fresh again with the
-// 304's fields (its body copied into a new file), answering the request
-// from it. Any other response replaces it. While the fill runs, those who
+// 304's fields, answering the request from it; its body is copied into
+// the entry's new file, on a task thread when it is in a file (those who
+// wait for the entry wait for that copy). Any other response replaces it. While the fill runs, those who
 // wait for it may be answered from the stale entry (use_stale "updating",
 // or the entry's stale-while-revalidate), and so is the request that
 // makes the fill (`background_update`, on by default): the fill then runs

@@ -9,11 +9,14 @@
 #include <atomic>
 #include <charconv>
 #include <ctime>
+#include <utility>
 
 #include "base/log.h"
+#include "base/task_pool.h"
 #include "cache/freshness.h"
 #include "cache/vary.h"
 #include "http/error_page.h"
+#include "server/cache_zones.h"
 #include "server/observability/metrics.h"
 
 namespace tern::server {
@@ -63,6 +66,40 @@ void describe(int status, std::span<const http::Header> fields, const cache::Fre
 // of its name (RFC 9111 3.2): not one of the hop's, nor Content-Length.
 bool updates_stored(const http::Header& field) {
   return !upstream::is_unrelayed_field(field.name) && !http::iequals(field.name, "Content-Length");
+}
+
+// Indexes `entry`, the file `writer` wrote (a failure is logged).
+bool insert(cache::Zone& zone, cache::EntryWriter& writer, std::shared_ptr<Stored> entry, int64_t now) {
+  entry->path = writer.path();
+  Result<void> done = zone.insert(writer, std::move(entry), now);
+  if (!done) log_store_failure(zone.options().name, done.error());
+  return static_cast<bool>(done);
+}
+
+// Writes `entry` (`stale` with a new head) as a new file under its name,
+// with stale's body, unless stale was purged, removed or replaced meanwhile.
+// Any thread.
+void copy_entry(cache::Zone& zone, const Stored& stale, std::shared_ptr<Stored> entry, int64_t now) {
+  cache::EntryWriter writer;
+  Result<void> done = writer.open(zone.options().path, entry->hash, entry->head);
+  if (done && stale.body_in_memory) {
+    done = writer.append(stale.body);
+  } else if (done) {
+    const int fd = ::open(stale.path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_ino == stale.inode) {
+      done = writer.append_file(fd, stale.head.body_offset, stale.head.body_size);
+    } else {
+      done = Error{ENOENT, "cache entry copy"};  // replaced or evicted meanwhile
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  if (!done) {
+    if (done.error().code != ENOENT) log_store_failure(zone.options().name, done.error());
+    return;
+  }
+  if (!zone.holds(stale)) return writer.abandon();  // purged or filled again while it was copied
+  insert(zone, writer, std::move(entry), now);
 }
 
 }  // namespace
@@ -140,7 +177,7 @@ void UpstreamCache::Tap::on_end(bool complete) {
   }
   std::vector<std::string> vary = stored->head.vary;
   const int64_t expires = stored->head.expires;
-  if (insert(writer_, std::move(stored), now) && !vary.empty()) insert_marker(std::move(vary), expires, now);
+  if (insert(*zone_, writer_, std::move(stored), now) && !vary.empty()) insert_marker(std::move(vary), expires, now);
   release();
 }
 
@@ -190,47 +227,41 @@ bool UpstreamCache::Tap::refresh(http::Exchange& exchange, std::span<const http:
   const bool keep = f.store && zone_->holds(*stale_);
   auto entry = std::make_shared<Stored>(*stale_);
   describe(old.status, merged, f, now, &entry->head);
-  if (keep) store_again(entry, now);
-  release();
   std::string cache_status = "tern; fwd=stale; fwd-status=304";
   if (keep && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
+  // From the stale entry's file, open before it is replaced or removed (a
+  // file being sent stays).
   cache_->serve(*entry, now, exchange, cache_status);
-  if (!keep) zone_->forget(*stale_);  // it may not be kept any longer (a file being sent stays)
   if (!exchange.writer().started()) {
     // Its file went while the application was asked (evicted).
+    release();
     TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);
     http::write_error_page(exchange.writer(), 502);
     return true;
+  }
+  if (keep) {
+    store_again(std::move(entry), now);
+  } else {
+    release();
+    zone_->forget(*stale_);  // it may not be kept any longer
   }
   exchange.request().set_cache_status("REVALIDATED");
   if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_revalidated.add();
   return true;  // the call finishes the exchange
 }
 
-void UpstreamCache::Tap::store_again(const std::shared_ptr<Stored>& entry, int64_t now) {
-  cache::EntryWriter writer;
-  Result<void> done = writer.open(zone_->options().path, entry->hash, entry->head);
-  if (done && stale_->body_in_memory) {
-    done = writer.append(stale_->body);
-  } else if (done) {
-    const int fd = ::open(stale_->path.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd >= 0 && ::fstat(fd, &st) == 0 && st.st_ino == stale_->inode) {
-      done = writer.append_file(fd, stale_->head.body_offset, stale_->head.body_size);
-    } else {
-      done = Error{ENOENT, "cache entry copy"};  // replaced or evicted meanwhile
-    }
-    if (fd >= 0) ::close(fd);
-  }
-  if (!done) return log_store_failure(zone_->options().name, done.error());
-  const std::string old_path = entry->path;
-  const uint64_t old_inode = entry->inode;
-  const uint64_t old_offset = entry->head.body_offset;
-  if (!insert(writer, entry, now)) {
-    entry->path = old_path;
-    entry->inode = old_inode;
-    entry->head.body_offset = old_offset;
-  }
+void UpstreamCache::Tap::store_again(std::shared_ptr<Stored> entry, int64_t now) {
+  // The fill stays held until the new entry is indexed: those waiting for
+  // it are then answered from it.
+  const bool locked = std::exchange(locked_, false);
+  auto copy = [zone = zone_, stale = stale_, entry = std::move(entry), fill = key_hash_, locked, now]() mutable {
+    copy_entry(*zone, *stale, std::move(entry), now);
+    if (locked) zone->end_fill(fill);
+  };
+  // A body in memory is written at once; one in a file is copied off the
+  // loop, which may take a while for a body of many MiB.
+  TaskPool* tasks = stale_->body_in_memory ? nullptr : cache_->zones_->tasks();
+  if (tasks == nullptr || !tasks->submit(copy)) copy();
 }
 
 void UpstreamCache::Tap::insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now) {
@@ -246,14 +277,7 @@ void UpstreamCache::Tap::insert_marker(std::vector<std::string> vary, int64_t ex
   if (Result<void> opened = writer.open(zone_->options().path, marker->hash, marker->head); !opened) {
     return log_store_failure(zone_->options().name, opened.error());
   }
-  insert(writer, std::move(marker), now);
-}
-
-bool UpstreamCache::Tap::insert(cache::EntryWriter& writer, std::shared_ptr<Stored> entry, int64_t now) {
-  entry->path = writer.path();
-  Result<void> done = zone_->insert(writer, std::move(entry), now);
-  if (!done) log_store_failure(zone_->options().name, done.error());
-  return static_cast<bool>(done);
+  insert(*zone_, writer, std::move(marker), now);
 }
 
 }  // namespace tern::server

@@ -50,13 +50,11 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   // a new lifetime, answers the exchange and is stored again.
   bool refresh(http::Exchange& exchange, std::span<const http::Header> fields, int64_t now);
   // Writes `entry` (the stale one with a new head) as a new file under its
-  // name; on success `entry` describes that file. A failure leaves the old
-  // one in place, and `entry` pointing at it.
-  void store_again(const std::shared_ptr<cache::Stored>& entry, int64_t now);
+  // name (a failure leaves the old one in place), then releases the fill:
+  // off the loop when the body is in a file (CacheZones::tasks()).
+  void store_again(std::shared_ptr<cache::Stored> entry, int64_t now);
   // The marker under the key alone that names the Vary fields.
   void insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now);
-  // Indexes `entry`, the file `writer` wrote (a failure is logged).
-  bool insert(cache::EntryWriter& writer, std::shared_ptr<cache::Stored> entry, int64_t now);
 
   const UpstreamCache* const cache_;
   cache::Zone* const zone_;
