@@ -13,6 +13,7 @@
 #include "net/inet_address.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
+#include "support/free_port.h"
 #include "support/loop_runner.h"
 #include "support/raw_socket.h"
 
@@ -21,19 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using tern::testing::RawClient;
-
-// A port nothing listens on right now (bound, read, closed).
-uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using tern::testing::free_port;
 
 InetAddress loopback(uint16_t port) { return InetAddress::from_ip_port("127.0.0.1", port).value(); }
 
