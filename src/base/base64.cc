@@ -52,4 +52,33 @@ bool base64_decode(std::string_view text, std::string* out) {
   return true;
 }
 
+bool base64url_decode(std::string_view text, std::string* out) {
+  std::string standard(text);
+  for (char& c : standard) {
+    if (c == '+' || c == '/') return false;
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  return base64_decode(standard, out);
+}
+
+std::string base64url_encode(std::string_view bytes) {
+  constexpr std::string_view kUrlAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  out.reserve((bytes.size() * 4 + 2) / 3);
+  const auto* from = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t left = bytes.size();
+  for (; left >= 3; from += 3, left -= 3) {
+    const uint32_t group = uint32_t{from[0]} << 16 | uint32_t{from[1]} << 8 | from[2];
+    for (int shift = 18; shift >= 0; shift -= 6) out.push_back(kUrlAlphabet[(group >> shift) & 0x3f]);
+  }
+  if (left > 0) {
+    const uint32_t group = uint32_t{from[0]} << 16 | (left == 2 ? uint32_t{from[1]} << 8 : 0);
+    out.push_back(kUrlAlphabet[group >> 18]);
+    out.push_back(kUrlAlphabet[(group >> 12) & 0x3f]);
+    if (left == 2) out.push_back(kUrlAlphabet[(group >> 6) & 0x3f]);
+  }
+  return out;
+}
+
 }  // namespace tern

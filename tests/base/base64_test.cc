@@ -1,6 +1,6 @@
 // base64_decode() against libsodium's decoder: the same answer (accepted
 // or refused, and the same bytes) for every text tried, padded as RFC 4648
-// writes it or without padding.
+// writes it or without padding; base64url_encode() against its encoder.
 #include "base/base64.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 
 namespace tern {
 namespace {
@@ -80,6 +81,27 @@ TEST(Base64, RefusesPaddingOutOfPlaceAndBitsLeftOver) {
   EXPECT_EQ(ours("QQ"), "A");
   EXPECT_EQ(ours("QUI="), "AB");
   EXPECT_EQ(ours("QUI"), "AB");
+}
+
+TEST(Base64Url, EncodesAsLibsodiumsUrlSafeVariantWithoutPadding) {
+  ASSERT_GE(sodium_init(), 0);
+  // RFC 4648's vectors, then random bytes of every length up to 64.
+  const std::pair<std::string_view, std::string_view> vectors[] = {
+      {"", ""}, {"f", "Zg"}, {"fo", "Zm8"}, {"foo", "Zm9v"}, {"foob", "Zm9vYg"}, {"fooba", "Zm9vYmE"},
+      {"foobar", "Zm9vYmFy"}, {"\xfb\xff", "-_8"}};
+  for (const auto& [bytes, text] : vectors) EXPECT_EQ(base64url_encode(bytes), text);
+  std::mt19937 random(7);
+  for (size_t size = 0; size <= 64; ++size) {
+    std::string bytes(size, '\0');
+    for (char& b : bytes) b = static_cast<char>(random());
+    EXPECT_EQ(base64url_encode(bytes), encode(bytes, sodium_base64_VARIANT_URLSAFE_NO_PADDING)) << size;
+    std::string back = "left over";
+    EXPECT_TRUE(base64url_decode(base64url_encode(bytes), &back));
+    EXPECT_EQ(back, bytes);
+  }
+  std::string out;
+  EXPECT_FALSE(base64url_decode("+_8", &out));  // one alphabet or the other
+  EXPECT_FALSE(base64url_decode("-/8", &out));
 }
 
 }  // namespace
