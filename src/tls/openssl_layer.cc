@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <stdexcept>
 #include <string_view>
 
 #include "base/log.h"
@@ -416,6 +417,13 @@ std::string openssl_reason() {
   const char* reason = code != 0 ? ERR_reason_error_string(code) : nullptr;
   ERR_clear_error();
   return reason != nullptr ? reason : "unknown error";
+}
+
+void throw_openssl_error(std::string_view doing) {
+  std::string message(doing);
+  message += ": ";
+  message += openssl_reason();
+  throw std::runtime_error(message);
 }
 
 }  // namespace tern::tls

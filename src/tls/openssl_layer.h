@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "net/secure_layer.h"
@@ -115,5 +116,7 @@ class OpenSslLayer final : public net::SecureLayer {
 // and the queue cleared: for the one line that says why a context could
 // not be set up.
 std::string openssl_reason();
+// Throws std::runtime_error "<doing>: <openssl_reason()>".
+[[noreturn]] void throw_openssl_error(std::string_view doing);
 
 }  // namespace tern::tls
