@@ -38,10 +38,14 @@ std::string pebble_binary() {
   return std::filesystem::exists("/usr/bin/pebble") ? "/usr/bin/pebble" : "";
 }
 
-// One Pebble, its listener's certificate in `dir`, the environment given.
+// One Pebble, its listener's certificate in `dir`, the environment given,
+// `binding` its externalAccountBindingRequired (with one MAC key, kMacKey).
+constexpr const char* kMacKey = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+
 class Pebble {
  public:
-  Pebble(const std::string& dir, const std::vector<std::string>& env) : dir_(dir), port_(free_port()) {
+  Pebble(const std::string& dir, const std::vector<std::string>& env, bool binding = false)
+      : dir_(dir), port_(free_port()) {
     const PemPair pair = make_self_signed({"localhost"}, std::chrono::hours(1));
     std::ofstream(dir + "/pebble.pem") << pair.cert;
     std::ofstream(dir + "/pebble.key") << pair.key;
@@ -49,7 +53,8 @@ class Pebble {
         << R"({"pebble": {"listenAddress": "127.0.0.1:)" << port_ << R"(", "managementListenAddress": "127.0.0.1:)"
         << free_port() << R"(", "certificate": ")" << dir << R"(/pebble.pem", "privateKey": ")" << dir
         << R"(/pebble.key", "httpPort": 5002, "tlsPort": 5001, "ocspResponderURL": "",)"
-        << R"( "externalAccountBindingRequired": false}})";
+        << R"( "externalAccountBindingRequired": )" << (binding ? "true" : "false")
+        << R"(, "externalAccountMACKeys": {"kid-1": ")" << kMacKey << R"("}}})";
     // `env` holds for the child only: set around the fork.
     for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
     child_ = std::make_unique<testing::ChildProcess>(
@@ -156,6 +161,24 @@ TEST_F(AcmeClientTest, TheCasRefusalsAreProblems) {
     EXPECT_EQ(p.status(), 400);
     EXPECT_TRUE(p.is("rejectedIdentifier") || p.is("malformed")) << p.type();
   }
+}
+
+TEST_F(AcmeClientTest, ACaThatNeedsAnExternalAccountGetsItsBinding) {
+  Pebble pebble(dir_.path(), {"PEBBLE_WFE_NONCEREJECT=0"}, /*binding=*/true);
+  HttpsClient https({.ca_root = pebble.root()});
+  const AccountKey key = AccountKey::generate();
+  AcmeClient ca(&https, pebble.directory(), &key);
+  EXPECT_TRUE(ca.directory().external_account_required);
+  try {
+    ca.account({}, true, nullptr);
+    FAIL() << "an account without a binding was made";
+  } catch (const Problem& p) {
+    EXPECT_TRUE(p.is("externalAccountRequired")) << p.type();
+  }
+  const ExternalAccount wrong{"kid-1", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"};
+  EXPECT_THROW(ca.account({}, true, &wrong), Problem);
+  const ExternalAccount binding{"kid-1", kMacKey};
+  EXPECT_TRUE(ca.account({"mailto:ops@tern.test"}, true, &binding).starts_with("https://"));
 }
 
 TEST_F(AcmeClientTest, GivesUpOnNoncesAfterTwoRetries) {
