@@ -288,22 +288,27 @@ AcmeClient::Authorization AcmeClient::wait_for_authorization(const std::string& 
 }
 
 AcmeClient::Order AcmeClient::finalize(const Order& pending, std::string_view request_der, Deadline deadline) {
+  // `pending` may be as new_order left it: asked again until it is ready
+  // (its authorizations valid), then the request sent once.
   Order current = pending;
-  if (current.status == "ready") {
-    const json payload = {{"csr", base64url_encode(request_der)}};
-    const Response r = post(current.finalize, payload.dump());
-    check(r);
-    current = parse_order(parse_json(r, "order"), pending.url);
-  }
+  bool sent = false;
   for (;;) {
+    if (current.status == "ready" && !sent) {
+      const json payload = {{"csr", base64url_encode(request_der)}};
+      const Response r = post(current.finalize, payload.dump());
+      check(r);
+      current = parse_order(parse_json(r, "order"), pending.url);
+      sent = true;
+      continue;
+    }
     if (current.status == "valid" && !current.certificate.empty()) return current;
     const Response r = fetch(current.url);
     const json body = parse_json(r, "order");
     current = parse_order(body, pending.url);
-    if (current.status == "valid" && !current.certificate.empty()) return current;
     if (current.status == "invalid") {
       throw Problem(0, "", "the order was refused: " + error_of(body), std::chrono::seconds(0));
     }
+    if ((current.status == "ready" && !sent) || (current.status == "valid" && !current.certificate.empty())) continue;
     if (!pause(r, deadline)) throw Problem(0, "", "the CA did not issue the certificate in time", std::chrono::seconds(0));
   }
 }

@@ -132,7 +132,8 @@ class AcmeClient {
   // authorization is no longer pending. Throws a Problem when it turned
   // invalid or the deadline passed.
   Authorization wait_for_authorization(const std::string& url, Deadline deadline);
-  // Sends the request (DER) to the order's finalize URL and asks again
+  // Asks for the order until it is ready (`order` may be new_order's,
+  // still pending), sends the request (DER) to its finalize URL and asks again
   // until the order is valid (its certificate URL set). Throws a Problem
   // when it turned invalid or the deadline passed.
   Order finalize(const Order& order, std::string_view request_der, Deadline deadline);

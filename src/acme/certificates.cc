@@ -4,6 +4,7 @@
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/ec.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/objects.h>
 #include <openssl/pem.h>
@@ -188,6 +189,9 @@ CertificateFacts read_certificate(std::string_view pem) {
                              static_cast<size_t>(ASN1_STRING_length(text)));
   }
   GENERAL_NAMES_free(names);
+  facts.self_signed = X509_NAME_cmp(X509_get_issuer_name(cert.get()), X509_get_subject_name(cert.get())) == 0 &&
+                      X509_verify(cert.get(), X509_get0_pubkey(cert.get())) == 1;
+  ERR_clear_error();
   const ASN1_OCTET_STRING* authority = X509_get0_authority_key_id(cert.get());
   if (authority != nullptr) {
     // The serial's DER, less its tag and length (a serial has at most 20

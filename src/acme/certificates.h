@@ -59,6 +59,8 @@ struct CertificateFacts {
   // base64url of its serial number's bytes. Empty when it names no
   // authority key (a self-signed one).
   std::string renewal_id;
+  // Signed by its own key (a stand-in of make_self_signed's), not by a CA.
+  bool self_signed = false;
 };
 CertificateFacts read_certificate(std::string_view pem);
 

@@ -122,7 +122,8 @@ TEST_F(AcmeClientTest, ObtainsACertificateForItsNames) {
     EXPECT_EQ(ca.wait_for_authorization(url, soon()).status, "valid");
   }
   const SigningRequest request = make_signing_request(names);
-  order = ca.finalize(ca.order(order.url), request.der, soon());
+  // The order as new_order left it (pending): finalize asks until it is ready.
+  order = ca.finalize(order, request.der, soon());
   EXPECT_EQ(order.status, "valid");
   const std::string chain = ca.certificate(order.certificate);
   const CertificateFacts facts = read_certificate(chain);
@@ -130,6 +131,7 @@ TEST_F(AcmeClientTest, ObtainsACertificateForItsNames) {
   EXPECT_NE(std::find(facts.names.begin(), facts.names.end(), "www.tern.test"), facts.names.end());
   EXPECT_LT(facts.not_before, facts.not_after);
   EXPECT_FALSE(facts.renewal_id.empty());  // Pebble's intermediate is named
+  EXPECT_FALSE(facts.self_signed);
   // Renewal information, where the CA has it.
   const std::optional<AcmeClient::RenewalWindow> window = ca.renewal_window(facts.renewal_id);
   if (ca.directory().renewal_info.empty()) {

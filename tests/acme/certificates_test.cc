@@ -88,6 +88,7 @@ TEST(Certificates, ASelfSignedCertificateLoadsAsASitesIdentity) {
   EXPECT_LE(facts.not_before, now);
   EXPECT_NEAR(static_cast<double>(facts.not_after - facts.not_before), 86400.0, 1.0);
   EXPECT_EQ(facts.renewal_id, "");  // no authority named
+  EXPECT_TRUE(facts.self_signed);
   // Written as storage writes it, it loads as a site's certificate.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("tern-acme-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -136,6 +137,7 @@ TEST(Certificates, ReadsNamesValidityAndTheRenewalIdentifier) {
   EXPECT_EQ(facts.not_after, 1775001600);   // 2026-04-01T00:00:00Z
   // RFC 9773 section 4.1's example: key identifier 69:88:5B:...:D4, serial 0x0087654321.
   EXPECT_EQ(facts.renewal_id, "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE");
+  EXPECT_FALSE(facts.self_signed);  // a CA's
   EXPECT_THROW(read_certificate("not a certificate"), std::runtime_error);
 }
 
