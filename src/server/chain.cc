@@ -7,6 +7,7 @@
 #include "http/uri.h"
 #include "net/event_loop.h"
 #include "net/inet_address.h"
+#include "server/acme/acme_challenges.h"
 #include "server/handlers/fastcgi_handler.h"
 #include "server/handlers/proxy_handler.h"
 #include "server/handlers/location_handlers.h"
@@ -34,7 +35,7 @@ constexpr int kMaxRedirects = 10;
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
              std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
              const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics,
-             std::shared_ptr<const KeyLimits> limits, TaskPool* tasks)
+             std::shared_ptr<const KeyLimits> limits, TaskPool* tasks, std::shared_ptr<const AcmeChallenges> acme)
     : sites_(std::move(sites)),
       mime_(std::move(mime)),
       deny_dotfiles_(config.static_files.deny_dotfiles),
@@ -51,6 +52,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
   static_base_.deny_dotfiles = st.deny_dotfiles;
   static_base_.mime_types = mime_.get();
   const bool use_mmap = use_mmap_ = st.zero_copy == StaticConfig::ZeroCopy::kMmap;
+  if (acme != nullptr) acme_ = std::make_unique<AcmeChallengeHandler>(std::move(acme));
 
   chains_.resize(sites_->location_count());
   auto add = [this](std::vector<Handler*>& chain, std::unique_ptr<Handler> handler) {
@@ -156,8 +158,15 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& co
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(request.path(), &path_, &dot_segment);
   if (!path) return refuse(400);
-  if (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path)) return refuse(403);
   r.path = *path;
+  // The CA's HTTP-01 validation, before any rule of the site (its
+  // redirects, its locations, the dotfiles it denies).
+  if (Handler* acme = chain_->acme_handler(); acme != nullptr && acme->claim(r) != Claim::kPass) {
+    claim_ = Claim::kRespond;
+    handler_ = acme;
+    return;
+  }
+  if (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path)) return refuse(403);
   if (r.site->wants_slash(r.path)) {
     claim_ = Claim::kRespond;
     handler_ = &kAddSlash;

@@ -6,8 +6,9 @@
 //
 //   request head -> SitesHandler::claim()   (a handler of HttpServer's chain)
 //     -> ChainLoop::claim(): site by Host, path decoded and normalised
-//        (400), dotfiles (403), location by path (404), the location's
-//        handlers' claims in order
+//        (400), an ACME CA's HTTP-01 validation (server/acme), dotfiles
+//        (403), location by path (404), the location's handlers' claims
+//        in order
 //     -> respond(): the claiming handler answers at once (a body the
 //        request carries is dropped), or start(): it takes the exchange
 //
@@ -41,6 +42,7 @@ class TaskPool;
 
 namespace tern::server {
 
+class AcmeChallenges;
 class Chain;
 class ChainLoop;
 class FastCgiRoutes;
@@ -75,13 +77,15 @@ class Chain : public std::enable_shared_from_this<Chain> {
   // `users` is null without [auth]; `loops` is where the loops keep their
   // ChainLoop (for error pages); `limits` are config's [[limit]] tables
   // (null: new ones); `tasks` checks auth_basic's passwords (null: every
-  // check is a 503). Reads the htpasswd files auth_basic names: throws
+  // check is a 503); `acme` answers the CA's HTTP-01 validations (null:
+  // none are). Reads the htpasswd files auth_basic names: throws
   // std::runtime_error naming one that does not load.
   Chain(std::shared_ptr<const Sites> sites, const Config& config,
         std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
         const auth::UsersApp* users,
         const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics = nullptr,
-        std::shared_ptr<const KeyLimits> limits = nullptr, TaskPool* tasks = nullptr);
+        std::shared_ptr<const KeyLimits> limits = nullptr, TaskPool* tasks = nullptr,
+        std::shared_ptr<const AcmeChallenges> acme = nullptr);
   ~Chain();
 
   const Sites& sites() const { return *sites_; }
@@ -99,6 +103,9 @@ class Chain : public std::enable_shared_from_this<Chain> {
   const net::LoopLocal<ChainLoop>& loops() const { return *loops_; }
   // The [[limit]] tables its locations count in.
   const std::shared_ptr<const KeyLimits>& key_limits() const { return key_limits_; }
+  // What answers the CA's HTTP-01 validations before anything else; null
+  // without ACME.
+  Handler* acme_handler() const { return acme_.get(); }
 
  private:
   std::shared_ptr<const Sites> sites_;
@@ -111,6 +118,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   std::vector<std::vector<Handler*>> chains_;  // by Location::id
   const net::LoopLocal<ChainLoop>* loops_;
   std::shared_ptr<const KeyLimits> key_limits_;
+  std::unique_ptr<Handler> acme_;
 };
 
 class ChainLoop {

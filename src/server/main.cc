@@ -23,6 +23,7 @@
 #include "net/event_loop.h"
 #include "net/signal_set.h"
 #include "auth/htpasswd.h"
+#include "server/acme/acme_manager.h"
 #include "server/config/config.h"
 #include "net/inherited_sockets.h"
 #include "server/process/control.h"
@@ -241,6 +242,9 @@ int main(int argc, char** argv) {
       // Opening the root is part of the check, as nginx -t checks its
       // files, and so is loading every certificate and key.
       auto sites = std::make_shared<const tern::server::Sites>(config);
+      // A site with acme loads what its start would: the CA's certificate,
+      // or the stand-in written now into the storage.
+      tern::server::AcmeManager::prepare(config);
       std::vector<std::string> warnings;
       (void)tern::server::tls_settings(config, sites, nullptr, &warnings);
       for (const std::string& warning : warnings) std::fprintf(stderr, "tern: warning: %s\n", warning.c_str());

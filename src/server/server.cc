@@ -17,6 +17,7 @@
 #include "net/event_loop.h"
 #include "net/inherited_sockets.h"
 #include "net/tcp_connection.h"
+#include "server/acme/acme_manager.h"
 #include "server/cache_zones.h"
 #include "server/chain.h"
 #include "server/limits/key_limits.h"
@@ -99,6 +100,8 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
       proxy_senders_(std::make_shared<const std::vector<Cidr>>(proxy_protocol_senders(*config_))) {}
 
 Server::~Server() {
+  // Its thread posts to the main loop: joined first.
+  acme_.reset();
   // Tasks post their answers to the loops: done before the loops stop. A
   // loop that submits from now on is refused (a 503).
   if (tasks_) tasks_->shutdown();
@@ -175,13 +178,15 @@ void Server::start() {
   upstreams_->start_health_checks(loop_);
   if (config.auth.enabled) start_users_app(config);
   // Fails early, on the main thread, if a root cannot be opened.
-  chain_ = build_chain(config, upstreams_.get());
+  std::shared_ptr<AcmeChallenges> acme = acme_challenges_for(config);
+  chain_ = build_chain(config, upstreams_.get(), acme);
   upstream_chains_.push_back(chain_);
   apply_key_limits(config);
   if (config.tls_sessions.tickets) {
     ticket_keys_ = std::make_shared<tls::TicketKeys>(config.tls_sessions.ticket_key_rotation);
   }
   apply_tls(tls_for(config, *chain_));
+  start_acme(config, std::move(acme));
   // Every request head is resolved by the sites, a handler of the
   // HttpServer's chain (its Router has no routes here).
   http_->add_handler(std::make_unique<SitesHandler>(&chains_));
@@ -281,13 +286,41 @@ void Server::start_users_app(const Config& config) {
                 config.task_threads);
 }
 
-std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams* upstreams) const {
+std::shared_ptr<const Chain> Server::build_chain(const Config& config, Upstreams* upstreams,
+                                                std::shared_ptr<const AcmeChallenges> acme) const {
   auto sites = std::make_shared<const Sites>(config, metrics_.get());
   // The running limits' tables carry on where the new ones keep them.
   auto limits = std::make_shared<const KeyLimits>(config.key_limits, chain_ ? chain_->key_limits().get() : nullptr);
   return std::make_shared<const Chain>(std::move(sites), config, mime_types(config), upstreams->fastcgi.get(),
                                        upstreams->proxy.get(), users_.get(), &chains_, metrics_.get(),
-                                       std::move(limits), tasks_.get());
+                                       std::move(limits), tasks_.get(), std::move(acme));
+}
+
+std::shared_ptr<AcmeChallenges> Server::acme_challenges_for(const Config& config) const {
+  if (AcmeManager::sites(config).empty()) return nullptr;
+  AcmeManager::prepare(config);
+  if (acme_ != nullptr && acme_->same(config)) return acme_challenges_;
+  return std::make_shared<AcmeChallenges>(AcmeStorage(config.acme.storage));
+}
+
+void Server::start_acme(const Config& config, std::shared_ptr<AcmeChallenges> challenges) {
+  if (challenges == acme_challenges_ && (acme_ != nullptr) == (challenges != nullptr)) return;
+  acme_.reset();  // an order in progress is given up
+  acme_challenges_ = std::move(challenges);
+  if (acme_challenges_ == nullptr) return;
+  acme_ = std::make_unique<AcmeManager>(config, acme_challenges_, [this] {
+    loop_->queue_in_loop([this] { reload_certificates(); });
+  });
+  // As the user the process becomes (announce_ready); on a reload, now.
+  if (ready_) acme_->start();
+}
+
+void Server::reload_certificates() {
+  try {
+    apply_tls(tls_for(*config_, *chain_));
+  } catch (const std::exception& e) {
+    TERN_LOG_ERROR("acme: the new certificates do not load, the running ones stay: {}", e.what());
+  }
 }
 
 void Server::apply_key_limits(const Config& config) {
@@ -380,9 +413,11 @@ void Server::reload() {
   std::unique_ptr<Upstreams> upstreams;
   std::shared_ptr<const Chain> chain;
   std::vector<TlsAddress> tls;
+  std::shared_ptr<AcmeChallenges> acme;
   try {
     if (new_blocks) upstreams = std::make_unique<Upstreams>(fresh, metrics_.get(), caches_.get());
-    chain = build_chain(fresh, new_blocks ? upstreams.get() : upstreams_.get());
+    acme = acme_challenges_for(fresh);
+    chain = build_chain(fresh, new_blocks ? upstreams.get() : upstreams_.get(), acme);
     tls = tls_for(fresh, *chain);
   } catch (const ConfigError& e) {
     TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}", e.what());
@@ -461,6 +496,7 @@ void Server::reload() {
   upstream_chains_.push_back(chain);
   prune_retired_blocks();
   config_ = std::make_shared<const Config>(std::move(fresh));
+  start_acme(*config_, std::move(acme));
   TERN_LOG_INFO("SIGHUP: configuration reloaded from {}", config_path_);
   if (!restart.empty()) {
     std::string keys;

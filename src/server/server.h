@@ -50,6 +50,8 @@ class InheritedSockets;
 
 namespace tern::server {
 
+class AcmeChallenges;
+class AcmeManager;
 class Chain;
 class CacheZones;
 class ChainLoop;
@@ -103,7 +105,17 @@ class Server {
   void start_users_app(const Config& config);
   // The chain for `config` (sites compiled, roots opened); throws
   // std::runtime_error.
-  std::shared_ptr<const Chain> build_chain(const Config& config, Upstreams* upstreams) const;
+  std::shared_ptr<const Chain> build_chain(const Config& config, Upstreams* upstreams,
+                                          std::shared_ptr<const AcmeChallenges> acme) const;
+  // ACME for `config`'s sites with tls.acme: the manager and the answers to
+  // the CA's validations, new when `config` asks for other than the running
+  // ones (null when no site has acme); the stand-in certificates written.
+  // Throws std::runtime_error.
+  std::shared_ptr<AcmeChallenges> acme_challenges_for(const Config& config) const;
+  void start_acme(const Config& config, std::shared_ptr<AcmeChallenges> challenges);
+  // The sites' certificate files changed (ACME): the TLS contexts load them
+  // for new handshakes. Main loop thread.
+  void reload_certificates();
   // The TLS settings of `config`'s addresses marked "tls"; throws ConfigError.
   std::vector<TlsAddress> tls_for(const Config& config, const Chain& chain) const;
   // Installs them: contexts for new addresses, updates for known ones.
@@ -160,6 +172,11 @@ class Server {
   std::shared_ptr<tls::TicketKeys> ticket_keys_;
   mutable std::mutex tls_mu_;  // tls_: changed on the main thread, read by a scrape
   std::vector<std::pair<net::InetAddress, std::shared_ptr<tls::ServerContext>>> tls_;
+  // ACME: the answers to the CA's validations (every chain has them) and
+  // the thread that orders and renews the sites' certificates; null
+  // without a site with acme.
+  std::shared_ptr<AcmeChallenges> acme_challenges_;
+  std::unique_ptr<AcmeManager> acme_;
   // Before http_, so that it outlives the loops that submit to it; its
   // threads are joined first (~Server: shutdown()), while the loops its
   // tasks post to still run.
@@ -170,6 +187,7 @@ class Server {
   net::TimerId status_timer_;  // STATUS to the service manager, when one listens
   std::unique_ptr<net::SignalSet> signals_;
   bool stopping_ = false;
+  bool ready_ = false;  // announce_ready() ran: the process is who it will stay
   bool stop_bounded_ = true;
   // The process: its pid file (written by start()), how to start it again,
   // the sockets it was handed, and a new binary it started on SIGUSR2.

@@ -16,6 +16,7 @@
 #include "server/observability/metrics.h"
 #include "server/cache_zones.h"
 #include "server/server.h"
+#include "server/acme/acme_manager.h"
 #include "server/process/service_notify.h"
 #include "server/process/upgrade.h"
 
@@ -121,6 +122,8 @@ std::string Server::status_line() const {
 void Server::announce_ready() {
   // As the user the process became: the zones' files are that user's.
   if (caches_) caches_->start();
+  ready_ = true;
+  if (acme_) acme_->start();
   service_notify::ready(status_line());
   if (service_notify::enabled() && !status_timer_.valid()) {
     status_timer_ = loop_->run_every(std::chrono::seconds(5), [this] { service_notify::status(status_line()); });

@@ -409,6 +409,11 @@ Config load_config(const std::string& path) {
     config_detail::read_tls_sessions(s, c);
     s.finish();
   }
+  if (const toml::table* t = top.get_table("acme")) {
+    Section s = top.sub(*t, "acme");
+    config_detail::read_acme(s, static_cast<int>(t->source().begin.line), c);
+    s.finish();
+  }
   if (const toml::node* node = top.node("limit")) config_detail::read_key_limits(top, *node, c);
   config_detail::read_connection_limits(top, c);
   if (const toml::node* node = top.node("upstream")) config_detail::read_upstreams(top, *node, c);

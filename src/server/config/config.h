@@ -233,10 +233,43 @@ struct TlsConfig {
   std::string client_crl;
   std::string verify_client = "off";
   int verify_depth = 1;  // CAs between a client's certificate and client_ca's
+  // [server.tls] acme = true: the certificate comes from the [acme] CA, for
+  // the site's names (exact ones); `certificates` then names its files in
+  // the ACME storage (config_acme.cc).
+  bool acme = false;
   std::string where = "tls";  // the table, for messages ("server[1].tls")
   std::string file;           // the file it is in; empty: the main one
   int line = 0;
   bool operator==(const TlsConfig&) const = default;
+};
+
+// [acme]: the CA the sites with `acme = true` get their certificates from
+// (RFC 8555), and where tern keeps its account and their certificates.
+struct AcmeConfig {
+  bool enabled = false;  // the section is present
+  std::string directory = "https://acme-v02.api.letsencrypt.org/directory";
+  std::string email;  // the account's contact; empty: none
+  bool agree_tos = false;  // the CA's terms of service, agreed (required)
+  std::string storage = "/var/lib/tern/acme";
+  std::string ca_root;  // PEM file of the roots the CA's HTTPS is trusted by; empty: the system's
+  // External account binding (a CA that ties ACME accounts to accounts of
+  // its own): the key identifier and the MAC key (base64url) it issued.
+  std::string eab_kid;
+  std::string eab_hmac_key;
+  // The challenges answered, in the order tried: "http-01" (port 80 of
+  // every name reaches a plain listener of tern).
+  std::vector<std::string> challenges = {"http-01"};
+  // How often the certificates are looked at (renewal due, the CA's
+  // renewal information), and how long before its end a certificate is
+  // renewed (0: when two thirds of its lifetime have passed).
+  std::chrono::milliseconds check_interval{std::chrono::hours(6)};
+  std::chrono::milliseconds renew_before{0};
+  // The first wait after a failed order; each failure doubles it, up to
+  // check_interval.
+  std::chrono::milliseconds retry_after{std::chrono::minutes(1)};
+  std::string file;  // the file it is in
+  int line = 0;
+  bool operator==(const AcmeConfig&) const = default;
 };
 
 // [tls] keys for every TLS connection of the process.
@@ -369,6 +402,7 @@ struct Config {
   int listen_line = 0;  // where `listen` is, for messages
   TlsConfig tls;
   TlsSessionConfig tls_sessions;
+  AcmeConfig acme;
   Http2Config http2;
   int workers = 1;  // default_config(): one per CPU ("auto")
   // SERVER_NAME for applications, and the name this server goes by;

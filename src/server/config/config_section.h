@@ -230,6 +230,12 @@ void read_tls(Section& s, int line, TlsConfig* t);
 // [tls]'s session settings (tickets, cache, kernel TLS, handshake timeout).
 void read_tls_sessions(Section& s, Config& c);
 
+// [acme] (config_acme.cc), and after the whole file: each site with
+// tls.acme has exact names and [acme], and its certificate's files in the
+// storage.
+void read_acme(Section& s, int line, Config& c);
+void finish_acme_sites(const std::string& file, Config& c);
+
 // The [[server]] blocks (the node under "server" in the top table).
 void read_sites(const Section& top, const toml::node& node, Config& c);
 

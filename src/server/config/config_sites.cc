@@ -439,6 +439,7 @@ void finish_sites(const std::string& file, Config& c) {
       }
     }
   }
+  finish_acme_sites(file, c);
   check_tls_addresses(file, c);
 }
 

@@ -58,6 +58,11 @@ void read_tls(Section& s, int line, TlsConfig* t) {
     t->verify_client = t->client_ca.empty() ? "off" : t->verify_client == "off" ? "on" : t->verify_client;
   }
   s.get_int("verify_depth", &t->verify_depth, 1, 100);
+  if (const toml::node* node = s.node("acme")) {
+    if (s.prefix() == "tls.") s.fail(*node, "acme", "set per site, for its names: [server.tls] acme = true");
+    s.get_bool("acme", &t->acme);
+    if (t->acme && certs) s.fail(*node, "acme", "a site's certificate comes from cert and key or from ACME, not both");
+  }
   if (t->verify_client != "off" && t->client_ca.empty()) {
     const toml::node* at = verify != nullptr ? verify : ca != nullptr ? ca : s.node("client_crl");
     if (at == nullptr) {

@@ -1,0 +1,318 @@
+"""Automatic HTTPS against a real ACME CA: Pebble (Debian `pebble`), with
+pebble-challtestsrv as its DNS server (every name is 127.0.0.1), validating
+HTTP-01 on tern's plain port. tern orders a certificate for a site with
+[server.tls] acme = true, serves a self-signed stand-in until it has it,
+renews it, and shares its storage with another node."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tern_server import TERN_BIN, free_port
+
+PEBBLE = os.environ.get("TERN_PEBBLE") or shutil.which("pebble")
+CHALLTESTSRV = shutil.which("pebble-challtestsrv")
+NAME = "site.tern.test"
+
+pytestmark = pytest.mark.skipif(not PEBBLE or not CHALLTESTSRV,
+                                reason="pebble is not installed (./scripts/test installs it)")
+
+
+class Pebble:
+    """Pebble and its DNS, on free ports; HTTP-01 validated on http_port."""
+
+    def __init__(self, workdir, http_port, tls_port, env=None):
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.http_port = http_port
+        self.tls_port = tls_port
+        self.env = env or {}
+        self.port = free_port()
+        self.management = free_port()
+        self.dns = free_port()
+        self.procs = []
+        cert, key = self.dir / "listener.pem", self.dir / "listener.key"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost", "-days", "2",
+                        "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        self.listener_cert = cert
+        (self.dir / "pebble.json").write_text(json.dumps({"pebble": {
+            "listenAddress": f"127.0.0.1:{self.port}",
+            "managementListenAddress": f"127.0.0.1:{self.management}",
+            "certificate": str(cert), "privateKey": str(key),
+            "httpPort": http_port, "tlsPort": tls_port, "ocspResponderURL": "",
+            "externalAccountBindingRequired": False}}))
+
+    def validate_http_on(self, port):
+        """HTTP-01 is validated on `port` (tern's plain port, known once it
+        runs); before start()."""
+        self.http_port = port
+        config = json.loads((self.dir / "pebble.json").read_text())
+        config["pebble"]["httpPort"] = port
+        (self.dir / "pebble.json").write_text(json.dumps(config))
+
+    @property
+    def directory(self):
+        return f"https://localhost:{self.port}/dir"
+
+    def start(self):
+        log = open(self.dir / "challtestsrv.log", "ab")
+        self.procs.append(subprocess.Popen(
+            [CHALLTESTSRV, "-dns01", f"127.0.0.1:{self.dns}", "-http01", "", "-https01", "", "-tlsalpn01", "",
+             "-management", f"127.0.0.1:{free_port()}", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""],
+            stdout=log, stderr=log))
+        log = open(self.dir / "pebble.log", "ab")
+        env = {**os.environ, "PEBBLE_VA_NOSLEEP": "1", **self.env}
+        self.procs.append(subprocess.Popen(
+            [PEBBLE, "-config", str(self.dir / "pebble.json"), "-dnsserver", f"127.0.0.1:{self.dns}"],
+            stdout=log, stderr=log, env=env))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("pebble did not start: " + (self.dir / "pebble.log").read_text())
+
+    def root(self):
+        """The PEM of the root Pebble issues under (made at its start)."""
+        context = ssl.create_default_context(cafile=str(self.listener_cert))
+        with urllib.request.urlopen(f"https://127.0.0.1:{self.management}/roots/0", context=context,
+                                    timeout=10) as response:
+            path = self.dir / "root.pem"
+            path.write_bytes(response.read())
+            return path
+
+    def stop(self):
+        for proc in reversed(self.procs):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs = []
+
+
+@pytest.fixture
+def pebbles():
+    started = []
+
+    def make(*args, **kwargs):
+        pebble = Pebble(*args, **kwargs)
+        started.append(pebble)
+        return pebble
+
+    yield make
+    for pebble in started:
+        pebble.stop()
+
+
+def acme_config(pebble_dir, directory, tls_port, storage, **acme):
+    """A catch-all plain site (the top-level listen: HTTP-01 is answered
+    there) and NAME's site on tls_port with acme."""
+    return {
+        "acme": {"directory": directory, "email": "ops@tern.test", "agree_tos": True, "storage": str(storage),
+                 "ca_root": str(Path(pebble_dir) / "listener.pem"), "retry_after": "1s", **acme},
+        "server": [
+            {"names": [NAME], "listen": [f"127.0.0.1:{tls_port} tls"], "tls": {"acme": True}},
+            {"names": [], "default": True},
+        ],
+    }
+
+
+def peer_certificate(port, name=NAME, cafile=None):
+    """The DER of the certificate tern presents for `name`, and whether it
+    verifies against `cafile`."""
+    context = ssl.create_default_context(cafile=str(cafile)) if cafile else ssl._create_unverified_context()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=name) as tls:
+            return tls.getpeercert(binary_form=True)
+
+
+def issuer_of(der):
+    out = subprocess.run(["openssl", "x509", "-inform", "DER", "-noout", "-issuer", "-serial"], input=der,
+                         capture_output=True, check=True)
+    return out.stdout.decode()
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def issued(server):
+    return server.stderr().count("certificate issued")
+
+
+def curl_https(port, root, path="/"):
+    return subprocess.run(["curl", "-sS", "--max-time", "10", "--cacert", str(root), "--resolve",
+                           f"{NAME}:{port}:127.0.0.1", "-o", "/dev/null", "-w", "%{http_code}",
+                           f"https://{NAME}:{port}{path}"], capture_output=True, text=True)
+
+
+def test_a_site_gets_its_certificate_by_http01_after_a_self_signed_stand_in(tern_factory, pebbles, tmp_path):
+    tls_port = free_port()
+    storage = tmp_path / "acme"
+    pebble_dir = tmp_path / "pebble"
+    # The CA is not up yet when tern starts (its port, which the CA
+    # validates on, is known only then): the stand-in is served, the
+    # failure logged and the order tried again.
+    pebble = pebbles(pebble_dir, 0, tls_port)
+    server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, storage))
+    server.wait_for_log("self-signed one is served until it is issued", timeout=30)
+    server.wait_for_log("ordering a certificate failed", timeout=30)
+    stand_in = peer_certificate(tls_port)
+    assert "CN" in issuer_of(stand_in) and NAME in issuer_of(stand_in)
+    # Storage: the directory 0700, the key 0600.
+    assert oct(os.stat(storage).st_mode & 0o777) == "0o700"
+    assert oct(os.stat(storage / "certificates" / NAME / "key.pem").st_mode & 0o777) == "0o600"
+
+    pebble.validate_http_on(server.port)
+    pebble.start()
+    wait_for(lambda: issued(server) >= 1, 60, "the certificate: " + server.stderr()[-3000:])
+    root = pebble.root()
+    # New handshakes get the CA's certificate, which a client that trusts
+    # the CA's root accepts for the name.
+    der = wait_for(lambda: (d := peer_certificate(tls_port)) != stand_in and d, 10, "the new certificate")
+    peer_certificate(tls_port, cafile=root)
+    server.write_file("index.html", b"hello over https\n")
+    result = curl_https(tls_port, root)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "200"
+    assert "Pebble" in issuer_of(der)
+    assert oct(os.stat(storage / "account.key").st_mode & 0o777) == "0o600"
+    # The challenge's token was withdrawn from the storage once validated.
+    assert list((storage / "challenges").iterdir()) == []
+
+    # A restart keeps it: no new order.
+    server.stop()
+    again = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, storage), name="again")
+    time.sleep(2)
+    assert peer_certificate(tls_port, cafile=root) == der
+    assert issued(again) == 0
+    assert "self-signed" not in again.stderr()
+
+
+def test_renewal_is_served_to_new_handshakes_and_open_connections_go_on(tern_factory, pebbles, tmp_path):
+    tls_port = free_port()
+    pebble_dir = tmp_path / "pebble"
+    pebble = pebbles(pebble_dir, 0, tls_port)
+    # Every certificate is past its renewal point at once: renewed at each check.
+    server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, tmp_path / "acme",
+                                      renew_before="100000h", check_interval="3s"))
+    pebble.validate_http_on(server.port)
+    pebble.start()
+    wait_for(lambda: issued(server) >= 1, 60, "the first certificate: " + server.stderr()[-3000:])
+    root = pebble.root()
+    first = wait_for(lambda: (d := peer_certificate(tls_port, cafile=root)) and d, 10, "the first certificate")
+    # A connection made now stays open across the renewal.
+    context = ssl.create_default_context(cafile=str(root))
+    raw = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
+    kept = context.wrap_socket(raw, server_hostname=NAME)
+    wait_for(lambda: issued(server) >= 2, 60, "the renewal: " + server.stderr()[-3000:])
+    second = wait_for(lambda: (d := peer_certificate(tls_port, cafile=root)) != first and d, 10,
+                      "the renewed certificate")
+    assert issuer_of(second) != issuer_of(first)  # another serial
+    kept.sendall(f"GET / HTTP/1.1\r\nHost: {NAME}\r\nConnection: close\r\n\r\n".encode())
+    answer = b""
+    while chunk := kept.recv(65536):
+        answer += chunk
+    kept.close()
+    assert answer.startswith(b"HTTP/1.1 "), answer[:200]
+    assert server.proc.poll() is None
+
+
+def test_nodes_sharing_the_storage_order_once_and_answer_each_others_challenges(tern_factory, pebbles, tmp_path):
+    tls_a, tls_b = free_port(), free_port()
+    storage = tmp_path / "shared"
+    pebble_dir = tmp_path / "pebble"
+    pebble = pebbles(pebble_dir, 0, tls_a)
+    a = tern_factory(acme_config(pebble_dir, pebble.directory, tls_a, storage, check_interval="2s"), name="a")
+    b = tern_factory(acme_config(pebble_dir, pebble.directory, tls_b, storage, check_interval="2s"), name="b")
+    # The CA validates on a's port only: whichever node orders, a answers
+    # (b's tokens are in the storage).
+    pebble.validate_http_on(a.port)
+    pebble.start()
+    wait_for(lambda: issued(a) + issued(b) >= 1, 60, "a certificate: " + a.stderr()[-2000:] + b.stderr()[-2000:])
+    root = pebble.root()
+    der_a = wait_for(lambda: _verified(tls_a, root), 30, "a's certificate")
+    der_b = wait_for(lambda: _verified(tls_b, root), 30, "b's certificate")
+    assert der_a == der_b
+    time.sleep(3)
+    assert issued(a) + issued(b) == 1, a.stderr()[-2000:] + b.stderr()[-2000:]
+
+
+def test_a_node_answers_the_challenge_another_node_asked_for(tern_factory, pebbles, tmp_path):
+    tls_a, tls_b = free_port(), free_port()
+    storage = tmp_path / "shared"
+    pebble_dir = tmp_path / "pebble"
+    pebble = pebbles(pebble_dir, 0, tls_a)
+    # a fails its first order (the CA is not up) and waits an hour; b
+    # orders as soon as the CA is up, and the CA asks a (its port).
+    a = tern_factory(acme_config(pebble_dir, pebble.directory, tls_a, storage, check_interval="2s",
+                                 retry_after="1h"), name="a")
+    a.wait_for_log("ordering a certificate failed", timeout=30)
+    b = tern_factory(acme_config(pebble_dir, pebble.directory, tls_b, storage), name="b")
+    pebble.validate_http_on(a.port)
+    pebble.start()
+    wait_for(lambda: issued(b) >= 1, 60, "b's certificate")
+    root = pebble.root()
+    # a, which ordered nothing, finds it in the storage on its next look.
+    der_a = wait_for(lambda: _verified(tls_a, root), 30, "a's certificate")
+    assert der_a == _verified(tls_b, root)
+    assert issued(a) == 0
+    assert a.stderr().count("ordering a certificate failed") == 1
+
+
+def _verified(port, root):
+    try:
+        return peer_certificate(port, cafile=root)
+    except ssl.SSLError:
+        return None
+
+
+@pytest.mark.parametrize("site, acme, message", [
+    ({"names": ["*.tern.test"]}, {}, "wildcard needs DNS-01"),
+    ({"names": ["~^a+\\.tern\\.test$"]}, {}, "exact names"),
+    ({"names": []}, {}, "needs its names"),
+    ({"names": [NAME]}, {"agree_tos": False}, "agree_tos"),
+    ({"names": [NAME], "tls": {"acme": True, "cert": "c.pem", "key": "k.pem"}}, {}, "not both"),
+])
+def test_acme_configs_that_cannot_work_are_refused_with_file_line_and_key(tmp_path, site, acme, message):
+    tls = site.pop("tls", {"acme": True})
+    config = {"acme": {"agree_tos": True, "storage": str(tmp_path / "acme"), **acme}}
+    lines = [f"listen = [\"127.0.0.1:{free_port()} tls\"]", "[acme]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in config["acme"].items()]
+    lines += ["[[server]]", f"names = {json.dumps(site['names'])}", "[server.tls]"]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in tls.items()]
+    path = tmp_path / "tern.toml"
+    path.write_text("\n".join(lines) + "\n")
+    result = subprocess.run([str(TERN_BIN), "-t", "-c", str(path)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert re.search(r"tern\.toml:\d+", result.stderr), result.stderr
+    assert message in result.stderr, result.stderr
+    assert "acme" in result.stderr
+
+
+def test_acme_in_the_top_level_tls_table_is_refused(tmp_path):
+    path = tmp_path / "tern.toml"
+    path.write_text("[tls]\nacme = true\n")
+    result = subprocess.run([str(TERN_BIN), "-t", "-c", str(path)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "tls.acme" in result.stderr and "per site" in result.stderr
