@@ -5,14 +5,16 @@
 #include <string>
 
 #include "base/log.h"
+#include "server/acme/acme_challenges.h"
 #include "server/chain.h"
 #include "server/server.h"
 
 namespace tern::server {
 
-std::vector<TlsAddress> Server::tls_for(const Config& config, const Chain& chain) const {
+std::vector<TlsAddress> Server::tls_for(const Config& config, const Chain& chain, const AcmeChallenges* acme) const {
   std::vector<std::string> warnings;
-  std::vector<TlsAddress> addresses = tls_settings(config, chain.shared_sites(), ticket_keys_, &warnings);
+  std::vector<TlsAddress> addresses =
+      tls_settings(config, chain.shared_sites(), ticket_keys_, &warnings, acme != nullptr ? acme->alpn() : nullptr);
   for (const std::string& warning : warnings) TERN_LOG_WARN("tls: {}", warning);
   return addresses;
 }

@@ -50,7 +50,8 @@ void check(const Config& config, const TlsConfig& t, const tls::Identity& identi
 
 std::vector<TlsAddress> tls_settings(const Config& config, const std::shared_ptr<const Sites>& sites,
                                      const std::shared_ptr<tls::TicketKeys>& tickets,
-                                     std::vector<std::string>* warnings) {
+                                     std::vector<std::string>* warnings,
+                                     std::shared_ptr<const tls::AlpnChallenges> acme) {
   std::vector<TlsAddress> out;
   std::vector<tls::Identity> checked;
   for (const net::InetAddress& address : tls_addresses(config)) {
@@ -102,6 +103,7 @@ std::vector<TlsAddress> tls_settings(const Config& config, const std::shared_ptr
     settings.session_lifetime = sessions.lifetime;
     settings.handshake_timeout = sessions.handshake_timeout;
     settings.kernel_tls = sessions.kernel_tls;
+    settings.acme = acme;
     out.push_back(std::move(entry));
   }
   return out;

@@ -27,8 +27,10 @@ struct TlsAddress {
 // read throw a ConfigError naming the [tls] or [server.tls] table. What only
 // deserves a warning (an expired certificate) is appended to `warnings`.
 // `tickets` null: no session tickets.
+// `acme`: the TLS-ALPN-01 validations every address answers (null: none).
 std::vector<TlsAddress> tls_settings(const Config& config, const std::shared_ptr<const Sites>& sites,
                                      const std::shared_ptr<tls::TicketKeys>& tickets,
-                                     std::vector<std::string>* warnings);
+                                     std::vector<std::string>* warnings,
+                                     std::shared_ptr<const tls::AlpnChallenges> acme = nullptr);
 
 }  // namespace tern::server

@@ -268,6 +268,14 @@ net::SecureLayer::Status OpenSslLayer::handshake(net::Buffer& to_send) {
   note_peer_certificate();
   counters_->handshakes.fetch_add(1, std::memory_order_relaxed);
   if (SSL_session_reused(ssl_) == 1) counters_->resumed.fetch_add(1, std::memory_order_relaxed);
+  if (SSL_is_server(ssl_) == 1 && application_protocol() == "acme-tls/1") {
+    // An ACME CA's TLS-ALPN-01 validation (RFC 8737): the handshake was
+    // all it wanted. Closed, as the CA closes too.
+    TERN_LOG_DEBUG("TLS: an ACME TLS-ALPN-01 validation for {}", server_name());
+    (void)SSL_shutdown(ssl_);
+    ERR_clear_error();
+    return Status::kFinish;
+  }
   return Status::kOk;
 }
 

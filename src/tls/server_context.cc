@@ -62,6 +62,7 @@ struct ServerContext::Snapshot {
   std::shared_ptr<TicketKeys> tickets;
   std::shared_ptr<Counters> counters;
   std::chrono::milliseconds handshake_timeout{10000};
+  std::shared_ptr<const AlpnChallenges> acme;
 
   Snapshot() = default;
   Snapshot(const Snapshot&) = delete;
@@ -130,26 +131,79 @@ std::string_view host_name(const unsigned char* data, size_t length) {
   return {};
 }
 
+// The ex_data slot that marks a connection answering a TLS-ALPN-01
+// validation (on_client_hello sets it, on_alpn reads it).
+int acme_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// Whether an ALPN list in its wire form (each name after its length)
+// holds `name`; where, in *at.
+bool alpn_offers(const unsigned char* list, size_t length, std::string_view name, const unsigned char** at) {
+  size_t i = 0;
+  while (i < length) {
+    const size_t size = list[i];
+    if (i + 1 + size > length) return false;
+    if (std::string_view(reinterpret_cast<const char*>(list + i + 1), size) == name) {
+      if (at != nullptr) *at = list + i;
+      return true;
+    }
+    i += 1 + size;
+  }
+  return false;
+}
+
+// A CA's TLS-ALPN-01 validation for a name with a pending challenge: the
+// challenge's certificate on the connection, and no site's.
+bool answer_acme(SSL* ssl, const Snapshot* snapshot, std::string_view sent) {
+  const unsigned char* extension = nullptr;
+  size_t length = 0;
+  if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &extension, &length) != 1 ||
+      length < 2 || ((size_t{extension[0]} << 8) | extension[1]) + 2 != length ||
+      !alpn_offers(extension + 2, length - 2, AlpnChallenges::kProtocol, nullptr)) {
+    return false;
+  }
+  std::string name(sent);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!name.empty() && name.back() == '.') name.pop_back();
+  if (!snapshot->acme->use(ssl, name)) return false;
+  SSL_set_ex_data(ssl, acme_index(), const_cast<AlpnChallenges*>(snapshot->acme.get()));
+  SSL_clear_options(ssl, SSL_OP_ENABLE_KTLS);
+  return true;
+}
+
 int on_client_hello(SSL* ssl, int* /*alert*/, void* arg) {
   const auto* snapshot = static_cast<const Snapshot*>(arg);
-  if (!snapshot->select) return SSL_CLIENT_HELLO_SUCCESS;
+  if (!snapshot->select && !snapshot->acme) return SSL_CLIENT_HELLO_SUCCESS;
   const unsigned char* extension = nullptr;
   size_t length = 0;
   if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &extension, &length) != 1) {
     return SSL_CLIENT_HELLO_SUCCESS;
   }
   const std::string_view name = host_name(extension, length);
-  if (!name.empty()) choose_identity(ssl, snapshot, name);
+  if (name.empty()) return SSL_CLIENT_HELLO_SUCCESS;
+  if (snapshot->acme && answer_acme(ssl, snapshot, name)) return SSL_CLIENT_HELLO_SUCCESS;
+  if (snapshot->select) choose_identity(ssl, snapshot, name);
   return SSL_CLIENT_HELLO_SUCCESS;
 }
 
 // The name was seen already (on_client_hello): acknowledged.
 int on_server_name(SSL* /*ssl*/, int* /*alert*/, void* /*arg*/) { return SSL_TLSEXT_ERR_OK; }
 
-// ALPN: the first of ours the client offers; none in common, no ALPN.
-int on_alpn(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_length, const unsigned char* offered,
+// ALPN: the first of ours the client offers; none in common, no ALPN. A
+// TLS-ALPN-01 validation (answer_acme): "acme-tls/1".
+int on_alpn(SSL* ssl, const unsigned char** out, unsigned char* out_length, const unsigned char* offered,
             unsigned int offered_length, void* arg) {
   const auto* snapshot = static_cast<const Snapshot*>(arg);
+  if (SSL_get_ex_data(ssl, acme_index()) != nullptr) {
+    const unsigned char* at = nullptr;
+    if (!alpn_offers(offered, offered_length, AlpnChallenges::kProtocol, &at)) return SSL_TLSEXT_ERR_ALERT_FATAL;
+    *out = at + 1;
+    *out_length = *at;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  if (snapshot->alpn.empty()) return SSL_TLSEXT_ERR_NOACK;
   unsigned char* chosen = nullptr;
   if (SSL_select_next_proto(&chosen, out_length, snapshot->alpn.data(),
                             static_cast<unsigned int>(snapshot->alpn.size()), offered,
@@ -281,7 +335,7 @@ SSL_CTX* make_context(const Identity& identity, const Settings& settings, Snapsh
   }
   SSL_CTX_set_client_hello_cb(ctx, &on_client_hello, snapshot);
   SSL_CTX_set_tlsext_servername_callback(ctx, &on_server_name);
-  if (!snapshot->alpn.empty()) SSL_CTX_set_alpn_select_cb(ctx, &on_alpn, snapshot);
+  if (!snapshot->alpn.empty() || snapshot->acme) SSL_CTX_set_alpn_select_cb(ctx, &on_alpn, snapshot);
   return ctx;
 }
 
@@ -290,6 +344,7 @@ std::shared_ptr<const Snapshot> load(Settings settings, std::shared_ptr<Counters
   if (settings.default_identity >= settings.identities.size()) throw std::runtime_error("no default certificate");
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->alpn = alpn_wire(settings.alpn);
+  snapshot->acme = settings.acme;
   snapshot->demands.reserve(settings.identities.size());
   for (const Identity& identity : settings.identities) make_context(identity, settings, snapshot.get());
   snapshot->identities = settings.identities;
@@ -361,6 +416,64 @@ std::vector<std::string> certificate_warnings(const CertificatePair& pair) {
   }
   X509_free(cert);
   return warnings;
+}
+
+struct AlpnChallenges::Pair {
+  X509* cert = nullptr;
+  EVP_PKEY* key = nullptr;
+  Pair() = default;
+  Pair(const Pair&) = delete;
+  Pair& operator=(const Pair&) = delete;
+  ~Pair() {
+    X509_free(cert);
+    EVP_PKEY_free(key);
+  }
+};
+
+AlpnChallenges::AlpnChallenges() = default;
+AlpnChallenges::~AlpnChallenges() = default;
+
+void AlpnChallenges::add(const std::string& name, std::string_view cert_pem, std::string_view key_pem) {
+  auto pair = std::make_shared<Pair>();
+  BIO* bio = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  pair->cert = bio != nullptr ? PEM_read_bio_X509(bio, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(bio);
+  bio = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  pair->key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(bio);
+  if (pair->cert == nullptr || pair->key == nullptr) {
+    throw std::runtime_error("TLS-ALPN-01 certificate for " + name + ": " + openssl_reason());
+  }
+  std::lock_guard lock(mu_);
+  for (auto& [held, value] : pending_) {
+    if (held == name) {
+      value = std::move(pair);
+      return;
+    }
+  }
+  pending_.emplace_back(name, std::move(pair));
+}
+
+void AlpnChallenges::remove(std::string_view name) {
+  std::lock_guard lock(mu_);
+  std::erase_if(pending_, [&](const auto& entry) { return entry.first == name; });
+}
+
+bool AlpnChallenges::use(SSL* ssl, std::string_view name) const {
+  std::shared_ptr<const Pair> pair;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [held, value] : pending_) {
+      if (held == name) pair = value;
+    }
+  }
+  if (pair == nullptr) return false;
+  SSL_certs_clear(ssl);
+  if (SSL_use_certificate(ssl, pair->cert) != 1 || SSL_use_PrivateKey(ssl, pair->key) != 1) {
+    ERR_clear_error();
+    return false;
+  }
+  return true;
 }
 
 }  // namespace tern::tls

@@ -74,6 +74,32 @@ struct Identity {
   bool operator==(const Identity&) const = default;
 };
 
+// TLS-ALPN-01 (RFC 8737): the certificates that answer an ACME CA's
+// validation connections while an order is pending. A ClientHello that
+// offers the ALPN protocol "acme-tls/1" for a name held here gets that
+// name's certificate (and no other), "acme-tls/1" agreed, and the
+// connection closed once the handshake is over. Thread-safe: set by the
+// thread that orders, read by handshakes on any loop.
+class AlpnChallenges {
+ public:
+  static constexpr std::string_view kProtocol = "acme-tls/1";
+
+  AlpnChallenges();
+  ~AlpnChallenges();
+  // `name` (lower case) answered with the certificate and key (PEM) from
+  // now on. Throws std::runtime_error when they do not parse.
+  void add(const std::string& name, std::string_view cert_pem, std::string_view key_pem);
+  void remove(std::string_view name);
+  // Puts `name`'s certificate and key on `ssl`, in place of any it had;
+  // false when there is none for it.
+  bool use(SSL* ssl, std::string_view name) const;
+
+ private:
+  struct Pair;
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::string, std::shared_ptr<const Pair>>> pending_;  // guarded by mu_
+};
+
 struct Settings {
   std::vector<Identity> identities;  // at least one
   size_t default_identity = 0;
@@ -85,6 +111,8 @@ struct Settings {
   size_t session_cache_entries = 20000;  // 0: no session cache
   std::chrono::seconds session_lifetime{3600};
   std::chrono::milliseconds handshake_timeout{10000};
+  // TLS-ALPN-01 validations answered (null: none).
+  std::shared_ptr<const AlpnChallenges> acme;
   // Connections hand their sending to the kernel (files leave by sendfile)
   // where it has TLS (kernel_tls_available()) and the cipher agreed is one
   // it has.

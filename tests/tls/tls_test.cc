@@ -269,6 +269,52 @@ TEST_F(TlsFixture, ServerNamePicksTheIdentityAndAnUnknownOneGetsTheDefault) {
   EXPECT_EQ(Client(port_, Client::Options()).peer_name(), "a.test");
 }
 
+std::string file_text(const std::string& path) {
+  std::string out;
+  FILE* f = std::fopen(path.c_str(), "r");
+  char chunk[4096];
+  size_t n = 0;
+  while (f != nullptr && (n = std::fread(chunk, 1, sizeof chunk, f)) > 0) out.append(chunk, n);
+  if (f != nullptr) std::fclose(f);
+  return out;
+}
+
+TEST_F(TlsFixture, AnAcmeTlsAlpnValidationGetsTheChallengeCertificateAndIsClosedAfterTheHandshake) {
+  Settings settings = one_identity(make_cert(dir(), "a.test"));
+  settings.alpn = {"h2", "http/1.1"};
+  auto acme = std::make_shared<AlpnChallenges>();
+  settings.acme = acme;
+  start(std::move(settings));
+  const TestCert challenge = make_cert(dir(), "challenge.test");
+  acme->add("a.test", file_text(challenge.cert), file_text(challenge.key));
+  EXPECT_THROW(acme->add("b.test", "not a certificate", "not a key"), std::runtime_error);
+  {
+    Client validator(port_, Client::Options().sni("A.test.").offer("acme-tls/1"));
+    ASSERT_TRUE(validator.connected());
+    EXPECT_EQ(validator.peer_name(), "challenge.test");
+    EXPECT_EQ(validator.alpn(), "acme-tls/1");
+    EXPECT_EQ(validator.read(1), "");  // closed by the server, nothing sent
+  }
+  // Others are served as ever: an ordinary client of the name, and the
+  // protocol for a name without a challenge.
+  Client browser(port_, Client::Options().sni("a.test").offer("http/1.1"));
+  ASSERT_TRUE(browser.connected());
+  EXPECT_EQ(browser.peer_name(), "a.test");
+  EXPECT_EQ(browser.alpn(), "http/1.1");
+  ASSERT_TRUE(browser.write("ping"));
+  EXPECT_EQ(browser.read(4), "ping");
+  Client other(port_, Client::Options().sni("c.test").offer("acme-tls/1"));
+  ASSERT_TRUE(other.connected());
+  EXPECT_EQ(other.peer_name(), "a.test");
+  EXPECT_EQ(other.alpn(), "");
+  // Withdrawn: the site's certificate again.
+  acme->remove("a.test");
+  Client late(port_, Client::Options().sni("a.test").offer("acme-tls/1"));
+  ASSERT_TRUE(late.connected());
+  EXPECT_EQ(late.peer_name(), "a.test");
+  EXPECT_EQ(late.alpn(), "");
+}
+
 TEST_F(TlsFixture, AnEcdsaAndAnRsaPairSitSideBySide) {
   const TestCert ec = make_cert(dir(), "a.test");
   const TestCert rsa = make_cert(dir(), "a.test", /*rsa=*/true);

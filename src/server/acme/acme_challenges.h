@@ -4,6 +4,8 @@
 // challenges/ folder, so that every node sharing the storage answers what
 // one of them asked for. AcmeChallengeHandler answers them first thing,
 // before any location, redirect or dotfile rule of a site (Chain::resolve).
+// TLS-ALPN-01 (RFC 8737): a name's challenge certificate, given to the
+// handshakes of every TLS address (tls::AlpnChallenges), on this node.
 //
 // Published and withdrawn by the AcmeManager's thread, read by the loops:
 // thread-safe.
@@ -18,6 +20,7 @@
 
 #include "server/acme/acme_storage.h"
 #include "server/handler.h"
+#include "tls/server_context.h"
 
 namespace tern::server {
 
@@ -36,8 +39,12 @@ class AcmeChallenges {
   // left in the storage; nullopt when neither has it.
   std::optional<std::string> answer(std::string_view token) const;
 
+  // The TLS-ALPN-01 certificates, for the TLS addresses' settings.
+  const std::shared_ptr<tls::AlpnChallenges>& alpn() const { return alpn_; }
+
  private:
   const AcmeStorage storage_;
+  const std::shared_ptr<tls::AlpnChallenges> alpn_ = std::make_shared<tls::AlpnChallenges>();
   mutable std::mutex mu_;
   std::map<std::string, std::string, std::less<>> tokens_;  // guarded by mu_
 };

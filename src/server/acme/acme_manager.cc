@@ -234,24 +234,39 @@ void AcmeManager::order(Certificate& c) {
   for (const std::string& url : order.authorizations) {
     acme::AcmeClient::Authorization authz = ca.authorization(url);
     if (authz.status == "valid") continue;
+    // The first of ours the CA offers.
     const acme::AcmeClient::Challenge* challenge = nullptr;
     for (const std::string& type : config_.challenges) {
-      if (type == "http-01" && (challenge = authz.challenge(type)) != nullptr) break;
+      if ((challenge = authz.challenge(type)) != nullptr) break;
     }
     if (challenge == nullptr) {
       throw std::runtime_error(authz.name + ": the CA offers none of the challenges tern answers (" +
                                joined(config_.challenges) + ")");
     }
     const std::string token = challenge->token;
-    challenges_->publish(token, key_->key_authorization(token));
+    const std::string key_authorization = key_->key_authorization(token);
+    const bool http = challenge->type == "http-01";
+    if (http) {
+      challenges_->publish(token, key_authorization);
+    } else {
+      const acme::PemPair pair = acme::make_challenge_certificate(authz.name, key_authorization);
+      challenges_->alpn()->add(authz.name, pair.cert, pair.key);
+    }
+    const auto withdraw = [&] {
+      if (http) {
+        challenges_->withdraw(token);
+      } else {
+        challenges_->alpn()->remove(authz.name);
+      }
+    };
     try {
       ca.respond(challenge->url);
       authz = ca.wait_for_authorization(url, std::chrono::steady_clock::now() + kOrderDeadline);
     } catch (...) {
-      challenges_->withdraw(token);
+      withdraw();
       throw;
     }
-    challenges_->withdraw(token);
+    withdraw();
   }
   const acme::SigningRequest request = acme::make_signing_request(c.names);
   order = ca.finalize(order, request.der, std::chrono::steady_clock::now() + kOrderDeadline);
@@ -294,7 +309,13 @@ void AcmeManager::run() {
       for (Certificate& c : certificates_) {
         changed = reread(c) || changed;  // another node's
         if (now < c.retry_at || !due(c, check)) continue;
-        std::optional<AcmeStorage::Lock> lock = storage_.try_lock();
+        std::optional<AcmeStorage::Lock> lock;
+        try {
+          lock = storage_.try_lock();
+        } catch (const std::exception& e) {
+          failed(c, e.what(), std::chrono::seconds(0));
+          continue;
+        }
         if (!lock) {
           TERN_LOG_INFO("acme: {}: another node orders its certificate; waiting for it", joined(c.names));
           c.retry_at = now + look_;

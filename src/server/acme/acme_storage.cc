@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace tern::server {
 namespace {
@@ -122,6 +123,14 @@ std::optional<std::string> AcmeStorage::read_file(const std::string& path) {
 
 AcmeStorage::Lock::~Lock() {
   if (fd_ >= 0) ::close(fd_);  // lets go of the lock
+}
+
+AcmeStorage::Lock& AcmeStorage::Lock::operator=(Lock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
 }
 
 std::optional<AcmeStorage::Lock> AcmeStorage::try_lock() const {

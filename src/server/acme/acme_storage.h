@@ -51,7 +51,7 @@ class AcmeStorage {
    public:
     explicit Lock(int fd) : fd_(fd) {}
     Lock(Lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-    Lock& operator=(Lock&&) = delete;
+    Lock& operator=(Lock&& other) noexcept;
     ~Lock();
 
    private:

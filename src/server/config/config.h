@@ -256,9 +256,10 @@ struct AcmeConfig {
   // its own): the key identifier and the MAC key (base64url) it issued.
   std::string eab_kid;
   std::string eab_hmac_key;
-  // The challenges answered, in the order tried: "http-01" (port 80 of
-  // every name reaches a plain listener of tern).
-  std::vector<std::string> challenges = {"http-01"};
+  // The challenges answered; the first the CA offers is used: "http-01"
+  // (port 80 of every name reaches a plain listener of tern) or
+  // "tls-alpn-01" (port 443 reaches a tls one).
+  std::vector<std::string> challenges = {"http-01", "tls-alpn-01"};
   // How often the certificates are looked at (renewal due, the CA's
   // renewal information), and how long before its end a certificate is
   // renewed (0: when two thirds of its lifetime have passed).

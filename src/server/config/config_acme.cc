@@ -64,12 +64,12 @@ void read_acme(Section& s, int line, Config& c) {
   if (auto challenges = s.get_strings("challenges")) {
     a.challenges.clear();
     for (const auto& [name, node] : *challenges) {
-      if (name != "http-01") {
-        s.fail(*node, "challenges", "\"" + name + "\": tern answers \"http-01\" (not TLS-ALPN-01 or DNS-01)");
+      if (name != "http-01" && name != "tls-alpn-01") {
+        s.fail(*node, "challenges", "\"" + name + "\": expected \"http-01\" or \"tls-alpn-01\" (tern does not do DNS-01)");
       }
       if (std::find(a.challenges.begin(), a.challenges.end(), name) == a.challenges.end()) a.challenges.push_back(name);
     }
-    if (a.challenges.empty()) s.fail(*s.node("challenges"), "challenges", "expected [\"http-01\"]");
+    if (a.challenges.empty()) s.fail(*s.node("challenges"), "challenges", "expected \"http-01\", \"tls-alpn-01\" or both");
   }
   s.get_duration("check_interval", &a.check_interval);
   if (const toml::node* node = s.node("check_interval"); node != nullptr && a.check_interval < std::chrono::seconds(1)) {
