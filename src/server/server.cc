@@ -101,7 +101,12 @@ Server::Server(net::EventLoop* loop, Config config, std::string config_path)
 
 Server::~Server() {
   // Its thread posts to the main loop: joined first.
-  acme_.reset();
+  std::unique_ptr<AcmeManager> acme;
+  {
+    std::lock_guard lock(acme_mu_);
+    acme = std::move(acme_);
+  }
+  acme.reset();
   // Tasks post their answers to the loops: done before the loops stop. A
   // loop that submits from now on is refused (a 503).
   if (tasks_) tasks_->shutdown();
@@ -185,7 +190,7 @@ void Server::start() {
   if (config.tls_sessions.tickets) {
     ticket_keys_ = std::make_shared<tls::TicketKeys>(config.tls_sessions.ticket_key_rotation);
   }
-  apply_tls(tls_for(config, *chain_));
+  apply_tls(tls_for(config, *chain_, acme.get()));
   start_acme(config, std::move(acme));
   // Every request head is resolved by the sites, a handler of the
   // HttpServer's chain (its Router has no routes here).
@@ -305,19 +310,26 @@ std::shared_ptr<AcmeChallenges> Server::acme_challenges_for(const Config& config
 
 void Server::start_acme(const Config& config, std::shared_ptr<AcmeChallenges> challenges) {
   if (challenges == acme_challenges_ && (acme_ != nullptr) == (challenges != nullptr)) return;
-  acme_.reset();  // an order in progress is given up
+  std::unique_ptr<AcmeManager> old;
+  {
+    std::lock_guard lock(acme_mu_);
+    old = std::move(acme_);
+  }
+  old.reset();  // an order in progress is given up
   acme_challenges_ = std::move(challenges);
   if (acme_challenges_ == nullptr) return;
-  acme_ = std::make_unique<AcmeManager>(config, acme_challenges_, [this] {
+  auto manager = std::make_unique<AcmeManager>(config, acme_challenges_, [this] {
     loop_->queue_in_loop([this] { reload_certificates(); });
   });
   // As the user the process becomes (announce_ready); on a reload, now.
-  if (ready_) acme_->start();
+  if (ready_) manager->start();
+  std::lock_guard lock(acme_mu_);
+  acme_ = std::move(manager);
 }
 
 void Server::reload_certificates() {
   try {
-    apply_tls(tls_for(*config_, *chain_));
+    apply_tls(tls_for(*config_, *chain_, acme_challenges_.get()));
   } catch (const std::exception& e) {
     TERN_LOG_ERROR("acme: the new certificates do not load, the running ones stay: {}", e.what());
   }
@@ -351,6 +363,15 @@ void Server::add_server_figures(MetricsSnapshot* snapshot) const {
   c.shed = totals.shed;
   snapshot->bytes_received = totals.bytes_received;
   snapshot->bytes_sent = totals.bytes_sent;
+  {
+    std::lock_guard lock(acme_mu_);
+    if (acme_ != nullptr) {
+      for (AcmeCertificateStatus& c : acme_->status()) {
+        snapshot->certificates.push_back(
+            {std::move(c.names), c.not_after, c.self_signed, std::move(c.last_result), c.last_attempt, c.last_issued});
+      }
+    }
+  }
   const tls::Stats tls = tls_totals();
   snapshot->tls.handshakes = tls.handshakes;
   snapshot->tls.resumed = tls.resumed;
@@ -418,7 +439,7 @@ void Server::reload() {
     if (new_blocks) upstreams = std::make_unique<Upstreams>(fresh, metrics_.get(), caches_.get());
     acme = acme_challenges_for(fresh);
     chain = build_chain(fresh, new_blocks ? upstreams.get() : upstreams_.get(), acme);
-    tls = tls_for(fresh, *chain);
+    tls = tls_for(fresh, *chain, acme.get());
   } catch (const ConfigError& e) {
     TERN_LOG_ERROR("SIGHUP: keeping the running configuration: {}", e.what());
     return;

@@ -117,7 +117,8 @@ class Server {
   // for new handshakes. Main loop thread.
   void reload_certificates();
   // The TLS settings of `config`'s addresses marked "tls"; throws ConfigError.
-  std::vector<TlsAddress> tls_for(const Config& config, const Chain& chain) const;
+  // `acme`: the ACME validations its addresses answer (null: none).
+  std::vector<TlsAddress> tls_for(const Config& config, const Chain& chain, const AcmeChallenges* acme) const;
   // Installs them: contexts for new addresses, updates for known ones.
   void apply_tls(std::vector<TlsAddress> addresses);
   void log_tls_stats();
@@ -176,6 +177,7 @@ class Server {
   // the thread that orders and renews the sites' certificates; null
   // without a site with acme.
   std::shared_ptr<AcmeChallenges> acme_challenges_;
+  mutable std::mutex acme_mu_;  // acme_: replaced on the main thread, read by a scrape
   std::unique_ptr<AcmeManager> acme_;
   // Before http_, so that it outlives the loops that submit to it; its
   // threads are joined first (~Server: shutdown()), while the loops its

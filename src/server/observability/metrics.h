@@ -130,6 +130,16 @@ struct MetricsSnapshot {
     uint64_t memory = 0;
   };
   std::vector<CacheZone> cache_zones;
+  // Each certificate of a site with ACME (AcmeManager's status).
+  struct Certificate {
+    std::vector<std::string> names;
+    int64_t not_after = 0;    // Unix seconds; 0: none readable
+    bool self_signed = true;  // the stand-in, not the CA's yet
+    std::string last_result;  // "issued", "failed: WHY", "" before any order
+    int64_t last_attempt = 0;
+    int64_t last_issued = 0;
+  };
+  std::vector<Certificate> certificates;
   uint64_t responses = 0;  // counted whether enabled or not
   uint64_t file_cache_hits = 0;
   uint64_t file_cache_misses = 0;

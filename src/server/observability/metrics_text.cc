@@ -172,6 +172,38 @@ void prometheus_cache_zones(std::string& out, const MetricsSnapshot& s) {
   }
 }
 
+void prometheus_certificates(std::string& out, const MetricsSnapshot& s) {
+  if (s.certificates.empty()) return;
+  struct Gauge {
+    const char* name;
+    const char* help;
+    int64_t (*value)(const MetricsSnapshot::Certificate&);
+  };
+  static constexpr Gauge kGauges[] = {
+      {"tern_certificate_expiry_seconds", "When a certificate from ACME ends, in Unix seconds.",
+       [](const MetricsSnapshot::Certificate& c) { return c.not_after; }},
+      {"tern_certificate_self_signed", "1 while a site with ACME serves its self-signed stand-in.",
+       [](const MetricsSnapshot::Certificate& c) -> int64_t { return c.self_signed ? 1 : 0; }},
+      {"tern_certificate_renewal_failing", "1 when the last order of a certificate from ACME failed.",
+       [](const MetricsSnapshot::Certificate& c) -> int64_t { return c.last_result.starts_with("failed") ? 1 : 0; }},
+      {"tern_certificate_last_issued_seconds",
+       "When this process last had a certificate issued, in Unix seconds (0: not yet).",
+       [](const MetricsSnapshot::Certificate& c) { return c.last_issued; }},
+  };
+  for (const Gauge& g : kGauges) {
+    family(out, g.name, "gauge", g.help);
+    for (const MetricsSnapshot::Certificate& c : s.certificates) {
+      out += g.name;
+      out += "{names=\"";
+      for (size_t i = 0; i < c.names.size(); ++i) {
+        if (i > 0) out += ',';
+        escape(out, c.names[i]);
+      }
+      fmt::format_to(Out(out), "\"}} {}\n", g.value(c));
+    }
+  }
+}
+
 }  // namespace
 
 std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) {
@@ -188,6 +220,7 @@ std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) 
   prometheus_upstreams(out, s);
   prometheus_limits(out, s);
   prometheus_cache_zones(out, s);
+  prometheus_certificates(out, s);
   family(out, "tern_open_file_cache_hits_total", "counter", "Static file lookups the open-file cache answered.");
   sample(out, "tern_open_file_cache_hits_total", s.file_cache_hits);
   family(out, "tern_open_file_cache_misses_total", "counter", "Static file lookups that went to the file system.");
@@ -265,6 +298,20 @@ std::string status_json(const MetricsSnapshot& s, std::string_view version) {
     escape(out, l.name);
     fmt::format_to(Out(out), "\",\"kind\":\"{}\",\"delayed\":{},\"refused\":{},\"keys\":{}}}", l.kind, l.delayed,
                    l.refused, l.keys);
+  }
+  out += "],\"certificates\":[";
+  for (size_t i = 0; i < s.certificates.size(); ++i) {
+    const MetricsSnapshot::Certificate& c = s.certificates[i];
+    out += i == 0 ? "{\"names\":[" : ",{\"names\":[";
+    for (size_t n = 0; n < c.names.size(); ++n) {
+      out += n == 0 ? "\"" : ",\"";
+      escape(out, c.names[n]);
+      out += '"';
+    }
+    fmt::format_to(Out(out), "],\"not_after\":{},\"self_signed\":{},\"last_result\":\"", c.not_after,
+                   c.self_signed ? "true" : "false");
+    escape(out, c.last_result);
+    fmt::format_to(Out(out), "\",\"last_attempt\":{},\"last_issued\":{}}}", c.last_attempt, c.last_issued);
   }
   fmt::format_to(Out(out),
                  "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{},\"stale\":{},\"revalidated\":{}}}}},"

@@ -119,6 +119,13 @@ footer { padding: 0 1.5rem 1.5rem; font-size: .8rem; }
       <tbody></tbody>
     </table></div>
   </section>
+  <section class="wide" id="certificates-section" hidden>
+    <h2>Certificates</h2>
+    <div class="table"><table id="certificates">
+      <thead><tr><th>State</th><th>Names</th><th>Expires</th><th>Last order</th></tr></thead>
+      <tbody></tbody>
+    </table></div>
+  </section>
   <section class="wide">
     <h2>Requests by location</h2>
     <div class="table"><table id="locations">
@@ -300,6 +307,26 @@ footer { padding: 0 1.5rem 1.5rem; font-size: .8rem; }
     if (!s.upstreams.length) empty(body, 6, 'No upstream or FastCGI servers in the configuration.');
   }
 
+  // The sites with ACME: their certificates, shown when there are some.
+  function renderCertificates(s) {
+    const list = s.certificates || [];
+    $('certificates-section').hidden = !list.length;
+    const body = $('certificates').tBodies[0];
+    body.replaceChildren();
+    for (const c of list) {
+      const row = body.insertRow();
+      const failing = c.last_result.startsWith('failed');
+      const badge = document.createElement('span');
+      badge.className = 'badge ' + (c.self_signed || failing ? 'bad' : 'ok');
+      badge.textContent = c.self_signed ? 'self-signed' : failing ? 'renewal failing' : 'valid';
+      row.insertCell().append(badge);
+      cell(row, c.names.join(', '));
+      cell(row, c.not_after ? new Date(c.not_after * 1000).toISOString().slice(0, 16).replace('T', ' ') + ' UTC'
+                            : DASH);
+      cell(row, c.last_result || DASH, failing ? 'bad' : '');
+    }
+  }
+
   function renderLocations(s, prev, dt) {
     const body = $('locations').tBodies[0];
     body.replaceChildren();
@@ -466,6 +493,7 @@ footer { padding: 0 1.5rem 1.5rem; font-size: .8rem; }
       setConnected(true, '');
       renderFigures(sample, prev, dt);
       renderUpstreams(sample, prev, dt);
+      renderCertificates(sample);
       renderLocations(sample, prev, dt);
       draw();
     } catch (e) {

@@ -120,13 +120,17 @@ def pebbles():
 
 def acme_config(pebble_dir, directory, tls_port, storage, **acme):
     """A catch-all plain site (the top-level listen: HTTP-01 is answered
-    there) and NAME's site on tls_port with acme."""
+    there, and the metrics and status page) and NAME's site on tls_port
+    with acme."""
     return {
         "acme": {"directory": directory, "email": "ops@tern.test", "agree_tos": True, "storage": str(storage),
                  "ca_root": str(Path(pebble_dir) / "listener.pem"), "retry_after": "1s", **acme},
         "server": [
             {"names": [NAME], "listen": [f"127.0.0.1:{tls_port} tls"], "tls": {"acme": True}},
-            {"names": [], "default": True},
+            {"names": [], "default": True, "location": [
+                {"prefix": "/"},
+                {"prefix": "/metrics", "metrics": "prometheus"},
+                {"prefix": "/status", "metrics": "status"}]},
         ],
     }
 
@@ -178,6 +182,9 @@ def test_a_site_gets_its_certificate_by_http01_after_a_self_signed_stand_in(tern
     server.wait_for_log("self-signed one is served until it is issued", timeout=30)
     server.wait_for_log("ordering a certificate failed", timeout=30)
     stand_in = peer_certificate(tls_port)
+    metrics = server.get("/metrics").body.decode()
+    assert f'tern_certificate_self_signed{{names="{NAME}"}} 1' in metrics, metrics
+    assert f'tern_certificate_renewal_failing{{names="{NAME}"}} 1' in metrics
     assert "CN" in issuer_of(stand_in) and NAME in issuer_of(stand_in)
     # Storage: the directory 0700, the key 0600.
     assert oct(os.stat(storage).st_mode & 0o777) == "0o700"
@@ -200,6 +207,18 @@ def test_a_site_gets_its_certificate_by_http01_after_a_self_signed_stand_in(tern
     # The challenge's token was withdrawn from the storage once validated.
     assert list((storage / "challenges").iterdir()) == []
 
+    # The metrics and the status page say what it is.
+    metrics = server.get("/metrics").body.decode()
+    names = f'names="{NAME}"'
+    assert f"tern_certificate_self_signed{{{names}}} 0" in metrics, metrics
+    assert f"tern_certificate_renewal_failing{{{names}}} 0" in metrics
+    expiry = re.search(rf"tern_certificate_expiry_seconds{{{names}}} (\d+)", metrics)
+    assert expiry and int(expiry.group(1)) > time.time() + 86400
+    status = json.loads(server.get("/status?format=json").body)
+    [certificate] = status["certificates"]
+    assert certificate["names"] == [NAME] and certificate["last_result"] == "issued"
+    assert certificate["self_signed"] is False and certificate["not_after"] == int(expiry.group(1))
+
     # A restart keeps it: no new order.
     server.stop()
     again = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, storage), name="again")
@@ -209,10 +228,36 @@ def test_a_site_gets_its_certificate_by_http01_after_a_self_signed_stand_in(tern
     assert "self-signed" not in again.stderr()
 
 
+def test_a_site_gets_its_certificate_by_tls_alpn01(tern_factory, pebbles, tmp_path):
+    tls_port = free_port()
+    pebble_dir = tmp_path / "pebble"
+    # The CA validates on the TLS port only; no plain port of tern's.
+    pebble = pebbles(pebble_dir, free_port(), tls_port).start()
+    server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, tmp_path / "acme",
+                                      challenges=["tls-alpn-01"]))
+    wait_for(lambda: issued(server) >= 1, 60, "the certificate")
+    root = pebble.root()
+    der = wait_for(lambda: _verified(tls_port, root), 10, "the certificate served")
+    assert "Pebble" in issuer_of(der)
+    # Once validated, a client offering acme-tls/1 gets the site's
+    # certificate and no acme-tls/1 (no challenge is pending), and an
+    # ordinary client is served.
+    context = ssl.create_default_context(cafile=str(root))
+    context.set_alpn_protocols(["acme-tls/1"])
+    with socket.create_connection(("127.0.0.1", tls_port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname=NAME) as tls:
+            assert tls.selected_alpn_protocol() is None
+            assert tls.getpeercert(binary_form=True) == der
+    server.write_file("index.html", b"hello\n")
+    result = curl_https(tls_port, root)
+    assert result.returncode == 0 and result.stdout == "200", result
+
+
 def test_renewal_is_served_to_new_handshakes_and_open_connections_go_on(tern_factory, pebbles, tmp_path):
     tls_port = free_port()
     pebble_dir = tmp_path / "pebble"
-    pebble = pebbles(pebble_dir, 0, tls_port)
+    # A CA that refuses a third of the nonces: the client rides over it.
+    pebble = pebbles(pebble_dir, 0, tls_port, env={"PEBBLE_WFE_NONCEREJECT": "30"})
     # Every certificate is past its renewal point at once: renewed at each check.
     server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, tmp_path / "acme",
                                       renew_before="100000h", check_interval="3s"))

@@ -533,7 +533,7 @@ def test_real_prometheus_scrapes_tern(tern_factory, tmp_path):
 # -- the status page and its JSON --
 
 JSON_KEYS = {"version", "start_time", "time", "requests", "locations", "duration", "bytes", "connections", "tls",
-             "upstreams", "limits", "caches", "log"}
+             "upstreams", "limits", "certificates", "caches", "log"}
 
 
 def status_json(srv):
