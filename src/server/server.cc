@@ -366,9 +366,10 @@ void Server::add_server_figures(MetricsSnapshot* snapshot) const {
   {
     std::lock_guard lock(acme_mu_);
     if (acme_ != nullptr) {
-      for (AcmeCertificateStatus& c : acme_->status()) {
+      for (AcmeCertificateStatus& cert : acme_->status()) {
         snapshot->certificates.push_back(
-            {std::move(c.names), c.not_after, c.self_signed, std::move(c.last_result), c.last_attempt, c.last_issued});
+            {std::move(cert.names), cert.not_after, cert.self_signed, std::move(cert.last_result), cert.last_attempt,
+             cert.last_issued});
       }
     }
   }

@@ -301,17 +301,17 @@ std::string status_json(const MetricsSnapshot& s, std::string_view version) {
   }
   out += "],\"certificates\":[";
   for (size_t i = 0; i < s.certificates.size(); ++i) {
-    const MetricsSnapshot::Certificate& c = s.certificates[i];
+    const MetricsSnapshot::Certificate& cert = s.certificates[i];
     out += i == 0 ? "{\"names\":[" : ",{\"names\":[";
-    for (size_t n = 0; n < c.names.size(); ++n) {
+    for (size_t n = 0; n < cert.names.size(); ++n) {
       out += n == 0 ? "\"" : ",\"";
-      escape(out, c.names[n]);
+      escape(out, cert.names[n]);
       out += '"';
     }
-    fmt::format_to(Out(out), "],\"not_after\":{},\"self_signed\":{},\"last_result\":\"", c.not_after,
-                   c.self_signed ? "true" : "false");
-    escape(out, c.last_result);
-    fmt::format_to(Out(out), "\",\"last_attempt\":{},\"last_issued\":{}}}", c.last_attempt, c.last_issued);
+    fmt::format_to(Out(out), "],\"not_after\":{},\"self_signed\":{},\"last_result\":\"", cert.not_after,
+                   cert.self_signed ? "true" : "false");
+    escape(out, cert.last_result);
+    fmt::format_to(Out(out), "\",\"last_attempt\":{},\"last_issued\":{}}}", cert.last_attempt, cert.last_issued);
   }
   fmt::format_to(Out(out),
                  "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{},\"stale\":{},\"revalidated\":{}}}}},"
