@@ -1,11 +1,6 @@
 #include "server/cache_zones.h"
 
-#include <errno.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstring>
 #include <ctime>
 #include <stdexcept>
 #include <system_error>
@@ -15,33 +10,13 @@
 #include "server/process/privileges.h"
 
 namespace tern::server {
-namespace {
 
-// mkdir -p, 0700.
-bool make_dirs(const std::string& path) {
-  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const std::string part = path.substr(0, slash);
-    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return false;
-    if (slash == std::string::npos) return true;
-  }
-}
-
-}  // namespace
-
-CacheZones::CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner, TaskPool* tasks)
+CacheZones::CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner,
+                       const std::string& group, TaskPool* tasks)
     : tasks_(tasks) {
-  std::optional<Identity> identity;
-  if (!owner.empty() && ::geteuid() == 0) {
-    std::string error;
-    identity = resolve_identity(owner, "", &error);
-  }
+  const std::optional<Identity> identity = future_owner(owner, group);
   for (const CacheZoneConfig& c : configs) {
-    if (!make_dirs(c.path)) {
-      throw std::runtime_error("cache " + c.name + ": " + c.path + ": " + std::strerror(errno));
-    }
-    if (identity && ::chown(c.path.c_str(), identity->uid, identity->gid) != 0) {
-      throw std::runtime_error("cache " + c.name + ": chown " + c.path + ": " + std::strerror(errno));
-    }
+    make_private_dirs(c.path, identity, "cache " + c.name);
     cache::ZoneOptions options;
     options.name = c.name;
     options.path = c.path;

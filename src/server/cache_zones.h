@@ -46,11 +46,12 @@ class CacheZones {
   static constexpr size_t kEntryFilesPerLoop = 1024;
   static constexpr std::chrono::seconds kEntryFileIdle{10};
 
-  // Makes the zones' directories (owned by `owner` when the process runs
-  // as root and will become that user; empty: nobody). Throws
+  // Makes the zones' directories (owned by `owner`/`group` when the process
+  // runs as root and will become that user; empty: nobody). Throws
   // std::runtime_error naming a directory that cannot be made. `tasks`
   // (null: none, the loops write) outlives it.
-  CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner, TaskPool* tasks = nullptr);
+  CacheZones(const std::vector<CacheZoneConfig>& configs, const std::string& owner, const std::string& group,
+             TaskPool* tasks = nullptr);
   ~CacheZones();  // stops the manager
   CacheZones(const CacheZones&) = delete;
   CacheZones& operator=(const CacheZones&) = delete;

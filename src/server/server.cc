@@ -178,7 +178,7 @@ void Server::start() {
   // Blocking work (the users app's database and hashes, auth_basic's
   // password checks, the caches' large copies) off the loops.
   tasks_ = std::make_unique<TaskPool>("task", config.task_threads, 4096);
-  caches_ = std::make_unique<CacheZones>(config.caches, config.user, tasks_.get());
+  caches_ = std::make_unique<CacheZones>(config.caches, config.user, config.group, tasks_.get());
   upstreams_ = std::make_unique<Upstreams>(config, metrics_.get(), caches_.get());
   upstreams_->start_health_checks(loop_);
   if (config.auth.enabled) start_users_app(config);

@@ -63,26 +63,18 @@ void AcmeManager::prepare(const Config& config) {
   const std::vector<std::vector<std::string>> all = sites(config);
   if (all.empty()) return;
   const AcmeStorage storage(config.acme.storage);
-  uid_t uid = static_cast<uid_t>(-1);
-  gid_t gid = static_cast<gid_t>(-1);
-  if (!config.user.empty() && ::geteuid() == 0) {
-    std::string error;
-    if (std::optional<Identity> identity = resolve_identity(config.user, config.group, &error)) {
-      uid = identity->uid;
-      gid = identity->gid;
-    }
-  }
-  storage.prepare(uid, gid);
+  const std::optional<Identity> owner = future_owner(config.user, config.group);
+  storage.prepare(owner);
   for (const std::vector<std::string>& names : all) {
     const std::string cert_path = storage.certificate_path(names.front());
     const std::string key_path = storage.key_path(names.front());
     if (AcmeStorage::read_file(cert_path) && AcmeStorage::read_file(key_path)) continue;
     const acme::PemPair pair = acme::make_self_signed(names, kStandInLifetime);
     write_pair(cert_path, key_path, pair.cert, pair.key);
-    if (uid != static_cast<uid_t>(-1)) {
+    if (owner) {
       const std::string dir = cert_path.substr(0, cert_path.rfind('/'));
       for (const std::string& path : {dir, cert_path, key_path}) {
-        if (::chown(path.c_str(), uid, gid) != 0) {
+        if (::chown(path.c_str(), owner->uid, owner->gid) != 0) {
           throw std::runtime_error("acme storage: chown " + path + ": " + std::strerror(errno));
         }
       }

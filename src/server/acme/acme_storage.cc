@@ -16,19 +16,6 @@ namespace {
   throw std::runtime_error("acme storage: " + what + " " + path + ": " + std::strerror(errno));
 }
 
-// mkdir -p, 0700.
-void make_dirs(const std::string& path, uid_t uid, gid_t gid) {
-  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const std::string part = path.substr(0, slash);
-    if (!part.empty() && ::mkdir(part.c_str(), 0700) != 0) {
-      if (errno != EEXIST) fail("mkdir", part);
-    } else if (!part.empty() && uid != static_cast<uid_t>(-1) && ::chown(part.c_str(), uid, gid) != 0) {
-      fail("chown", part);
-    }
-    if (slash == std::string::npos) return;
-  }
-}
-
 bool is_base64url(std::string_view text) {
   if (text.empty() || text.size() > 256) return false;
   for (char c : text) {
@@ -59,15 +46,15 @@ std::string AcmeStorage::challenge_path(std::string_view token) const {
   return root_ + "/challenges/" + std::string(token);
 }
 
-void AcmeStorage::prepare(uid_t uid, gid_t gid) const {
-  make_dirs(root_ + "/certificates", uid, gid);
-  make_dirs(root_ + "/challenges", uid, gid);
+void AcmeStorage::prepare(const std::optional<Identity>& owner) const {
+  make_private_dirs(root_ + "/certificates", owner, "acme storage");
+  make_private_dirs(root_ + "/challenges", owner, "acme storage");
   if (::chmod(root_.c_str(), 0700) != 0) fail("chmod", root_);
 }
 
 void AcmeStorage::write_file(const std::string& path, std::string_view data, mode_t mode) {
   const size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) make_dirs(path.substr(0, slash), static_cast<uid_t>(-1), 0);
+  if (slash != std::string::npos && slash > 0) make_private_dirs(path.substr(0, slash), std::nullopt, "acme storage");
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) fail("open", temp);

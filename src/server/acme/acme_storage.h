@@ -20,6 +20,8 @@
 #include <string>
 #include <string_view>
 
+#include "server/process/privileges.h"
+
 namespace tern::server {
 
 class AcmeStorage {
@@ -33,10 +35,10 @@ class AcmeStorage {
   // Empty for a token that is not base64url (it names no file).
   std::string challenge_path(std::string_view token) const;
 
-  // Creates what does not exist of the directories, 0700, given to
-  // `uid`/`gid` when they are not -1 (the user the process becomes).
-  // Throws std::runtime_error naming the directory that fails.
-  void prepare(uid_t uid = static_cast<uid_t>(-1), gid_t gid = static_cast<gid_t>(-1)) const;
+  // Creates what does not exist of the directories, 0700, given to `owner`
+  // when there is one (the user the process becomes). Throws
+  // std::runtime_error naming the directory that fails.
+  void prepare(const std::optional<Identity>& owner = std::nullopt) const;
 
   // `data` to `path` through a temporary file beside it, synced and renamed
   // over it, with `mode`. Throws std::runtime_error naming the path.

@@ -3,6 +3,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,6 +52,28 @@ std::optional<Identity> resolve_identity(const std::string& user, const std::str
   id.group = gr->gr_name;
   id.gid = gr->gr_gid;
   return id;
+}
+
+std::optional<Identity> future_owner(const std::string& user, const std::string& group) {
+  if (user.empty() || ::geteuid() != 0) return std::nullopt;
+  std::string error;
+  return resolve_identity(user, group, &error);
+}
+
+void make_private_dirs(const std::string& path, const std::optional<Identity>& owner, const std::string& what) {
+  const auto fail = [&](const char* step, const std::string& dir) {
+    throw std::runtime_error(what + ": " + step + " " + dir + ": " + std::strerror(errno));
+  };
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string part = path.substr(0, slash);
+    const bool last = slash == std::string::npos;
+    if (!part.empty()) {
+      const bool made = ::mkdir(part.c_str(), 0700) == 0;
+      if (!made && errno != EEXIST) fail("mkdir", part);
+      if ((made || last) && owner && ::chown(part.c_str(), owner->uid, owner->gid) != 0) fail("chown", part);
+    }
+    if (last) return;
+  }
 }
 
 void forbid_new_privileges(const std::string& user) {

@@ -32,6 +32,17 @@ struct Identity {
 // or nullopt with `*error` saying which name is unknown.
 std::optional<Identity> resolve_identity(const std::string& user, const std::string& group, std::string* error);
 
+// Who the files tern makes before it drops its privileges must belong to:
+// `user`/`group` when the process runs as root with a user to become,
+// nullopt when it stays who it is (then what it makes is its own already).
+// A name this system does not know is nullopt too: drop_privileges reports it.
+std::optional<Identity> future_owner(const std::string& user, const std::string& group);
+
+// mkdir -p, each directory made with mode 0700; those it makes, and `path`
+// itself, are chowned to `owner` when there is one. Throws
+// std::runtime_error naming the directory that failed, after `what`.
+void make_private_dirs(const std::string& path, const std::optional<Identity>& owner, const std::string& what);
+
 // With a `user` to become, as root: sets PR_SET_NO_NEW_PRIVS, which no
 // later execve can undo. Per thread and inherited, so called before any
 // thread starts. Throws std::runtime_error.
