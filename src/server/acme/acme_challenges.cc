@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include "http/error_page.h"
 #include "http/response_writer.h"
 
 namespace tern::server {
@@ -46,15 +45,16 @@ std::string_view token_of(std::string_view path) {
 
 Claim AcmeChallengeHandler::claim(Route& route) {
   const std::string_view token = token_of(route.path);
-  if (token.empty() || !challenges_->answer(token)) return Claim::kPass;
+  if (token.empty()) return Claim::kPass;
+  std::optional<std::string> answer = challenges_->answer(token);
+  if (!answer) return Claim::kPass;
+  route.scratch = std::move(*answer);  // for respond(), looked up once
   return Claim::kRespond;
 }
 
 void AcmeChallengeHandler::respond(const Route& route, http::ResponseWriter& writer) {
-  const std::optional<std::string> answer = challenges_->answer(token_of(route.path));
-  if (!answer) return http::write_error_page(writer, 404);  // withdrawn between the two calls
   writer.start(200).header("Content-Type", "text/plain");
-  writer.body(*answer);
+  writer.body(route.scratch);
 }
 
 }  // namespace tern::server

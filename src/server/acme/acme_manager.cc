@@ -142,23 +142,18 @@ bool AcmeManager::reread(Certificate& c) {
   if (!pem || *pem == c.loaded) return false;
   c.loaded = std::move(*pem);
   try {
-    const acme::CertificateFacts facts = acme::read_certificate(c.loaded);
-    c.status.not_after = facts.not_after;
-    c.status.self_signed = facts.self_signed;
+    c.facts = acme::read_certificate(c.loaded);
   } catch (const std::exception&) {
-    c.status.not_after = 0;
-    c.status.self_signed = true;
+    c.facts.reset();
   }
+  c.status.not_after = c.facts ? c.facts->not_after : 0;
+  c.status.self_signed = c.facts ? c.facts->self_signed : true;
   return true;
 }
 
 bool AcmeManager::due(Certificate& c, bool ask_ca) {
-  acme::CertificateFacts facts;
-  try {
-    facts = acme::read_certificate(c.loaded);
-  } catch (const std::exception&) {
-    return true;  // none, or one that does not parse
-  }
+  if (!c.facts) return true;  // none, or one that does not parse
+  const acme::CertificateFacts& facts = *c.facts;
   if (facts.self_signed) return true;
   std::vector<std::string> have = facts.names;
   std::vector<std::string> want = c.names;
@@ -175,12 +170,18 @@ bool AcmeManager::due(Certificate& c, bool ask_ca) {
   // earlier, for a revocation to come).
   try {
     if (std::optional<acme::AcmeClient::RenewalWindow> window = client().renewal_window(facts.renewal_id)) {
-      if (window->end > window->start) {
+      if (window->start != c.window_start || window->end != c.window_end) {
+        // A moment picked at random in the window, once (nodes and
+        // servers spread over it, as the CA asks).
         static thread_local std::mt19937_64 random{std::random_device{}()};
-        const int64_t at = window->start + static_cast<int64_t>(random() % static_cast<uint64_t>(window->end - window->start));
-        return now >= at;
+        c.window_start = window->start;
+        c.window_end = window->end;
+        c.renew_at = window->start;
+        if (window->end > window->start) {
+          c.renew_at += static_cast<int64_t>(random() % static_cast<uint64_t>(window->end - window->start));
+        }
       }
-      return now >= window->start;
+      return now >= c.renew_at;
     }
   } catch (const acme::Stopped&) {
     throw;
@@ -217,11 +218,7 @@ void AcmeManager::order(Certificate& c) {
   ca.account(contact, config_.agree_tos, config_.eab_kid.empty() ? nullptr : &external);
 
   std::string replaces;
-  try {
-    const acme::CertificateFacts facts = acme::read_certificate(c.loaded);
-    if (!facts.self_signed && !ca.directory().renewal_info.empty()) replaces = facts.renewal_id;
-  } catch (const std::exception&) {
-  }
+  if (c.facts && !c.facts->self_signed && !ca.directory().renewal_info.empty()) replaces = c.facts->renewal_id;
   acme::AcmeClient::Order order = ca.new_order(c.names, replaces);
   for (const std::string& url : order.authorizations) {
     acme::AcmeClient::Authorization authz = ca.authorization(url);
@@ -263,9 +260,10 @@ void AcmeManager::order(Certificate& c) {
   const acme::SigningRequest request = acme::make_signing_request(c.names);
   order = ca.finalize(order, request.der, std::chrono::steady_clock::now() + kOrderDeadline);
   const std::string chain = ca.certificate(order.certificate);
-  const acme::CertificateFacts facts = acme::read_certificate(chain);  // it parses before it is installed
+  acme::CertificateFacts facts = acme::read_certificate(chain);  // it parses before it is installed
   write_pair(c.cert_path, c.key_path, chain, request.key_pem);
   c.loaded = chain;
+  c.facts = facts;
   c.status.not_after = facts.not_after;
   c.status.self_signed = false;
   c.status.last_issued = unix_now();

@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "acme/certificates.h"
 #include "server/acme/acme_challenges.h"
 #include "server/acme/acme_storage.h"
 #include "server/config/config.h"
@@ -85,6 +86,12 @@ class AcmeManager {
     std::string cert_path;
     std::string key_path;
     std::string loaded;  // the chain as last read or written
+    std::optional<acme::CertificateFacts> facts;  // loaded's; nullopt: it does not parse
+    // The CA's last renewal window (RFC 9773) and the moment in it this
+    // node picked, kept while the window stays the same.
+    int64_t window_start = 0;
+    int64_t window_end = 0;
+    int64_t renew_at = 0;
     std::chrono::steady_clock::time_point retry_at{};
     std::chrono::milliseconds backoff{0};
     AcmeCertificateStatus status;
