@@ -127,6 +127,13 @@ ensure_toxiproxy() {
   go_tool toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0 server local
 }
 
+# ensure_pebble: build/tools/pebble, the ACME CA the ACME tests order from,
+# in a release newer than Debian's (2.4): one with renewal information
+# (RFC 9773) that a test can move. Debian's pebble-challtestsrv stays its DNS.
+ensure_pebble() {
+  go_tool pebble github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 pebble local
+}
+
 # ensure_oauth2_proxy: build/tools/oauth2-proxy, a real forward-auth service
 # for test_forward_auth.py (its modules are about 850 MB: scripts/test
 # builds it only when TERN_WITH_OAUTH2_PROXY=1). Needs a Go that fetches

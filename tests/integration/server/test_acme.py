@@ -10,8 +10,10 @@ import re
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -38,7 +40,7 @@ class Pebble:
         self.env = env or {}
         self.port = free_port()
         self.management = free_port()
-        self.dns = free_port()
+        self.dns = _free_udp_and_tcp_port()
         self.procs = []
         cert, key = self.dir / "listener.pem", self.dir / "listener.key"
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
@@ -66,24 +68,49 @@ class Pebble:
         return f"https://localhost:{self.port}/dir"
 
     def start(self):
-        log = open(self.dir / "challtestsrv.log", "ab")
-        self.procs.append(subprocess.Popen(
-            [CHALLTESTSRV, "-dns01", f"127.0.0.1:{self.dns}", "-http01", "", "-https01", "", "-tlsalpn01", "",
-             "-management", f"127.0.0.1:{free_port()}", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""],
-            stdout=log, stderr=log))
+        """Starts the DNS server and the CA; returns once both answer. The
+        DNS server's ports are picked again when another process took one
+        between the pick and the bind (the CA's own port is in tern's
+        config already)."""
+        for _ in range(5):
+            log = open(self.dir / "challtestsrv.log", "ab")
+            dns = subprocess.Popen(
+                [CHALLTESTSRV, "-dns01", f"127.0.0.1:{self.dns}", "-http01", "", "-https01", "", "-tlsalpn01", "",
+                 "-management", f"127.0.0.1:{free_port()}", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""],
+                stdout=log, stderr=log)
+            if _wait(lambda: dns.poll() is not None or _resolves(self.dns, NAME), 10) and dns.poll() is None:
+                self.procs.append(dns)
+                break
+            dns.kill()
+            dns.wait()
+            self.dns = _free_udp_and_tcp_port()
+        else:
+            raise AssertionError("pebble-challtestsrv did not start: " +
+                                 (self.dir / "challtestsrv.log").read_text(errors="replace")[-2000:])
         log = open(self.dir / "pebble.log", "ab")
         env = {**os.environ, "PEBBLE_VA_NOSLEEP": "1", **self.env}
-        self.procs.append(subprocess.Popen(
+        pebble = subprocess.Popen(
             [PEBBLE, "-config", str(self.dir / "pebble.json"), "-dnsserver", f"127.0.0.1:{self.dns}"],
-            stdout=log, stderr=log, env=env))
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+            stdout=log, stderr=log, env=env)
+        self.procs.append(pebble)
+        # The CA's directory, over TLS with its listener's certificate: not
+        # merely something listening on its port.
+        context = ssl.create_default_context(cafile=str(self.listener_cert))
+
+        def answers():
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("pebble did not start: " + (self.dir / "pebble.log").read_text())
+                with urllib.request.urlopen(self.directory, context=context, timeout=2) as response:
+                    return response.status == 200
+            except (OSError, ssl.SSLError):
+                return False
+
+        if not _wait(lambda: pebble.poll() is not None or answers(), 20) or pebble.poll() is not None:
+            raise AssertionError("pebble did not start: " + (self.dir / "pebble.log").read_text(errors="replace"))
+        return self
+
+    def log(self):
+        """The end of Pebble's log, for a failure's message."""
+        return "\npebble: " + (self.dir / "pebble.log").read_text(errors="replace")[-3000:]
 
     def root(self):
         """The PEM of the root Pebble issues under (made at its start)."""
@@ -94,6 +121,24 @@ class Pebble:
             path.write_bytes(response.read())
             return path
 
+    def set_renewal_window(self, certificate_pem, start, end):
+        """Has the CA answer renewal information (RFC 9773) about the
+        certificate with this window (Pebble 2.8 or later); False when
+        this Pebble cannot."""
+        window = {"suggestedWindow": {"start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start)),
+                                      "end": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end))}}
+        body = json.dumps({"Certificate": certificate_pem, "ARIResponse": json.dumps(window)}).encode()
+        context = ssl.create_default_context(cafile=str(self.listener_cert))
+        request = urllib.request.Request(f"https://127.0.0.1:{self.management}/set-renewal-info/", data=body,
+                                         method="POST")
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as response:
+                return response.status == 200
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return False
+            raise
+
     def stop(self):
         for proc in reversed(self.procs):
             proc.terminate()
@@ -102,6 +147,43 @@ class Pebble:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.procs = []
+
+
+def _wait(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _free_udp_and_tcp_port():
+    """A port free for both UDP and TCP on 127.0.0.1 (a DNS server's)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            try:
+                udp.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise AssertionError("no port free for both UDP and TCP")
+
+
+def _resolves(port, name):
+    """Whether the DNS server on 127.0.0.1:port answers an A query for name."""
+    query = struct.pack(">HHHHHH", 0x7e57, 0x0100, 1, 0, 0, 0)
+    query += b"".join(bytes([len(label)]) + label.encode() for label in name.split(".")) + b"\0"
+    query += struct.pack(">HH", 1, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.settimeout(0.5)
+        try:
+            udp.sendto(query, ("127.0.0.1", port))
+            answer = udp.recv(512)
+        except OSError:
+            return False
+    return len(answer) >= 12 and answer[:2] == query[:2] and struct.unpack(">H", answer[6:8])[0] > 0
 
 
 @pytest.fixture
@@ -151,13 +233,16 @@ def issuer_of(der):
 
 
 def wait_for(predicate, timeout, what):
+    """predicate()'s first true value within timeout seconds; `what` names
+    it in the failure, and may be a function called then (for the logs as
+    they stand at the time out)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
+    raise AssertionError("timed out waiting for " + (what() if callable(what) else what))
 
 
 def issued(server):
@@ -192,7 +277,7 @@ def test_a_site_gets_its_certificate_by_http01_after_a_self_signed_stand_in(tern
 
     pebble.validate_http_on(server.port)
     pebble.start()
-    wait_for(lambda: issued(server) >= 1, 60, "the certificate: " + server.stderr()[-3000:])
+    wait_for(lambda: issued(server) >= 1, 60, lambda: "the certificate: " + server.stderr()[-3000:])
     root = pebble.root()
     # New handshakes get the CA's certificate, which a client that trusts
     # the CA's root accepts for the name.
@@ -235,7 +320,7 @@ def test_a_site_gets_its_certificate_by_tls_alpn01(tern_factory, pebbles, tmp_pa
     pebble = pebbles(pebble_dir, free_port(), tls_port).start()
     server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, tmp_path / "acme",
                                       challenges=["tls-alpn-01"]))
-    wait_for(lambda: issued(server) >= 1, 60, "the certificate")
+    wait_for(lambda: issued(server) >= 1, 60, lambda: "the certificate: " + server.stderr()[-3000:] + pebble.log())
     root = pebble.root()
     der = wait_for(lambda: _verified(tls_port, root), 10, "the certificate served")
     assert "Pebble" in issuer_of(der)
@@ -263,14 +348,14 @@ def test_renewal_is_served_to_new_handshakes_and_open_connections_go_on(tern_fac
                                       renew_before="100000h", check_interval="3s"))
     pebble.validate_http_on(server.port)
     pebble.start()
-    wait_for(lambda: issued(server) >= 1, 60, "the first certificate: " + server.stderr()[-3000:])
+    wait_for(lambda: issued(server) >= 1, 60, lambda: "the first certificate: " + server.stderr()[-3000:])
     root = pebble.root()
     first = wait_for(lambda: (d := peer_certificate(tls_port, cafile=root)) and d, 10, "the first certificate")
     # A connection made now stays open across the renewal.
     context = ssl.create_default_context(cafile=str(root))
     raw = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
     kept = context.wrap_socket(raw, server_hostname=NAME)
-    wait_for(lambda: issued(server) >= 2, 60, "the renewal: " + server.stderr()[-3000:])
+    wait_for(lambda: issued(server) >= 2, 60, lambda: "the renewal: " + server.stderr()[-3000:])
     second = wait_for(lambda: (d := peer_certificate(tls_port, cafile=root)) != first and d, 10,
                       "the renewed certificate")
     assert issuer_of(second) != issuer_of(first)  # another serial
@@ -281,6 +366,36 @@ def test_renewal_is_served_to_new_handshakes_and_open_connections_go_on(tern_fac
     kept.close()
     assert answer.startswith(b"HTTP/1.1 "), answer[:200]
     assert server.proc.poll() is None
+
+
+def test_the_cas_renewal_information_brings_the_renewal_forward(tern_factory, pebbles, tmp_path):
+    tls_port = free_port()
+    storage = tmp_path / "acme"
+    pebble_dir = tmp_path / "pebble"
+    pebble = pebbles(pebble_dir, 0, tls_port)
+    server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, storage, check_interval="2s"))
+    pebble.validate_http_on(server.port)
+    pebble.start()
+    wait_for(lambda: issued(server) >= 1, 60, lambda: "the certificate: " + server.stderr()[-3000:] + pebble.log())
+    root = pebble.root()
+    first = wait_for(lambda: _verified(tls_port, root), 10, "the certificate served")
+    # The CA's window for a new certificate is far ahead: checks come and
+    # go with no order.
+    time.sleep(5)
+    assert issued(server) == 1, server.stderr()[-3000:]
+    # The CA moves it into the past (as for a revocation to come): renewed
+    # at the next check, the order naming the certificate it replaces.
+    leaf = (storage / "certificates" / NAME / "certificate.pem").read_text()
+    leaf = leaf[:leaf.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")] + "\n"
+    now = time.time()
+    if not pebble.set_renewal_window(leaf, now - 7200, now - 3600):
+        pytest.skip("this Pebble has no renewal information to set (2.8 or later has; ./scripts/test builds one)")
+    wait_for(lambda: issued(server) >= 2, 30, lambda: "the renewal: " + server.stderr()[-3000:] + pebble.log())
+    second = wait_for(lambda: (d := _verified(tls_port, root)) != first and d, 10, "the renewed certificate")
+    assert issuer_of(second) != issuer_of(first)
+    assert "is a replacement of" in (pebble.dir / "pebble.log").read_text()
+    time.sleep(3)
+    assert issued(server) == 2, server.stderr()[-3000:]
 
 
 def test_nodes_sharing_the_storage_order_once_and_answer_each_others_challenges(tern_factory, pebbles, tmp_path):
@@ -294,7 +409,8 @@ def test_nodes_sharing_the_storage_order_once_and_answer_each_others_challenges(
     # (b's tokens are in the storage).
     pebble.validate_http_on(a.port)
     pebble.start()
-    wait_for(lambda: issued(a) + issued(b) >= 1, 60, "a certificate: " + a.stderr()[-2000:] + b.stderr()[-2000:])
+    wait_for(lambda: issued(a) + issued(b) >= 1, 60,
+             lambda: "a certificate: " + a.stderr()[-3000:] + b.stderr()[-3000:] + pebble.log())
     root = pebble.root()
     der_a = wait_for(lambda: _verified(tls_a, root), 30, "a's certificate")
     der_b = wait_for(lambda: _verified(tls_b, root), 30, "b's certificate")
@@ -316,7 +432,8 @@ def test_a_node_answers_the_challenge_another_node_asked_for(tern_factory, pebbl
     b = tern_factory(acme_config(pebble_dir, pebble.directory, tls_b, storage), name="b")
     pebble.validate_http_on(a.port)
     pebble.start()
-    wait_for(lambda: issued(b) >= 1, 60, "b's certificate")
+    wait_for(lambda: issued(b) >= 1, 60,
+             lambda: "b's certificate: " + a.stderr()[-3000:] + b.stderr()[-3000:] + pebble.log())
     root = pebble.root()
     # a, which ordered nothing, finds it in the storage on its next look.
     der_a = wait_for(lambda: _verified(tls_a, root), 30, "a's certificate")
