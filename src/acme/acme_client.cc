@@ -185,10 +185,14 @@ Response AcmeClient::post(const std::string& url, std::string_view payload, bool
     const std::string body = key_->sign(url, fresh_nonce(), by_key ? std::string_view() : account_url_, payload);
     Response r = https_->send("POST", url, kJose, body);
     if (const std::string_view nonce = r.field("Replay-Nonce"); !nonce.empty()) nonce_ = nonce;
-    // A nonce the CA no longer honours: once more with the one it sent.
-    if (r.status == 400 && attempt < 2) {
+    if (r.status == 400 || r.status == 403) {
       const json problem = json::parse(r.body, nullptr, false);
-      if (problem.is_object() && text(problem, "type") == std::string(kErrorPrefix) + "badNonce") continue;
+      const std::string type = problem.is_object() ? text(problem, "type") : std::string();
+      // A nonce the CA no longer honours: once more with the one it sent.
+      if (type == std::string(kErrorPrefix) + "badNonce" && attempt < 2) continue;
+      // An account the CA no longer has (its database was reset, the
+      // account deactivated): the next account() makes it again.
+      if (type == std::string(kErrorPrefix) + "accountDoesNotExist" && !by_key) account_url_.clear();
     }
     return r;
   }

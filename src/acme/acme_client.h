@@ -92,7 +92,8 @@ class AcmeClient {
   const Directory& directory();
 
   // The account of the key: made with `contact` ("mailto:..."), or the one
-  // the CA already has for it. Its URL, which signs every later request.
+  // the CA already has for it. Its URL, which signs every later request;
+  // asked for again after the CA answered that it has no such account.
   // A CA that needs an external account binding gets it from `external`.
   const std::string& account(const std::vector<std::string>& contact, bool agree_tos,
                              const ExternalAccount* external);

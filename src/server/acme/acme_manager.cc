@@ -219,7 +219,18 @@ void AcmeManager::order(Certificate& c) {
 
   std::string replaces;
   if (c.facts && !c.facts->self_signed && !ca.directory().renewal_info.empty()) replaces = c.facts->renewal_id;
-  acme::AcmeClient::Order order = ca.new_order(c.names, replaces);
+  acme::AcmeClient::Order order;
+  try {
+    order = ca.new_order(c.names, replaces);
+  } catch (const acme::Problem& problem) {
+    // The CA does not take the certificate named as replaced (another CA's,
+    // after `directory` changed; one it no longer knows; one replaced
+    // already): an order of its own, as RFC 9773 has clients do.
+    if (replaces.empty() || problem.status() < 400 || problem.status() >= 500 || problem.status() == 429) throw;
+    TERN_LOG_INFO("acme: {}: the CA refused the order as a replacement ({}); ordering anew", joined(c.names),
+                  describe(problem));
+    order = ca.new_order(c.names, "");
+  }
   for (const std::string& url : order.authorizations) {
     acme::AcmeClient::Authorization authz = ca.authorization(url);
     if (authz.status == "valid") continue;

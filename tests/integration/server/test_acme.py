@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(not PEBBLE or not CHALLTESTSRV,
 class Pebble:
     """Pebble and its DNS, on free ports; HTTP-01 validated on http_port."""
 
-    def __init__(self, workdir, http_port, tls_port, env=None):
+    def __init__(self, workdir, http_port, tls_port, env=None, mac_keys=None):
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.http_port = http_port
@@ -53,7 +53,7 @@ class Pebble:
             "managementListenAddress": f"127.0.0.1:{self.management}",
             "certificate": str(cert), "privateKey": str(key),
             "httpPort": http_port, "tlsPort": tls_port, "ocspResponderURL": "",
-            "externalAccountBindingRequired": False}}))
+            "externalAccountBindingRequired": bool(mac_keys), "externalAccountMACKeys": mac_keys or {}}}))
 
     def validate_http_on(self, port):
         """HTTP-01 is validated on `port` (tern's plain port, known once it
@@ -396,6 +396,48 @@ def test_the_cas_renewal_information_brings_the_renewal_forward(tern_factory, pe
     assert "is a replacement of" in (pebble.dir / "pebble.log").read_text()
     time.sleep(3)
     assert issued(server) == 2, server.stderr()[-3000:]
+
+
+def test_a_ca_that_needs_an_external_account_gets_the_binding_from_the_config(tern_factory, pebbles, tmp_path):
+    tls_port, bare_tls_port = free_port(), free_port()
+    pebble_dir = tmp_path / "pebble"
+    mac_key = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W"
+    pebble = pebbles(pebble_dir, 0, tls_port, mac_keys={"kid-7": mac_key})
+    # With the kid and key the CA issued: an account, and the certificate;
+    # without them, the CA's refusal is logged and the stand-in stays.
+    server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, tmp_path / "acme",
+                                      eab={"kid": "kid-7", "hmac_key": mac_key}))
+    bare = tern_factory(acme_config(pebble_dir, pebble.directory, bare_tls_port, tmp_path / "bare"), name="bare")
+    pebble.validate_http_on(server.port)
+    pebble.start()
+    wait_for(lambda: issued(server) >= 1, 60, lambda: "the certificate: " + server.stderr()[-3000:] + pebble.log())
+    root = pebble.root()
+    wait_for(lambda: _verified(tls_port, root), 10, "the certificate")
+    bare.wait_for_log("externalAccountRequired", timeout=30)
+    assert issued(bare) == 0
+
+
+def test_a_ca_that_forgot_the_account_and_the_certificate_gets_both_anew(tern_factory, pebbles, tmp_path):
+    tls_port = free_port()
+    pebble_dir = tmp_path / "pebble"
+    pebble = pebbles(pebble_dir, 0, tls_port)
+    server = tern_factory(acme_config(pebble_dir, pebble.directory, tls_port, tmp_path / "acme",
+                                      renew_before="100000h", check_interval="2s"))
+    pebble.validate_http_on(server.port)
+    pebble.start()
+    wait_for(lambda: issued(server) >= 1, 60, lambda: "the certificate: " + server.stderr()[-3000:] + pebble.log())
+    # The CA starts again with an empty database and a new root (on the
+    # same address), as after a reset or when `directory` names another
+    # CA: the account tern knows is gone, and the certificate it replaces
+    # is not the CA's. The next renewal makes the account again and orders
+    # without naming what it replaces.
+    pebble.stop()
+    pebble.start()
+    wait_for(lambda: issued(server) >= 2, 60, lambda: "the renewal: " + server.stderr()[-3000:] + pebble.log())
+    root = pebble.root()
+    wait_for(lambda: _verified(tls_port, root), 10, "the certificate of the new CA")
+    assert "accountDoesNotExist" in server.stderr()
+    assert "refused the order as a replacement" in server.stderr()
 
 
 def test_nodes_sharing_the_storage_order_once_and_answer_each_others_challenges(tern_factory, pebbles, tmp_path):
