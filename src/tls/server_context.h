@@ -43,8 +43,8 @@ inline constexpr const char* kIntermediateSuites =
 inline constexpr const char* kIntermediateCurves = "X25519:prime256v1:secp384r1";
 
 struct CertificatePair {
-  std::string cert;  // PEM: the certificate, then its chain
-  std::string key;   // PEM: the private key
+  std::string cert;  // the path of a PEM file: the certificate, then its chain
+  std::string key;   // the path of a PEM file: the private key
   bool operator==(const CertificatePair&) const = default;
 };
 
