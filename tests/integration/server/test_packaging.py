@@ -159,12 +159,7 @@ def test_a_program_builds_out_of_tree_with_find_package(prefix, tmp_path):
     source = tmp_path / "src"
     source.mkdir()
     shutil.copy(REPO_ROOT / "examples" / "hello_http.cc", source)
-    (source / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.25)\n"
-        "project(hello LANGUAGES CXX)\n"
-        "find_package(tern 0.1 REQUIRED)\n"
-        "add_executable(hello_http hello_http.cc)\n"
-        "target_link_libraries(hello_http PRIVATE tern::tern)\n")
+    shutil.copy(REPO_ROOT / "examples" / "standalone" / "CMakeLists.txt", source)  # docs/library.md shows it
     flags = " ".join(sanitizer_flags())
     build = tmp_path / "build"
     run(["cmake", "-S", str(source), "-B", str(build), "-G", "Ninja", f"-DCMAKE_PREFIX_PATH={prefix}",
