@@ -109,6 +109,18 @@ def merge(base, extra):
     return out
 
 
+def wait_until(predicate, timeout=10.0, interval=0.05):
+    """predicate()'s first true value within `timeout` seconds, asking every
+    `interval`; None if there was none."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return None
+
+
 def free_port(host="127.0.0.1"):
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tern_server import TERN_BIN, free_port
+from tern_server import TERN_BIN, free_port, wait_until
 
 PEBBLE = os.environ.get("TERN_PEBBLE") or shutil.which("pebble")
 CHALLTESTSRV = shutil.which("pebble-challtestsrv")
@@ -78,7 +78,7 @@ class Pebble:
                 [CHALLTESTSRV, "-dns01", f"127.0.0.1:{self.dns}", "-http01", "", "-https01", "", "-tlsalpn01", "",
                  "-management", f"127.0.0.1:{free_port()}", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", ""],
                 stdout=log, stderr=log)
-            if _wait(lambda: dns.poll() is not None or _resolves(self.dns, NAME), 10) and dns.poll() is None:
+            if wait_until(lambda: dns.poll() is not None or _resolves(self.dns, NAME), 10) and dns.poll() is None:
                 self.procs.append(dns)
                 break
             dns.kill()
@@ -104,7 +104,7 @@ class Pebble:
             except (OSError, ssl.SSLError):
                 return False
 
-        if not _wait(lambda: pebble.poll() is not None or answers(), 20) or pebble.poll() is not None:
+        if not wait_until(lambda: pebble.poll() is not None or answers(), 20) or pebble.poll() is not None:
             raise AssertionError("pebble did not start: " + (self.dir / "pebble.log").read_text(errors="replace"))
         return self
 
@@ -147,15 +147,6 @@ class Pebble:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.procs = []
-
-
-def _wait(predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _free_udp_and_tcp_port():
@@ -236,13 +227,10 @@ def wait_for(predicate, timeout, what):
     """predicate()'s first true value within timeout seconds; `what` names
     it in the failure, and may be a function called then (for the logs as
     they stand at the time out)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + (what() if callable(what) else what))
+    value = wait_until(predicate, timeout, interval=0.1)
+    if not value:
+        raise AssertionError("timed out waiting for " + (what() if callable(what) else what))
+    return value
 
 
 def issued(server):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from test_load import raise_fd_limit
-from tern_server import REPO_ROOT, TERN_BIN, free_port, scaled, to_toml
+from tern_server import REPO_ROOT, TERN_BIN, free_port, scaled, to_toml, wait_until
 
 NOBODY = "nobody"
 NOGROUP = grp.getgrgid(pwd.getpwnam(NOBODY).pw_gid).gr_name
@@ -28,15 +28,6 @@ NOGROUP = grp.getgrgid(pwd.getpwnam(NOBODY).pw_gid).gr_name
 
 def run_tern(*args, timeout=30):
     return subprocess.run([str(TERN_BIN), *args], capture_output=True, text=True, timeout=timeout)
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def free_low_port():
