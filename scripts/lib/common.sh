@@ -55,12 +55,12 @@ RUN_PACKAGES=(php8.2-fpm)
 # check the logrotate snippet and the man page the packages install;
 # prometheus scrapes tern's metrics in the tests; pebble: the ACME CA the
 # acme tests obtain certificates from; Boost.Asio, libuv and libevent: the
-# peers of bench/library).
+# peers of bench/library; doxygen: the library's API reference).
 TEST_PACKAGES=(libgtest-dev libgmock-dev libnghttp2-dev libbenchmark-dev clang libclang-rt-14-dev
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd
   logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod haproxy dnsmasq pebble
-  libboost-dev libuv1-dev libevent-dev)
+  libboost-dev libuv1-dev libevent-dev doxygen)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them
