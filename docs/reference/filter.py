@@ -17,7 +17,9 @@ import re
 import sys
 
 COMMENT = re.compile(r"^(\s*)//(?!/)( ?)(.*)$")
-TRAILING = re.compile(r"^(\s*[^/\s].*?[;,])(\s+)//(?!/) (.*)$")
+# A member's line with a comment on its end: a declaration (ending in ; or ,)
+# or a definition whose body is on the line.
+TRAILING = re.compile(r"^(\s*[^/\s}].*?(?:[;,]|\{.*\}))(\s+)//(?!/) (.*)$")
 SCOPE = re.compile(r"^\s*(template\s*<.*>\s*)?(class|struct|enum|union|namespace)\b|^\s*extern \"C\"")
 
 
@@ -50,11 +52,14 @@ class Scopes:
 
 def member(line):
     trailing = TRAILING.match(line)
+    if trailing and trailing.group(3).startswith("NOLINT"):
+        return line  # a note to clang-tidy, not documentation
     return f"{trailing.group(1)}{trailing.group(2)}///< {trailing.group(3)}" if trailing else line
 
 
 def convert(lines):
     out = []
+    closers = set()  # lines of `out` that end a group before anything else
     scopes = Scopes()
     i = 0
     while i < len(lines):
@@ -88,14 +93,23 @@ def convert(lines):
         if run.stack or declarations < 2 or not groupable:
             out.extend(comment)
             continue
-        out.append(f"{indent}///@{{")
+        # The group's markers go on lines already there (the one before the
+        # comment, the run's last), so that Doxygen's line numbers are the
+        # file's.
+        if out and not out[-1].strip():
+            out[-1] = "/**@{*/"
+        else:
+            comment[0] = f"{indent}/**@{{*/ {comment[0].lstrip()}"
         out.extend(comment)
         body = Scopes()
         for line in lines[i:end]:
             out.append(line if body.in_code() else member(line))
             body.feed(line)
-        out.append(f"{indent}///@}}")
+        closers.add(len(out))  # on the line after the run
         i = end
+    for k in closers:
+        if k < len(out):
+            out[k] = "/**@}*/" if not out[k].strip() else "/**@}*/ " + out[k]
     return out
 
 
@@ -110,15 +124,22 @@ def headline(lines):
     match = HEADLINE.match(lines[0]) if lines else None
     if not match:
         return lines
-    namespace = next((m.group(1) for m in map(NAMESPACE.match, lines) if m), "")
     names = re.findall(r"([A-Z]\w*)(?:<[\w, ]*>)?(?=[,:])", lines[0].split(":")[0] + ":")
-    declared = [n for n in names if re.search(rf"^\s*(template\s*<.*>\s*)?(class|struct) {n}\b(?!;)",
-                                              "\n".join(lines), re.M)]
-    if len(declared) != 1:
+    found = [(n, k) for n in names for k, line in enumerate(lines)
+             if re.match(rf"^\s*(template\s*<.*>\s*)?(class|struct) {n}\b(?!;)", line)]
+    if len(found) != 1:
         return lines
+    name, at = found[0]
+    # The namespace the class is declared in: the last one opened before it.
+    namespace = next((m.group(1) for m in map(NAMESPACE.match, reversed(lines[:at])) if m), "")
+    declared = [name]
     end = next((k for k, line in enumerate(lines) if not line.startswith("//")), len(lines))
+    if end >= len(lines) or lines[end].strip() != "#pragma once":
+        return lines
     qualified = f"{namespace}::{declared[0]}" if namespace else declared[0]
-    return [f"// \\class {qualified}"] + lines[:end] + lines[end:]
+    # In place of `#pragma once`, which means nothing to Doxygen: the line
+    # numbers stay the file's.
+    return lines[:end] + [f"// \\class {qualified}"] + lines[end + 1:]
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ class BoundedQueue {
   BoundedQueue(const BoundedQueue&) = delete;
   BoundedQueue& operator=(const BoundedQueue&) = delete;
 
+  // Adds `value` at the back; false when the queue is full. Any thread.
   bool try_push(T value) {
     size_t pos = enqueue_pos_.load(std::memory_order_relaxed);
     Cell* cell;
@@ -55,6 +56,7 @@ class BoundedQueue {
     return true;
   }
 
+  // Takes the front into `out`; false when the queue is empty. Any thread.
   bool try_pop(T& out) {
     size_t pos = dequeue_pos_.load(std::memory_order_relaxed);
     Cell* cell;
@@ -75,7 +77,7 @@ class BoundedQueue {
     return true;
   }
 
-  size_t capacity() const { return mask_ + 1; }
+  size_t capacity() const { return mask_ + 1; }  // values it holds at most
 
  private:
   struct Cell {

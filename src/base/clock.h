@@ -1,4 +1,4 @@
-// A clock read once per loop iteration.
+// CachedClock: a clock read once per loop iteration.
 //
 // Each EventLoop owns one CachedClock and updates it after every wait for
 // events, so everything that runs in the same dispatch round (timer deadlines,
@@ -14,16 +14,18 @@ namespace tern {
 
 class CachedClock {
  public:
-  using SteadyTime = std::chrono::steady_clock::time_point;
-  using WallTime = std::chrono::system_clock::time_point;
+  using SteadyTime = std::chrono::steady_clock::time_point;  // for deadlines and durations
+  using WallTime = std::chrono::system_clock::time_point;    // for dates
 
   CachedClock() { update(); }
 
+  // Reads both clocks (the loop calls it after each wait for events).
   void update() {
     steady_ = std::chrono::steady_clock::now();
     wall_ = std::chrono::system_clock::now();
   }
 
+  // The times read at the last update().
   SteadyTime now() const { return steady_; }
   WallTime wall_now() const { return wall_; }
 
@@ -34,6 +36,7 @@ class CachedClock {
     return std::chrono::duration_cast<std::chrono::seconds>(wall_.time_since_epoch()).count();
   }
 
+  // A steady time in the milliseconds of now_ms().
   static uint64_t to_ms(SteadyTime t) {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());

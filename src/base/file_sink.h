@@ -6,7 +6,7 @@
 // retired logger's file is closed rather than left open with it.
 //
 // With max_bytes > 0 the file rotates by size, as spdlog's rotating sink
-// does: name.log -> name.1.log -> ... -> name.<max_files>.log.
+// does: name.log -> name.1.log -> ... -> name.N.log, N up to max_files.
 //
 // Thread-safe: the logger's backend thread writes, the main thread reopens;
 // both under the sink's mutex.
@@ -21,6 +21,8 @@
 
 namespace tern::log {
 
+// An spdlog sink that appends to a file, rotates it by size and opens it
+// again on request (after logrotate moved it).
 class FileSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   // Opens `path` for appending. Throws spdlog::spdlog_ex if it cannot.
@@ -33,9 +35,11 @@ class FileSink final : public spdlog::sinks::base_sink<std::mutex> {
   void reopen(const std::string& path, size_t max_bytes, size_t max_files);
   // Closes the file; records from now on are dropped until a reopen.
   void close();
-  bool is_open();
+  bool is_open();  // whether records are written (not after close())
 
  protected:
+  // spdlog's: writes one record (rotating first when it would pass the
+  // size), and flushes the file.
   void sink_it_(const spdlog::details::log_msg& msg) override;
   void flush_() override;
 

@@ -29,10 +29,12 @@
 
 namespace tern::log {
 
+// How much is logged: a record of a level below the logger's is dropped.
 enum class Level { trace, debug, info, warn, error, critical, off };
 
+// What init() sets up.
 struct Options {
-  Level level = Level::info;
+  Level level = Level::info;  // the lowest level written
   // Empty: stderr. Otherwise a file, rotated when it reaches max_file_bytes,
   // keeping max_files old files (name.1.log, name.2.log, ...).
   std::string file;
@@ -60,7 +62,9 @@ void shutdown();
 // cannot be opened.
 void reopen();
 
+// The lowest level written, from now on; any thread.
 void set_level(Level level);
+// The lowest level written now.
 Level level();
 
 // "trace", "debug", "info", "warn"/"warning", "error", "critical", "off".

@@ -24,21 +24,26 @@
 
 namespace tern {
 
+// A counter one thread adds to and any thread reads.
 class LoopCounter {
  public:
+  // Owner thread only: a relaxed load and store, no read-modify-write.
   void add(uint64_t n = 1) {
     value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
+  // Any thread: the count as of some recent moment.
   uint64_t get() const { return value_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<uint64_t> value_{0};
 };
 
+// A fixed number of T slots, allocated a chunk at a time as slots are first
+// used, that never move once made: any thread may find slot i without a lock.
 template <typename T, size_t kChunk = 64, size_t kChunks = 256>
 class SlotTable {
  public:
-  static constexpr size_t kCapacity = kChunk * kChunks;
+  static constexpr size_t kCapacity = kChunk * kChunks;  // slots at most
 
   SlotTable() = default;
   SlotTable(const SlotTable&) = delete;

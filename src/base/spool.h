@@ -35,6 +35,7 @@ class Spool {
  public:
   Spool() = default;
   ~Spool();
+  // Takes the other's bytes (and file); the other is left empty.
   Spool(Spool&& other) noexcept;
   Spool& operator=(Spool&& other) noexcept;
   Spool(const Spool&) = delete;
@@ -44,10 +45,13 @@ class Spool {
   // appended from now on (call it on an empty spool).
   void configure(size_t memory_limit, std::string_view temp_dir);
 
+  // Adds bytes at the end: to memory up to the limit, then to the file
+  // (made at the first byte past it). Fails when the file cannot be made
+  // or written.
   Result<void> append(std::string_view data);
-  uint64_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  bool in_file() const { return fd_ >= 0; }
+  uint64_t size() const { return size_; }       // bytes held
+  bool empty() const { return size_ == 0; }     // no byte held
+  bool in_file() const { return fd_ >= 0; }     // whether they went to a file
 
   // Up to `max` bytes from `offset` (clamped to the end): a view of the
   // memory, or bytes read from the file into *scratch. Valid until the next

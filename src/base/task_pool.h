@@ -28,8 +28,10 @@ namespace tern {
 
 class TaskPool {
  public:
-  using Task = std::function<void()>;
+  using Task = std::function<void()>;  // one job, run on one of the threads
 
+  // Starts `threads` threads named name-0, name-1, ...; at most
+  // `max_queued` tasks wait for them.
   TaskPool(std::string name, size_t threads, size_t max_queued);
   ~TaskPool();
   TaskPool(const TaskPool&) = delete;

@@ -14,16 +14,18 @@
 
 namespace tern::http::chars {
 
+// The classes, as bits of a byte's entry in kTable.
 enum Class : uint8_t {
-  kTchar = 1,
-  kDigit = 2,
-  kHex = 4,
-  kAlpha = 8,
+  kTchar = 1,  // a token's characters
+  kDigit = 2,  // 0-9
+  kHex = 4,    // 0-9, a-f, A-F
+  kAlpha = 8,  // a-z, A-Z
   kRegName = 16,   // unreserved and sub-delims (no '%', which is an escape)
   kVchar = 32,     // 0x21..0x7e
   kFieldText = 64,  // HTAB, SP, VCHAR, obs-text (0x80..0xff): field values
 };
 
+// Builds kTable (at compile time).
 constexpr std::array<uint8_t, 256> make_table() {
   std::array<uint8_t, 256> t{};
   auto add = [&t](std::string_view bytes, uint8_t cls) {
@@ -41,8 +43,11 @@ constexpr std::array<uint8_t, 256> make_table() {
   return t;
 }
 
+// Each byte's classes.
 inline constexpr std::array<uint8_t, 256> kTable = make_table();
 
+// Whether `c` is of the classes `cls` (a Class, or several or-ed), and the
+// same for each class by name; OWS is SP or HTAB.
 constexpr bool has(char c, uint8_t cls) { return (kTable[static_cast<unsigned char>(c)] & cls) != 0; }
 constexpr bool is_tchar(char c) { return has(c, kTchar); }
 constexpr bool is_digit(char c) { return has(c, kDigit); }
@@ -91,6 +96,7 @@ constexpr int hex_value(char c) {
   return -1;
 }
 
+// `s` without the OWS at either end.
 constexpr std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);

@@ -21,6 +21,7 @@
 
 namespace tern::http {
 
+// A content coding of a response body (RFC 9110 8.4.1).
 enum class Coding { kIdentity, kGzip, kBrotli };
 
 // "gzip", "br", or "" for identity.
@@ -32,9 +33,10 @@ std::string_view coding_name(Coding coding);
 // q-value counts as 0.
 int accepted_q(std::string_view accept_encoding, std::string_view coding);
 
+// Which responses are compressed, and how.
 struct CompressionPolicy {
-  bool gzip = true;
-  bool brotli = true;
+  bool gzip = true;    // whether gzip is offered
+  bool brotli = true;  // whether brotli is offered
   int gzip_level = 5;      // 1..9
   int brotli_quality = 4;  // 0..11; higher is much slower on the fly
   uint64_t min_length = 256;         // smaller bodies are sent as they are
@@ -60,8 +62,10 @@ struct CompressionPolicy {
   Coding choose(std::string_view accept_encoding) const;
 };
 
+// One body's coded stream.
 class Compressor {
  public:
+  // A stream in `coding` (gzip or brotli) at the policy's level.
   Compressor(Coding coding, const CompressionPolicy& policy);
   ~Compressor();
   Compressor(const Compressor&) = delete;

@@ -27,9 +27,10 @@ class TcpConnection;
 
 namespace tern::http {
 
+// Which handler took a request, and how.
 struct Dispatch {
   RequestHandler* handler = nullptr;  // null: none claimed it
-  Claim claim = Claim::kPass;
+  Claim claim = Claim::kPass;         // what the handler's claim() said
 };
 
 // Fills `route` for `request`, which came on `conn`, and asks `handlers`.

@@ -12,8 +12,8 @@ namespace tern::http {
 // A field an error response carries: Allow for a 405, Retry-After for a
 // 429 (no name: none).
 struct ErrorField {
-  std::string_view name;
-  std::string_view value;
+  std::string_view name;   // the field's name; empty: no field
+  std::string_view value;  // its value
 };
 
 // Answers an error status in place of the built-in page.

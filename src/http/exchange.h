@@ -86,10 +86,10 @@ class ExchangeJob {
 // loop's table of exchanges in progress and that slot's generation, so an
 // exchange that ended is never mistaken for a later one.
 struct ExchangeId {
-  net::EventLoop* loop = nullptr;
-  uint32_t slot = 0;
-  uint32_t generation = 0;
-  bool valid() const { return loop != nullptr; }
+  net::EventLoop* loop = nullptr;  // the loop the exchange lives on
+  uint32_t slot = 0;               // its slot in that loop's table
+  uint32_t generation = 0;         // the slot's generation when it began
+  bool valid() const { return loop != nullptr; }  // names an exchange (one that may have ended)
 };
 
 // What carries an exchange: Http1Connection for HTTP/1.x, an HTTP/2 stream
@@ -97,6 +97,7 @@ struct ExchangeId {
 // turns a handler's calls into these.
 class ExchangeTransport {
  public:
+  // The loop the carrier lives on, and the address of its peer.
   virtual net::EventLoop* loop() const = 0;
   virtual const net::InetAddress& peer_address() const = 0;
   // The connection's client: the one its PROXY protocol header named, else
@@ -126,8 +127,10 @@ class ExchangeTransport {
   ~ExchangeTransport() = default;
 };
 
+// One request a handler answers when it can (see the top of this file).
 class Exchange {
  public:
+  // Takes the request body piece by piece; `last` with the final piece.
   using BodyHandler = std::function<void(std::string_view piece, bool last)>;
 
   Exchange() = default;
@@ -154,7 +157,7 @@ class Exchange {
   // a limit of requests in flight.
   void hold_until_end(std::shared_ptr<const void> value) { held_ = std::move(value); }
 
-  const Request& request() const { return *request_; }
+  const Request& request() const { return *request_; }  // the request's head
   // The response (see above for when it closes the connection).
   ResponseWriter& writer();
   // Sends what the writer has queued.
@@ -188,6 +191,7 @@ class Exchange {
   void release_body();
   bool body_complete() const { return body_complete_; }
 
+  // What wait_for_drain() runs; set before calling it.
   void set_drain_handler(std::function<void()> handler) { drain_handler_ = std::move(handler); }
   // Runs the drain handler once, when the client has taken all queued output.
   void wait_for_drain();

@@ -19,6 +19,7 @@
 
 namespace tern::http {
 
+// The field names HTTP code asks about, known by number once parsed.
 enum class FieldId : uint8_t {
   kOther,  // any name not below: compared by its text
   kAccept,

@@ -17,15 +17,17 @@ namespace tern::http {
 
 class FieldBlock {
  public:
+  // Adds one field, or every field of `other`, at the end.
   void add(std::string_view name, std::string_view value);
   void append(const FieldBlock& other);
+  // Holds no field again.
   void clear() {
     text_.clear();
     spans_.clear();
   }
 
-  bool empty() const { return spans_.empty(); }
-  size_t size() const { return spans_.size(); }
+  bool empty() const { return spans_.empty(); }  // holds no field
+  size_t size() const { return spans_.size(); }  // fields held
   // Every field as HTTP/1 writes it.
   std::string_view text() const { return text_; }
   std::string_view name(size_t i) const { return {text_.data() + spans_[i].name_at, spans_[i].name_size}; }

@@ -35,20 +35,20 @@ bool note_content_length(std::string_view value, std::optional<uint64_t>* length
 
 // What the Transfer-Encoding fields of a message say, field by field.
 struct TransferCodings {
-  bool seen = false;
+  bool seen = false;          // a Transfer-Encoding field came
   bool malformed = false;     // an element that is not a transfer-coding
   bool last_chunked = false;  // the final coding so far is chunked
   size_t chunked = 0;         // how many times chunked appears
   size_t others = 0;          // codings other than chunked
-  void note(std::string_view value);
+  void note(std::string_view value);  // takes one field's value into the above
 };
 
 // The Connection options a message carries.
 struct ConnectionOptions {
-  bool close = false;
-  bool keep_alive = false;
-  bool upgrade = false;
-  void note(std::string_view value);
+  bool close = false;       // "close" is among them
+  bool keep_alive = false;  // "keep-alive" is
+  bool upgrade = false;     // "upgrade" is
+  void note(std::string_view value);  // takes one field's value into the above
 };
 
 }  // namespace tern::http::fields

@@ -36,11 +36,12 @@ class InetAddress;
 
 namespace tern::http {
 
+// A handler's answer to claim(): pass, or how it will answer (see above).
 enum class Claim : uint8_t { kPass, kRespond, kRespondWithBody, kExchange, kRedirect };
 
 // What the chain knows of a request, handed from handler to handler.
 struct Route {
-  const Request* request = nullptr;
+  const Request* request = nullptr;  // the request's head
   // The connection's client (the one its PROXY protocol header named,
   // else its peer); the web server's locations have the request's
   // (Request::client_address(), after real_ip) here.
@@ -68,11 +69,16 @@ template <typename RouteT>
 class BasicHandler {
  public:
   virtual ~BasicHandler() = default;
+  // Passes, or claims the request and says how it will answer. It may set
+  // the route's max_body and note.
   virtual Claim claim(RouteT& route) = 0;
+  // For kRespond and kRespondWithBody: the whole response, before returning.
   virtual void respond(const RouteT& /*route*/, ResponseWriter& /*writer*/) {}
+  // For kExchange: takes the request; answers through the exchange, now or later.
   virtual void start(const RouteT& /*route*/, Exchange& /*exchange*/) {}
 };
 
+// The handlers of HttpServer's chain (add_handler).
 using RequestHandler = BasicHandler<Route>;
 
 }  // namespace tern::http

@@ -34,6 +34,7 @@ class HttpConnection {
  public:
   virtual ~HttpConnection() = default;
 
+  // Bytes arrived (TcpConnection's message callback): consume what it can.
   virtual void on_message(net::Buffer& input) = 0;
   // The connection's output queue drained (when asked for).
   virtual void on_write_complete() = 0;
@@ -47,7 +48,7 @@ class HttpConnection {
   // Where the connection stands, as nginx's status counts connections:
   // waiting for a request, reading one (head or body), or answering.
   enum class Phase : uint8_t { kIdle, kReading, kWriting };
-  virtual Phase phase() const = 0;
+  virtual Phase phase() const = 0;  // where it stands now
 
   // Position in the owner's table (HttpServer bookkeeping).
   size_t index() const { return index_; }
@@ -60,7 +61,7 @@ class HttpConnection {
   bool http1() const { return http1_; }
 
  protected:
-  explicit HttpConnection(bool http1) : http1_(http1) {}
+  explicit HttpConnection(bool http1) : http1_(http1) {}  // http1: an Http1Connection
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
@@ -79,8 +80,8 @@ using ProtocolFactory =
 // client opens with to ask for it by prior knowledge on a plain address
 // (HTTP/2's preface).
 struct Protocol {
-  ProtocolFactory make;
-  std::string_view preface;
+  ProtocolFactory make;      // makes a connection of the protocol
+  std::string_view preface;  // what a client opens with to ask for it
 };
 // Picks connections by the address they came in on (their local address).
 using AddressFilter = std::function<bool(const net::InetAddress& local)>;
@@ -88,8 +89,8 @@ inline bool any_address(const net::InetAddress& /*local*/) { return true; }
 
 // What every connection of a loop shares: set up by HttpServer.
 struct HttpShared {
-  const HttpLimits* limits = nullptr;
-  std::string_view server_name;
+  const HttpLimits* limits = nullptr;  // the server's limits (HttpServer::set_limits)
+  std::string_view server_name;        // the Server field's value; empty: none
   // The server's handler chain, asked in order for each complete head.
   const std::vector<RequestHandler*>* handlers = nullptr;
   // After each response (for the access log); may be empty.
@@ -99,7 +100,7 @@ struct HttpShared {
     std::string_view date;     // the Date header value
     std::string_view ok_head;  // status line, Server and Date of a 200
   };
-  std::function<Clock()> clock;
+  std::function<Clock()> clock;  // the loop's Clock of this second
   // Server is shutting down: finish the current request, then close.
   bool draining = false;
   RequestStatePool* states = nullptr;  // HTTP/1's request states

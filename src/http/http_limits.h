@@ -12,9 +12,10 @@
 
 namespace tern::http {
 
+// What a request may be, and how long its parts may take.
 struct HttpLimits {
-  RequestParser::Limits parser;
-  uint64_t max_body_bytes = 1024 * 1024;
+  RequestParser::Limits parser;           // the head's limits (line, fields)
+  uint64_t max_body_bytes = 1024 * 1024;  // a body past this is 413
   // A request body for a Router handler is kept in memory up to this size,
   // beyond it in an unlinked file in temp_dir.
   size_t body_buffer_bytes = 16 * 1024;

@@ -34,16 +34,18 @@
 
 namespace tern::http {
 
+// The TCP options an HTTP server starts from.
 inline net::TcpServerOptions http_tcp_defaults() {
   net::TcpServerOptions tcp;
   tcp.defer_accept = std::chrono::seconds(1);  // HTTP clients speak first
   return tcp;
 }
 
+// What HttpServer is made with.
 struct HttpServerOptions {
-  net::TcpServerOptions tcp = http_tcp_defaults();
-  HttpLimits limits;
-  std::string server_name = "tern";
+  net::TcpServerOptions tcp = http_tcp_defaults();  // loops, threads, accepting
+  HttpLimits limits;                                // what a request may be
+  std::string server_name = "tern";                 // the Server field; empty: none
   // HTTP/2 (http2::http2_protocol()): for connections whose TLS agreed on
   // "h2", and on the plain addresses http2_cleartext accepts for those that
   // begin with HTTP/2's preface (h2c by prior knowledge; any_address: all).
@@ -54,9 +56,12 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
+  // Called after each response (see set_response_callback).
   using ResponseCallback =
       std::function<void(const Request&, const net::TcpConnection&, const ResponseWriter&)>;
 
+  // A server on `address`, or on several (IPv4 and IPv6, several ports),
+  // whose loops are `loop` and the options' I/O threads. Listens at start().
   HttpServer(net::EventLoop* loop, const net::InetAddress& address, HttpServerOptions options = {});
   HttpServer(net::EventLoop* loop, std::vector<net::InetAddress> addresses,
              HttpServerOptions options = {});
@@ -64,6 +69,7 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
+  // The first handler of the chain, and its get() and post() (router.h).
   Router& router() { return router_; }
   void get(std::string path, Handler handler) { router_.get(std::move(path), std::move(handler)); }
   void post(std::string path, Handler handler) { router_.post(std::move(path), std::move(handler)); }
@@ -82,8 +88,11 @@ class HttpServer {
     thread_init_ = std::move(cb);
   }
 
+  // Binds, listens and starts the I/O loops; fails when an address cannot be bound.
   Result<void> start();
+  // The first address, with the port the kernel gave when it was 0.
   const net::InetAddress& listen_address() const { return tcp_.listen_address(); }
+  // The TCP server underneath: TLS (set_secure_context), PROXY protocol, gates.
   net::TcpServer& tcp_server() { return tcp_; }
 
   // New timeouts and limits for requests that start from now on (SIGHUP).
@@ -95,13 +104,14 @@ class HttpServer {
   // count_connection_phases is on (a walk over the loop's connections; off
   // by default). Any thread.
   void count_connection_phases(bool on) { count_phases_.store(on, std::memory_order_relaxed); }
+  // Connections by phase.
   struct ConnectionStates {
-    uint64_t open = 0;
-    uint64_t reading = 0;
-    uint64_t writing = 0;
-    uint64_t idle = 0;
+    uint64_t open = 0;     // connections in all
+    uint64_t reading = 0;  // reading a request
+    uint64_t writing = 0;  // answering one
+    uint64_t idle = 0;     // waiting for the next
   };
-  ConnectionStates connection_states() const;
+  ConnectionStates connection_states() const;  // the counts of the last samples
 
   // Graceful stop: answer what is in progress with "Connection: close", close
   // idle keep-alive connections. Base loop thread.

@@ -18,6 +18,7 @@
 
 namespace tern::http {
 
+// What a Range field asks of a representation, as answered.
 enum class RangeKind : uint8_t {
   kNone,           // no usable Range: absent, another unit, or invalid syntax -> 200
   kSingle,         // exactly one satisfiable range -> 206
@@ -25,8 +26,9 @@ enum class RangeKind : uint8_t {
   kMultiple,       // two or more satisfiable ranges -> 200 (see above)
 };
 
+// A Range field judged against a length.
 struct RangeResult {
-  RangeKind kind = RangeKind::kNone;
+  RangeKind kind = RangeKind::kNone;  // which answer it gets
   uint64_t offset = 0;  // kSingle only
   uint64_t length = 0;  // kSingle only; never 0
 };

@@ -27,6 +27,7 @@
 
 namespace tern::http {
 
+// A request's method (RFC 9110 9).
 enum class Method : uint8_t {
   kGet,
   kHead,
@@ -41,6 +42,7 @@ enum class Method : uint8_t {
   kOther,  // a syntactically valid token we do not know (answered 501)
 };
 
+// "GET", "POST", ...; "" for kOther.
 std::string_view method_name(Method method);
 
 // kHttp2: a stream of an HTTP/2 connection (logs and applications see
@@ -70,6 +72,7 @@ inline Method method_from_token(std::string_view m) {
 // How the request body is delimited (RFC 9112 section 6).
 enum class BodyFraming : uint8_t { kNone, kContentLength, kChunked };
 
+// One field of a request, as received.
 struct Header {
   std::string_view name;   // as sent; compare case-insensitively
   std::string_view value;  // without leading and trailing SP / HTAB
@@ -97,8 +100,8 @@ class Request {
   // with nginx; a browser behind a few proxies sends about a hundred.
   static constexpr size_t kDefaultMaxHeaders = 1000;
 
-  Method method() const { return method_; }
-  std::string_view method_text() const { return method_text_; }
+  Method method() const { return method_; }                      // kOther for one not known
+  std::string_view method_text() const { return method_text_; }  // the method as sent
   // The request-target exactly as sent ("/a%20b?x=1", or in absolute-form
   // "http://a.example/a%20b?x=1"): the request line's, for logs.
   std::string_view target() const { return target_; }
@@ -118,7 +121,7 @@ class Request {
   std::string_view query() const { return query_; }
   Version version() const { return version_; }
 
-  std::span<const Header> headers() const { return {headers_.data(), header_count_}; }
+  std::span<const Header> headers() const { return {headers_.data(), header_count_}; }  // every field, in order
   // The first field with this name (case-insensitive), or "" if absent.
   std::string_view header(std::string_view name) const;
   bool has_header(std::string_view name) const;
@@ -163,7 +166,7 @@ class Request {
   // A head that a transport decoded itself (HTTP/2, from HPACK), for
   // set_head(). Every view must stay valid while the request is used.
   struct DecodedHead {
-    std::string_view method;
+    std::string_view method;     // the :method
     std::string_view scheme;     // may be empty (CONNECT)
     std::string_view authority;  // may be empty: then a Host field names it
     std::string_view path;       // empty for CONNECT, whose target is the authority

@@ -27,9 +27,9 @@ namespace tern::http {
 // left out when empty), and HTTP/1's text of a 200's status line and those
 // two, cached per loop (a stream that writes text may copy it whole).
 struct HeadStart {
-  std::string_view server;
-  std::string_view date;
-  std::string_view http1_ok_head;
+  std::string_view server;         // the Server field's value
+  std::string_view date;           // the Date field's value
+  std::string_view http1_ok_head;  // "HTTP/1.1 200 OK\r\nServer: ...\r\nDate: ...\r\n"
 };
 
 // What keeps a body's bytes valid (a cached file), referred to for the
@@ -38,12 +38,13 @@ struct HeadStart {
 // them at once, pays no reference count for it.
 class BodyOwner {
  public:
-  BodyOwner() = default;
+  BodyOwner() = default;  // no owner: the bytes outlive the response
+  // Refers to `owner`, which must outlive the call the BodyOwner is given to.
   template <class T>
   BodyOwner(const std::shared_ptr<T>& owner)  // NOLINT(google-explicit-constructor): given as the pointer is
       : owner_(owner ? &owner : nullptr), share_(&share_as<T>) {}
 
-  explicit operator bool() const { return owner_ != nullptr; }
+  explicit operator bool() const { return owner_ != nullptr; }  // whether there is an owner
   // A reference of one's own, to keep past the call.
   std::shared_ptr<const void> share() const { return owner_ == nullptr ? nullptr : share_(owner_); }
 
@@ -60,13 +61,14 @@ class BodyOwner {
 // How a response's body is delimited, as the writer knows it when the
 // head ends.
 struct ResponseFraming {
+  // How the body ends.
   enum class Kind : uint8_t {
     kNone,    // no body by its status (1xx, 204, 304)
     kLength,  // exactly `length` bytes (a HEAD response sends none of them)
     kStream,  // a body of unknown length, ended by end()
   };
-  Kind kind = Kind::kLength;
-  uint64_t length = 0;
+  Kind kind = Kind::kLength;  // how the body ends
+  uint64_t length = 0;        // kLength: the body's bytes
   bool head_only = false;  // a HEAD request: the framing is announced, no body is sent
   bool keep_alive = true;  // the connection goes on after this response
 };

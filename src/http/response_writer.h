@@ -49,11 +49,11 @@ class ExchangeTransport;
 // every response, whoever wrote them (an application's X-Powered-By, the
 // Server field).
 struct ExtraFields {
-  FieldBlock always;
-  FieldBlock success;
+  FieldBlock always;                // on every response
+  FieldBlock success;               // on the statuses above
   std::vector<std::string> remove;  // lower case
-  bool empty() const { return always.empty() && success.empty() && remove.empty(); }
-  bool removes(std::string_view name) const;
+  bool empty() const { return always.empty() && success.empty() && remove.empty(); }  // nothing to do
+  bool removes(std::string_view name) const;  // whether `name` (any case) is taken out
 };
 
 class ResponseWriter {
@@ -74,11 +74,14 @@ class ResponseWriter {
     const ExchangeTransport* transport = nullptr;
   };
 
-  explicit ResponseWriter(const Context& context) : ctx_(context) {}
+  explicit ResponseWriter(const Context& context) : ctx_(context) {}  // a response for `context`'s request
   ResponseWriter(const ResponseWriter&) = delete;
   ResponseWriter& operator=(const ResponseWriter&) = delete;
 
+  // Begins the response: its status (the reason phrase is the standard
+  // one when empty), then the fields every response gets (Server, Date).
   ResponseWriter& start(int status, std::string_view reason = {});
+  // One field, after start(); a number is written in decimal.
   ResponseWriter& header(std::string_view name, std::string_view value);
   ResponseWriter& header(std::string_view name, uint64_t value);
   // Fields prepared once, as a cache keeps them (the static handler's
@@ -140,9 +143,9 @@ class ResponseWriter {
   void close_after() { ctx_.keep_alive = false; }
   bool keep_alive() const { return ctx_.keep_alive; }
 
-  bool started() const { return status_ != 0; }
-  bool finished() const { return finished_; }
-  int status() const { return status_; }
+  bool started() const { return status_ != 0; }  // start() was called
+  bool finished() const { return finished_; }    // the response is whole
+  int status() const { return status_; }         // the status started with; 0 before
   uint64_t body_bytes() const { return body_bytes_; }  // for the access log
 
  private:

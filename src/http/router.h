@@ -27,27 +27,32 @@
 
 namespace tern::http {
 
+// A route's handler: answers the request, whole, before it returns.
 using Handler = std::function<void(const Request& request, ResponseWriter& writer)>;
 
 class Router final : public RequestHandler {
  public:
+  // `method` on exactly `path`.
   void route(Method method, std::string path, Handler handler) {
     add(method, std::move(path), false, std::move(handler));
   }
+  // `method` on every path that begins with `path_prefix`.
   void prefix(Method method, std::string path_prefix, Handler handler) {
     add(method, std::move(path_prefix), true, std::move(handler));
   }
+  // route() for GET (which answers HEAD too) and for POST.
   void get(std::string path, Handler handler) { route(Method::kGet, std::move(path), std::move(handler)); }
   void post(std::string path, Handler handler) { route(Method::kPost, std::move(path), std::move(handler)); }
   // Called when nothing matches (a static-file handler, typically).
   void set_fallback(Handler handler) { fallback_ = std::move(handler); }
 
+  // What a method and path find.
   struct Match {
     const Handler* handler = nullptr;  // null: answer `status`
     int status = 404;                  // 404 or 405
     std::string_view allow;            // for 405: "GET, HEAD, POST"
   };
-  Match match(Method method, std::string_view path) const;
+  Match match(Method method, std::string_view path) const;  // any thread
 
   // RequestHandler
   Claim claim(Route& route) override;

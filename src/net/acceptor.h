@@ -32,19 +32,21 @@ class EventLoop;
 
 class Acceptor {
  public:
+  // Takes each accepted socket (non-blocking) and its peer's address.
   using NewConnectionCallback = std::function<void(Socket socket, const InetAddress& peer)>;
-  static constexpr int kAcceptBurst = 64;
+  static constexpr int kAcceptBurst = 64;  // accepts per readiness event at most
 
   // Any thread. A non-blocking socket bound to addr and listening. IPv6
   // sockets are IPv6-only, so [::]:80 and 0.0.0.0:80 can both be listened on.
   static Result<Socket> bind_listen(const InetAddress& addr, bool reuse_port, int backlog);
 
+  // Accepts on `listening_socket` (see bind_listen) on `loop`, once listen() is called.
   Acceptor(EventLoop* loop, Socket listening_socket);
   ~Acceptor();
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
 
-  void set_new_connection_callback(NewConnectionCallback cb) { callback_ = std::move(cb); }
+  void set_new_connection_callback(NewConnectionCallback cb) { callback_ = std::move(cb); }  // before listening
   // Called on this loop when accept() finds the descriptors exhausted;
   // returns how many it closed.
   void set_release_callback(std::function<size_t()> cb) { release_ = std::move(cb); }

@@ -31,9 +31,9 @@ namespace tern::net {
 
 class Buffer {
  public:
-  static constexpr size_t kCheapPrepend = 8;
-  static constexpr size_t kInitialSize = 2048;
-  static constexpr size_t kSpillSize = 64 * 1024;
+  static constexpr size_t kCheapPrepend = 8;      // free bytes kept in front, for prepend()
+  static constexpr size_t kInitialSize = 2048;    // a new buffer's default capacity
+  static constexpr size_t kSpillSize = 64 * 1024;  // read_fd's stack area
   // What one buffer holds at most (its offsets are 32 bits: a buffer is
   // 24 bytes, and a connection has several). Larger bodies go to files.
   static constexpr size_t kMaxCapacity = UINT32_MAX;
@@ -49,12 +49,13 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  size_t readable_bytes() const { return writer_ - reader_; }
-  size_t writable_bytes() const { return capacity_ - writer_; }
-  size_t prependable_bytes() const { return reader_; }
-  size_t capacity() const { return capacity_; }
-  bool empty() const { return reader_ == writer_; }
+  size_t readable_bytes() const { return writer_ - reader_; }  // bytes held, to be read
+  size_t writable_bytes() const { return capacity_ - writer_; }  // free bytes behind them
+  size_t prependable_bytes() const { return reader_; }           // free bytes in front of them
+  size_t capacity() const { return capacity_; }                  // bytes allocated
+  bool empty() const { return reader_ == writer_; }              // nothing to read
 
+  // The readable bytes, in place: valid until the buffer is next changed.
   const char* peek() const { return data_.get() + reader_; }
   std::string_view view() const { return {peek(), readable_bytes()}; }
 
@@ -105,16 +106,16 @@ class Buffer {
   // by pooled connections so that one large transfer does not pin memory.
   void shrink(size_t reserve);
 
-  void swap(Buffer& other) noexcept;
+  void swap(Buffer& other) noexcept;  // exchanges the two buffers' contents and storage
 
   // Memory hand-over for pools (BufferPool): an empty buffer gives up its
   // storage and is left with none; a buffer with none adopts storage.
   struct Storage {
-    std::unique_ptr<char[]> data;
-    size_t capacity = 0;
+    std::unique_ptr<char[]> data;  // the bytes
+    size_t capacity = 0;           // how many
   };
-  Storage release_storage();
-  void adopt_storage(Storage storage);
+  Storage release_storage();            // an empty buffer's storage, given up
+  void adopt_storage(Storage storage);  // storage for a buffer that has none
 
   // Reads from fd into the buffer (see class comment). Returns bytes read, 0
   // on end of stream, -1 with *saved_errno on error. *capacity_offered, if

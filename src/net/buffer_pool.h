@@ -24,7 +24,7 @@ namespace tern::net {
 
 class BufferPool {
  public:
-  static constexpr size_t kFreshCapacity = 4096;
+  static constexpr size_t kFreshCapacity = 4096;  // a buffer made when the pool has none
   // Above a step of output (64 KiB of a file, with its frame headers or
   // TLS records' overhead, and a buffer's prepend room, is a little more).
   static constexpr size_t kMaxPooledCapacity = 128 * 1024;
@@ -43,8 +43,8 @@ class BufferPool {
   // of connections, so that its peak is not kept for good).
   void trim(size_t keep_bytes);
 
-  size_t pooled() const { return free_.size(); }
-  size_t pooled_bytes() const { return bytes_; }
+  size_t pooled() const { return free_.size(); }  // storages kept
+  size_t pooled_bytes() const { return bytes_; }  // their bytes
 
  private:
   std::vector<Buffer::Storage> free_;

@@ -24,11 +24,11 @@ enum class TriggerMode : uint8_t { kLevel, kEdge };
 // Names a connection across threads and across time. A connection object is
 // recycled after close, with a new generation, so an old id finds nothing.
 struct ConnectionId {
-  EventLoop* loop = nullptr;
-  uint32_t slot = UINT32_MAX;
-  uint32_t generation = 0;
-  bool valid() const { return loop != nullptr; }
-  friend bool operator==(const ConnectionId&, const ConnectionId&) = default;
+  EventLoop* loop = nullptr;    // the connection's loop
+  uint32_t slot = UINT32_MAX;   // its slot in the loop's ConnectionTable
+  uint32_t generation = 0;      // the slot's generation while it is this connection
+  bool valid() const { return loop != nullptr; }  // names a connection (one that may have closed)
+  friend bool operator==(const ConnectionId&, const ConnectionId&) = default;  // the same connection
 };
 
 // What a connection calls. One instance is shared by every connection of a

@@ -34,11 +34,11 @@ class EventLoop;
 // bytes have left the socket (a pause in reading lets at most a round's
 // worth arrive after it); an owner that is closing drops them.
 struct ChannelHandler {
-  void (*readable)(void* owner);
-  void (*writable)(void* owner);
-  void (*hangup)(void* owner);
-  void (*error)(void* owner);
-  void (*received)(void* owner, const char* data, ssize_t n) = nullptr;
+  void (*readable)(void* owner);  // the fd can be read
+  void (*writable)(void* owner);  // the fd can be written
+  void (*hangup)(void* owner);    // both sides are closed (EPOLLHUP)
+  void (*error)(void* owner);     // the socket has an error (EPOLLERR)
+  void (*received)(void* owner, const char* data, ssize_t n) = nullptr;  // see above
   // Optional too: the end of a send the owner gave the poller (bytes sent,
   // or -errno).
   void (*sent)(void* owner, ssize_t n) = nullptr;
@@ -46,8 +46,9 @@ struct ChannelHandler {
 
 class Channel {
  public:
-  using Callback = std::function<void()>;
+  using Callback = std::function<void()>;  // what the set_*_callback handlers are
 
+  // Watches `fd` (not owned) on `loop`; nothing until an enable_*() call.
   Channel(EventLoop* loop, int fd);
   ~Channel();
   Channel(const Channel&) = delete;
@@ -72,12 +73,14 @@ class Channel {
   void set_edge_triggered(bool on);
   bool edge_triggered() const { return edge_triggered_; }
 
+  // Interest in readiness, given to the poller at once.
   void enable_reading() { update(events_ | kReadEvents); }
   void disable_reading() { update(events_ & ~kReadEvents); }
   void enable_writing() { update(events_ | kWriteEvents); }
   void disable_writing() { update(events_ & ~kWriteEvents); }
   void enable_all() { update(events_ | kReadEvents | kWriteEvents); }
   void disable_all() { update(0); }
+  // What it is interested in now.
   bool is_reading() const { return (events_ & kReadEvents) != 0; }
   bool is_writing() const { return (events_ & kWriteEvents) != 0; }
   bool is_none_event() const { return events_ == 0; }
@@ -102,16 +105,16 @@ class Channel {
   bool takes_received() const { return handler_ != nullptr && handler_->received != nullptr; }
   bool takes_sent() const { return handler_ != nullptr && handler_->sent != nullptr; }
 
-  int fd() const { return fd_; }
-  EventLoop* owner_loop() const { return loop_; }
+  int fd() const { return fd_; }                   // the fd watched
+  EventLoop* owner_loop() const { return loop_; }  // the loop it belongs to
   // Interest set for the poller, including EPOLLET when edge-triggered.
   uint32_t poller_events() const;
   uint32_t events() const { return events_; }
 
   // Poller bookkeeping: whether and how this channel is registered.
   enum class PollerState : uint8_t { kNew, kAdded, kDetached };
-  PollerState poller_state() const { return poller_state_; }
-  void set_poller_state(PollerState s) { poller_state_ = s; }
+  PollerState poller_state() const { return poller_state_; }    // the poller's
+  void set_poller_state(PollerState s) { poller_state_ = s; }  // the poller's
 
   static constexpr uint32_t kReadEvents = 0x001 | 0x002 | 0x2000;  // IN | PRI | RDHUP
   static constexpr uint32_t kWriteEvents = 0x004;                  // OUT

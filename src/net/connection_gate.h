@@ -20,7 +20,9 @@ class InetAddress;
 class ConnectionGate {
  public:
   virtual ~ConnectionGate() = default;
+  // A connection from `client` asks in: false closes it. Any loop's thread.
   virtual bool enter(const InetAddress& client) = 0;
+  // A connection that entered has closed. Its loop's thread.
   virtual void leave(const InetAddress& client) = 0;
 };
 

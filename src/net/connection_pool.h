@@ -57,15 +57,16 @@ class SecureContext;
 class TcpClient;
 class TcpConnection;
 
+// What a ConnectionPool connects to, and its bounds.
 struct ConnectionPoolOptions {
-  SocketAddress address = InetAddress();
+  SocketAddress address = InetAddress();  // the server (TCP or a Unix socket)
   std::string name = "upstream";  // for log lines
-  static constexpr size_t kNoLimit = SIZE_MAX;
-  size_t max_connections = kNoLimit;
+  static constexpr size_t kNoLimit = SIZE_MAX;  // max_connections without a bound
+  size_t max_connections = kNoLimit;            // open at once, busy or idle
   size_t max_idle = 8;       // connections kept open while nobody uses them
   size_t max_waiting = 256;  // users waiting while max_connections are busy
-  std::chrono::milliseconds connect_timeout{2000};
-  std::chrono::milliseconds queue_timeout{10000};
+  std::chrono::milliseconds connect_timeout{2000};  // a connect not done by then fails
+  std::chrono::milliseconds queue_timeout{10000};   // a user waiting longer fails
   // TLS to the server (a tls::ClientContext): a connection is lent once its
   // handshake is over; one that fails counts as a failed connect.
   std::shared_ptr<SecureContext> secure{};
@@ -102,6 +103,7 @@ class ConnectionPool {
     Slot* slot_ = nullptr;  // the connection it holds, if any (the pool's)
   };
 
+  // A pool on `loop` (connecting only when asked).
   ConnectionPool(EventLoop* loop, ConnectionPoolOptions options);
   ~ConnectionPool();
   ConnectionPool(const ConnectionPool&) = delete;
@@ -125,10 +127,10 @@ class ConnectionPool {
   // exchange on it ended cleanly), else closed.
   void release(User* user, bool reusable);
 
-  const ConnectionPoolOptions& options() const { return options_; }
-  size_t connections() const { return slots_.size(); }
-  size_t idle() const { return idle_.size(); }
-  size_t waiting() const { return waiting_.size(); }
+  const ConnectionPoolOptions& options() const { return options_; }  // as made
+  size_t connections() const { return slots_.size(); }  // open or opening
+  size_t idle() const { return idle_.size(); }          // open and not lent
+  size_t waiting() const { return waiting_.size(); }    // users waiting for one
 
  private:
   struct Waiter {

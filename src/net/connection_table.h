@@ -40,9 +40,9 @@ class TcpConnection;
 
 class ConnectionTable {
  public:
-  static constexpr size_t kMaxPooled = 1024;
+  static constexpr size_t kMaxPooled = 1024;  // closed objects kept for reuse at most
 
-  explicit ConnectionTable(EventLoop* loop);
+  explicit ConnectionTable(EventLoop* loop);  // the table of `loop` (which makes it)
   ~ConnectionTable();
   ConnectionTable(const ConnectionTable&) = delete;
   ConnectionTable& operator=(const ConnectionTable&) = delete;
@@ -66,7 +66,7 @@ class ConnectionTable {
   // close callbacks before returning (owners call this as they are destroyed).
   void close_all(const ConnectionCallbacks* callbacks);
 
-  size_t live() const { return live_; }
+  size_t live() const { return live_; }  // connections open now
 
   // fn runs each time a burst of this loop's connections is over (see
   // above), before the heaps are trimmed: a per-loop cache lets go of what

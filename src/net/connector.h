@@ -25,27 +25,29 @@ namespace tern::net {
 
 class EventLoop;
 
+// How a Connector tries.
 struct ConnectorOptions {
-  std::chrono::milliseconds connect_timeout{5000};
-  std::chrono::milliseconds initial_backoff{100};
-  std::chrono::milliseconds max_backoff{30000};
+  std::chrono::milliseconds connect_timeout{5000};  // an attempt not done by then fails
+  std::chrono::milliseconds initial_backoff{100};   // the first wait before a retry (doubling, jittered)
+  std::chrono::milliseconds max_backoff{30000};     // the longest wait
   bool retry = true;     // retry failed attempts
   int max_attempts = 0;  // give up after this many failed attempts; 0: never
 };
 
 class Connector {
  public:
-  using ConnectedCallback = std::function<void(Socket socket)>;
+  using ConnectedCallback = std::function<void(Socket socket)>;  // takes the connected socket
   // Every failed attempt; will_retry says whether another is scheduled.
   using FailedCallback = std::function<void(const Error& error, bool will_retry)>;
 
+  // Connects to `server` from `loop` when start() is called.
   Connector(EventLoop* loop, const SocketAddress& server, ConnectorOptions options);
   ~Connector();
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
 
-  void set_connected_callback(ConnectedCallback cb) { connected_cb_ = std::move(cb); }
-  void set_failed_callback(FailedCallback cb) { failed_cb_ = std::move(cb); }
+  void set_connected_callback(ConnectedCallback cb) { connected_cb_ = std::move(cb); }  // before start()
+  void set_failed_callback(FailedCallback cb) { failed_cb_ = std::move(cb); }           // before start()
 
   // Starts connecting after `delay` (0: now). Cancels any attempt in progress.
   void start(std::chrono::milliseconds delay = std::chrono::milliseconds(0));

@@ -29,6 +29,7 @@ namespace tern::net {
 
 class EventLoop;
 
+// Where and how a DnsResolver asks.
 struct DnsResolverOptions {
   // "10.0.0.2", "127.0.0.1:5353", "[2001:db8::53]:53"; empty: the
   // system's (/etc/resolv.conf).
@@ -39,13 +40,14 @@ struct DnsResolverOptions {
 
 class DnsResolver {
  public:
+  // What a name resolved to, or why it did not.
   struct Answer {
     std::vector<InetAddress> addresses;  // IPv4 and IPv6, sorted, without duplicates
     std::chrono::seconds ttl{0};          // the smallest of the records'
     std::string error;                   // empty when the name resolved
-    bool ok() const { return error.empty(); }
+    bool ok() const { return error.empty(); }  // the name resolved
   };
-  using Callback = std::function<void(Answer)>;
+  using Callback = std::function<void(Answer)>;  // takes the answer, on the resolver's loop
 
   // Fails when c-ares cannot start, or a server is not an address.
   static Result<std::unique_ptr<DnsResolver>> make(EventLoop* loop, DnsResolverOptions options = {});
@@ -53,6 +55,8 @@ class DnsResolver {
   DnsResolver(const DnsResolver&) = delete;
   DnsResolver& operator=(const DnsResolver&) = delete;
 
+  // Looks `name` up (A and AAAA); `done` gets the addresses with `port`.
+  // Loop thread only.
   void resolve(const std::string& name, uint16_t port, Callback done);
 
  private:

@@ -54,8 +54,8 @@ struct LoopLoad {
 
 class EventLoop {
  public:
-  using Functor = std::function<void()>;
-  using Millis = std::chrono::milliseconds;
+  using Functor = std::function<void()>;      // work to run on the loop
+  using Millis = std::chrono::milliseconds;  // the unit of timer delays
 
   // io: the kernel interface to wait with (net/poller.h); io_uring falls
   // back to epoll where the kernel refuses it.
@@ -107,6 +107,8 @@ class EventLoop {
   uint64_t add_wake_hook(Functor hook);
   void remove_wake_hook(uint64_t id);
 
+  // Whether the caller is the loop's thread, and an abort (naming both
+  // threads) where it is not.
   bool is_in_loop_thread() const { return current() == this; }
   void assert_in_loop_thread() const {
     if (!is_in_loop_thread()) abort_not_in_loop_thread();

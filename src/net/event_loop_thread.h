@@ -24,7 +24,7 @@ class EventLoop;
 
 class EventLoopThread {
  public:
-  using InitCallback = std::function<void(EventLoop*)>;
+  using InitCallback = std::function<void(EventLoop*)>;  // runs on the thread before its loop does
 
   // cpu < 0: no pinning. io: the loop's backend (net/poller.h).
   explicit EventLoopThread(std::string name, int cpu = -1, InitCallback init = {},
@@ -33,7 +33,7 @@ class EventLoopThread {
   EventLoopThread(const EventLoopThread&) = delete;
   EventLoopThread& operator=(const EventLoopThread&) = delete;
 
-  EventLoop* start();
+  EventLoop* start();  // starts the thread; returns its loop once it runs
 
  private:
   void thread_main();

@@ -24,8 +24,8 @@ class EventLoopThread;
 
 class EventLoopThreadPool {
  public:
-  using InitCallback = std::function<void(EventLoop*)>;
-  static constexpr uint64_t kBytesPerConnection = 256 * 1024;
+  using InitCallback = std::function<void(EventLoop*)>;  // runs on each loop's thread first
+  static constexpr uint64_t kBytesPerConnection = 256 * 1024;  // the least-loaded policy's weight of a connection, in bytes
 
   // cpus: CPU for loop i is cpus[i % size]; empty for no pinning.
   EventLoopThreadPool(EventLoop* base_loop, std::string name, int threads,

@@ -16,11 +16,11 @@ namespace tern::net {
 // closed, so the fd or mapping stays valid that long; an open-file cache
 // hands out its entry here.
 struct FileRegion {
-  int fd = -1;
+  int fd = -1;                             // the file (not owned)
   off_t offset = 0;      // into the file, or into `memory`
-  size_t length = 0;
-  const char* memory = nullptr;
-  std::shared_ptr<const void> keep_alive;
+  size_t length = 0;                       // bytes to send
+  const char* memory = nullptr;            // the file mapped, when set
+  std::shared_ptr<const void> keep_alive;  // held while the region is sent
 };
 
 // Maps the region's bytes read-only and points it at the mapping (which it

@@ -12,6 +12,7 @@
 
 namespace tern::net {
 
+// An IPv4 or IPv6 address and a port, held as the sockaddr the kernel takes.
 class InetAddress {
  public:
   // 0.0.0.0:port (or 127.0.0.1 with loopback_only); [::]:port / [::1] with ipv6.
@@ -26,10 +27,10 @@ class InetAddress {
   // Builds from what accept()/getpeername() filled in.
   static InetAddress from_sockaddr(const sockaddr_storage& storage);
 
-  sa_family_t family() const { return addr4_.sin_family; }
-  bool is_ipv6() const { return family() == AF_INET6; }
-  uint16_t port() const;
-  void set_port(uint16_t port);
+  sa_family_t family() const { return addr4_.sin_family; }  // AF_INET or AF_INET6
+  bool is_ipv6() const { return family() == AF_INET6; }    // an IPv6 address
+  uint16_t port() const;                                    // in host byte order
+  void set_port(uint16_t port);                             // in host byte order
 
   std::string to_ip() const;       // "127.0.0.1", "::1"
   // The same into `out` (room for INET6_ADDRSTRLEN), without allocating;
@@ -37,12 +38,13 @@ class InetAddress {
   size_t to_ip(char* out) const;
   std::string to_ip_port() const;  // "127.0.0.1:80", "[::1]:80"
 
+  // The sockaddr and its length, for bind(), connect() and sendto().
   const sockaddr* sockaddr_ptr() const { return reinterpret_cast<const sockaddr*>(&addr6_); }
   socklen_t socklen() const {
     return is_ipv6() ? static_cast<socklen_t>(sizeof addr6_) : static_cast<socklen_t>(sizeof addr4_);
   }
 
-  // 127.0.0.0/8, ::1, or ::ffff:127.0.0.0/104.
+  // 127.0.0.0/8, the IPv6 loopback, or an IPv4-mapped address in 127.0.0.0/8.
   bool is_loopback() const;
   // 0.0.0.0 or :: (a listener's "every address").
   bool is_any() const;
@@ -55,7 +57,7 @@ class InetAddress {
   // IPv4-mapped IPv6 form are the same).
   bool same_ip(const InetAddress& other) const;
 
-  friend bool operator==(const InetAddress& a, const InetAddress& b);
+  friend bool operator==(const InetAddress& a, const InetAddress& b);  // the same family, address and port
 
  private:
   union {

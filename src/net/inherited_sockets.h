@@ -35,8 +35,8 @@ class InheritedSockets {
   // Closes the sockets nobody took, and returns their addresses.
   std::vector<InetAddress> close_rest();
 
-  size_t size() const { return sockets_.size(); }
-  size_t ignored() const { return ignored_; }
+  size_t size() const { return sockets_.size(); }  // sockets not taken yet
+  size_t ignored() const { return ignored_; }      // descriptors passed that were not listening TCP sockets
 
  private:
   std::vector<std::pair<InetAddress, Socket>> sockets_;

@@ -17,6 +17,7 @@ namespace tern::net {
 class Buffer;
 class Channel;
 
+// What a poll() found for one channel.
 struct ReadyEvent {
   // Besides poll bits, revents may be one of two completions (io_uring):
   // kReceived: bytes the kernel has already read from the socket, `result`
@@ -37,6 +38,7 @@ struct ReadyEvent {
 // epoll (said once: a warning when io_uring was asked for by name).
 enum class IoBackend : uint8_t { kDefault, kEpoll, kIoUring };
 
+// "epoll", "io_uring" ("default" for kDefault), and back (nullopt for another name).
 std::string_view to_string(IoBackend backend);
 std::optional<IoBackend> parse_io_backend(std::string_view name);
 // Process-wide choice for loops created with kDefault. Call before loops start.

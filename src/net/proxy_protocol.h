@@ -35,6 +35,7 @@ constexpr size_t kMaxProxyHeaderV1 = 107;
 // well under a kilobyte, a client certificate's names included).
 constexpr size_t kMaxProxyHeader = 4096;
 
+// What a PROXY protocol header says of the client.
 struct ProxyHeader {
   // The sender's own connection (version 2's LOCAL command, a health
   // check) or a family it could not name (version 1's UNKNOWN, version 2's
@@ -45,15 +46,19 @@ struct ProxyHeader {
   int version = 0;          // 1 or 2
 };
 
+// Where reading a header stands: more bytes needed, a header, or garbage.
 enum class ProxyParse : uint8_t { kIncomplete, kDone, kInvalid };
 
+// What parse_proxy_header() found.
 struct ProxyParseResult {
-  ProxyParse status = ProxyParse::kIncomplete;
+  ProxyParse status = ProxyParse::kIncomplete;  // see ProxyParse
   size_t size = 0;            // kDone: the header's bytes, to be dropped
   ProxyHeader header;         // kDone
   const char* error = "";     // kInvalid: why, for a log line
 };
 
+// Reads a version 1 or 2 header from the start of `bytes` (the first bytes
+// of a connection, as many as have come).
 ProxyParseResult parse_proxy_header(std::string_view bytes);
 
 // A listener whose connections begin with the header

@@ -48,6 +48,7 @@ struct PeerCertificate {
 
 class SecureLayer {
  public:
+  // What a call into the layer leaves the connection to do.
   enum class Status : uint8_t {
     kOk,          // go on
     kPeerClosed,  // the peer closed its side cleanly (TLS close_notify)
@@ -105,6 +106,8 @@ class SecureLayer {
   virtual size_t take_written() { return 0; }
 };
 
+// Makes the layer of each connection accepted on an address
+// (TcpServer::set_secure_context), or made by a client (TcpClientOptions::secure).
 class SecureContext {
  public:
   virtual ~SecureContext() = default;

@@ -8,10 +8,11 @@ namespace tern::net {
 
 class Socket {
  public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
+  Socket() = default;                       // none
+  explicit Socket(int fd) : fd_(fd) {}      // takes ownership of `fd`
   ~Socket() { reset(); }
 
+  // Takes the other's fd (closing its own first); the other is left with none.
   Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   Socket& operator=(Socket&& other) noexcept {
     if (this != &other) {
@@ -23,8 +24,8 @@ class Socket {
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
 
-  int fd() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }           // -1 when none
+  bool valid() const { return fd_ >= 0; }  // holds an fd
   // Gives up ownership without closing.
   int release() { return std::exchange(fd_, -1); }
   // Closes the fd now (if any) and takes `fd` instead.

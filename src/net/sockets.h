@@ -21,6 +21,7 @@ namespace tern::net::sockets {
 Result<int> create_tcp(sa_family_t family);
 Result<int> create_udp(sa_family_t family);
 
+// bind(2) and listen(2).
 Result<void> bind(int fd, const InetAddress& addr);
 Result<void> listen(int fd, int backlog);
 
@@ -45,20 +46,21 @@ ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t len, int* saved_er
 // handshake message, an alert), which the kernel encrypts.
 ssize_t send_record(int fd, uint8_t type, const void* buf, size_t len, int* saved_errno);
 
-void close(int fd);
-Result<void> shutdown_write(int fd);
+void close(int fd);                  // close(2); an error is logged
+Result<void> shutdown_write(int fd);  // shutdown(SHUT_WR): a FIN after what is queued
 // Sends what TCP holds back for more (after a write with MSG_MORE).
 void push_pending(int fd);
 
 // The pending error of a socket (SO_ERROR), 0 if none.
 int socket_error(int fd);
 
+// getsockname(2) and getpeername(2).
 InetAddress local_address(int fd);
 InetAddress peer_address(int fd);
 // A TCP connect to a local port can connect a socket to itself.
 bool is_self_connect(int fd);
 
-Result<void> set_tcp_nodelay(int fd, bool on);
+Result<void> set_tcp_nodelay(int fd, bool on);  // TCP_NODELAY: no Nagle delay
 // TCP_NOTSENT_LOWAT (see TcpServerOptions::send_lowat).
 Result<void> set_notsent_lowat(int fd, size_t bytes);
 // TCP_DEFER_ACCEPT on a listening socket: accept() sees a connection once its

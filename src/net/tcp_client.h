@@ -32,9 +32,10 @@ namespace tern::net {
 
 class EventLoop;
 
+// How a TcpClient connects.
 struct TcpClientOptions {
-  std::string name = "client";
-  ConnectorOptions connector;
+  std::string name = "client";  // for log lines
+  ConnectorOptions connector;   // timeouts and retries of each connect
   // Connect again (after initial back-off) when an established connection closes.
   bool reconnect = false;
   TriggerMode trigger = TriggerMode::kLevel;
@@ -49,11 +50,13 @@ struct TcpClientOptions {
 
 class TcpClient {
  public:
+  // A client of `server` on `loop`; nothing happens until connect().
   TcpClient(EventLoop* loop, const SocketAddress& server, TcpClientOptions options = {});
   ~TcpClient();
   TcpClient(const TcpClient&) = delete;
   TcpClient& operator=(const TcpClient&) = delete;
 
+  // The connection's callbacks, as TcpServer's (callbacks.h); set before connect().
   void set_connection_callback(std::function<void(TcpConnection&)> cb) {
     callbacks_.on_connection = std::move(cb);
   }

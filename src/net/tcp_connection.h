@@ -61,16 +61,18 @@ class ConnectionTable;
 
 class TcpConnection final : public OutputStream {
  public:
+  // Where the connection stands (see above).
   enum class State : uint8_t { kIdle, kConnected, kDisconnecting, kDisconnected };
 
+  // Made by the loop's ConnectionTable, for slot `slot`; not by users.
   TcpConnection(EventLoop* loop, uint32_t slot);
   ~TcpConnection();
   TcpConnection(const TcpConnection&) = delete;
   TcpConnection& operator=(const TcpConnection&) = delete;
 
-  ConnectionId id() const { return {loop(), slot_, generation_}; }
-  EventLoop* loop() const { return channel_.owner_loop(); }
-  int fd() const { return socket_.fd(); }
+  ConnectionId id() const { return {loop(), slot_, generation_}; }  // finds it again (ConnectionTable::find)
+  EventLoop* loop() const { return channel_.owner_loop(); }         // the loop it lives on
+  int fd() const { return socket_.fd(); }                           // its socket
   // The local end; looked up with getsockname() on first use.
   const InetAddress& local_address() const;
   const InetAddress& peer_address() const { return peer_; }
@@ -134,12 +136,12 @@ class TcpConnection final : public OutputStream {
   void set_tcp_nodelay(bool on);
   void set_high_water_mark(size_t bytes);
 
-  Buffer& input();
+  Buffer& input();  // bytes received and not consumed yet
   // A slot for the protocol layer (parser state, a pointer to a session).
   std::any& context();
 
-  uint64_t bytes_received() const { return bytes_received_; }
-  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }  // on the socket, since it opened
+  uint64_t bytes_sent() const { return bytes_sent_; }          // on the socket, since it opened
 
  private:
   friend class ConnectionTable;

@@ -51,15 +51,19 @@ class Acceptor;
 class EventLoop;
 class EventLoopThreadPool;
 
+// How connections reach the I/O loops (see above).
 enum class AcceptMode : uint8_t { kDispatch, kReusePort };
+// Which loop kDispatch hands a connection to: the next in turn, or the one
+// with the least connections, requests in flight and recent bytes.
 enum class DispatchPolicy : uint8_t { kRoundRobin, kLeastLoaded };
 
+// What a TcpServer is made with.
 struct TcpServerOptions {
-  std::string name = "tern";
-  int io_threads = 0;
-  AcceptMode accept_mode = AcceptMode::kDispatch;
-  DispatchPolicy dispatch_policy = DispatchPolicy::kRoundRobin;
-  TriggerMode trigger = TriggerMode::kLevel;
+  std::string name = "tern";                                     // for log lines and thread names
+  int io_threads = 0;                                            // I/O loops besides the base loop
+  AcceptMode accept_mode = AcceptMode::kDispatch;                // see above
+  DispatchPolicy dispatch_policy = DispatchPolicy::kRoundRobin;  // kDispatch's choice of loop
+  TriggerMode trigger = TriggerMode::kLevel;                     // epoll's, for the connections
   // CPU for I/O loop i is cpu_affinity[i % size]; empty: no pinning.
   std::vector<int> cpu_affinity;
   int backlog = SOMAXCONN;
@@ -104,8 +108,9 @@ struct TcpServerOptions {
 
 class TcpServer {
  public:
-  using ThreadInitCallback = std::function<void(EventLoop*)>;
+  using ThreadInitCallback = std::function<void(EventLoop*)>;  // see set_thread_init_callback
 
+  // A server on `listen_address`, whose base loop is `loop`; listens at start().
   TcpServer(EventLoop* loop, const InetAddress& listen_address, TcpServerOptions options = {});
   // Several addresses (IPv4 and IPv6, several ports) served by one set of loops.
   TcpServer(EventLoop* loop, std::vector<InetAddress> listen_addresses,
@@ -198,12 +203,12 @@ class TcpServer {
   // What the loops have counted since they started (LoopLoad), summed:
   // connections accepted and shed, bytes on their sockets. Any thread.
   struct Totals {
-    uint64_t accepted = 0;
-    uint64_t shed = 0;
-    uint64_t bytes_received = 0;
-    uint64_t bytes_sent = 0;
+    uint64_t accepted = 0;        // connections accepted
+    uint64_t shed = 0;            // accepted and closed at once (limits, filters)
+    uint64_t bytes_received = 0;  // on the connections' sockets
+    uint64_t bytes_sent = 0;      // on the connections' sockets
   };
-  Totals totals() const;
+  Totals totals() const;  // any thread
 
   // The bound address; with port 0 in the constructor, the port the kernel chose.
   const InetAddress& listen_address() const { return listen_addresses_.front(); }

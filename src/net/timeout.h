@@ -30,8 +30,9 @@ class EventLoop;
 
 class Timeout {
  public:
-  using Handler = void (*)(void* owner);
+  using Handler = void (*)(void* owner);  // called with the owner when the deadline passes
 
+  // Unarmed; when it fires, handler(owner) runs.
   Timeout(Handler handler, void* owner) : handler_(handler), owner_(owner) {}
   Timeout(const Timeout&) = delete;
   Timeout& operator=(const Timeout&) = delete;

@@ -37,18 +37,18 @@ namespace tern::net {
 // Names one timer. Generation-checked: using the id of a timer that has fired
 // or been cancelled is harmless (cancel and refresh return false).
 struct TimerId {
-  uint32_t index = UINT32_MAX;
-  uint32_t generation = 0;
-  bool valid() const { return index != UINT32_MAX; }
-  friend bool operator==(const TimerId&, const TimerId&) = default;
+  uint32_t index = UINT32_MAX;  // the timer's slot in the wheel
+  uint32_t generation = 0;      // that slot's generation when the timer was added
+  bool valid() const { return index != UINT32_MAX; }  // names a timer (one that may have fired)
+  friend bool operator==(const TimerId&, const TimerId&) = default;  // the same timer
 };
 
 class TimerWheel {
  public:
-  using Callback = std::function<void()>;
-  static constexpr int kLevels = 4;
-  static constexpr int kSlotBits = 8;
-  static constexpr int kSlots = 1 << kSlotBits;
+  using Callback = std::function<void()>;       // what a timer runs
+  static constexpr int kLevels = 4;             // wheels, each 256 times coarser than the one below
+  static constexpr int kSlotBits = 8;           // log2 of the slots of each
+  static constexpr int kSlots = 1 << kSlotBits;  // slots of each
 
   // `now` is the current tick (milliseconds on the owner's clock).
   explicit TimerWheel(uint64_t now = 0);
@@ -80,8 +80,8 @@ class TimerWheel {
   // since it was placed (that wake-up only moves it).
   std::optional<uint64_t> next_wakeup() const;
 
-  uint64_t now() const { return now_; }
-  size_t size() const { return size_; }
+  uint64_t now() const { return now_; }  // the tick of the last advance()
+  size_t size() const { return size_; }  // timers pending
 
  private:
   static constexpr uint32_t kNil = UINT32_MAX;

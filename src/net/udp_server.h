@@ -29,33 +29,37 @@ namespace tern::net {
 
 class EventLoop;
 
+// How a UdpServer reads.
 struct UdpServerOptions {
-  size_t batch = 32;
-  size_t max_datagram = 65536;
-  bool reuse_port = false;
+  size_t batch = 32;            // datagrams taken per recvmmsg at most
+  size_t max_datagram = 65536;  // the largest delivered; a larger one is dropped
+  bool reuse_port = false;      // SO_REUSEPORT, for one server per loop on one port
 };
 
 class UdpServer {
  public:
+  // Takes each datagram (valid during the call) and its sender.
   using DatagramCallback =
       std::function<void(UdpServer& server, std::string_view data, const InetAddress& peer)>;
 
+  // A server on `address` and `loop`; binds at start().
   UdpServer(EventLoop* loop, const InetAddress& address, UdpServerOptions options = {});
   ~UdpServer();
   UdpServer(const UdpServer&) = delete;
   UdpServer& operator=(const UdpServer&) = delete;
 
-  void set_datagram_callback(DatagramCallback cb) { callback_ = std::move(cb); }
+  void set_datagram_callback(DatagramCallback cb) { callback_ = std::move(cb); }  // before start()
   // Binds and starts receiving.
   Result<void> start();
 
+  // One datagram to `peer`: collected during a callback's batch, else sent at once.
   void send_to(const InetAddress& peer, std::string_view data);
   // Sends what send_to() has collected.
   void flush();
 
-  const InetAddress& local_address() const { return local_address_; }
-  uint64_t received() const { return received_; }
-  uint64_t sent() const { return sent_; }
+  const InetAddress& local_address() const { return local_address_; }  // bound (the port the kernel gave for 0)
+  uint64_t received() const { return received_; }  // datagrams delivered
+  uint64_t sent() const { return sent_; }          // datagrams sent
   uint64_t dropped() const { return dropped_; }  // truncated in or failed out
 
  private:

@@ -16,8 +16,8 @@ class UdpSocket {
   // An unbound socket of addr's family (the kernel binds it on first send).
   static Result<UdpSocket> open(sa_family_t family);
 
-  int fd() const { return socket_.fd(); }
-  InetAddress local_address() const;
+  int fd() const { return socket_.fd(); }  // the socket
+  InetAddress local_address() const;       // where it is bound (the port the kernel gave for 0)
 
   // One datagram. EAGAIN means the send buffer is full: the datagram is lost.
   Result<size_t> send_to(std::string_view data, const InetAddress& peer);
