@@ -19,6 +19,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "net/buffer.h"
 #include "net/connection_table.h"
@@ -70,6 +71,7 @@ class ChatServer {
     auto& name = std::any_cast<std::string&>(conn.context());
     while (const char* eol = input.find_eol()) {
       std::string_view line(input.peek(), static_cast<size_t>(eol - input.peek()));
+      if (line.size() > kMaxLine) break;  // refused below, like a line still coming
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.starts_with("/nick ") && line.size() > 6) {
         std::string old = std::exchange(name, std::string(line.substr(6)));
@@ -79,19 +81,21 @@ class ChatServer {
       }
       input.retrieve_until(eol + 1);
     }
-    if (input.readable_bytes() > kMaxLine) {
+    if (input.readable_bytes() > kMaxLine) {  // a line past the limit, ended or not
       conn.send("* line too long\n");
       conn.close_after_write();
       input.retrieve_all();
     }
   }
 
-  // Any loop thread: each loop sends `text` to its own members.
+  // Any loop thread: each loop sends `text` to its own members. The loops
+  // are listed under LoopLocal's lock and posted to after it, so that this
+  // loop's own sends (run_in_loop runs them now) hold no lock.
   void broadcast(std::string text) {
     auto shared = std::make_shared<const std::string>(std::move(text));
-    rooms_.for_each([this, shared](EventLoop* loop, Room&) {
-      loop->run_in_loop([this, loop, shared] { deliver(loop, *shared); });
-    });
+    std::vector<EventLoop*> loops;
+    rooms_.for_each([&loops](EventLoop* loop, Room&) { loops.push_back(loop); });
+    for (EventLoop* loop : loops) loop->run_in_loop([this, loop, shared] { deliver(loop, *shared); });
   }
 
   void deliver(EventLoop* loop, const std::string& text) {

@@ -11,8 +11,8 @@
 // worker, a timer on the base loop that takes the oldest queued task at
 // each tick. Handlers run on the I/O loops (--threads of them, or the base
 // loop when 0) and the worker on the base loop, so the task list is behind
-// a mutex that nobody holds for longer than a lookup. The list is bounded:
-// a POST into a full list is answered 503.
+// a mutex, held while the list is read or changed and never across I/O.
+// The list is bounded: a POST into a full list is answered 503.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -69,11 +69,21 @@ class Tasks {
     uint64_t id = ++last_id_;
     tasks_.emplace(id, Task{std::move(title)});
     queue_.push_back(id);
+    ++queued_;
     return id;
   }
   bool remove(uint64_t id) {
     std::lock_guard lock(mu_);
-    return tasks_.erase(id) > 0;  // a queued id left behind is skipped by work()
+    auto found = tasks_.find(id);
+    if (found == tasks_.end()) return false;
+    if (!found->second.done) {
+      --queued_;
+      // Its id stays in queue_ (work() skips it); ids left so are swept out
+      // before they outnumber the tasks, so the queue stays bounded too.
+      if (queue_.size() > 2 * kMaxTasks) std::erase_if(queue_, [this](uint64_t q) { return !tasks_.contains(q); });
+    }
+    tasks_.erase(found);
+    return true;
   }
   // The worker's tick: marks the oldest queued task done.
   void work() {
@@ -83,6 +93,7 @@ class Tasks {
       queue_.pop_front();
       if (found != tasks_.end()) {
         found->second.done = true;
+        --queued_;
         ++done_;
         return;
       }
@@ -105,7 +116,7 @@ class Tasks {
   }
   std::string json_stats() const {
     std::lock_guard lock(mu_);
-    return "{\"tasks\":" + std::to_string(tasks_.size()) + ",\"queued\":" + std::to_string(queue_.size()) +
+    return "{\"tasks\":" + std::to_string(tasks_.size()) + ",\"queued\":" + std::to_string(queued_) +
            ",\"done\":" + std::to_string(done_) + "}";
   }
 
@@ -118,6 +129,7 @@ class Tasks {
   mutable std::mutex mu_;
   std::map<uint64_t, Task> tasks_;
   std::deque<uint64_t> queue_;  // ids waiting for the worker, oldest first
+  uint64_t queued_ = 0;         // tasks not done yet
   uint64_t last_id_ = 0;
   uint64_t done_ = 0;
 };

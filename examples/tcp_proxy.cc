@@ -1,7 +1,7 @@
 // tcp_proxy: relays each connection it accepts to a backend, bytes both
 // ways, as a TCP load balancer does for one server.
 //
-//   tcp_proxy --port 7004 --to 127.0.0.1:7000 [--threads N] [--io epoll|io_uring]
+//   tcp_proxy --port 7004 --to 127.0.0.1:7000 [--threads N] [--idle-timeout S] [--io epoll|io_uring]
 //   echo_server --port 7000 &  nc 127.0.0.1 7004
 //
 // A Tunnel pairs the client's connection (accepted by a TcpServer) with a
@@ -17,8 +17,17 @@
 // Closing: when one side closes, the other is sent what was queued for it
 // and then a FIN (TcpConnection::shutdown); a backend that cannot be
 // reached closes the client's connection. The tunnel goes once both sides
-// are closed.
+// are closed, or a side has been silent for --idle-timeout seconds (300).
+// Unlike a load balancer that keeps half-open connections, a side's FIN
+// ends the tunnel: libtern closes a connection whose peer has finished
+// once what is queued for it is written, so an answer sent after a
+// client's half-close (shutdown for writing) does not reach it.
+//
+// The program runs until it is killed. One that stops a proxy would first
+// close each loop's tunnels on that loop: a TcpClient is destroyed on its
+// loop's thread.
 #include <any>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -46,8 +55,12 @@ using Tunnels = std::unordered_map<const Tunnel*, std::unique_ptr<Tunnel>>;
 
 class Tunnel {
  public:
-  Tunnel(TcpConnection& client, const InetAddress& backend, Tunnels& owner)
-      : loop_(client.loop()), client_(client.id()), backend_(loop_, backend, backend_options()), owner_(owner) {
+  Tunnel(TcpConnection& client, const InetAddress& backend, std::chrono::seconds idle, Tunnels& owner)
+      : loop_(client.loop()),
+        client_(client.id()),
+        idle_(idle),
+        backend_(loop_, backend, backend_options()),
+        owner_(owner) {
     backend_.set_connection_callback([this](TcpConnection& conn) { on_backend_connection(conn); });
     backend_.set_message_callback([this](TcpConnection& conn, Buffer& input) { relay(conn, input, find_client()); });
     backend_.set_write_complete_callback([this](TcpConnection&) { resume(find_client()); }, true);
@@ -57,12 +70,16 @@ class Tunnel {
       if (TcpConnection* c = find_client()) c->force_close();
       backend_closed_ = true;  // it never opened
     });
+    client.set_idle_timeout(idle_);
     client.stop_reading();  // until the backend is connected
     backend_.connect();
   }
 
   // The client's side, from the server's callbacks.
   void on_client_message(TcpConnection& client, Buffer& input) {
+    if (backend_closed_) return input.retrieve_all();  // nobody to take it
+    // While the backend connects, what came stays in `input` (the client
+    // is not read meanwhile, so that is one read's worth at most).
     if (TcpConnection* backend = backend_.connection()) relay(client, input, backend);
   }
   void on_client_write_complete() { resume(backend_.connection()); }
@@ -101,6 +118,7 @@ class Tunnel {
       return maybe_done();
     }
     if (client == nullptr) return backend.shutdown();
+    backend.set_idle_timeout(idle_);
     client->start_reading();
     if (client->input().readable_bytes() > 0) relay(*client, client->input(), &backend);
   }
@@ -128,6 +146,7 @@ class Tunnel {
 
   EventLoop* const loop_;
   const ConnectionId client_;
+  const std::chrono::seconds idle_;
   TcpClient backend_;
   Tunnels& owner_;
   bool client_closed_ = false;
@@ -136,13 +155,14 @@ class Tunnel {
 
 class TcpProxy {
  public:
-  TcpProxy(EventLoop* loop, const InetAddress& listen, const InetAddress& backend, TcpServerOptions options)
-      : backend_(backend), server_(loop, listen, std::move(options)) {
+  TcpProxy(EventLoop* loop, const InetAddress& listen, const InetAddress& backend, std::chrono::seconds idle,
+           TcpServerOptions options)
+      : backend_(backend), idle_(idle), server_(loop, listen, std::move(options)) {
     server_.set_thread_init_callback([this](EventLoop* io_loop) { tunnels_.emplace(io_loop); });
     server_.set_connection_callback([this](TcpConnection& conn) {
       if (conn.connected()) {
         Tunnels& mine = *tunnels_.get(conn.loop());
-        auto tunnel = std::make_unique<Tunnel>(conn, backend_, mine);
+        auto tunnel = std::make_unique<Tunnel>(conn, backend_, idle_, mine);
         conn.context() = tunnel.get();
         mine.emplace(tunnel.get(), std::move(tunnel));
       } else if (Tunnel* tunnel = tunnel_of(conn)) {
@@ -167,12 +187,14 @@ class TcpProxy {
   }
 
   const InetAddress backend_;
+  const std::chrono::seconds idle_;
   LoopLocal<Tunnels> tunnels_;  // outlives the server, whose close callbacks use it
   TcpServer server_;
 };
 
 int usage(const char* argv0) {
-  std::fprintf(stderr, "usage: %s --to HOST:PORT [--port N] [--threads N] [--io epoll|io_uring]\n", argv0);
+  std::fprintf(stderr, "usage: %s --to HOST:PORT [--port N] [--threads N] [--idle-timeout S] [--io epoll|io_uring]\n",
+               argv0);
   return 2;
 }
 
@@ -181,6 +203,7 @@ int usage(const char* argv0) {
 int main(int argc, char** argv) {
   int port = 7004;
   std::optional<InetAddress> backend;
+  std::chrono::seconds idle{300};
   TcpServerOptions options;
   options.name = "proxy";
   IoBackend io = IoBackend::kDefault;
@@ -196,6 +219,8 @@ int main(int argc, char** argv) {
       backend = *parsed;
     } else if (flag == "--threads") {
       options.io_threads = std::atoi(value.c_str());
+    } else if (flag == "--idle-timeout" && std::atoi(value.c_str()) > 0) {
+      idle = std::chrono::seconds(std::atoi(value.c_str()));
     } else if (flag == "--io" && parse_io_backend(value)) {
       io = *parse_io_backend(value);
     } else {
@@ -205,7 +230,7 @@ int main(int argc, char** argv) {
   if (!backend) return usage(argv[0]);
 
   EventLoop loop(io);
-  TcpProxy proxy(&loop, InetAddress(static_cast<uint16_t>(port)), *backend, options);
+  TcpProxy proxy(&loop, InetAddress(static_cast<uint16_t>(port)), *backend, idle, options);
   if (auto started = proxy.start(); !started) {
     std::fprintf(stderr, "tcp_proxy: %s\n", started.error().message().c_str());
     return 1;

@@ -4,7 +4,7 @@
 // knows which answer is which (and resends a request whose answer a lost
 // datagram took).
 //
-//   udp_kv --port 7003 [--io epoll|io_uring]
+//   udp_kv --port 7003 [--any] [--io epoll|io_uring]
 //   echo '1 SET colour blue'  | nc -u -w1 127.0.0.1 7003    ->  1 OK
 //   echo '2 GET colour'       | nc -u -w1 127.0.0.1 7003    ->  2 VALUE blue
 //   echo '3 SETEX tmp 5 soon' | nc -u -w1 127.0.0.1 7003    ->  3 OK   (gone in 5 s)
@@ -14,6 +14,10 @@
 // The store is bounded: at most kMaxKeys keys of kMaxKey bytes, values
 // that fit one answer. A SET of a new key into a full store is refused
 // (FULL) rather than let a sender grow the process without end.
+//
+// It listens on 127.0.0.1 unless told --any: over UDP a sender may forge
+// its address, and a short GET that brings back a long value would let
+// anyone point this store's answers at a third party.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -34,6 +38,7 @@ namespace {
 constexpr size_t kMaxKeys = 100'000;
 constexpr size_t kMaxKey = 250;
 constexpr size_t kMaxValue = 60'000;
+constexpr size_t kMaxTag = 64;  // so that a tag and a value fit one datagram
 
 // Splits off the next space-separated word of `rest`.
 std::string_view next_word(std::string_view& rest) {
@@ -114,26 +119,30 @@ class Store {
 
 int main(int argc, char** argv) {
   int port = 7003;
+  bool any = false;
   IoBackend io = IoBackend::kDefault;
   for (int i = 1; i < argc; i += 2) {
-    if (i + 1 < argc && std::strcmp(argv[i], "--port") == 0) {
+    if (std::strcmp(argv[i], "--any") == 0) {
+      any = true;
+      --i;  // a flag without a value
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--port") == 0) {
       port = std::atoi(argv[i + 1]);
     } else if (i + 1 < argc && std::strcmp(argv[i], "--io") == 0 && parse_io_backend(argv[i + 1])) {
       io = *parse_io_backend(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: %s [--port N] [--io epoll|io_uring]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--port N] [--any] [--io epoll|io_uring]\n", argv[0]);
       return 2;
     }
   }
 
   EventLoop loop(io);
   Store store(&loop);
-  UdpServer server(&loop, InetAddress(static_cast<uint16_t>(port)));
+  UdpServer server(&loop, InetAddress(static_cast<uint16_t>(port), /*loopback_only=*/!any));
   server.set_datagram_callback([&store](UdpServer& self, std::string_view data, const InetAddress& peer) {
     while (!data.empty() && (data.back() == '\n' || data.back() == '\r')) data.remove_suffix(1);
     std::string_view rest = data;
     std::string_view tag = next_word(rest);
-    if (tag.empty()) return;  // nothing to answer to
+    if (tag.empty() || tag.size() > kMaxTag) return;  // nothing to answer to
     self.send_to(peer, std::string(tag) + " " + store.handle(rest) + "\n");
   });
   if (auto started = server.start(); !started) {

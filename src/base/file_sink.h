@@ -39,7 +39,7 @@ class FileSink final : public spdlog::sinks::base_sink<std::mutex> {
 
  protected:
   // spdlog's: writes one record (rotating first when it would pass the
-  // size), and flushes the file.
+  // size), and writes out what the file holds buffered.
   void sink_it_(const spdlog::details::log_msg& msg) override;
   void flush_() override;
 

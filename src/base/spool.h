@@ -45,9 +45,9 @@ class Spool {
   // appended from now on (call it on an empty spool).
   void configure(size_t memory_limit, std::string_view temp_dir);
 
-  // Adds bytes at the end: to memory up to the limit, then to the file
-  // (made at the first byte past it). Fails when the file cannot be made
-  // or written.
+  // Adds bytes at the end: in memory while all of them fit the limit; past
+  // it, everything held moves to a file, where later bytes go too. Fails
+  // when the file cannot be made or written.
   Result<void> append(std::string_view data);
   uint64_t size() const { return size_; }       // bytes held
   bool empty() const { return size_ == 0; }     // no byte held

@@ -25,7 +25,8 @@ class EventLoopThread;
 class EventLoopThreadPool {
  public:
   using InitCallback = std::function<void(EventLoop*)>;  // runs on each loop's thread first
-  static constexpr uint64_t kBytesPerConnection = 256 * 1024;  // the least-loaded policy's weight of a connection, in bytes
+  // What the least-loaded policy counts as one connection's worth of recent bytes.
+  static constexpr uint64_t kBytesPerConnection = 256 * 1024;
 
   // cpus: CPU for loop i is cpus[i % size]; empty for no pinning.
   EventLoopThreadPool(EventLoop* base_loop, std::string name, int threads,

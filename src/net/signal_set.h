@@ -24,7 +24,8 @@ class SignalSet {
  public:
   using Handler = std::function<void(int signo)>;  // runs on the loop, once per signal received
 
-  // Blocks `signals` for the process's threads and hands each to `handler` on `loop`.
+  // Blocks `signals` in the calling thread (and so in threads it starts
+  // later: see above) and hands each to `handler` on `loop`.
   SignalSet(EventLoop* loop, std::initializer_list<int> signals, Handler handler);
   ~SignalSet();
   SignalSet(const SignalSet&) = delete;

@@ -204,7 +204,7 @@ class TcpServer {
   // connections accepted and shed, bytes on their sockets. Any thread.
   struct Totals {
     uint64_t accepted = 0;        // connections accepted
-    uint64_t shed = 0;            // accepted and closed at once (limits, filters)
+    uint64_t shed = 0;            // accepted and closed at once: a loop full, out of descriptors, a gate's refusal
     uint64_t bytes_received = 0;  // on the connections' sockets
     uint64_t bytes_sent = 0;      // on the connections' sockets
   };

@@ -110,8 +110,18 @@ def test_a_line_past_the_limit_closes_its_sender(example):
     a, b = Client(server), Client(server)
     a.until(f"* {b.name} joined")
     a.sock.sendall(b"y" * 5000)
-    assert a.until("* line too long") is not None
+    a.until("* line too long")
     a.sock.settimeout(TIMEOUT)
     assert a.sock.recv(100) == b""
     b.until(f"* {a.name} left")
     assert server.alive()
+
+
+def test_a_whole_line_past_the_limit_is_refused_too(example):
+    server = example("chat_server")
+    a, b = Client(server), Client(server)
+    a.until(f"* {b.name} joined")
+    b.until(f"* {b.name} joined")
+    a.sock.sendall(b"z" * 5000 + b"\n")  # ended, in one read: still too long
+    a.until("* line too long")
+    assert b.until(f"* {a.name} left") == []  # nothing of it was broadcast

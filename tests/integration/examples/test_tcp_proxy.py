@@ -137,6 +137,30 @@ def test_a_backend_that_closes_leaves_the_client_its_bytes_and_a_fin(example):
     assert client.recv(1) == b""
 
 
+def test_a_client_that_goes_on_sending_after_the_backend_closed_costs_nothing(example):
+    backend = listener()
+    proxy = example("tcp_proxy", "--to", f"127.0.0.1:{backend.getsockname()[1]}")
+    client = connect(proxy)
+    served, _ = backend.accept()
+    served.sendall(b"bye")
+    served.close()
+    assert receive(client, 3) == hashlib.sha256(b"bye").hexdigest()
+    rss_before = proxy.rss_kib()
+    # The proxy sent its FIN; a client that ignores it and keeps sending
+    # has its bytes dropped, not kept.
+    sent = 0
+    chunk = os.urandom(1 << 20)
+    try:
+        for _ in range(64):
+            client.sendall(chunk)
+            sent += len(chunk)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    grown = (proxy.rss_kib() - rss_before) / 1024
+    assert grown < 16, f"the proxy grew by {grown:.0f} MiB after sending {sent >> 20} MiB"
+    assert proxy.alive()
+
+
 def test_a_backend_that_is_down_closes_the_client_and_the_proxy_goes_on(example):
     down = listener()
     port = down.getsockname()[1]
