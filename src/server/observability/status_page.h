@@ -25,4 +25,7 @@ namespace tern::server {
 // process. Any thread.
 std::string_view status_page_html();
 
+// The page's <script> content (status_page_script.cc). Any thread.
+std::string_view status_page_script();
+
 }  // namespace tern::server
