@@ -55,27 +55,52 @@ class Dnsmasq:
     def __init__(self, workdir, hosts):
         self.hosts = Path(workdir) / "hosts"
         self.hosts.write_text(hosts)
-        self.log = open(Path(workdir) / "dnsmasq.log", "ab")
+        log_path = Path(workdir) / "dnsmasq.log"
+        self.log = open(log_path, "ab")
+        exits = []
         for _ in range(5):  # a port free for UDP may be taken for TCP: another one
             self.port = free_udp_port()
             self.proc = subprocess.Popen(
-                [DNSMASQ, "--keep-in-foreground", f"--port={self.port}", "--listen-address=127.0.0.1",
-                 "--bind-interfaces", "--no-resolv", "--no-hosts", f"--addn-hosts={self.hosts}", "--local-ttl=1",
-                 "--conf-file=/dev/null", "--pid-file=", f"--user={'root' if os.geteuid() == 0 else ''}"],
+                [DNSMASQ, "--keep-in-foreground", "--log-facility=-", f"--port={self.port}",
+                 "--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts",
+                 f"--addn-hosts={self.hosts}", "--local-ttl=1", "--conf-file=/dev/null", "--pid-file=",
+                 f"--user={'root' if os.geteuid() == 0 else ''}"],
                 stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL)
-            time.sleep(0.3)
-            if self.proc.poll() is None:
+            if self._answers():
                 return
-        raise AssertionError(f"dnsmasq did not start: {(Path(workdir) / 'dnsmasq.log').read_text()}")
+            self.stop_process()
+            exits.append(self.proc.returncode)
+        raise AssertionError(f"dnsmasq did not start (exit statuses {exits}): {log_path.read_text()}")
+
+    def _answers(self, timeout=10.0):
+        """True once dnsmasq answers a query on its port; False if it exits
+        or stays silent for `timeout` seconds."""
+        query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03app\x04test\x00\x00\x01\x00\x01"
+        deadline = time.monotonic() + timeout
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(0.1)
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    return False
+                s.sendto(query, ("127.0.0.1", self.port))
+                try:
+                    if s.recv(512)[:2] == b"\x12\x34":
+                        return True
+                except OSError:  # a timeout, or ICMP's refusal before it binds
+                    pass
+        return False
+
+    def stop_process(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def answer(self, hosts):
         self.hosts.write_text(hosts)
         self.proc.send_signal(signal.SIGHUP)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        self.stop_process()
         self.log.close()
 
 
