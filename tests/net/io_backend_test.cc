@@ -19,14 +19,17 @@
 #include <cstddef>
 #include <cstring>
 #include <future>
+#include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "net/channel.h"
 #include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/event_loop_thread.h"
 #include "net/poller.h"
+#include "net/poller/io_uring_poller.h"
 #include "net/socket.h"
 #include "net/tcp_server.h"
 #include "net/tcp_connection.h"
@@ -410,6 +413,80 @@ TEST_P(BothBackends, BytesReceivedWhilePausedAreAllDeliveredBeforeThePeersEnd) {
     EXPECT_TRUE(received == payload) << "the bytes came changed or out of order";
     server.reset();
   });
+}
+
+// io_uring's receive buffers, in both of their ways: large ones the kernel
+// consumes in parts (the bytes of several connections in one buffer, one
+// after the other) and small ones taken whole (TERN_IO_URING_BUFFERS=whole,
+// and kernels before 6.12).
+class ReceiveBuffers : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    std::string refusal = io_uring_refusal();
+    if (!refusal.empty()) GTEST_SKIP() << "io_uring refused here: " << refusal;
+    ::setenv("TERN_IO_URING_BUFFERS", GetParam(), 1);
+  }
+  void TearDown() override { ::unsetenv("TERN_IO_URING_BUFFERS"); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Io, ReceiveBuffers, ::testing::Values("incremental", "whole"),
+                         [](const auto& param_info) { return std::string(param_info.param); });
+
+TEST_P(ReceiveBuffers, ManyConnectionsEchoEveryByteWhileSomeEndMidway) {
+  // 40 connections to an echo server send chunks of 1 byte to 150 KiB in
+  // turns, each round's chunks all sent before any echo is read, so that
+  // the server's receives of one round share and cross buffers; every
+  // fourth connection ends halfway (an end of stream completes a receive
+  // with no bytes in the middle of a buffer). Every echo must come back
+  // as sent.
+  LoopRunner runner(IoBackend::kIoUring);
+  const bool in_parts = runner.run([&] {
+    return dynamic_cast<IoUringPoller&>(runner.loop()->poller()).consumes_buffers_in_parts();
+  });
+  if (std::string_view(GetParam()) == "whole") {
+    EXPECT_FALSE(in_parts);
+  } else if (!in_parts) {
+    GTEST_SKIP() << "this kernel consumes provided buffers whole only (before 6.12)";
+  }
+  std::unique_ptr<TcpServer> server;
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
+    ASSERT_TRUE(server->start().ok());
+  });
+  constexpr int kClients = 40;
+  constexpr int kRounds = 12;
+  std::vector<std::unique_ptr<tern::testing::RawClient>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<tern::testing::RawClient>(server->listen_address().port()));
+    ASSERT_TRUE(clients.back()->ok());
+  }
+  std::mt19937 random(7);
+  size_t echoed = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::string> sent(kClients);
+    for (int i = 0; i < kClients; ++i) {
+      if (!clients[i]) continue;
+      if (i % 4 == 0 && round == kRounds / 2) {
+        clients[i].reset();  // the end, between other connections' bytes
+        continue;
+      }
+      const size_t size = random() % 3 == 0 ? 1 + random() % 100 : 1 + random() % (150 * 1024);
+      sent[i] = tern::testing::random_bytes(size, static_cast<uint32_t>(round * kClients + i));
+      ASSERT_TRUE(clients[i]->send_all(sent[i]));
+    }
+    for (int i = 0; i < kClients; ++i) {
+      if (!clients[i]) continue;
+      const std::string back = clients[i]->read_exactly(sent[i].size());
+      ASSERT_EQ(back.size(), sent[i].size()) << "connection " << i << ", round " << round;
+      ASSERT_TRUE(back == sent[i]) << "connection " << i << ", round " << round
+                                   << ": the echo came changed";
+      echoed += back.size();
+    }
+  }
+  EXPECT_GT(echoed, size_t{10} << 20);
+  clients.clear();
+  runner.run([&] { server.reset(); });
 }
 
 // io_uring_setup refused (ENOSYS), as by a seccomp profile or an old kernel.

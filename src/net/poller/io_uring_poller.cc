@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/assert.h"
@@ -21,16 +22,42 @@ namespace {
 constexpr unsigned kSubmissionEntries = 1024;
 constexpr unsigned kCompletionEntries = 16384;
 
-// Provided buffers for receives: a request's bytes fit one (a larger body
-// takes several). The ring starts with kInitialBuffers and doubles, up to
-// kBuffers (a round of a thousand busy connections finds one each), each
-// time a receive finds it empty; such a receive is re-armed next round and
-// its bytes wait in the socket meanwhile. So memory follows what the loop's
-// busiest round needed (the buffers are reserved, not touched, up front).
+// Provided buffers for receives. Where the kernel consumes a buffer in parts
+// (IOU_PBUF_RING_INC, Linux 6.12), the buffers are large and each receive
+// takes what it needs from the front of one: a 64 KiB message is one
+// completion, and small requests of many connections share a buffer. Where
+// it does not, each receive takes a whole buffer, so they are small. The
+// ring starts with kInitialBytes and doubles, at most once a round, up to
+// kMaxBytes, each time a receive finds it empty; such a receive is re-armed
+// next round and its bytes wait in the socket meanwhile. So memory follows
+// what the loop's busiest round needed (the buffers are reserved, not
+// touched, up front).
 constexpr unsigned kBuffers = 1024;  // a power of two: the ring's entries
-constexpr unsigned kInitialBuffers = 64;
-constexpr unsigned kBufferSize = 4096;
+constexpr unsigned kInitialBytes = 256 * 1024;
+constexpr unsigned kMaxBytes = 16 * 1024 * 1024;
+constexpr unsigned kIncrementalBufferSize = 64 * 1024;
+constexpr unsigned kWholeBufferSize = 4096;
 constexpr uint16_t kBufferGroup = 0;
+// From Linux 6.12's uapi header (liburing 2.3's copy predates them).
+constexpr uint16_t kRingIncremental = 2;           // IOU_PBUF_RING_INC
+constexpr uint32_t kCqeBufferMore = 1u << 4;       // IORING_CQE_F_BUF_MORE
+
+// io_uring_buf_reg's flags field (named pad in liburing's older copies).
+template <typename Reg>
+void set_ring_flags(Reg& reg, uint16_t flags) {
+  if constexpr (requires { reg.flags; }) {
+    reg.flags = flags;
+  } else {
+    reg.pad = flags;
+  }
+}
+
+// TERN_IO_URING_BUFFERS=whole: a receive takes a whole small buffer even
+// where the kernel could consume them in parts.
+bool incremental_wanted() {
+  const char* mode = std::getenv("TERN_IO_URING_BUFFERS");
+  return mode == nullptr || std::strcmp(mode, "whole") != 0;
+}
 
 // user_data: generation << 32 | kind | fd. Poll requests: bits 30-31 clear,
 // fd in bits 0-29. Receives: bit 31, the request's sequence in bits 24-29,
@@ -102,13 +129,24 @@ bool IoUringPoller::setup_buffers() {
   reg.ring_addr = reinterpret_cast<uint64_t>(ring);
   reg.ring_entries = kBuffers;
   reg.bgid = kBufferGroup;
-  if (io_uring_register_buf_ring(&ring_, &reg, 0) != 0) {
-    ::munmap(ring, ring_bytes);
-    return false;
+  // Incremental first; kernels before 6.12 refuse the flag.
+  incremental_ = incremental_wanted();
+  if (incremental_) {
+    set_ring_flags(reg, kRingIncremental);
+    if (io_uring_register_buf_ring(&ring_, &reg, 0) != 0) incremental_ = false;
   }
+  if (!incremental_) {
+    set_ring_flags(reg, 0);
+    if (io_uring_register_buf_ring(&ring_, &reg, 0) != 0) {
+      ::munmap(ring, ring_bytes);
+      return false;
+    }
+  }
+  buffer_size_ = incremental_ ? kIncrementalBufferSize : kWholeBufferSize;
+  max_buffers_ = std::min(kBuffers, kMaxBytes / buffer_size_);
   // Pages are touched only as the kernel fills them.
-  void* memory = ::mmap(nullptr, static_cast<size_t>(kBuffers) * kBufferSize, PROT_READ | PROT_WRITE,
-                        MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+  void* memory = ::mmap(nullptr, static_cast<size_t>(max_buffers_) * buffer_size_, PROT_READ | PROT_WRITE,
+                        MAP_ANONYMOUS | MAP_PRIVATE | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) {
     io_uring_unregister_buf_ring(&ring_, kBufferGroup);
     ::munmap(ring, ring_bytes);
@@ -116,16 +154,16 @@ bool IoUringPoller::setup_buffers() {
   }
   buffer_ring_ = static_cast<io_uring_buf_ring*>(ring);
   buffers_ = static_cast<char*>(memory);
-  buffer_ring_size_ = kBuffers;
+  if (incremental_) consumed_.assign(max_buffers_, 0);
   io_uring_buf_ring_init(buffer_ring_);
-  grow_buffers(kInitialBuffers);
+  grow_buffers(std::max(kInitialBytes / buffer_size_, 2u));
   return true;
 }
 
 void IoUringPoller::grow_buffers(unsigned count) {
-  // Fresh ids (buffers never used yet) join the ring; at most kBuffers are
-  // ever in it, so it cannot overflow.
-  count = std::min(count, kBuffers - buffers_in_use_);
+  // Fresh ids (buffers never used yet) join the ring; at most max_buffers_
+  // (<= kBuffers) are ever in it, so it cannot overflow.
+  count = std::min(count, max_buffers_ - buffers_in_use_);
   for (unsigned i = 0; i < count; ++i) {
     offer(static_cast<uint16_t>(buffers_in_use_ + i), static_cast<int>(i));
   }
@@ -137,8 +175,8 @@ IoUringPoller::~IoUringPoller() {
   // Closing the ring cancels what is still in flight.
   if (ring_.ring_fd >= 0) io_uring_queue_exit(&ring_);
   if (buffer_ring_ != nullptr) {
-    ::munmap(buffer_ring_, buffer_ring_size_ * sizeof(io_uring_buf));
-    ::munmap(buffers_, static_cast<size_t>(buffer_ring_size_) * kBufferSize);
+    ::munmap(buffer_ring_, kBuffers * sizeof(io_uring_buf));
+    ::munmap(buffers_, static_cast<size_t>(max_buffers_) * buffer_size_);
   }
 }
 
@@ -353,13 +391,31 @@ void IoUringPoller::rearm_completed() {
 
 void IoUringPoller::offer(uint16_t buffer_id, int offset) {
   // Visible to the kernel once the ring is advanced past it.
-  io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(buffer_id) * kBufferSize,
-                        kBufferSize, buffer_id, io_uring_buf_ring_mask(kBuffers), offset);
+  io_uring_buf_ring_add(buffer_ring_, buffers_ + static_cast<size_t>(buffer_id) * buffer_size_,
+                        buffer_size_, buffer_id, io_uring_buf_ring_mask(kBuffers), offset);
 }
 
-void IoUringPoller::give_back(uint16_t buffer_id) {
-  offer(buffer_id, 0);
-  io_uring_buf_ring_advance(buffer_ring_, 1);
+const char* IoUringPoller::take_bytes(const io_uring_cqe& cqe) {
+  if (!(cqe.flags & IORING_CQE_F_BUFFER)) return nullptr;
+  const auto buffer_id = static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+  const char* buffer = buffers_ + static_cast<size_t>(buffer_id) * buffer_size_;
+  if (!incremental_) {
+    lent_.push_back(buffer_id);
+    return cqe.res > 0 ? buffer : nullptr;
+  }
+  // Consumed in parts: the bytes follow those of the buffer's earlier
+  // completions, and the buffer is the kernel's until a completion says
+  // it is done with it. A completion without bytes took nothing from it
+  // (kernels before a 2025 fix report an end of stream as the buffer's
+  // last use, though it stays at the ring's head).
+  if (cqe.res <= 0) return nullptr;
+  const char* bytes = buffer + consumed_[buffer_id];
+  consumed_[buffer_id] += static_cast<uint32_t>(cqe.res);
+  if (!(cqe.flags & kCqeBufferMore)) {
+    consumed_[buffer_id] = 0;
+    lent_.push_back(buffer_id);
+  }
+  return bytes;
 }
 
 void IoUringPoller::return_lent_buffers() {
@@ -373,6 +429,7 @@ void IoUringPoller::return_lent_buffers() {
 }
 
 int IoUringPoller::poll(int timeout_ms, std::vector<ReadyEvent>* ready) {
+  grew_this_round_ = false;
   return_lent_buffers();
   rearm_completed();
   io_uring_cqe* cqe = nullptr;
@@ -455,36 +512,27 @@ void IoUringPoller::collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent
   const auto fd = static_cast<int>(data & 0xffffffu);
   const auto sequence = static_cast<uint8_t>((data >> 24) & 0x3f);
   const auto generation = static_cast<uint32_t>(data >> 32);
-  const bool has_buffer = (cqe.flags & IORING_CQE_F_BUFFER) != 0;
-  const auto buffer_id = static_cast<uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+  // Its buffer goes back to the ring next round, whatever becomes of them.
+  const char* bytes = take_bytes(cqe);
   Registration* reg = find(fd);
   if (reg == nullptr || reg->channel == nullptr || reg->generation != generation) {
-    // The channel is gone (closed): its bytes with it.
-    if (has_buffer) give_back(buffer_id);
-    return;
+    return;  // the channel is gone (closed): its bytes with it
   }
   if (!(cqe.flags & IORING_CQE_F_MORE) && reg->recv_armed &&
       (reg->recv_sequence & 0x3f) == sequence) {
     reg->recv_armed = false;  // ended (end of stream, an error, no buffer): re-armed if wanted
     completed_.push_back(fd);
   }
-  if (cqe.res == -ENOBUFS && buffers_in_use_ < kBuffers) {
+  if (cqe.res == -ENOBUFS && !grew_this_round_ && buffers_in_use_ < max_buffers_) {
+    grew_this_round_ = true;  // the other receives that found it empty wanted the same
     grow_buffers(buffers_in_use_);
-    TERN_LOG_DEBUG("io_uring: {} receive buffers", buffers_in_use_);
+    TERN_LOG_DEBUG("io_uring: {} receive buffers of {} bytes", buffers_in_use_, buffer_size_);
   }
   if (cqe.res == -ECANCELED || cqe.res == -ENOBUFS) {
-    if (has_buffer) give_back(buffer_id);
     return;  // cancelled, or out of buffers for now: the bytes wait in the socket
   }
-  ReadyEvent event{reg->channel, ReadyEvent::kReceived, cqe.res, nullptr};
-  if (cqe.res > 0 && has_buffer) {
-    event.data = buffers_ + static_cast<size_t>(buffer_id) * kBufferSize;
-    lent_.push_back(buffer_id);
-  } else if (has_buffer) {
-    give_back(buffer_id);
-  }
   if (cqe.res == 0 && (cqe.flags & IORING_CQE_F_MORE)) return;  // nothing, and more to come
-  ready->push_back(event);
+  ready->push_back({reg->channel, ReadyEvent::kReceived, cqe.res, bytes});
   ++*count;
 }
 

@@ -11,9 +11,10 @@
 //
 // Channels whose owner takes received bytes (a TcpConnection) read with a
 // multishot receive instead of a poll for input: the kernel reads into a
-// buffer of the loop's ring of provided buffers as bytes arrive and the
-// loop hands them over (ReadyEvent::kReceived), so a request costs no
-// read(2). Their poll request then covers output only. Such owners send
+// buffer of the loop's ring of provided buffers as bytes arrive (into the
+// free part of a large one where the kernel consumes buffers in parts, a
+// small one each otherwise) and the loop hands them over
+// (ReadyEvent::kReceived), so a request costs no read(2). Their poll request then covers output only. Such owners send
 // through the ring as well (start_send: one send request, submitted with
 // the round's batch), so a keep-alive request and its response cost no
 // system call of their own.
@@ -55,6 +56,10 @@ class IoUringPoller final : public Poller {
   void start_send(Channel& channel, const char* data, size_t length, bool more) override;
   void abandon_send(Channel& channel, Buffer&& bytes) override;
   IoBackend backend() const override { return IoBackend::kIoUring; }
+  // Whether receives take their bytes from the free part of large buffers
+  // (the kernel consumes them in parts; Linux 6.12, unless
+  // TERN_IO_URING_BUFFERS=whole) rather than a small buffer each.
+  bool consumes_buffers_in_parts() const { return incremental_; }
   bool drives_timers() const override { return true; }
 
  private:
@@ -99,7 +104,9 @@ class IoUringPoller final : public Poller {
   void collect(std::vector<ReadyEvent>* ready, int* count);
   void collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready, int* count);
   void offer(uint16_t buffer_id, int offset);
-  void give_back(uint16_t buffer_id);
+  // The bytes a receive's completion names (null where it has none); its
+  // buffer is lent until next round once the kernel is done with it.
+  const char* take_bytes(const io_uring_cqe& cqe);
   void collect_send(const io_uring_cqe& cqe, std::vector<ReadyEvent>* ready, int* count);
 
   io_uring ring_{};
@@ -110,11 +117,16 @@ class IoUringPoller final : public Poller {
   io_uring_buf_ring* buffer_ring_ = nullptr;
   char* buffers_ = nullptr;
   std::vector<uint16_t> lent_;  // buffer ids handed out this round
+  // Consumed in parts (incremental_): bytes handed out of each buffer so far.
+  std::vector<uint32_t> consumed_;
   // Bytes of sends abandoned by their closed owner, by user_data, kept until
   // the kernel reports the send's end (usually its cancellation).
   std::vector<std::pair<uint64_t, Buffer>> orphans_;
-  unsigned buffer_ring_size_ = 0;
+  unsigned buffer_size_ = 0;
+  unsigned max_buffers_ = 0;     // the most the ring grows to (memory reserved for them)
   unsigned buffers_in_use_ = 0;  // ids 0 .. buffers_in_use_ - 1 are the ring's or lent
+  bool incremental_ = false;     // the kernel consumes a buffer in parts
+  bool grew_this_round_ = false;
 };
 
 }  // namespace tern::net
