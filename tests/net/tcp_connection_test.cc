@@ -316,6 +316,35 @@ TEST_F(TcpConnectionTest, HighWaterMarkCallbackFiresOnceWhenQueueCrossesIt) {
   runner_.run([] {});
 }
 
+TEST_F(TcpConnectionTest, SendingABufferEmptiesItAndKeepsTheOrderOfWhatWasQueued) {
+  // send(Buffer&) takes the bytes (on io_uring by taking the buffer's
+  // storage when nothing is queued): the caller's buffer is left empty and
+  // usable, and bytes sent before, between and after leave in order.
+  std::atomic<bool> emptied{true};
+  start([&](TcpServer& server) {
+    server.set_message_callback([&](TcpConnection& conn, Buffer& input) {
+      input.retrieve_all();
+      Buffer mine;
+      mine.append("one,");
+      conn.send(mine);  // nothing queued before it
+      if (!mine.empty()) emptied = false;
+      mine.append("two,");
+      conn.send("between,");
+      conn.send(mine);  // behind queued bytes
+      if (!mine.empty()) emptied = false;
+      conn.send(input);  // empty: sends nothing
+      mine.append("three");
+      conn.send(mine);
+    });
+  });
+  RawClient client(port_);
+  ASSERT_TRUE(client.send_all("go"));
+  EXPECT_EQ(client.read_exactly(std::string_view("one,between,two,three").size()), "one,between,two,three");
+  ASSERT_TRUE(client.send_all("again"));
+  EXPECT_EQ(client.read_exactly(std::string_view("one,between,two,three").size()), "one,between,two,three");
+  EXPECT_TRUE(emptied.load());
+}
+
 TEST_F(TcpConnectionTest, IdleTimeoutClosesAQuietConnectionButNotAnActiveOne) {
   TcpServerOptions options;
   options.idle_timeout = 200ms;
