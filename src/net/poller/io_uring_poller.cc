@@ -24,23 +24,28 @@ constexpr unsigned kCompletionEntries = 16384;
 
 // Provided buffers for receives. Where the kernel consumes a buffer in parts
 // (IOU_PBUF_RING_INC, Linux 6.12), the buffers are large and each receive
-// takes what it needs from the front of one: a 64 KiB message is one
-// completion, and small requests of many connections share a buffer. Where
-// it does not, each receive takes a whole buffer, so they are small. The
-// ring starts with kInitialBytes and doubles, at most once a round, up to
+// takes what it needs, up to kMaxReceive, from the front of one: a 64 KiB
+// message is four completions rather than sixteen, and small requests of
+// many connections share a buffer. Where it does not, each receive takes a
+// whole buffer, so they are small. The ring starts with kInitialBytes and doubles, at most once a round, up to
 // kMaxBytes, each time a receive finds it empty; such a receive is re-armed
 // next round and its bytes wait in the socket meanwhile. So memory follows
 // what the loop's busiest round needed (the buffers are reserved, not
 // touched, up front).
 constexpr unsigned kBuffers = 1024;  // a power of two: the ring's entries
 constexpr unsigned kInitialBytes = 256 * 1024;
-constexpr unsigned kMaxBytes = 16 * 1024 * 1024;
+constexpr unsigned kMaxBytes = 4 * 1024 * 1024;
 constexpr unsigned kIncrementalBufferSize = 64 * 1024;
 constexpr unsigned kWholeBufferSize = 4096;
+// The most one receive takes from a large buffer. While a socket has bytes
+// the kernel repeats a multishot receive, up to 32 times a round: this
+// bounds what a connection that stops reading has been handed in that
+// round, and then holds, to 512 KiB (a 64 KiB message is four receives).
+constexpr unsigned kMaxReceive = 16 * 1024;
 constexpr uint16_t kBufferGroup = 0;
 // From Linux 6.12's uapi header (liburing 2.3's copy predates them).
-constexpr uint16_t kRingIncremental = 2;           // IOU_PBUF_RING_INC
-constexpr uint32_t kCqeBufferMore = 1u << 4;       // IORING_CQE_F_BUF_MORE
+constexpr uint16_t kRingIncremental = 2;      // IOU_PBUF_RING_INC
+constexpr uint32_t kCqeBufferMore = 1u << 4;  // IORING_CQE_F_BUF_MORE
 
 // io_uring_buf_reg's flags field (named pad in liburing's older copies).
 template <typename Reg>
@@ -231,7 +236,7 @@ void IoUringPoller::arm_recv(int fd, Registration& reg) {
   ++reg.recv_sequence;
   reg.recv_armed = true;
   io_uring_sqe* sqe = next_sqe();
-  io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+  io_uring_prep_recv_multishot(sqe, fd, nullptr, incremental_ ? kMaxReceive : 0, 0);
   sqe->flags |= IOSQE_BUFFER_SELECT;
   sqe->buf_group = kBufferGroup;
   io_uring_sqe_set_data64(sqe, recv_data(reg.generation, reg.recv_sequence, fd));
