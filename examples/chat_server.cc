@@ -12,6 +12,7 @@
 // never holds the others up. A line longer than kMaxLine closes its
 // sender's connection.
 #include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/loop_local.h"
+#include "net/signal_set.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
 
@@ -144,6 +146,8 @@ int main(int argc, char** argv) {
   }
 
   EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   ChatServer chat(&loop, InetAddress(static_cast<uint16_t>(port)), options);
   if (auto started = chat.start(); !started) {
     std::fprintf(stderr, "chat_server: %s\n", started.error().message().c_str());

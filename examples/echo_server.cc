@@ -1,6 +1,7 @@
 // echo_server: sends every byte back.
 //
 //   echo_server --port 7000 --threads 4 --mode reuseport --trigger edge --io io_uring
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "net/buffer.h"
 #include "net/event_loop.h"
 #include "net/inet_address.h"
+#include "net/signal_set.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
 
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
   }
 
   EventLoop loop(io);  // its server's worker loops use the same backend
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   TcpServer server(&loop, InetAddress(static_cast<uint16_t>(port)), options);
   server.set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
   if (auto started = server.start(); !started) {

@@ -5,6 +5,7 @@
 //   curl http://127.0.0.1:8081/hello
 //   curl http://127.0.0.1:8081/later     # 100 ms on
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "http/http_server.h"
 #include "net/event_loop.h"
+#include "net/signal_set.h"
 
 using namespace tern;
 
@@ -47,6 +49,8 @@ int main(int argc, char** argv) {
   }
 
   net::EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  net::SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   http::HttpServer server(&loop, net::InetAddress(static_cast<uint16_t>(port), true), options);
   server.get("/hello", [](const http::Request&, http::ResponseWriter& w) {
     w.start(200).header("Content-Type", "text/plain; charset=utf-8").body("Hello, world!\n");

@@ -11,6 +11,7 @@
 // above it sees plaintext. Certificates that do not load stop the program
 // with the reason (ServerContext throws, naming the file; exit code 2),
 // before it listens.
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -20,6 +21,7 @@
 #include "http/http_server.h"
 #include "http2/http2_connection.h"
 #include "net/event_loop.h"
+#include "net/signal_set.h"
 #include "tls/server_context.h"
 
 using namespace tern;
@@ -73,6 +75,8 @@ int main(int argc, char** argv) {
   }
 
   net::EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  net::SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   const net::InetAddress address(static_cast<uint16_t>(port));
   options.http2 = http2::http2_protocol();  // for the connections whose TLS agreed on "h2"
   http::HttpServer server(&loop, address, options);

@@ -14,6 +14,7 @@
 // a mutex, held while the list is read or changed and never across I/O.
 // The list is bounded: a POST into a full list is answered 503.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -25,6 +26,7 @@
 #include "http/http_server.h"
 #include "http/router.h"
 #include "net/event_loop.h"
+#include "net/signal_set.h"
 
 using namespace tern;
 
@@ -174,6 +176,8 @@ int main(int argc, char** argv) {
   }
 
   net::EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  net::SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   Tasks tasks;  // before the server: its handlers use it until the server is gone
   http::HttpServer server(&loop, net::InetAddress(static_cast<uint16_t>(port), true), options);
 

@@ -3,12 +3,14 @@
 // the client retries with growing, jittered delays and carries on.
 //
 //   reconnecting_client --host 127.0.0.1 --port 7000 [--io epoll|io_uring]
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "net/buffer.h"
 #include "net/event_loop.h"
+#include "net/signal_set.h"
 #include "net/tcp_client.h"
 #include "net/tcp_connection.h"
 
@@ -32,6 +34,8 @@ int main(int argc, char** argv) {
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // one line at a time, even into a pipe
   EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   TcpClientOptions options;
   options.reconnect = true;
   TcpClient client(&loop, *server, options);

@@ -23,22 +23,26 @@
 // once what is queued for it is written, so an answer sent after a
 // client's half-close (shutdown for writing) does not reach it.
 //
-// The program runs until it is killed. One that stops a proxy would first
-// close each loop's tunnels on that loop: a TcpClient is destroyed on its
-// loop's thread.
+// SIGINT or SIGTERM stops it: each loop's tunnels are closed on that loop
+// first (a TcpClient is destroyed on its loop's thread), then the server
+// closes what is left and stops its loops.
 #include <any>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <latch>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "net/buffer.h"
 #include "net/connection_table.h"
 #include "net/event_loop.h"
 #include "net/loop_local.h"
+#include "net/signal_set.h"
 #include "net/tcp_client.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
@@ -83,6 +87,15 @@ class Tunnel {
     if (TcpConnection* backend = backend_.connection()) relay(client, input, backend);
   }
   void on_client_write_complete() { resume(backend_.connection()); }
+  // The proxy stops: the client's connection closes without its tunnel,
+  // which goes next (and the backend's connection with it).
+  void drop_client() {
+    if (TcpConnection* client = find_client()) {
+      client->context().reset();
+      client->force_close();
+    }
+    client_closed_ = true;
+  }
   void on_client_closed() {
     client_closed_ = true;
     if (TcpConnection* backend = backend_.connection()) {
@@ -177,6 +190,24 @@ class TcpProxy {
                                         true);
   }
 
+  // On the base loop's thread, as the server is.
+  ~TcpProxy() {
+    const std::vector<EventLoop*>& loops = server_.io_loops();  // empty if it never started
+    std::latch done(static_cast<std::ptrdiff_t>(loops.size()));
+    for (EventLoop* io_loop : loops) {
+      io_loop->run_in_loop([this, io_loop, &done] {
+        if (Tunnels* mine = tunnels_.get(io_loop)) {
+          for (auto& entry : *mine) entry.second->drop_client();
+          mine->clear();
+        }
+        done.count_down();
+      });
+    }
+    done.wait();
+  }
+  TcpProxy(const TcpProxy&) = delete;
+  TcpProxy& operator=(const TcpProxy&) = delete;
+
   tern::Result<void> start() { return server_.start(); }
   const InetAddress& listen_address() const { return server_.listen_address(); }
 
@@ -230,6 +261,8 @@ int main(int argc, char** argv) {
   if (!backend) return usage(argv[0]);
 
   EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   TcpProxy proxy(&loop, InetAddress(static_cast<uint16_t>(port)), *backend, idle, options);
   if (auto started = proxy.start(); !started) {
     std::fprintf(stderr, "tcp_proxy: %s\n", started.error().message().c_str());

@@ -1,11 +1,13 @@
 // udp_echo: sends every datagram back to where it came from.
 //
 //   udp_echo --port 7001 [--io epoll|io_uring]
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "net/event_loop.h"
+#include "net/signal_set.h"
 #include "net/udp_server.h"
 
 using namespace tern::net;
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
   }
 
   EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   UdpServer server(&loop, InetAddress(static_cast<uint16_t>(port)));
   server.set_datagram_callback([](UdpServer& self, std::string_view data, const InetAddress& peer) {
     self.send_to(peer, data);  // replies to one batch leave in one sendmmsg

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,7 @@
 #include <unordered_map>
 
 #include "net/event_loop.h"
+#include "net/signal_set.h"
 #include "net/udp_server.h"
 
 using namespace tern::net;
@@ -136,6 +138,8 @@ int main(int argc, char** argv) {
   }
 
   EventLoop loop(io);
+  // SIGINT or SIGTERM ends the loop; what main made then closes, in order.
+  SignalSet stop(&loop, {SIGINT, SIGTERM}, [&loop](int) { loop.quit(); });
   Store store(&loop);
   UdpServer server(&loop, InetAddress(static_cast<uint16_t>(port), /*loopback_only=*/!any));
   server.set_datagram_callback([&store](UdpServer& self, std::string_view data, const InetAddress& peer) {

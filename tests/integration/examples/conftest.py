@@ -1,8 +1,10 @@
 """Fixtures for the examples' tests: each test starts the real example
 program of this build (TERN_EXAMPLES_DIR) on a port the kernel picks,
 reads the address from the line it prints when it listens, and stops it
-with SIGTERM at the end. An example that dies by itself (a crash, a
-sanitizer's report) fails the test that started it."""
+with SIGTERM at the end, which each example handles: its loop ends and
+what it made closes in order, so that it exits 0 and a sanitizer build's
+leak check runs. An example that dies by itself (a crash, a sanitizer's
+report), or does not stop cleanly, fails the test that started it."""
 
 import os
 import pathlib
@@ -67,21 +69,27 @@ class Example:
         return self.process.poll() is None
 
     def stop(self):
-        """SIGTERM, once; fails if it had died before."""
+        """SIGTERM, once; fails if it had died before, or does not exit 0
+        within 20 s of it."""
         if getattr(self, "stopped", False):
             return
         self.stopped = True
         died = self.process.poll()
+        hung = False
         if died is None:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
+                hung = True
                 self.process.kill()
                 self.process.wait()
         errors = self.errors()
-        assert died is None, f"{self.process.args[0]} exited by itself ({died}): {errors[-4000:]}"
+        name = self.process.args[0]
+        assert died is None, f"{name} exited by itself ({died}): {errors[-4000:]}"
         assert "Sanitizer" not in errors and "runtime error" not in errors, errors[-4000:]
+        assert not hung, f"{name} still running 20 s after SIGTERM: {errors[-4000:]}"
+        assert self.process.returncode == 0, f"{name} stopped with {self.process.returncode}: {errors[-4000:]}"
 
 
 @pytest.fixture
