@@ -27,11 +27,11 @@ constexpr unsigned kCompletionEntries = 16384;
 // takes what it needs, up to kMaxReceive, from the front of one: a 64 KiB
 // message is four completions rather than sixteen, and small requests of
 // many connections share a buffer. Where it does not, each receive takes a
-// whole buffer, so they are small. The ring starts with kInitialBytes and doubles, at most once a round, up to
-// kMaxBytes, each time a receive finds it empty; such a receive is re-armed
-// next round and its bytes wait in the socket meanwhile. So memory follows
-// what the loop's busiest round needed (the buffers are reserved, not
-// touched, up front).
+// whole buffer, so they are small. The ring starts with kInitialBytes and
+// doubles, at most once a round, up to kMaxBytes, each time a receive finds
+// it empty; such a receive is re-armed next round and its bytes wait in the
+// socket meanwhile. So memory follows what the loop's busiest round needed
+// (the buffers are reserved, not touched, up front).
 constexpr unsigned kBuffers = 1024;  // a power of two: the ring's entries
 constexpr unsigned kInitialBytes = 256 * 1024;
 constexpr unsigned kMaxBytes = 4 * 1024 * 1024;

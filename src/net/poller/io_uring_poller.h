@@ -14,10 +14,11 @@
 // buffer of the loop's ring of provided buffers as bytes arrive (into the
 // free part of a large one where the kernel consumes buffers in parts, a
 // small one each otherwise) and the loop hands them over
-// (ReadyEvent::kReceived), so a request costs no read(2). Their poll request then covers output only. Such owners send
-// through the ring as well (start_send: one send request, submitted with
-// the round's batch), so a keep-alive request and its response cost no
-// system call of their own.
+// (ReadyEvent::kReceived), so a request costs no read(2). Their poll
+// request then covers output only. Such owners send through the ring as
+// well (start_send: one send request, submitted with the round's batch),
+// so a keep-alive request and its response cost no system call of their
+// own.
 //
 // A completion finds its channel through a table indexed by fd (in pages
 // made as descriptors reach them, 24 bytes an entry: with ten thousand
