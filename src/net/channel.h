@@ -115,6 +115,10 @@ class Channel {
   enum class PollerState : uint8_t { kNew, kAdded, kDetached };
   PollerState poller_state() const { return poller_state_; }    // the poller's
   void set_poller_state(PollerState s) { poller_state_ = s; }  // the poller's
+  // Whether the poller sends for this channel (Poller::can_send), kept on
+  // the channel so that asking costs no lookup; the poller's to set.
+  bool sends_by_poller() const { return sends_by_poller_; }
+  void set_sends_by_poller(bool on) { sends_by_poller_ = on; }
 
   static constexpr uint32_t kReadEvents = 0x001 | 0x002 | 0x2000;  // IN | PRI | RDHUP
   static constexpr uint32_t kWriteEvents = 0x004;                  // OUT
@@ -138,6 +142,7 @@ class Channel {
   uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
   PollerState poller_state_ = PollerState::kNew;
   bool edge_triggered_ = false;
+  bool sends_by_poller_ = false;
   const ChannelHandler* handler_ = nullptr;
   void* owner_ = nullptr;
   std::unique_ptr<Callbacks> callbacks_;

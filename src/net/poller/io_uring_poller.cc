@@ -283,6 +283,7 @@ void IoUringPoller::update_channel(Channel* channel) {
       if (reg.channel != nullptr) unregister(fd, reg);
       reg.channel = channel;
       reg.generation = next_generation();
+      channel->set_sends_by_poller(fd <= kMaxRecvFd && channel->takes_sent());
     }
     channel->set_poller_state(State::kAdded);
     sync(fd, reg);
@@ -299,6 +300,7 @@ void IoUringPoller::unregister(int fd, Registration& reg) {
   TERN_CHECK_MSG(!reg.send_armed, "fd {} unregistered with a send in flight", fd);
   if (reg.poll_armed) cancel(poll_data(reg.poll_generation, fd));
   if (reg.recv_armed) cancel(recv_data(reg.generation, reg.recv_sequence, fd));
+  if (reg.channel != nullptr) reg.channel->set_sends_by_poller(false);
   reg = Registration{};
 }
 
@@ -336,11 +338,8 @@ bool IoUringPoller::receives_for(const Channel& channel, int fd) const {
 }
 
 bool IoUringPoller::can_send(const Channel& channel) const {
-  const int fd = channel.fd();
-  if (fd < 0 || fd > kMaxRecvFd || !channel.takes_sent()) return false;
-  const auto page = static_cast<size_t>(fd) >> kPageShift;
-  return page < pages_.size() && pages_[page] &&
-         pages_[page][static_cast<size_t>(fd) & ((size_t{1} << kPageShift) - 1)].channel == &channel;
+  // Set while the channel is registered here (update_channel, unregister).
+  return channel.sends_by_poller();
 }
 
 void IoUringPoller::start_send(Channel& channel, const char* data, size_t length, bool more) {
