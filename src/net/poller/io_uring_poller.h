@@ -80,6 +80,14 @@ class IoUringPoller final : public Poller {
   };
   static_assert(sizeof(Registration) <= 24);
   static constexpr int kPageShift = 10;  // 1,024 registrations a page
+  // The ring of provided buffers (io_uring_buffers.cc).
+  static constexpr unsigned kBuffers = 1024;  // a power of two: the ring's entries
+  static constexpr uint16_t kBufferGroup = 0;
+  // The most one receive takes from a large buffer. While a socket has bytes
+  // the kernel repeats a multishot receive, up to 32 times a round: this
+  // bounds what a connection that stops reading has been handed in that
+  // round, and then holds, to 512 KiB (a 64 KiB message is four receives).
+  static constexpr unsigned kMaxReceive = 16 * 1024;
 
   IoUringPoller() = default;
   bool setup_buffers();
