@@ -37,7 +37,7 @@ install(CODE "
 " COMPONENT server)
 
 # -- dev: libtern ------------------------------------------------------------------
-set(TERN_LIBRARY_PARTS base net http http2 upstream fastcgi proxy tls)
+set(TERN_LIBRARY_PARTS base net http http2 files upstream fastcgi proxy tls)
 # The http library's HTTP/1 half has a folder of its own (see src/CMakeLists.txt).
 install(DIRECTORY src/http1 DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tern COMPONENT dev FILES_MATCHING PATTERN "*.h")
 foreach(part ${TERN_LIBRARY_PARTS})

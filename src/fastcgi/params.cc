@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <string>
+#include <utility>
 
 namespace tern::fastcgi {
 namespace {
@@ -101,6 +102,40 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   for (const http::Header& header : cgi.added) {
     if (cgi_safe_name(header.name)) add(header);
   }
+}
+
+HeldCgiContext::HeldCgiContext(const http::Exchange& exchange, Script script, std::string_view server_name,
+                               std::string_view software)
+    : script_(std::move(script)),
+      filename_(script_.root + script_.name),
+      server_name_(server_name),
+      software_(software),
+      local_(exchange.local_address()),
+      peer_(exchange.client_address()) {
+  const net::SecureLayer* secure = exchange.secure();
+  https_ = secure != nullptr;
+  if (secure == nullptr) return;
+  ssl_protocol_ = secure->protocol();
+  ssl_cipher_ = secure->cipher();
+  if (const net::PeerCertificate* certificate = secure->peer_certificate()) client_certificate_ = *certificate;
+}
+
+CgiContext HeldCgiContext::view() const {
+  CgiContext cgi;
+  cgi.script_filename = filename_;
+  cgi.script_name = script_.name;
+  cgi.path_info = script_.path_info;
+  cgi.document_root = script_.root;
+  cgi.document_uri = script_.uri;
+  cgi.server_software = software_;
+  cgi.server_name = server_name_;
+  cgi.server_address = local_;
+  cgi.remote_address = peer_;
+  cgi.https = https_;
+  cgi.ssl_protocol = ssl_protocol_;
+  cgi.ssl_cipher = ssl_cipher_;
+  if (client_certificate_) cgi.client_certificate = &*client_certificate_;
+  return cgi;
 }
 
 }  // namespace tern::fastcgi

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "fastcgi/protocol.h"
+#include "http/exchange.h"
 #include "http/request.h"
 #include "net/inet_address.h"
 #include "net/secure_layer.h"
@@ -41,6 +43,39 @@ struct CgiContext {
   // names: a cache's own preconditions when it revalidates an entry. Not
   // owned.
   std::span<const http::Header> added;
+};
+
+// A CgiContext held for a PARAMS writer that runs later (again for a
+// retry, or once a gathered body's length is known): the script's names
+// owned, the connection's ends and TLS taken from the exchange now (the
+// names of its protocol and cipher are OpenSSL's static strings; a client
+// certificate's fields are copied). `server_name` and `software` are
+// views that must outlive the writer.
+class HeldCgiContext {
+ public:
+  struct Script {
+    std::string root;       // the document root, without a final '/'
+    std::string name;       // the script's URI path
+    std::string path_info;  // what followed it
+    std::string uri;        // the request's decoded path
+  };
+  HeldCgiContext(const http::Exchange& exchange, Script script, std::string_view server_name,
+                 std::string_view software);
+
+  // The context, viewing what this holds; valid while it lives.
+  CgiContext view() const;
+
+ private:
+  Script script_;
+  std::string filename_;
+  std::string_view server_name_;
+  std::string_view software_;
+  net::InetAddress local_;
+  net::InetAddress peer_;
+  bool https_;
+  std::string_view ssl_protocol_;
+  std::string_view ssl_cipher_;
+  std::optional<net::PeerCertificate> client_certificate_;
 };
 
 // Every variable, then each request header as HTTP_NAME (upper case, '-' as

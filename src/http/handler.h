@@ -31,6 +31,7 @@
 #include "http/response_writer.h"
 
 namespace tern::net {
+class EventLoop;
 class InetAddress;
 }
 
@@ -76,6 +77,10 @@ class BasicHandler {
   virtual void respond(const RouteT& /*route*/, ResponseWriter& /*writer*/) {}
   // For kExchange: takes the request; answers through the exchange, now or later.
   virtual void start(const RouteT& /*route*/, Exchange& /*exchange*/) {}
+  // The server is going: close what this handler keeps on `loop` (its
+  // connections to upstream servers), on that loop's thread while the loop
+  // still runs. Once for each loop the server served on.
+  virtual void close_loop(net::EventLoop* /*loop*/) {}
 };
 
 // The handlers of HttpServer's chain (add_handler).

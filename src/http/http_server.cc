@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <latch>
+#include <vector>
 
 #include "http/http_date.h"
 #include "http1/http1_connection.h"
@@ -81,6 +83,23 @@ HttpServer::HttpServer(net::EventLoop* loop, std::vector<net::InetAddress> addre
     : options_(std::move(options)), tcp_(loop, std::move(addresses), options_.tcp) {}
 
 HttpServer::~HttpServer() {
+  // The handlers close what they keep on each loop (upstream connections),
+  // on that loop, before the connections and the loops go.
+  std::vector<net::EventLoop*> loops;
+  contexts_.for_each([&loops](net::EventLoop* loop, LoopContext&) { loops.push_back(loop); });
+  std::latch closed(static_cast<std::ptrdiff_t>(loops.size()));
+  for (net::EventLoop* loop : loops) {
+    auto close = [this, loop, &closed] {
+      for (RequestHandler* handler : handlers_) handler->close_loop(loop);
+      closed.count_down();
+    };
+    if (loop->is_in_loop_thread()) {
+      close();
+    } else {
+      loop->run_in_loop(close);
+    }
+  }
+  closed.wait();
   // A loop that outlives the server (the base loop serving as the only I/O
   // loop) must not ring for a context that goes with it; the others stop
   // with their threads, below.

@@ -126,4 +126,17 @@ void append_percent_encoded_path(std::string_view path, std::string* out) {
   }
 }
 
+Result<std::string> normalize_prefix(std::string_view prefix) {
+  std::string normalized;
+  if (auto done = normalize_path(prefix, &normalized); !done) return done.error();
+  while (!normalized.empty() && normalized.back() == '/') normalized.pop_back();
+  return normalized;
+}
+
+bool path_beneath(std::string_view prefix, std::string_view path, std::string_view* rest) {
+  if (!path.starts_with(prefix)) return false;
+  *rest = path.substr(prefix.size());
+  return rest->empty() || rest->front() == '/';
+}
+
 }  // namespace tern::http

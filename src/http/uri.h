@@ -63,4 +63,15 @@ Result<void> percent_decode(std::string_view encoded, std::string* out);
 // Location header from a decoded path.
 void append_percent_encoded_path(std::string_view path, std::string* out);
 
+// A handler's URL prefix ("/assets/", "/api", "/") decoded and normalised,
+// without its final '/' ("/assets", "/api", ""); an error for one that is
+// not an absolute path.
+Result<std::string> normalize_prefix(std::string_view prefix);
+
+// Whether the normalised `path` is `prefix` (as normalize_prefix made it)
+// or beneath it at a segment: "/assets" and "/assets/a.css" are beneath
+// "/assets", "/assetsx" is not. *rest is what follows the prefix: empty, or
+// from its '/'.
+bool path_beneath(std::string_view prefix, std::string_view path, std::string_view* rest);
+
 }  // namespace tern::http

@@ -48,20 +48,20 @@ void CacheZones::start() {
   manager_ = std::thread([this] { manage(); });
 }
 
-OpenFileCache* CacheZones::entry_files(const cache::Zone& zone) const {
+files::OpenFileCache* CacheZones::entry_files(const cache::Zone& zone) const {
   net::EventLoop* loop = net::EventLoop::current();
   if (loop == nullptr) return nullptr;
   LoopFiles* files = loops_.get(loop);
   if (files == nullptr) {
     files = &loops_.emplace(loop);
-    OpenFileCacheOptions options;
+    files::OpenFileCacheOptions options;
     options.max_entries = kEntryFilesPerLoop;
-    options.symlinks = SymlinkPolicy::kAnywhere;  // the zone's own directories
+    options.symlinks = files::SymlinkPolicy::kAnywhere;  // the zone's own directories
     options.cache_not_found = false;              // a hit is for a file the index knows
     options.memory_max_file_bytes = 0;            // small bodies are in the index already
     for (const auto& z : zones_) {
       try {
-        files->zones.push_back(std::make_unique<OpenFileCache>(z->options().path, options));
+        files->zones.push_back(std::make_unique<files::OpenFileCache>(z->options().path, options));
       } catch (const std::system_error& e) {
         TERN_LOG_WARN("cache {}: {}: its entries are not served from their files", z->options().name, e.what());
         files->zones.push_back(nullptr);

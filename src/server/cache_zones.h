@@ -33,7 +33,7 @@
 #include "cache/zone.h"
 #include "net/loop_local.h"
 #include "server/config/cache_config.h"
-#include "server/open_file_cache.h"
+#include "files/open_file_cache.h"
 
 namespace tern {
 class TaskPool;
@@ -69,7 +69,7 @@ class CacheZones {
   // This loop's open entry files of `zone`, made on its first use; null
   // when the zone's directory cannot be opened (logged: the entries whose
   // bodies are in files then go to the application). Loop thread only.
-  OpenFileCache* entry_files(const cache::Zone& zone) const;
+  files::OpenFileCache* entry_files(const cache::Zone& zone) const;
   // The process is out of descriptors: this loop's entry files let go of
   // some (OpenFileCache::shed_descriptors). How many closed. Loop thread only.
   size_t shed_descriptors() const;
@@ -77,7 +77,7 @@ class CacheZones {
  private:
   // A loop's open entry files, by zone (as zones_).
   struct LoopFiles {
-    std::vector<std::unique_ptr<OpenFileCache>> zones;
+    std::vector<std::unique_ptr<files::OpenFileCache>> zones;
     std::chrono::steady_clock::time_point swept;  // last closed the idle ones
   };
 

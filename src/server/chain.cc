@@ -3,6 +3,7 @@
 #include <map>
 
 #include "auth/users_app.h"
+#include "files/file_response.h"
 #include "http/error_page.h"
 #include "http/uri.h"
 #include "net/event_loop.h"
@@ -33,7 +34,7 @@ constexpr int kMaxRedirects = 10;
 }  // namespace
 
 Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
-             std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
+             std::shared_ptr<const files::MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
              const auth::UsersApp* users, const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics,
              std::shared_ptr<const KeyLimits> limits, TaskPool* tasks, std::shared_ptr<const AcmeChallenges> acme)
     : sites_(std::move(sites)),
@@ -43,7 +44,7 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
       loops_(loops),
       key_limits_(limits != nullptr ? std::move(limits) : std::make_shared<const KeyLimits>(config.key_limits, nullptr)) {
   const StaticConfig& st = config.static_files;
-  static_base_.symlinks = st.allow_symlinks_outside_root ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
+  static_base_.symlinks = st.allow_symlinks_outside_root ? files::SymlinkPolicy::kAnywhere : files::SymlinkPolicy::kInsideRoot;
   static_base_.gzip_static = st.gzip_static;
   static_base_.cache_max_entries = st.cache_entries;
   static_base_.cache_max_bytes = st.cache_bytes;
@@ -108,8 +109,8 @@ Chain::Chain(std::shared_ptr<const Sites> sites, const Config& config,
 
 Chain::~Chain() = default;
 
-StaticFilesOptions Chain::static_options(const StaticStore& store) const {
-  StaticFilesOptions options = static_base_;
+files::StaticFilesOptions Chain::static_options(const StaticStore& store) const {
+  files::StaticFilesOptions options = static_base_;
   options.root = store.root;
   options.index = store.index;
   options.autoindex = store.autoindex;
@@ -118,7 +119,7 @@ StaticFilesOptions Chain::static_options(const StaticStore& store) const {
 
 ChainLoop::ChainLoop(std::shared_ptr<const Chain> chain, LoopMetrics* counts) : chain_(std::move(chain)) {
   for (const StaticStore& store : chain_->sites().stores()) {
-    stores_.push_back(std::make_unique<StaticFiles>(chain_->static_options(store)));
+    stores_.push_back(std::make_unique<files::StaticFiles>(chain_->static_options(store)));
     if (counts != nullptr) stores_.back()->cache().set_counters(&counts->file_cache_hits, &counts->file_cache_misses);
   }
 }
@@ -166,7 +167,7 @@ void ChainLoop::resolve(const http::Request& request, const net::InetAddress& co
     handler_ = acme;
     return;
   }
-  if (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path)) return refuse(403);
+  if (dot_segment && chain_->deny_dotfiles() && files::names_a_dotfile(*path)) return refuse(403);
   if (r.site->wants_slash(r.path)) {
     claim_ = Claim::kRespond;
     handler_ = &kAddSlash;
@@ -328,10 +329,10 @@ bool ChainLoop::serve_error_page(const Site& site, std::string_view path, int st
   std::string file;
   const Location* target = static_target(site, path, &file);
   if (target == nullptr) return false;
-  StaticRequest query;
+  files::StaticRequest query;
   query.path = file;
   query.normalized = true;
-  StaticResult result = stores_[target->store]->serve(query, net::EventLoop::current()->clock().now());
+  files::StaticResult result = stores_[target->store]->serve(query, net::EventLoop::current()->clock().now());
   if (result.status != 200 || result.listing) return false;
   // An internal redirect, as with nginx: the page's own location's fields
   // (its `always` ones, for an error status), not the failed request's.
@@ -362,7 +363,7 @@ bool ChainLoop::serve_internal(const Site& site, std::string_view uri, const htt
   std::string scratch;
   bool dot_segment = false;
   Result<std::string_view> path = http::normalized_path(uri.substr(0, uri.find('?')), &scratch, &dot_segment);
-  if (!path || (dot_segment && chain_->deny_dotfiles() && names_a_dotfile(*path))) return false;
+  if (!path || (dot_segment && chain_->deny_dotfiles() && files::names_a_dotfile(*path))) return false;
   std::string file;
   const Location* target = static_target(site, *path, &file);
   if (target == nullptr) return false;
@@ -370,7 +371,7 @@ bool ChainLoop::serve_internal(const Site& site, std::string_view uri, const htt
   http::ExtraFields extra = target->fields;
   extra.always.append(fields.always);
   writer.set_extra_fields(&extra);
-  respond_static(*stores_[target->store], request, {file, true, *path, /*as_get=*/true}, writer,
+  files::respond_static(*stores_[target->store], request, {file, true, *path, /*as_get=*/true}, writer,
                  net::EventLoop::current()->clock().now(),
                  chain_->use_mmap());
   return true;

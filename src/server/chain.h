@@ -28,8 +28,8 @@
 #include "net/loop_local.h"
 #include "server/handler.h"
 #include "http/error_page.h"
-#include "server/handlers/static_files.h"
-#include "server/mime_types.h"
+#include "files/static_files.h"
+#include "files/mime_types.h"
 #include "server/sites.h"
 
 namespace tern::auth {
@@ -81,7 +81,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
   // none are). Reads the htpasswd files auth_basic names: throws
   // std::runtime_error naming one that does not load.
   Chain(std::shared_ptr<const Sites> sites, const Config& config,
-        std::shared_ptr<const MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
+        std::shared_ptr<const files::MimeTypes> mime, FastCgiRoutes* fastcgi, const ProxyRoutes* proxy,
         const auth::UsersApp* users,
         const net::LoopLocal<ChainLoop>* loops, const Metrics* metrics = nullptr,
         std::shared_ptr<const KeyLimits> limits = nullptr, TaskPool* tasks = nullptr,
@@ -94,7 +94,7 @@ class Chain : public std::enable_shared_from_this<Chain> {
     return chains_[location.id];
   }
   // StaticFiles options for a store (its root and index, and [static]).
-  StaticFilesOptions static_options(const StaticStore& store) const;
+  files::StaticFilesOptions static_options(const StaticStore& store) const;
   bool deny_dotfiles() const { return deny_dotfiles_; }
   // The config's blocked networks, for a client real_ip found behind a
   // proxy (the connection's own were judged at accept).
@@ -109,8 +109,8 @@ class Chain : public std::enable_shared_from_this<Chain> {
 
  private:
   std::shared_ptr<const Sites> sites_;
-  std::shared_ptr<const MimeTypes> mime_;
-  StaticFilesOptions static_base_;
+  std::shared_ptr<const files::MimeTypes> mime_;
+  files::StaticFilesOptions static_base_;
   bool deny_dotfiles_;
   IpFilter blocked_;
   bool use_mmap_;
@@ -165,7 +165,7 @@ class ChainLoop {
   void set_filters(const http::Request& request, http::ResponseWriter& writer) const;
 
   std::shared_ptr<const Chain> chain_;
-  std::vector<std::unique_ptr<StaticFiles>> stores_;  // by store index
+  std::vector<std::unique_ptr<files::StaticFiles>> stores_;  // by store index
   Route route_;
   std::string path_;  // the normalised path route_.path views, when it is not the request's
   const http::Request* resolved_for_ = nullptr;

@@ -31,10 +31,13 @@
 #include "http/handler.h"
 #include "server/regex.h"
 
+namespace tern::files {
+class StaticFiles;
+}
+
 namespace tern::server {
 
 class Site;
-class StaticFiles;
 struct Location;
 
 // http::Route (the request, the connection's addresses, the path: here
@@ -48,7 +51,7 @@ struct Route : http::Route {
   const Location* location = nullptr;
   std::string target;  // what `path` views after a redirect or a try_files hit
   Captures captures;  // of a regex location
-  StaticFiles* files = nullptr;  // this loop's files for the location's root
+  files::StaticFiles* files = nullptr;  // this loop's files for the location's root
   // Set by the handler that claims the request: an application's exchange
   // handler (start() runs it), or the status of a refusal.
   const http::ExchangeHandler* app = nullptr;

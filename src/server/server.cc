@@ -61,8 +61,8 @@ http::HttpServerOptions http_options(const Config& config) {
   return options;
 }
 
-std::shared_ptr<const MimeTypes> mime_types(const Config& config) {
-  auto mime = std::make_shared<MimeTypes>();
+std::shared_ptr<const files::MimeTypes> mime_types(const Config& config) {
+  auto mime = std::make_shared<files::MimeTypes>();
   for (const auto& [extension, type] : config.static_files.mime) mime->set(extension, type);
   return mime;
 }

@@ -41,7 +41,7 @@
 #include "server/config/config.h"
 #include "server/process/control.h"
 #include "server/ip_filter.h"
-#include "server/mime_types.h"
+#include "files/mime_types.h"
 #include "server/tls_setup.h"
 
 namespace tern::net {

@@ -168,5 +168,27 @@ TEST(Uri, NormalizedPathViewsTheRequestWhenNothingNeedsDoing) {
   EXPECT_FALSE(normalized_path("/a%00", &scratch));
 }
 
+TEST(PathPrefix, IsNormalisedWithoutItsFinalSlash) {
+  EXPECT_EQ(normalize_prefix("/assets/").value(), "/assets");
+  EXPECT_EQ(normalize_prefix("/assets").value(), "/assets");
+  EXPECT_EQ(normalize_prefix("/").value(), "");
+  EXPECT_EQ(normalize_prefix("//a/./b/../c//").value(), "/a/c");
+  EXPECT_FALSE(normalize_prefix("assets/").ok());
+  EXPECT_FALSE(normalize_prefix("").ok());
+  EXPECT_FALSE(normalize_prefix("/../x").ok());
+}
+
+TEST(PathPrefix, APathIsBeneathItOnlyAtASegment) {
+  std::string_view rest;
+  EXPECT_TRUE(path_beneath("/assets", "/assets", &rest));
+  EXPECT_EQ(rest, "");
+  EXPECT_TRUE(path_beneath("/assets", "/assets/css/a.css", &rest));
+  EXPECT_EQ(rest, "/css/a.css");
+  EXPECT_FALSE(path_beneath("/assets", "/assetsx/a.css", &rest));
+  EXPECT_FALSE(path_beneath("/assets", "/asset", &rest));
+  EXPECT_TRUE(path_beneath("", "/anything", &rest));
+  EXPECT_EQ(rest, "/anything");
+}
+
 }  // namespace
 }  // namespace tern::http

@@ -16,12 +16,13 @@
 #include <new>
 #include <string>
 
+#include "files/file_response.h"
+#include "files/static_files.h"
 #include "http/http_server.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
 #include "proxy/http_codec.h"
-#include "server/handlers/static_files.h"
 #include "server/handlers/static_handler.h"
 #include "server/limits/rate_limit.h"
 #include "upstream/group.h"
@@ -70,11 +71,11 @@ class SteadyStateAllocations : public ::testing::Test {
     server_ = tern::testing::make_on_loop<http::HttpServer>(runner_, runner_.loop(),
                                                             net::InetAddress(0, true));
     runner_.run([&] {
-      StaticFilesOptions options;
+      files::StaticFilesOptions options;
       options.root = root_.path();
-      files_ = std::make_unique<StaticFiles>(options);
+      files_ = std::make_unique<files::StaticFiles>(options);
       server_->router().set_fallback([this](const http::Request& r, http::ResponseWriter& w) {
-        respond_static(*files_, r, w, runner_.loop()->clock().now());
+        files::respond_static(*files_, r, w, runner_.loop()->clock().now());
       });
       ASSERT_TRUE(server_->start().ok());
     });
@@ -106,7 +107,7 @@ class SteadyStateAllocations : public ::testing::Test {
   LoopRunner runner_;
   tern::testing::TempDir root_;
   tern::testing::LoopOwned<http::HttpServer> server_;
-  std::unique_ptr<StaticFiles> files_;
+  std::unique_ptr<files::StaticFiles> files_;
   size_t response_size_ = 0;
 };
 

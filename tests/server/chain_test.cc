@@ -47,7 +47,7 @@ class ChainTest : public ::testing::Test {
     std::ofstream(path) << sites << "\n[static]\nroot = \"" << dir_.at("www") << "\"\n";
     Config config = load_config(path);
     chain_ = std::make_shared<const Chain>(std::make_shared<const Sites>(config, metrics_), config,
-                                           std::make_shared<MimeTypes>(), nullptr, nullptr, nullptr, &loops_,
+                                           std::make_shared<files::MimeTypes>(), nullptr, nullptr, nullptr, &loops_,
                                            metrics_);
     loops_.emplace(&loop_, chain_);
   }

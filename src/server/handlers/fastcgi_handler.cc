@@ -14,11 +14,11 @@
 #include "net/connection_pool.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
-#include "server/handlers/static_files.h"
+#include "files/static_files.h"
 #include "server/handlers/upstream_cache.h"
 #include "server/regex.h"
 #include "server/upstreams.h"
-#include "server/open_file_cache.h"
+#include "files/open_file_cache.h"
 
 namespace tern::server {
 namespace {
@@ -88,7 +88,7 @@ struct FastCgiRoutes::LoopState {
     int status = 0;         // 0, or the error to answer (404, 403)
   };
 
-  std::vector<std::unique_ptr<OpenFileCache>> scripts;      // one per block: what exists
+  std::vector<std::unique_ptr<files::OpenFileCache>> scripts;      // one per block: what exists
   std::string path;   // scratch for the normalised path
   std::string probe;  // scratch for a candidate script
   Route route;
@@ -206,12 +206,12 @@ void FastCgiRoutes::init_loop(net::EventLoop* loop) {
   groups_.init_loop(loop, pools_.size());
   LoopState* state = &loops_.emplace(loop);
   for (const auto& block : blocks_) {
-    OpenFileCacheOptions scripts;
+    files::OpenFileCacheOptions scripts;
     scripts.valid_for = cache_valid_;
-    scripts.symlinks = symlinks_anywhere_ ? SymlinkPolicy::kAnywhere : SymlinkPolicy::kInsideRoot;
+    scripts.symlinks = symlinks_anywhere_ ? files::SymlinkPolicy::kAnywhere : files::SymlinkPolicy::kInsideRoot;
     scripts.memory_max_file_bytes = 0;
     scripts.open_for_reading = false;  // php-fpm reads them, not us
-    state->scripts.push_back(std::make_unique<OpenFileCache>(block->root, scripts));
+    state->scripts.push_back(std::make_unique<files::OpenFileCache>(block->root, scripts));
   }
 }
 
@@ -227,9 +227,9 @@ const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view
   const auto now = net::EventLoop::current()->clock().now();
   LoopState::Route& route = state->route;
   auto is_script = [&](const Block& block, std::string_view candidate, int* error) {
-    OpenFileCache::FileResult found = state->scripts[block.index]->find(candidate, now);
+    files::OpenFileCache::FileResult found = state->scripts[block.index]->find(candidate, now);
     if (found && found.value()->is_regular()) return true;
-    *error = found ? 404 : OpenFileCache::http_status(found.error());
+    *error = found ? 404 : files::OpenFileCache::http_status(found.error());
     return false;
   };
   const auto& block = blocks_[index];
@@ -310,44 +310,23 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
   options.response_head = block.config.response_head;
   options.temp_dir = temp_dir_;
   options.internal_redirect = std::move(redirect);
-  // What PARAMS need beyond the request, owned by the writer (it runs again
+  // What PARAMS need beyond the request, held by the writer (it runs again
   // if the request is retried, and for a buffered body at its end). The
   // request is given to it: the call's exchange may be a cache's refresh
   // (background_exchange.h), with a copy of this one.
-  // The layer's names are OpenSSL's static strings: views stay valid. A
-  // client certificate's fields are copied (a site with mutual TLS only).
-  const net::SecureLayer* secure = exchange.secure();
-  const net::PeerCertificate* peer = secure != nullptr ? secure->peer_certificate() : nullptr;
-  auto head_writer = [https = secure != nullptr,
-                      client_certificate = peer != nullptr ? std::optional<net::PeerCertificate>(*peer) : std::nullopt,
-                      ssl_protocol = secure != nullptr ? secure->protocol() : std::string_view(),
-                      ssl_cipher = secure != nullptr ? secure->cipher() : std::string_view(), filename = block.root + route.script, script = route.script,
-                      path_info = route.path_info, uri = state.path, root = block.root,
-                      server_name = std::string_view(server_name_), local = exchange.local_address(),
-                      peer = exchange.client_address(), software = std::string_view(software_)](
+  auto head_writer = [held = fastcgi::HeldCgiContext(exchange, {block.root, route.script, route.path_info, state.path},
+                                                     server_name_, software_)](
                          net::Buffer& out, const http::Request& asked, std::optional<uint64_t> length,
                          bool whole_response, std::span<const http::Header> added) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
-    fastcgi::CgiContext cgi;
-    cgi.script_filename = filename;
-    cgi.script_name = script;
-    cgi.path_info = path_info;
-    cgi.document_root = root;
-    cgi.document_uri = uri;
-    cgi.server_software = software;
-    cgi.server_name = server_name;
-    cgi.server_address = local;
-    cgi.remote_address = peer;
-    cgi.https = https;
-    cgi.ssl_protocol = ssl_protocol;
-    cgi.ssl_cipher = ssl_cipher;
-    if (client_certificate) cgi.client_certificate = &*client_certificate;
+    fastcgi::CgiContext cgi = held.view();
     cgi.whole_response = whole_response;
     cgi.added = added;
     fastcgi::write_cgi_params(params, asked, cgi, length);
     params.finish();
   };
+
   if (!block.cache) {
     return fastcgi::relay(exchange, *group, options,
                           [&request, writer = std::move(head_writer)](net::Buffer& out,

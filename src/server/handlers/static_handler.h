@@ -9,33 +9,12 @@
 #include "http/request.h"
 #include "http/response_writer.h"
 #include "server/handler.h"
-#include "server/handlers/static_files.h"
+#include "files/static_files.h"
 #include "server/handlers/variable_text.h"
 
 namespace tern::server {
 
 struct Location;
-
-// Which file: the request's own path (still encoded), or from the handler
-// chain the file at a decoded and normalised `path` for a request whose own
-// normalised path is `uri_path` (they differ under an alias).
-struct StaticTarget {
-  std::string_view path;
-  bool normalized = false;
-  std::string_view uri_path;
-  bool as_get = false;  // answer a POST as a GET (an application's X-Accel-Redirect)
-};
-
-// With use_mmap the body is mapped and written from memory (the comparison
-// mode TinyWebServer uses); otherwise it goes out with sendfile(2).
-void respond_static(StaticFiles& files, const http::Request& request, const StaticTarget& target,
-                    http::ResponseWriter& writer, std::chrono::steady_clock::time_point now,
-                    bool use_mmap);
-
-inline void respond_static(StaticFiles& files, const http::Request& request, http::ResponseWriter& writer,
-                           std::chrono::steady_clock::time_point now, bool use_mmap = false) {
-  respond_static(files, request, StaticTarget{request.path(), false, {}, false}, writer, now, use_mmap);
-}
 
 // The file `path` names beneath a location's root: the path itself, or for
 // an alias location (its `prefix` given) what follows the prefix ("/img/"

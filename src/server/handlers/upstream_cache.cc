@@ -18,10 +18,10 @@
 #include "server/cache_zones.h"
 #include "server/handlers/background_exchange.h"
 #include "server/handler.h"
-#include "server/handlers/static_files.h"
+#include "files/static_files.h"
 #include "server/handlers/upstream_cache_tap.h"
 #include "server/observability/metrics.h"
-#include "server/open_file_cache.h"
+#include "files/open_file_cache.h"
 
 namespace tern::server {
 namespace {
@@ -322,7 +322,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
   bool not_modified = false;
   if (head.status == 200) {
     if (const std::string_view inm = request.header(http::FieldId::kIfNoneMatch); !inm.empty()) {
-      not_modified = etag_list_matches_weak(inm, etag);  // "*" matches an entry without ETag too
+      not_modified = files::etag_list_matches_weak(inm, etag);  // "*" matches an entry without ETag too
     } else if (const std::string_view ims = request.header(http::FieldId::kIfModifiedSince); !ims.empty()) {
       const std::optional<time_t> since = http::parse_http_date(ims);
       const std::optional<time_t> modified = http::parse_http_date(last_modified);
@@ -343,7 +343,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
   // The body's bytes: in memory, or the entry's file (the same file the
   // index knows, not a later one under its name).
   std::string_view body = entry.body;
-  std::shared_ptr<const OpenFile> file;
+  std::shared_ptr<const files::OpenFile> file;
   if (!entry.body_in_memory) {
     file = open_file(entry);
     if (!file) return;  // not started: the caller goes to the application
@@ -410,15 +410,15 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
   return w.body(body.substr(offset, length));
 }
 
-std::shared_ptr<const OpenFile> UpstreamCache::open_file(const Stored& entry) const {
-  OpenFileCache* files = zones_ != nullptr ? zones_->entry_files(*zone_) : nullptr;
+std::shared_ptr<const files::OpenFile> UpstreamCache::open_file(const Stored& entry) const {
+  files::OpenFileCache* files = zones_ != nullptr ? zones_->entry_files(*zone_) : nullptr;
   if (files == nullptr) return nullptr;  // the zone's directory could not be opened (logged)
   const uint64_t size = entry.head.body_offset + entry.head.body_size;
-  auto is_entry = [&](const OpenFile& file) { return file.inode() == entry.inode && file.size() == size; };
+  auto is_entry = [&](const files::OpenFile& file) { return file.inode() == entry.inode && file.size() == size; };
   // The entry's path beneath the zone's directory ("/3f/a0/3fa0...").
   const std::string_view name = std::string_view(entry.path).substr(zone_->options().path.size());
   const auto now = net::EventLoop::current()->clock().now();
-  OpenFileCache::FileResult found = files->find(name, now);
+  files::OpenFileCache::FileResult found = files->find(name, now);
   if (found && !is_entry(*found.value())) {
     files->forget(name);  // an earlier entry's file, or a later one's the index does not know yet
     found = files->find(name, now);

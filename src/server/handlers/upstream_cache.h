@@ -81,11 +81,14 @@
 #include "server/handlers/variable_text.h"
 #include "upstream/call.h"
 
+namespace tern::files {
+class OpenFile;
+}
+
 namespace tern::server {
 
 class CacheZones;
 class Metrics;
-class OpenFile;
 struct Route;
 
 class UpstreamCache {
@@ -157,7 +160,7 @@ class UpstreamCache {
   // The file of `entry` (not in memory), open: the one this loop holds when
   // it is the file the index knows, else opened now. Null when it went or
   // is not as long as its head says.
-  std::shared_ptr<const OpenFile> open_file(const cache::Stored& entry) const;
+  std::shared_ptr<const files::OpenFile> open_file(const cache::Stored& entry) const;
 
   const CacheZones* const zones_;
   cache::Zone* const zone_;

@@ -31,7 +31,7 @@ SERVER_FILES = {
 DEV_FILES = {
     "usr/lib/cmake/tern/ternConfig.cmake", "usr/lib/cmake/tern/ternConfigVersion.cmake",
     "usr/lib/cmake/tern/ternTargets.cmake", "usr/lib/pkgconfig/tern.pc", "usr/share/doc/libtern-dev/copyright",
-} | {f"usr/lib/libtern_{part}.a" for part in ("base", "net", "http", "http2", "upstream", "fastcgi", "proxy", "tls")}
+} | {f"usr/lib/libtern_{part}.a" for part in ("base", "net", "http", "http2", "files", "upstream", "fastcgi", "proxy", "tls")}
 
 
 def run(cmd, timeout=300, **kwargs):

@@ -1,4 +1,4 @@
-#include "server/handlers/autoindex.h"
+#include "files/autoindex.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 
 #include "http/uri.h"
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 struct Entry {
@@ -91,4 +91,4 @@ Result<std::string> render_autoindex(int dir_fd, std::string_view uri_path, bool
   return html;
 }
 
-}  // namespace tern::server
+}  // namespace tern::files

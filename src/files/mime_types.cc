@@ -1,11 +1,11 @@
-#include "server/mime_types.h"
+#include "files/mime_types.h"
 
 #include <array>
 #include <utility>
 
 #include "http/request.h"
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 struct Entry {
@@ -144,4 +144,4 @@ std::string_view MimeTypes::lookup_extension(std::string_view extension) const {
   return it == types_.end() ? std::string_view(default_type_) : std::string_view(it->second);
 }
 
-}  // namespace tern::server
+}  // namespace tern::files

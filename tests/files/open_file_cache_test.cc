@@ -1,4 +1,4 @@
-#include "server/open_file_cache.h"
+#include "files/open_file_cache.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "support/temp_dir.h"
 #include "support/unprivileged.h"
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 using namespace std::chrono_literals;
@@ -560,4 +560,4 @@ TEST_F(OpenFileCacheTest, ConstructorThrowsWhenTheRootCannotBeOpened) {
 }
 
 }  // namespace
-}  // namespace tern::server
+}  // namespace tern::files

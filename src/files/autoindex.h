@@ -17,10 +17,10 @@
 
 #include "base/result.h"
 
-namespace tern::server {
+namespace tern::files {
 
 // The listing of the directory open as `dir_fd` (not consumed), whose
 // decoded URI path is `uri_path` (ending in '/').
 Result<std::string> render_autoindex(int dir_fd, std::string_view uri_path, bool hide_dotfiles);
 
-}  // namespace tern::server
+}  // namespace tern::files

@@ -16,9 +16,9 @@
 #include "support/temp_dir.h"
 #include "support/unprivileged.h"
 
-#include "server/handlers/static_files.h"
+#include "files/static_files.h"
 
-namespace tern::server::test {
+namespace tern::files::test {
 
 using namespace std::chrono_literals;
 using http::Method;
@@ -107,4 +107,4 @@ inline StaticRequest with_encoding(std::string_view path, std::string_view accep
   return request;
 }
 
-}  // namespace tern::server::test
+}  // namespace tern::files::test

@@ -22,11 +22,11 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace tern::server {
+namespace tern::files {
 
 class MimeTypes {
  public:
-  static constexpr std::string_view kDefaultType = "application/octet-stream";
+  static constexpr std::string_view kDefaultType = "application/octet-stream";  // until set_default()
 
   // The built-in table.
   MimeTypes();
@@ -45,7 +45,7 @@ class MimeTypes {
   // The type for a bare extension ("html"), or the default.
   std::string_view lookup_extension(std::string_view extension) const;
 
-  size_t size() const { return types_.size(); }
+  size_t size() const { return types_.size(); }  // the extensions mapped
 
  private:
   // Case-insensitive hashing and equality, transparent so that lookups with a
@@ -63,4 +63,4 @@ class MimeTypes {
   std::string default_type_{kDefaultType};
 };
 
-}  // namespace tern::server
+}  // namespace tern::files

@@ -63,7 +63,7 @@
 #include "http/field_block.h"
 #include "http/http_date.h"
 
-namespace tern::server {
+namespace tern::files {
 
 // One opened file or directory and what fstat said about it when it was
 // opened. Owns the descriptor and closes it in the destructor. Immutable, so
@@ -77,13 +77,13 @@ class OpenFile {
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;
 
-  int fd() const { return fd_; }
-  uint64_t size() const { return size_; }
-  time_t mtime() const { return mtime_.tv_sec; }
-  dev_t device() const { return device_; }
-  ino_t inode() const { return inode_; }
-  bool is_directory() const { return S_ISDIR(mode_); }
-  bool is_regular() const { return S_ISREG(mode_); }
+  int fd() const { return fd_; }  // open for reading, or O_PATH (OpenFileCacheOptions)
+  uint64_t size() const { return size_; }  // in bytes
+  time_t mtime() const { return mtime_.tv_sec; }  // seconds since the epoch
+  dev_t device() const { return device_; }  // with inode(): which file it is
+  ino_t inode() const { return inode_; }    // with device()
+  bool is_directory() const { return S_ISDIR(mode_); }  // a directory
+  bool is_regular() const { return S_ISREG(mode_); }    // a regular file
 
   // nginx's strong ETag: "<mtime seconds hex>-<size hex>", quotes included.
   std::string_view etag() const { return {etag_.data(), etag_size_}; }
@@ -115,16 +115,16 @@ class OpenFile {
     // looked for, and when that was (epoch: never). Trusted for as long as
     // a cached entry is.
     struct Sibling {
-      std::chrono::steady_clock::time_point checked_at{};
-      bool found = false;
+      std::chrono::steady_clock::time_point checked_at{};  // when looked for
+      bool found = false;  // whether it was there then
     };
-    Sibling br;
-    Sibling gz;
+    Sibling br;  // "<name>.br"
+    Sibling gz;  // "<name>.gz"
     // content() compressed on the fly, once each (ResponseWriter::compress_for).
     std::string gzip;
     std::string brotli;
   };
-  HeadMemo& head_memo() const { return head_memo_; }
+  HeadMemo& head_memo() const { return head_memo_; }  // see HeadMemo
 
  private:
   int fd_;
@@ -142,6 +142,7 @@ class OpenFile {
   mutable HeadMemo head_memo_;
 };
 
+// Which symbolic links beneath a root a lookup follows.
 enum class SymlinkPolicy : uint8_t {
   // The default. Symlinks are followed as long as the whole resolution stays
   // beneath the root: openat2() with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
@@ -161,6 +162,7 @@ enum class SymlinkPolicy : uint8_t {
   kNever,
 };
 
+// What an OpenFileCache is made with.
 struct OpenFileCacheOptions {
   size_t max_entries = 10000;  // descriptors held; 0 disables caching (every lookup opens)
   // Memory held: the entries (kEntryBytes each, plus the path) and the
@@ -181,8 +183,8 @@ struct OpenFileCacheOptions {
 
 class OpenFileCache {
  public:
-  using Clock = std::chrono::steady_clock;
-  using FileResult = Result<std::shared_ptr<const OpenFile>>;
+  using Clock = std::chrono::steady_clock;  // the loop's cached clock is one
+  using FileResult = Result<std::shared_ptr<const OpenFile>>;  // find()'s answer
   // What an entry costs besides its path and contents: the entry and its
   // index slot, the OpenFile and its memo (roughly).
   static constexpr size_t kEntryBytes = 384;
@@ -207,9 +209,9 @@ class OpenFileCache {
   // disable_symlinks also says 403); 500 for anything else.
   static int http_status(const Error& error);
 
-  size_t size() const { return index_.size(); }
+  size_t size() const { return index_.size(); }  // the entries held
   size_t bytes() const { return bytes_; }  // counted against max_bytes
-  void clear();
+  void clear();  // drops every entry (responses in flight keep their files)
   // Drops the entry for `path`, if any: the next find() opens it again
   // (the caller knows the file under that name changed).
   void forget(std::string_view path);
@@ -279,4 +281,4 @@ class OpenFileCache {
   LoopCounter* misses_ = nullptr;
 };
 
-}  // namespace tern::server
+}  // namespace tern::files

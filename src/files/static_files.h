@@ -58,29 +58,30 @@
 
 #include "http/range.h"
 #include "http/request.h"
-#include "server/mime_types.h"
-#include "server/open_file_cache.h"
+#include "files/mime_types.h"
+#include "files/open_file_cache.h"
 
-namespace tern::server {
+namespace tern::files {
 
+// What StaticFiles is made with.
 struct StaticFilesOptions {
   std::string root;                          // the document root directory
   std::vector<std::string> index = {"index.html"};  // tried in order
-  SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;
-  bool gzip_static = true;
+  SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;  // which links beneath the root are followed
+  bool gzip_static = true;  // send a "<file>.br" or "<file>.gz" beside a file to clients that take it
   size_t cache_max_entries = 10000;  // see OpenFileCacheOptions
   size_t cache_max_bytes = 32 << 20;   // see OpenFileCacheOptions
-  std::chrono::steady_clock::duration cache_valid_for = std::chrono::seconds(1);
-  bool cache_not_found = true;
+  std::chrono::steady_clock::duration cache_valid_for = std::chrono::seconds(1);  // see OpenFileCacheOptions
+  bool cache_not_found = true;  // see OpenFileCacheOptions
   size_t memory_max_file_bytes = 16 * 1024;  // see OpenFileCacheOptions
-  bool deny_dotfiles = true;
+  bool deny_dotfiles = true;  // "/.git/config", "/.env" are 403 (not under "/.well-known/")
   bool autoindex = false;  // a directory without an index is listed (not 403)
   const MimeTypes* mime_types = nullptr;  // not owned, must outlive; null: built-in table
 };
 
 // The parts of a request serve() looks at. Empty strings mean "absent".
 struct StaticRequest {
-  http::Method method = http::Method::kGet;
+  http::Method method = http::Method::kGet;  // GET and HEAD are answered, the rest 405
   std::string_view path;   // the origin-form path, still percent-encoded...
   // ...or already decoded and normalised, and checked for dotfiles (the
   // handler chain's route), when `normalized`.
@@ -97,8 +98,9 @@ struct StaticRequest {
   int64_t now = 0;  // the wall clock, seconds since the epoch; 0: read it
 };
 
+// What serve() decided: the status, and what to send with it.
 struct StaticResult {
-  int status = 500;
+  int status = 500;  // 200, 206, 301, 304, 400, 403, 404, 405, 416 or 500
   // The selected representation, set for 200, 206, 304 and 416 (metadata for
   // the headers even when there is no body).
   std::shared_ptr<const OpenFile> file;
@@ -128,8 +130,8 @@ struct StaticResult {
 
 class StaticFiles {
  public:
-  using Clock = OpenFileCache::Clock;
-  static constexpr std::string_view kAllow = "GET, HEAD";
+  using Clock = OpenFileCache::Clock;  // the loop's cached clock is one
+  static constexpr std::string_view kAllow = "GET, HEAD";  // a 405's Allow
 
   // Opens the root. Start-up only: throws std::system_error if the root cannot
   // be opened and std::invalid_argument for an index name that is empty or
@@ -148,8 +150,8 @@ class StaticFiles {
   // answers (403, a listing, the error). Valid until the next call.
   std::string_view index_name(std::string_view path, Clock::time_point now);
 
-  OpenFileCache& cache() { return cache_; }
-  bool hides_dotfiles() const { return options_.deny_dotfiles; }
+  OpenFileCache& cache() { return cache_; }  // this loop's open files
+  bool hides_dotfiles() const { return options_.deny_dotfiles; }  // deny_dotfiles
 
  private:
   using FilePtr = std::shared_ptr<const OpenFile>;
@@ -192,4 +194,4 @@ bool accepts_coding(std::string_view accept_encoding, std::string_view coding);
 // matches nothing.
 bool etag_list_matches_weak(std::string_view if_none_match, std::string_view etag);
 
-}  // namespace tern::server
+}  // namespace tern::files

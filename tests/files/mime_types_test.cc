@@ -1,11 +1,11 @@
-#include "server/mime_types.h"
+#include "files/mime_types.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <string_view>
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 TEST(MimeTypes, KnowsTheCommonWebTypes) {
@@ -101,4 +101,4 @@ TEST(MimeTypes, LookupViewsPointIntoTheTable) {
 }
 
 }  // namespace
-}  // namespace tern::server
+}  // namespace tern::files

@@ -1,5 +1,5 @@
 // Autoindex: a directory listing no file name can inject markup into.
-#include "server/handlers/autoindex.h"
+#include "files/autoindex.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include "support/temp_dir.h"
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 std::string list(const testing::TempDir& dir, bool hide_dotfiles = true) {
@@ -62,4 +62,4 @@ TEST(Autoindex, DotfilesHiddenWhenTheyWouldBeRefused) {
 }
 
 }  // namespace
-}  // namespace tern::server
+}  // namespace tern::files

@@ -1,4 +1,4 @@
-#include "server/open_file_cache.h"
+#include "files/open_file_cache.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -15,7 +15,7 @@
 #include "base/assert.h"
 #include "base/log.h"
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 constexpr int kOpenFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
@@ -413,4 +413,4 @@ const char* OpenFileCache::relative(std::string_view path) {
   return scratch_.c_str();
 }
 
-}  // namespace tern::server
+}  // namespace tern::files

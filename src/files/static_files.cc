@@ -1,4 +1,4 @@
-#include "server/handlers/static_files.h"
+#include "files/static_files.h"
 
 #include <algorithm>
 #include <ctime>
@@ -11,7 +11,7 @@
 #include "http/http_date.h"
 #include "http/uri.h"
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 const MimeTypes& builtin_mime_types() {
@@ -292,4 +292,4 @@ void StaticFiles::apply_range(const StaticRequest& request, StaticResult* result
   }
 }
 
-}  // namespace tern::server
+}  // namespace tern::files

@@ -1,4 +1,4 @@
-#include "server/handlers/static_files.h"
+#include "files/static_files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "server/static_files_fixture.h"
+#include "files/static_files_fixture.h"
 #include "support/temp_dir.h"
 #include "support/unprivileged.h"
 
@@ -43,7 +43,7 @@ void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 using namespace test;  // NOLINT: the fixture and its helpers
@@ -327,4 +327,4 @@ TEST(EtagListMatchesWeak, ComparesOpaqueTags) {
 }
 
 }  // namespace
-}  // namespace tern::server
+}  // namespace tern::files

@@ -1,5 +1,5 @@
 // StaticFiles: conditional requests, byte ranges and gzip siblings.
-#include "server/handlers/static_files.h"
+#include "files/static_files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "server/static_files_fixture.h"
+#include "files/static_files_fixture.h"
 
-namespace tern::server {
+namespace tern::files {
 namespace {
 
 using namespace test;  // NOLINT: the fixture and its helpers
@@ -280,4 +280,4 @@ TEST_F(StaticFilesTest, GzipSiblingRemovedIsNoticedAfterTheCacheValidity) {
 // --- Caching and allocation ---
 
 }  // namespace
-}  // namespace tern::server
+}  // namespace tern::files
