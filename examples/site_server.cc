@@ -3,11 +3,15 @@
 // application server, with a route of the program's own in front.
 //
 //   site_server --port 8080 --root ./www [--php unix:/run/php/php8.2-fpm.sock]
-//               [--api 127.0.0.1:3000] [--threads 2] [--io epoll|io_uring]
+//               [--api 127.0.0.1:3000] [--stream 1] [--threads 2] [--io epoll|io_uring]
 //   curl http://127.0.0.1:8080/                # ./www/index.html (or index.php)
 //   curl http://127.0.0.1:8080/info.php/a/b    # ./www/info.php, PATH_INFO /a/b
 //   curl http://127.0.0.1:8080/api/users?id=7  # 127.0.0.1:3000 GET /users?id=7
 //   curl http://127.0.0.1:8080/healthz         # the program's own route
+//
+// --stream 1: bodies to and from php-fpm and the API stream through as they
+// come (each side paused while the other is behind) instead of being
+// buffered first, as nginx's are by default.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +33,7 @@ using namespace tern;
 int main(int argc, char** argv) {
   int port = 8080;
   std::string root = ".", php, api;
+  bool stream = false;
   http::HttpServerOptions options;
   net::IoBackend io = net::IoBackend::kDefault;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -37,6 +42,7 @@ int main(int argc, char** argv) {
     if (flag == "--root") root = argv[i + 1];
     if (flag == "--php") php = argv[i + 1];
     if (flag == "--api") api = argv[i + 1];
+    if (flag == "--stream") stream = std::string(argv[i + 1]) == "1";
     if (flag == "--threads") options.tcp.io_threads = std::atoi(argv[i + 1]);
     if (flag == "--io") io = net::parse_io_backend(argv[i + 1]).value_or(net::IoBackend::kDefault);
   }
@@ -62,12 +68,14 @@ int main(int argc, char** argv) {
       backend.prefix = "/api/";
       backend.path = "/";  // "/api/users" is "/users" there
       backend.max_body = 64 << 20;  // uploads up to 64 MiB (the server's bound is 1 MiB)
+      backend.buffering = !stream;
       server.add_handler(std::make_unique<proxy::ForwardHandler>(backend));
     }
     if (!php.empty()) {
       fastcgi::ScriptHandlerOptions scripts;
       scripts.application = address(php);
       scripts.root = root;
+      scripts.buffering = !stream;
       server.add_handler(std::make_unique<fastcgi::ScriptHandler>(scripts));
     }
     files::StaticFilesOptions site;

@@ -158,6 +158,8 @@ void ScriptHandler::start(const http::Route& route, http::Exchange& exchange) {
   options.read_timeout = options_.read_timeout;
   options.log_name = log_name_;
   options.temp_dir = options_.temp_dir;
+  options.request_buffering = options_.buffering;
+  options.response_buffering = options_.buffering;
   // What PARAMS need, held by the writer: it runs again if the request is
   // retried, and at the end of a gathered body.
   const std::string_view server_name = options_.server_name.empty() ? host_name(exchange.request().host())

@@ -19,10 +19,12 @@
 //     ("/.git/x.php") 403;
 //   - every other path passes on (to a DirectoryHandler after it, for the
 //     site's other files). A script's source is never sent.
-// Every method goes to the application, with the body (a chunked one is
-// gathered first: PHP reads CONTENT_LENGTH bytes). The application's
-// response is relayed as it comes; one that is not a FastCGI response is
-// 502, and one that does not come in time 504 (fastcgi/relay.h).
+// Every method goes to the application, with the body, gathered before a
+// connection is taken (a chunked one always: PHP reads CONTENT_LENGTH
+// bytes). The application's response is read as fast as it comes while the
+// client takes it at its own pace (nginx's fastcgi_buffering; off with
+// `buffering`); one that is not a FastCGI response is 502, and one that
+// does not come in time 504 (fastcgi/relay.h).
 //
 // Each loop keeps its own connections to the application (up to
 // `connections`, reused: php-fpm's pm.max_children should cover loops x
@@ -56,6 +58,7 @@ struct ScriptHandlerOptions {
   uint64_t max_body = 0;           // a request body's bound (then 413); 0: the server's (HttpLimits)
   std::chrono::milliseconds connect_timeout{5000};  // to the application (then 502)
   std::chrono::milliseconds read_timeout{60000};  // for each read of the response
+  bool buffering = true;  // request and response bodies (see above); false: streamed
   std::string server_name;  // SERVER_NAME; empty: the request's host, without a port
   std::string server_software = "tern";  // SERVER_SOFTWARE
   std::string temp_dir = "/tmp";  // for bodies larger than kept in memory

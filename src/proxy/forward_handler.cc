@@ -81,6 +81,8 @@ void ForwardHandler::start(const http::Route& route, http::Exchange& exchange) {
   call.log_name = log_name_;
   call.temp_dir = options_.temp_dir;
   call.next_server = options_.servers.size() > 1;
+  call.request_buffering = options_.buffering;
+  call.response_buffering = options_.buffering;
   upstream::Call::start<HttpCodec>(exchange, groups_.current(), call, nullptr, request, forward,
                                    call.response_head);
 }

@@ -13,9 +13,13 @@
 // "/v1/users?page=2", nginx's proxy_pass with a URI). Several servers take
 // requests in turn; a server that cannot be reached or fails before
 // answering is passed over for the next (an idempotent request only), and
-// out of the turn for fail_timeout. Bodies are streamed both ways, bounded
-// by back-pressure. An upstream that cannot be reached is 502, one that
-// does not answer in time 504.
+// out of the turn for 10 s. Bodies are buffered as nginx's are by default
+// (upstream/call.h): a request's body is gathered before a connection is
+// taken (in memory, then a temp file), and a response is read as fast as
+// the server sends it while the client takes it at its own pace; with
+// `buffering` off both stream through, each side paused while the other
+// is behind. An upstream that cannot be reached is 502, one that does not
+// answer in time 504.
 //
 // Each loop keeps its own idle connections to each server (up to
 // `connections`). Shared by the loops.
@@ -44,6 +48,7 @@ struct ForwardHandlerOptions {
   std::chrono::milliseconds connect_timeout{5000};  // to a server (then the next, or 502)
   std::chrono::milliseconds read_timeout{60000};  // for each read of the response
   std::chrono::milliseconds send_timeout{60000};  // for each write of the request
+  bool buffering = true;  // request and response bodies (see above); false: streamed
   std::string temp_dir = "/tmp";  // for bodies larger than kept in memory
 };
 

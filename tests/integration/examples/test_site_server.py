@@ -105,9 +105,10 @@ def call(server, method, path, body=None, headers=None):
         conn.close()
 
 
-def test_files_scripts_and_the_api_each_answer_what_they_own(example, site, fpm, backend):
+@pytest.mark.parametrize("stream", ["0", "1"], ids=["buffered", "streamed"])
+def test_files_scripts_and_the_api_each_answer_what_they_own(example, site, fpm, backend, stream):
     server = example("site_server", "--root", site, "--php", fpm.pass_address, "--api", backend,
-                     "--threads", 2)
+                     "--threads", 2, "--stream", stream)
     status, body, _ = call(server, "GET", "/healthz")
     assert (status, body) == (200, b"ok\n")
     status, body, response = call(server, "GET", "/")
