@@ -12,6 +12,7 @@
 #include "upstream/call.h"
 
 namespace tern::proxy {
+
 ForwardHandler::ForwardHandler(ForwardHandlerOptions options)
     : options_(std::move(options)),
       groups_([this](net::EventLoop* loop) {
