@@ -7,6 +7,7 @@
 #include "fastcgi/params.h"
 #include "fastcgi/protocol.h"
 #include "fastcgi/relay.h"
+#include "fastcgi/script_path.h"
 #include "files/static_files.h"
 #include "http/error_page.h"
 #include "http/exchange.h"
@@ -106,31 +107,12 @@ ScriptHandler::Found ScriptHandler::find(std::string_view request_path, LoopScri
     *error = file ? 404 : files::OpenFileCache::http_status(file.error());
     return false;
   };
-  int error = 404;
-  if (path.back() == '/' && !options_.index.empty()) {
-    loop.probe.assign(path).append(options_.index);
-    if (is_script(loop.probe, &error)) {
-      found.script = loop.probe;
-      return found;
-    }
-    error = 404;
-  }
-  // The longest part ending at a segment that is a script; the whole path first.
-  for (size_t end = path.size(); end > prefix_.size(); end = path.rfind('/', end - 1)) {
-    const std::string_view part = path.substr(0, end);
-    if (!part.ends_with(options_.extension)) continue;
-    int part_error = 404;
-    if (is_script(part, &part_error)) {
-      found.script = part;
-      found.path_info = path.substr(end);
-      return found;
-    }
-    if (end == path.size()) error = part_error;
-  }
-  // Its kind of path, but no script: answered here, not by the files after
-  // it (which would send the source of a script they can read). Any other
-  // path (a directory without an index script) is theirs.
-  found.status = path.ends_with(options_.extension) ? error : -1;
+  const ScriptPath script = find_script_path(
+      path, options_.index, prefix_.size(), &loop.probe,
+      [this](std::string_view name) { return name.ends_with(options_.extension); }, is_script);
+  found.status = script.status;
+  found.script = script.script;
+  found.path_info = script.path_info;
   return found;
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "fastcgi/params.h"
+#include "fastcgi/script_path.h"
 #include "http/error_page.h"
 #include "http/uri.h"
 #include "net/connection_pool.h"
@@ -233,38 +234,15 @@ const http::ExchangeHandler* FastCgiRoutes::route(size_t index, std::string_view
     return false;
   };
   const auto& block = blocks_[index];
-  {
-    int error = 404;
-    if (path.back() == '/' && !block->config.index.empty()) {
-      state->probe.assign(path).append(block->config.index);
-      if (block->matches(state->probe) && is_script(*block, state->probe, &error)) {
-        route = {block.get(), state->probe, {}, 0};
-        return &block->handler;
-      }
-      error = 404;
-    }
-    // The longest prefix ending at a segment boundary that the block would
-    // run and that exists; the whole path first ("/doku.php/" runs
-    // /doku.php with PATH_INFO "/", as nginx's fastcgi_split_path_info).
-    const bool whole = block->matches(path);
-    for (size_t end = path.size(); end > 0; end = path.rfind('/', end - 1)) {
-      std::string_view prefix(path.data(), end);
-      int prefix_error = 404;
-      if ((end == path.size() ? whole : block->matches(prefix)) &&
-          is_script(*block, prefix, &prefix_error)) {
-        route = {block.get(), std::string(prefix), path.substr(end), 0};
-        return &block->handler;
-      }
-      if (end == path.size()) error = prefix_error;
-    }
-    if (whole) {
-      // Its kind of path, but no script: answered here, not by the static
-      // files (which would send the source of a script they can read).
-      route = {block.get(), path, {}, error};
-      return &block->handler;
-    }
-  }
-  return nullptr;
+  const fastcgi::ScriptPath found = fastcgi::find_script_path(
+      path, block->config.index, 0, &state->probe, [&](std::string_view name) { return block->matches(name); },
+      [&](std::string_view name, int* error) { return is_script(*block, name, error); });
+  if (found.status < 0) return nullptr;
+  // A status: its kind of path, but no script; answered here, not by the
+  // static files (which would send the source of a script they can read).
+  route = {block.get(), found.status == 0 ? std::string(found.script) : path, std::string(found.path_info),
+           found.status};
+  return &block->handler;
 }
 
 void FastCgiRoutes::start(size_t block, const Route& route, http::Exchange& exchange, InternalRedirect redirect) {
