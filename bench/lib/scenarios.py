@@ -216,7 +216,8 @@ SCENARIOS = [
                   "entry (checked after warm-up: tern's Cache-Status, nginx's X-Cache; upstream "
                   'CPU about 0). tern: a [[cache]] zone, proxy cache = { zone, valid = { 200 = '
                   '"10m" } }; nginx: proxy_cache with proxy_cache_path levels=1:2 on the same '
-                  "disk, proxy_cache_valid 200 10m, key $scheme$host$request_uri as tern's"),
+                  "disk, proxy_cache_valid 200 10m, key $scheme$host$request_uri as tern's; both "
+                  "send a hit's head on its own (nginx tcp_nopush off, tern tcp_nopush = false)"),
     Scenario("proxy-cached-100k", "wrk", "req/s", path="/100k", conns=100, target="proxy-cache-100k",
              servers=(*TERNS, "nginx"), expect_cache_hit=True,
              note="proxy-cached-1k with a 100 KiB entry (kept on disk by both: tern sends it "

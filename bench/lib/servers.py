@@ -210,8 +210,9 @@ class Server:
 URING = "-uring"
 
 
-def tern_config(ws, port, io="epoll", tls=False, extra="", name="tern", h2c=False):
-    """tern serving the document root; `extra` adds tables (a proxy's)."""
+def tern_config(ws, port, io="epoll", tls=False, extra="", name="tern", h2c=False, nopush=True):
+    """tern serving the document root; `extra` adds tables (a proxy's);
+    `nopush` False: tcp_nopush = false, as nginx's `tcp_nopush off`."""
     path = ws.path(f"{name}-{io}-{port}.toml")
     tls_block = ""
     if tls:
@@ -225,7 +226,7 @@ io = "{io}"
 max_connections = 20000
 access_log = "off"
 shutdown_timeout = "1s"
-
+{'' if nopush else 'tcp_nopush = false'}
 [static]
 root = "{ws.docroot}"
 
@@ -353,14 +354,16 @@ def tern_proxy_config(ws, port, upstream_port, io="epoll", cache=False):
     """tern as a reverse proxy in front of a floor server (or, for the
     websocket row, of the upgrade echo server); with `cache`, through a
     [[cache]] zone that keeps the floor's 200s (which say nothing of their
-    lifetime) for 10 minutes."""
+    lifetime) for 10 minutes, and tcp_nopush = false, as nginx's cache rows
+    (see nginx_proxy_config): the head of a hit leaves at once on its own
+    in both."""
     zone = ""
     cache_option = ""
     if cache:
         zone = (f'\n[[cache]]\nname = "pages"\npath = "{ws.path(f"tern-proxy-{io}-{port}")}/cache"\n'
                 'max_size = "256MiB"\nmemory = "16MiB"\n')
         cache_option = ', cache = { zone = "pages", valid = { 200 = "10m" } }'
-    return tern_config(ws, port, io, name="tern-proxy", extra=f'''
+    return tern_config(ws, port, io, name="tern-proxy", nopush=not cache, extra=f'''
 [[upstream]]
 name = "floor"
 connections = {PROXY_CONNECTIONS}

@@ -51,6 +51,9 @@ struct ConnectionCallbacks {
   // Large file regions sent to a peer on this host leave from a mapping of
   // the file rather than by sendfile (TcpServerOptions::map_files_for_local_peers).
   bool map_files_for_local_peers = false;
+  // A head queued just before a file region waits for the file's first
+  // bytes (TcpServerOptions::tcp_nopush).
+  bool tcp_nopush = true;
   // Internal: called after on_connection on close, for the owner's bookkeeping.
   std::function<void(TcpConnection&)> on_close;
 };

@@ -168,8 +168,9 @@ void TcpConnection::flush_output() {
     if (!output_.empty() && sends_by_completion() && files_.empty()) return schedule_send();
     if (!output_.empty()) {
       // A head before a file, or the last bytes before a close: hold a
-      // short tail for the file's first bytes or the FIN.
-      const bool more = !files_.empty() || close_after_write_;
+      // short tail for the file's first bytes (unless the owner wants heads
+      // to leave at once) or the FIN.
+      const bool more = (!files_.empty() && callbacks_->tcp_nopush) || close_after_write_;
       ssize_t n =
           sockets::write(socket_.fd(), output_.peek(), output_.readable_bytes(), &err, more);
       if (n < 0) break;
@@ -276,7 +277,7 @@ void TcpConnection::start_send() {
   // Plain bytes only: ciphertext goes in whole records (see secure_flush),
   // and with kernel TLS a send request the kernel completes in part could
   // leave its record held back for more (see flush_output).
-  const bool more = !secure_ && (!files_.empty() || close_after_write_);
+  const bool more = !secure_ && ((!files_.empty() && callbacks_->tcp_nopush) || close_after_write_);
   loop()->poller().start_send(channel_, sending_.peek(), sending_.readable_bytes(), more);
 }
 

@@ -47,6 +47,7 @@ TcpServer::TcpServer(EventLoop* loop, std::vector<InetAddress> listen_addresses,
   TERN_CHECK(options_.io_threads >= 0);
   TERN_CHECK_MSG(!listen_addresses_.empty(), "TcpServer needs an address to listen on");
   callbacks_.map_files_for_local_peers = options_.map_files_for_local_peers;
+  callbacks_.tcp_nopush = options_.tcp_nopush;
 }
 
 TcpServer::~TcpServer() {

@@ -44,6 +44,7 @@ constexpr RestartSetting kRestartSettings[] = {
     setting<&Config::io>("io"),
     setting<&Config::defer_accept>("defer_accept"),
     setting<&Config::send_lowat>("send_lowat"),
+    setting<&Config::tcp_nopush>("tcp_nopush"),
     {"[static] zero_copy", [](const Config& a, const Config& b) { return auto_copy(a) == auto_copy(b); },
      [](const Config& running, Config& fresh) { fresh.static_files.zero_copy = running.static_files.zero_copy; }},
     setting<&Config::cpu_affinity>("cpu_affinity"),

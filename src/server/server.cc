@@ -42,6 +42,7 @@ http::HttpServerOptions http_options(const Config& config) {
   tcp.trigger = config.trigger;
   tcp.defer_accept = std::chrono::seconds(config.defer_accept ? 1 : 0);
   tcp.send_lowat = config.send_lowat;
+  tcp.tcp_nopush = config.tcp_nopush;
   tcp.map_files_for_local_peers = config.static_files.zero_copy == StaticConfig::ZeroCopy::kAuto;
   tcp.cpu_affinity = config.cpu_affinity;
   tcp.max_connections_per_loop = config.max_connections_per_worker;

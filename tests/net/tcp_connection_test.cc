@@ -220,6 +220,43 @@ TEST_P(QueueOrderTest, AConnectionClosedBetweenTurnsIsRecycledWithTurnsOfItsOwn)
   EXPECT_TRUE(got == file_content);
 }
 
+class HeadBeforeFileTest : public ServerFixture, public ::testing::WithParamInterface<bool> {};
+
+// A head queued just before a small file: held for the file's first bytes
+// (tcp_nopush), the two reach the client as one segment; otherwise the head
+// leaves at once, in a segment of its own.
+TEST_P(HeadBeforeFileTest, TheHeadLeavesWithTheFileOnlyWhenHeld) {
+  const std::string head(200, 'h');
+  const std::string file_content = random_bytes(20 * 1024, 5);
+  TempFile file(file_content);
+  TcpServerOptions options;
+  options.tcp_nopush = GetParam();
+  start(
+      [&](TcpServer& server) {
+        server.set_connection_callback([&](TcpConnection& conn) {
+          if (!conn.connected()) return;
+          conn.output_tail_buffer().append(head);  // as the HTTP server writes a head
+          conn.send_file(FileRegion{file.fd(), 0, file_content.size(), nullptr, nullptr});
+          conn.shutdown();
+        });
+      },
+      options);
+  RawClient client(port_);
+  ASSERT_TRUE(client.ok());
+  bool eof = false;
+  const std::string got = client.read_to_eof(&eof, 10s);
+  EXPECT_TRUE(eof);
+  EXPECT_TRUE(got == head + file_content);
+  const long segments = tern::testing::data_segments_received(client.fd());
+  if (segments < 0) GTEST_SKIP() << "no tcpi_data_segs_in in this kernel";
+  EXPECT_EQ(segments, GetParam() ? 1 : 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nopush, HeadBeforeFileTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param) {
+                           return param.param ? std::string("Held") : std::string("AtOnce");
+                         });
+
 TEST_F(TcpConnectionTest, ShutdownWaitsForQueuedOutputBeforeHalfClosing) {
   const std::string payload = random_bytes(8 * 1024 * 1024, 2);
   start([&](TcpServer& server) {

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,21 @@ inline bool force_send_room(int fd, size_t bytes) {
   socklen_t len = sizeof got;
   return ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &wanted, sizeof wanted) == 0 &&
          ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &got, &len) == 0 && static_cast<size_t>(got) > bytes;
+}
+
+// Data segments the socket `fd` has received (tcpi_data_segs_in, Linux 4.6):
+// a segment the sender built, since loopback delivers each whole. glibc's
+// struct tcp_info stops before that field, so it is read at its offset in
+// the kernel's (include/uapi/linux/tcp.h, which only grows at its end).
+// -1 where the kernel gives no such field.
+inline long data_segments_received(int fd) {
+  constexpr size_t kDataSegsInOffset = 152;
+  unsigned char info[256] = {};
+  socklen_t len = sizeof info;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, info, &len) != 0 || len < kDataSegsInOffset + 4) return -1;
+  uint32_t segments = 0;
+  std::memcpy(&segments, info + kDataSegsInOffset, sizeof segments);
+  return segments;
 }
 
 // A socket listening on 127.0.0.1 (a free port, or `port`) that nobody

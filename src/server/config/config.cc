@@ -52,6 +52,7 @@ void read_server(Section& s, Config& c) {
   s.get_choice("trigger", &c.trigger, {{"level", net::TriggerMode::kLevel}, {"edge", net::TriggerMode::kEdge}});
   s.get_bool("defer_accept", &c.defer_accept);
   s.get_size("send_lowat", &c.send_lowat, 0);
+  s.get_bool("tcp_nopush", &c.tcp_nopush);
   s.get_int("max_connections", &c.max_connections_per_worker, 1, 10'000'000);
   s.get_duration("shutdown_timeout", &c.shutdown_timeout);
   s.get_int("task_threads", &c.task_threads, 1, 256);

@@ -393,6 +393,9 @@ struct Config {
   // TCP_NOTSENT_LOWAT of every connection (net::TcpServerOptions::send_lowat);
   // 0: the kernel's default.
   size_t send_lowat = 16 * 1024;
+  // A response's head waits for its file's first bytes
+  // (net::TcpServerOptions::tcp_nopush).
+  bool tcp_nopush = true;
   std::vector<int> cpu_affinity;
   size_t max_connections_per_worker = 10000;
   std::chrono::milliseconds shutdown_timeout{10000};

@@ -44,6 +44,7 @@ BAD_CONFIGS = [
     ("bad-io-backend", 'io = "kqueue"\n', "io", 3),
     ("string-for-defer-accept", 'defer_accept = "yes"\n', "defer_accept", 3),
     ("bad-send-lowat", 'send_lowat = "a little"\n', "send_lowat", 3),
+    ("string-for-tcp-nopush", 'tcp_nopush = "off"\n', "tcp_nopush", 3),
     ("bad-zero-copy", '[static]\nzero_copy = "splice"\n', "static.zero_copy", 4),
     ("bad-log-level", '[log]\nlevel = "loud"\n', "log.level", 4),
     ("index-with-slash", '[static]\nindex = ["a/b.html"]\n', "static.index", 4),

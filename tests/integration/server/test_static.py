@@ -4,6 +4,8 @@ siblings, zero-copy modes."""
 import email.utils
 import gzip
 import os
+import socket
+import struct
 import time
 
 import pytest
@@ -273,6 +275,34 @@ def test_zero_copy_mode_serves_file_and_ranges_intact(tern_factory, mode):
         assert resp.status == 200 and sha256(resp.body) == sha256(data)
         part = conn.get("/blob.bin", {"Range": "bytes=1048570-2097160"})
         assert part.status == 206 and part.body == data[1048570:2097161]
+
+
+@pytest.mark.parametrize("nopush, segments", [(True, 1), (False, 2)])
+def test_tcp_nopush_decides_whether_a_head_leaves_with_its_file(tern_factory, nopush, segments):
+    # A keep-alive response (a close would hold the head for the FIN anyway)
+    # of a file sent by sendfile (above the 16 KiB kept in memory) that fits
+    # one loopback segment with its head: held, the head and the file reach
+    # the client in one segment; with tcp_nopush = false, in two.
+    srv = tern_factory({"tcp_nopush": nopush})
+    data = os.urandom(24 * 1024)
+    srv.write_file("f.bin", data)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+        sock.sendall(b"GET /f.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += sock.recv(65536)
+        head, _, body = got.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"Connection: close" not in head
+        while len(body) < len(data):
+            chunk = sock.recv(65536)
+            assert chunk, "closed before the whole file came"
+            body += chunk
+        assert body == data
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+    if len(info) < 156:
+        pytest.skip("no tcpi_data_segs_in in this kernel")
+    (data_segs_in,) = struct.unpack_from("I", info, 152)  # include/uapi/linux/tcp.h
+    assert data_segs_in == segments
 
 
 # -- validators and redirects, finer points ---------------------------------------
