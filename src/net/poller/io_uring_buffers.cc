@@ -15,7 +15,7 @@ namespace {
 // Provided buffers for receives. Where the kernel consumes a buffer in parts
 // (IOU_PBUF_RING_INC, Linux 6.12), the buffers are large and each receive
 // takes what it needs, up to kMaxReceive, from the front of one: a 64 KiB
-// message is four completions rather than sixteen, and small requests of
+// message is one completion rather than sixteen, and small requests of
 // many connections share a buffer. Where it does not, each receive takes a
 // whole buffer, so they are small. The ring starts with kInitialBytes and
 // doubles, at most once a round, up to kMaxBytes, each time a receive finds
