@@ -87,12 +87,7 @@ class Pebble:
         else:
             raise AssertionError("pebble-challtestsrv did not start: " +
                                  (self.dir / "challtestsrv.log").read_text(errors="replace")[-2000:])
-        log = open(self.dir / "pebble.log", "ab")
         env = {**os.environ, "PEBBLE_VA_NOSLEEP": "1", **self.env}
-        pebble = subprocess.Popen(
-            [PEBBLE, "-config", str(self.dir / "pebble.json"), "-dnsserver", f"127.0.0.1:{self.dns}"],
-            stdout=log, stderr=log, env=env)
-        self.procs.append(pebble)
         # The CA's directory, over TLS with its listener's certificate: not
         # merely something listening on its port.
         context = ssl.create_default_context(cafile=str(self.listener_cert))
@@ -104,9 +99,29 @@ class Pebble:
             except (OSError, ssl.SSLError):
                 return False
 
-        if not wait_until(lambda: pebble.poll() is not None or answers(), 20) or pebble.poll() is not None:
-            raise AssertionError("pebble did not start: " + (self.dir / "pebble.log").read_text(errors="replace"))
-        return self
+        # The management port, picked when the config was written, may have
+        # been taken since (an ephemeral port of some connection): pick it
+        # again. The CA's own port is in tern's config, so it stays.
+        for _ in range(5):
+            log_path = self.dir / "pebble.log"
+            seen = log_path.stat().st_size if log_path.exists() else 0
+            log = open(log_path, "ab")
+            pebble = subprocess.Popen(
+                [PEBBLE, "-config", str(self.dir / "pebble.json"), "-dnsserver", f"127.0.0.1:{self.dns}"],
+                stdout=log, stderr=log, env=env)
+            if wait_until(lambda: pebble.poll() is not None or answers(), 20) and pebble.poll() is None:
+                self.procs.append(pebble)
+                return self
+            pebble.kill()
+            pebble.wait()
+            this_try = log_path.read_bytes()[seen:].decode(errors="replace")
+            if f"127.0.0.1:{self.management}: bind: address already in use" not in this_try:
+                break
+            self.management = free_port()
+            config = json.loads((self.dir / "pebble.json").read_text())
+            config["pebble"]["managementListenAddress"] = f"127.0.0.1:{self.management}"
+            (self.dir / "pebble.json").write_text(json.dumps(config))
+        raise AssertionError("pebble did not start: " + (self.dir / "pebble.log").read_text(errors="replace"))
 
     def log(self):
         """The end of Pebble's log, for a failure's message."""
