@@ -286,6 +286,12 @@ class TcpConnection final : public OutputStream {
     return send_in_flight_ || !output_.empty() || !files_.empty() || (secure_ && !secure_->out.empty());
   }
   Buffer& output_tail() { return files_.empty() ? output_ : files_.back().after; }
+  // Plain bytes queued now wait for more (MSG_MORE): a head before a file,
+  // unless the owner wants heads to leave at once, or the last bytes
+  // before a close, which the FIN may join.
+  bool holds_for_more() const {
+    return (!files_.empty() && callbacks_->tcp_nopush) || close_after_write_;
+  }
   void after_queue_grew(size_t before);
   // The front file region is sent: the bytes queued behind it move up.
   void pop_sent_file();

@@ -167,12 +167,8 @@ void TcpConnection::flush_output() {
     // by sendfile right after it, not after a completion's round trip.
     if (!output_.empty() && sends_by_completion() && files_.empty()) return schedule_send();
     if (!output_.empty()) {
-      // A head before a file, or the last bytes before a close: hold a
-      // short tail for the file's first bytes (unless the owner wants heads
-      // to leave at once) or the FIN.
-      const bool more = (!files_.empty() && callbacks_->tcp_nopush) || close_after_write_;
-      ssize_t n =
-          sockets::write(socket_.fd(), output_.peek(), output_.readable_bytes(), &err, more);
+      ssize_t n = sockets::write(socket_.fd(), output_.peek(), output_.readable_bytes(), &err,
+                                 holds_for_more());
       if (n < 0) break;
       output_.retrieve(static_cast<size_t>(n));
       count_sent(static_cast<uint64_t>(n));
@@ -277,7 +273,7 @@ void TcpConnection::start_send() {
   // Plain bytes only: ciphertext goes in whole records (see secure_flush),
   // and with kernel TLS a send request the kernel completes in part could
   // leave its record held back for more (see flush_output).
-  const bool more = !secure_ && ((!files_.empty() && callbacks_->tcp_nopush) || close_after_write_);
+  const bool more = !secure_ && holds_for_more();
   loop()->poller().start_send(channel_, sending_.peek(), sending_.readable_bytes(), more);
 }
 
