@@ -35,7 +35,7 @@ void write_cgi_params(ParamsWriter& params, const http::Request& request, const 
   params.add("REQUEST_SCHEME", cgi.https ? "https" : "http");
   params.add("SERVER_SOFTWARE", cgi.server_software);
   params.add("SERVER_PROTOCOL", http::version_name(request.version()));
-  params.add("REQUEST_METHOD", request.method_text());
+  params.add("REQUEST_METHOD", cgi.method.empty() ? request.method_text() : cgi.method);
   params.add("REQUEST_URI", request.uri());
   params.add("REQUEST_ID", request.id());
   params.add("DOCUMENT_URI", cgi.document_uri);

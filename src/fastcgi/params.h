@@ -39,6 +39,9 @@ struct CgiContext {
   // A cache fills an entry with the response: the client's preconditions
   // and Range are not passed (http::is_precondition_or_range).
   bool whole_response = false;
+  // REQUEST_METHOD in place of the request's (a cache's GET for a HEAD
+  // that fills an entry); empty: the request's.
+  std::string_view method;
   // Request fields passed (as HTTP_NAME) in place of the client's of those
   // names: a cache's own preconditions when it revalidates an entry. Not
   // owned.

@@ -79,7 +79,8 @@ struct ForwardOptions {
   bool upgrade = false;  // forward the client's Upgrade (WebSocket)
   const FieldEdits* edits = nullptr;  // null: none
   // A request of this proxy's own made from the client's (forward auth's
-  // check): its method, always without a body; empty: the client's.
+  // check), or a cache's GET for a client's HEAD that fills an entry: its
+  // method, always without a body; empty: the client's.
   std::string_view method;
   // Fields written last, in place of the client's of those names (forward
   // auth's X-Forwarded-Method); not owned.

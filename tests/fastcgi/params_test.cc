@@ -302,6 +302,16 @@ TEST(CgiParams, ContentLengthComesFromTheRequestOrTheOverride) {
   EXPECT_EQ(write(chunked.request, context(), 1234567890123ull).get("CONTENT_LENGTH"), "1234567890123");
 }
 
+TEST(CgiParams, RequestMethodIsTheRequestsOrTheCachesOverride) {
+  // A cache that fills an entry from a HEAD asks the script for a GET.
+  ParsedRequest head("HEAD /page.php HTTP/1.1\r\nHost: a\r\n\r\n");
+  ASSERT_EQ(head.status, http::ParseStatus::kComplete);
+  EXPECT_EQ(write(head.request, context()).get("REQUEST_METHOD"), "HEAD");
+  CgiContext as_get = context();
+  as_get.method = "GET";
+  EXPECT_EQ(write(head.request, as_get).get("REQUEST_METHOD"), "GET");
+}
+
 TEST(CgiParams, LongValuesSpanSeveralRecords) {
   const std::string long_value(70000, 'v');
   const std::string text = "GET / HTTP/1.1\r\nHost: a\r\nX-Long: " + std::string(4000, 'h') + "\r\n\r\n";

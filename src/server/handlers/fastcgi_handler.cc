@@ -24,6 +24,15 @@
 namespace tern::server {
 namespace {
 
+// What a cache that fills or revalidates an entry asks of the call's PARAMS
+// (UpstreamCache::Forward): the whole response, its own preconditions, GET
+// for a HEAD. Views held by the call's tap.
+struct CacheAsks {
+  bool whole_response = false;
+  std::span<const http::Header> conditions;
+  std::string_view method;
+};
+
 // A pattern of the form literal + '$' ("\.php$") is a suffix test: no regex
 // engine on the hot path for the common case.
 std::optional<std::string> literal_suffix(std::string_view pattern) {
@@ -295,12 +304,13 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
   auto head_writer = [held = fastcgi::HeldCgiContext(exchange, {block.root, route.script, route.path_info, state.path},
                                                      server_name_, software_)](
                          net::Buffer& out, const http::Request& asked, std::optional<uint64_t> length,
-                         bool whole_response, std::span<const http::Header> added) {
+                         const CacheAsks& cache) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
     fastcgi::CgiContext cgi = held.view();
-    cgi.whole_response = whole_response;
-    cgi.added = added;
+    cgi.whole_response = cache.whole_response;
+    cgi.added = cache.conditions;
+    cgi.method = cache.method;
     fastcgi::write_cgi_params(params, asked, cgi, length);
     params.finish();
   };
@@ -309,7 +319,7 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     return fastcgi::relay(exchange, *group, options,
                           [&request, writer = std::move(head_writer)](net::Buffer& out,
                                                                       std::optional<uint64_t> length) mutable {
-                            writer(out, request, length, false, {});
+                            writer(out, request, length, CacheAsks{});
                           },
                           nullptr);
   }
@@ -332,10 +342,9 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
                                       // The exchange's own request: it may be a
                                       // refresh of the server's (background_exchange.h).
                                       [&request = ex.request(), writer = std::move(head_writer),
-                                       whole = cached.whole_response,
-                                       added = cached.conditions](net::Buffer& out,
-                                                                  std::optional<uint64_t> length) mutable {
-                                        writer(out, request, length, whole, added);
+                                       asks = CacheAsks{cached.whole_response, cached.conditions, cached.method}](
+                                          net::Buffer& out, std::optional<uint64_t> length) mutable {
+                                        writer(out, request, length, asks);
                                       },
                                       std::move(cached.tap));
                      });

@@ -389,6 +389,7 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
                   forward.client_certificate = ex.secure() != nullptr ? ex.secure()->peer_certificate() : nullptr;
                   forward.target = target;
                   forward.whole_response = cached.whole_response;
+                  forward.method = cached.method;
                   forward.added = cached.conditions;
                   upstream::Call::start<proxy::HttpCodec>(ex, *now, options, std::move(cached.tap), ex.request(),
                                                           forward, options.response_head);

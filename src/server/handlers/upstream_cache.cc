@@ -104,8 +104,7 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
   }
   key_.expand(route, false, &miss->key);
   // A protocol switch (a WebSocket) is a tunnel, not a response to keep.
-  miss->fill = request.method() == http::Method::kGet && !request.has_header(http::FieldId::kUpgrade) &&
-               !any_set(no_store_, route);
+  miss->fill = !request.has_header(http::FieldId::kUpgrade) && !any_set(no_store_, route);
   if (any_set(bypass_, route)) {
     miss->status = "tern; fwd=bypass";
     miss->bypass = true;
@@ -208,6 +207,7 @@ void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch,
   if (fill || miss.stale) {
     auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, locked, miss.stale);
     forward.whole_response = fill;
+    if (fill && exchange.request().method() == http::Method::kHead) forward.method = "GET";
     forward.conditions = tap->conditions();
     forward.tap = std::move(tap);
   }

@@ -101,7 +101,7 @@ class UpstreamCache {
   struct Miss {
     std::string key;
     const char* status = "tern; fwd=uri-miss";  // the response's Cache-Status
-    bool fill = false;                          // a GET: its response may fill the entry
+    bool fill = false;                          // a GET or HEAD: its response may fill the entry
     std::shared_ptr<const cache::Stored> stale;  // the key's entry, stale
     bool bypass = false;                         // `bypass` said so: no lock, no lookup
   };
@@ -116,6 +116,11 @@ class UpstreamCache {
     // If-None-Match and If-Modified-Since); views held by the tap.
     std::span<const http::Header> conditions;
     std::string_view status;  // the response's Cache-Status
+    // The method asked of the application in place of the client's: GET
+    // for a HEAD that fills the entry, so that the entry has the body a GET
+    // is answered with (the client still gets the head alone), as nginx's
+    // proxy_cache_convert_head. Empty: the client's.
+    std::string_view method;
   };
   // Starts the call to the application for `exchange`. May run after
   // fetch() returned (a request that waited), on the exchange's loop;

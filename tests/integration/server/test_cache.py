@@ -186,6 +186,28 @@ def test_conditional_and_range_requests_are_answered_from_the_entry(tern_factory
     assert srv.get(bare, [("If-None-Match", "*")]).status == 304
 
 
+@pytest.mark.parametrize("size", [100, 300_000], ids=["memory", "file"])
+def test_a_head_that_misses_fills_the_entry_with_a_get(tern_factory, origin, tmp_path, size):
+    # nginx's proxy_cache_convert_head (on by default): the application is
+    # asked GET, the entry keeps the body, the HEAD gets the head alone with
+    # the body's length, and GETs are answered from the entry afterwards.
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/head", "Cache-Control: max-age=60", n=str(size))
+    with srv.connect() as conn:
+        head = conn.get(target, method="HEAD")
+        assert head.status == 200 and head.body == b"" and status(head) == "tern; fwd=uri-miss"
+        assert head.header("Content-Length") == str(size)
+        assert json.loads(origin.get("/cachedlast").body)["method"] == "GET"
+        got = conn.get(target)  # the connection is in step after the HEAD
+        assert is_hit(got) and len(got.body) == size and got.body.startswith(b"origin #1 /cached/head")
+        assert is_hit(conn.get(target, method="HEAD"))
+    assert origin_count(origin) == 1
+    # Where nothing may be stored, the HEAD stays a HEAD.
+    no_store = tern_factory(cached_site(origin, tmp_path / "cache2", {"no_store": ["$http_x_private"]}))
+    assert no_store.get(target, [("X-Private", "1")], method="HEAD").status == 200
+    assert json.loads(origin.get("/cachedlast").body)["method"] == "HEAD"
+
+
 def test_a_restart_keeps_the_cache(tern_factory, origin, tmp_path):
     cache_dir = tmp_path / "cache"
     srv = tern_factory(cached_site(origin, cache_dir))

@@ -47,6 +47,10 @@ def steps():
         ("fresh", "GET", fresh, ()),
         ("fresh again", "GET", fresh, ()),
         ("fresh HEAD", "HEAD", fresh, ()),
+        # A HEAD that misses fills the entry as a GET would (nginx's
+        # proxy_cache_convert_head, on by default).
+        ("cold HEAD", "HEAD", url("/cached/head", "Cache-Control: max-age=60"), ()),
+        ("GET after a cold HEAD", "GET", url("/cached/head", "Cache-Control: max-age=60"), ()),
         ("fresh conditional", "GET", fresh, (("If-None-Match", "*"),)),
         ("fresh range", "GET", fresh, (("Range", "bytes=0-3"),)),
         ("expires", "GET", expires, ()),

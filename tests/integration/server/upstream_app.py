@@ -25,7 +25,7 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
                           Last-Modified, the answer is 304 with the fields
                           and no body
   GET  /cachedcount       how many requests /cached has had; POST resets it
-  GET  /cachedlast        the last /cached request's If-None-Match and
+  GET  /cachedlast        the last /cached request's method, If-None-Match and
                           If-Modified-Since, X-Probe and X-Forwarded-For
                           (JSON, null when absent)
   POST /cachedfail?status=C|close&delay=S   /cached answers C (with a body
@@ -144,7 +144,7 @@ def make_app(name):
 
     async def cached(request):
         state["cached"] += 1
-        state["cached_last"] = {"if_none_match": request.headers.get("If-None-Match"),
+        state["cached_last"] = {"method": request.method, "if_none_match": request.headers.get("If-None-Match"),
                                 "if_modified_since": request.headers.get("If-Modified-Since"),
                                 "probe": request.headers.get("X-Probe"),
                                 "forwarded_for": request.headers.get("X-Forwarded-For")}

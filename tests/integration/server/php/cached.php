@@ -23,4 +23,5 @@ echo json_encode([
     'token' => bin2hex(random_bytes(8)),
     'time' => microtime(true),
     'uri' => $_SERVER['REQUEST_URI'],
+    'method' => $_SERVER['REQUEST_METHOD'],
 ]), "\n";
