@@ -264,6 +264,7 @@ void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input)
   }
   if (exchange_ == nullptr) return;
   exchange_->flush();
+  if (exchange_ == nullptr) return;  // the flush ended the client's side (see on_response_end)
   if (response_.empty() && exchange_->pending_output_bytes() <= kHighWater) return;
   exchange_->wait_for_drain();
   // Relaying as it comes, or the temp file is full: the upstream waits for

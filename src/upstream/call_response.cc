@@ -156,6 +156,7 @@ bool Call::relay(std::string_view data) {
 // the call failed.
 bool Call::pump_response() {
   while (response_sent_ < response_.size()) {
+    if (exchange_ == nullptr) return true;  // the last flush ended the client's side
     if (exchange_->pending_output_bytes() > kHighWater) {
       exchange_->wait_for_drain();
       return true;
@@ -225,6 +226,9 @@ void Call::on_response_end(const net::Buffer& input) {
   }
   if (exchange_ == nullptr) return done();
   exchange_->flush();
+  // The flush can end the client's side at once (an HTTP/2 stream whose
+  // response to a HEAD is whole with its head): on_client_gone() ran.
+  if (exchange_ == nullptr) return done();
   if (!response_.empty()) return exchange_->wait_for_drain();  // then end_response()
   end_response();
 }
@@ -283,6 +287,7 @@ void Call::tunnel_from_upstream(net::Buffer& input) {
   exchange_->write_raw(input.view());
   input.retrieve_all();
   exchange_->flush();
+  if (exchange_ == nullptr) return;
   arm_read_timer();
   if (exchange_->pending_output_bytes() > kHighWater) {
     exchange_->wait_for_drain();

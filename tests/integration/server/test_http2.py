@@ -176,6 +176,39 @@ def test_the_reverse_proxy_over_h2c(tern_factory, tmp_path):
         assert json.loads(out) == {"sha256": sha256(body), "length": len(body), "name": "a"}
         version, status, _, out = h2c(server, f"/bytes?n={5 << 20}")
         assert (version, status) == ("HTTP/2", 200) and out == pattern_bytes(5 << 20)
+        # A HEAD's stream ends with its head while the upstream still sends
+        # the body (once a crash: the relay wrote to the ended exchange).
+        for n in (5, 5 << 20):
+            version, status, headers, out = h2c(server, f"/bytes?n={n}", "-I")
+            # (-I: curl writes the head where the body would go; no body follows)
+            assert (version, status) == ("HTTP/2", 200) and out.endswith(b"\r\n\r\n")
+            assert headers["content-length"] == str(n)
+        version, status, _, out = h2c(server, "/bytes?n=10")
+        assert (version, status) == ("HTTP/2", 200) and out == pattern_bytes(10)
+    finally:
+        app.kill()
+        log.close()
+
+
+def test_a_head_over_h2c_to_a_cached_location_stores_no_empty_entry(tern_factory, tmp_path):
+    from test_proxy import App, free_ports, pattern_bytes, site
+    (port,) = free_ports(1)
+    log = open(tmp_path / "upstream.log", "ab")
+    app = App("a", port, log, ())
+    try:
+        cache = [{"name": "pages", "path": str(tmp_path / "cache")}]
+        server = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}", "cache": {
+            "zone": "pages", "valid": {"200": "10m"}}}}, cache=cache), listen_flags="h2c")
+        for n in (5, 1 << 20):
+            version, status, headers, out = h2c(server, f"/bytes?n={n}", "-I")
+            # (-I: curl writes the head where the body would go; no body follows)
+            assert (version, status) == ("HTTP/2", 200) and out.endswith(b"\r\n\r\n")
+            assert headers["content-length"] == str(n)
+            # Over HTTP/2 a HEAD does not fill the entry (README): the GET
+            # after it is a miss with the whole body, then a hit.
+            for want in ("tern; fwd=uri-miss", "tern; hit"):
+                version, status, headers, out = h2c(server, f"/bytes?n={n}")
+                assert status == 200 and out == pattern_bytes(n) and headers["cache-status"].startswith(want)
     finally:
         app.kill()
         log.close()
