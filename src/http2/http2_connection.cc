@@ -443,8 +443,16 @@ void Http2Connection::on_stream_close(Stream& stream) {
   tasks_.erase(it);
   last_active_ = conn_->loop()->clock().now();
   task->stream_ = nullptr;
-  // Reset by the client before the answer was complete: the handler lets go.
-  if (task->exchange.active()) task->exchange.cancel();
+  if (task->exchange.active()) {
+    // A response that went out whole while its handler still ran (a
+    // HEAD's, ended with its head while the handler reads the body it
+    // would have had) is logged as answered; then, as for a stream the
+    // client reset before the answer was complete, the handler lets go.
+    if (stream.response_sent() && shared_->on_response) {
+      shared_->on_response(task->exchange.request(), *conn_, task->exchange.response());
+    }
+    task->exchange.cancel();
+  }
   retire(std::move(task));
 }
 

@@ -137,6 +137,11 @@ def test_php_over_h2c_with_a_streamed_upload(fpm, tern_factory, tmp_path):
     version, status, _, body = h2c(server, "/echo.php")
     assert (version, status) == ("HTTP/2", 200), body
     assert json.loads(body)["server"]["SERVER_PROTOCOL"] == "HTTP/2.0"
+    # A HEAD's stream ends with its head (see test_the_reverse_proxy_over_h2c).
+    for script in ("/hello.php", "/big.php"):
+        version, status, _, out = h2c(server, script, "-I")
+        assert (version, status) == ("HTTP/2", 200) and out.endswith(b"\r\n\r\n")
+    assert h2c(server, "/hello.php")[1] == 200
     upload = tmp_path / "upload.bin"
     data = os.urandom(5 * 1024 * 1024 + 3)
     upload.write_bytes(data)
@@ -166,8 +171,9 @@ def test_the_reverse_proxy_over_h2c(tern_factory, tmp_path):
     log = open(tmp_path / "upstream.log", "ab")
     app = App("a", port, log, ())
     try:
-        server = tern_factory(site({"prefix": "/", "body_bytes": "64MiB",
-                                    "proxy": {"pass": f"http://{app.address}"}}), listen_flags="h2c")
+        server = tern_factory({**site({"prefix": "/", "body_bytes": "64MiB",
+                                       "proxy": {"pass": f"http://{app.address}"}}), "access_log": "access.log"},
+                              listen_flags="h2c")
         upload = tmp_path / "up.bin"
         body = pattern_bytes(3 << 20)
         upload.write_bytes(body)
@@ -185,6 +191,15 @@ def test_the_reverse_proxy_over_h2c(tern_factory, tmp_path):
             assert headers["content-length"] == str(n)
         version, status, _, out = h2c(server, "/bytes?n=10")
         assert (version, status) == ("HTTP/2", 200) and out == pattern_bytes(10)
+        # ... and each HEAD is logged as answered.
+        deadline = time.monotonic() + 10
+        while True:
+            log_text = server.access_log_path.read_text() if server.access_log_path.exists() else ""
+            if log_text.count('"HEAD /bytes?n=') == 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert f'"HEAD /bytes?n={5 << 20} HTTP/2.0" 200 0' in log_text, log_text
+        assert '"HEAD /bytes?n=5 HTTP/2.0" 200 0' in log_text, log_text
     finally:
         app.kill()
         log.close()
