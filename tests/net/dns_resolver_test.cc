@@ -41,7 +41,6 @@ class DnsResolverTest : public ::testing::Test {
   void SetUp() override {
     if (::access(kDnsmasq, X_OK) != 0) GTEST_SKIP() << "no dnsmasq (Debian dnsmasq; ./scripts/test installs it)";
     write_hosts("10.1.2.3 app.test\n10.1.2.4 app.test\n2001:db8::7 app.test\n");
-    // A port free for UDP may be taken for TCP: then another one.
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = free_udp_port();
       dnsmasq_ = std::make_unique<tern::testing::ChildProcess>(
@@ -51,16 +50,27 @@ class DnsResolverTest : public ::testing::Test {
                                    "--user=" + std::string(::geteuid() == 0 ? "root" : ""), "--pid-file="},
           1024, dir_.at("dnsmasq.log"));
       ASSERT_GT(dnsmasq_->pid(), 0);
-      std::this_thread::sleep_for(200ms);
-      if (::waitpid(dnsmasq_->pid(), nullptr, WNOHANG) == 0) break;
+      runner_.run([&] { resolver_.reset(); });
+      auto made = DnsResolver::make(runner_.loop(), {.servers = {"127.0.0.1:" + std::to_string(port_)},
+                                                      .timeout = 500ms, .tries = 2});
+      ASSERT_TRUE(made.ok()) << made.error().message();
+      resolver_ = std::move(*made);
+      // Until dnsmasq answers (its first start may take seconds on a cold
+      // or busy machine), or exits: a port free for UDP may be taken for
+      // TCP, which a loaded machine's dnsmasq can take a while to find
+      // (a fixed wait for its exit once let a dead one through): then
+      // another port.
+      const auto deadline = std::chrono::steady_clock::now() + 15s;
+      bool exited = false;
+      while (!ask("app.test").ok() && std::chrono::steady_clock::now() < deadline) {
+        if (::waitpid(dnsmasq_->pid(), nullptr, WNOHANG) == dnsmasq_->pid()) {
+          exited = true;
+          break;
+        }
+        std::this_thread::sleep_for(20ms);
+      }
+      if (!exited) break;
     }
-    auto made = DnsResolver::make(runner_.loop(), {.servers = {"127.0.0.1:" + std::to_string(port_)},
-                                                    .timeout = 500ms, .tries = 2});
-    ASSERT_TRUE(made.ok()) << made.error().message();
-    resolver_ = std::move(*made);
-    // Until dnsmasq answers (its first start may take seconds on a cold machine).
-    const auto deadline = std::chrono::steady_clock::now() + 15s;
-    while (!ask("app.test").ok() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
   }
   std::string log() const {
     std::ifstream in(dir_.at("dnsmasq.log"));

@@ -65,7 +65,11 @@ class Pebble:
 
     @property
     def directory(self):
-        return f"https://localhost:{self.port}/dir"
+        # By address, not "localhost": that name is ::1 first, where another
+        # test's server may hold the same port number at the same time (the
+        # port was found free on 127.0.0.1 only), and a client that reaches
+        # it waits out its read timeout.
+        return f"https://127.0.0.1:{self.port}/dir"
 
     def start(self):
         """Starts the DNS server and the CA; returns once both answer. The
