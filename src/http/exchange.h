@@ -160,7 +160,10 @@ class Exchange {
   const Request& request() const { return *request_; }  // the request's head
   // The response (see above for when it closes the connection).
   ResponseWriter& writer();
-  // Sends what the writer has queued.
+  // Sends what the writer has queued. It may end the exchange before it
+  // returns, running the abort handler: an HTTP/2 stream whose response
+  // went out whole with what was sent (a HEAD's head) closes then. A job
+  // that goes on after a flush checks that it still has its exchange.
   void flush();
   size_t pending_output_bytes() const;
   // The TCP peer (a load balancer, where one is in front).

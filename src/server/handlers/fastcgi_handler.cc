@@ -24,15 +24,6 @@
 namespace tern::server {
 namespace {
 
-// What a cache that fills or revalidates an entry asks of the call's PARAMS
-// (UpstreamCache::Forward): the whole response, its own preconditions, GET
-// for a HEAD. Views held by the call's tap.
-struct CacheAsks {
-  bool whole_response = false;
-  std::span<const http::Header> conditions;
-  std::string_view method;
-};
-
 // A pattern of the form literal + '$' ("\.php$") is a suffix test: no regex
 // engine on the hot path for the common case.
 std::optional<std::string> literal_suffix(std::string_view pattern) {
@@ -304,7 +295,7 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
   auto head_writer = [held = fastcgi::HeldCgiContext(exchange, {block.root, route.script, route.path_info, state.path},
                                                      server_name_, software_)](
                          net::Buffer& out, const http::Request& asked, std::optional<uint64_t> length,
-                         const CacheAsks& cache) {
+                         const UpstreamCache::Asks& cache) {
     fastcgi::append_begin_request(out, 1, fastcgi::Role::kResponder, /*keep_conn=*/true);
     fastcgi::ParamsWriter params(out, 1);
     fastcgi::CgiContext cgi = held.view();
@@ -319,7 +310,7 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
     return fastcgi::relay(exchange, *group, options,
                           [&request, writer = std::move(head_writer)](net::Buffer& out,
                                                                       std::optional<uint64_t> length) mutable {
-                            writer(out, request, length, CacheAsks{});
+                            writer(out, request, length, UpstreamCache::Asks{});
                           },
                           nullptr);
   }
@@ -341,8 +332,7 @@ void FastCgiRoutes::handle(const Block& block, const Route& chain_route, http::E
                        fastcgi::relay(ex, *now, options,
                                       // The exchange's own request: it may be a
                                       // refresh of the server's (background_exchange.h).
-                                      [&request = ex.request(), writer = std::move(head_writer),
-                                       asks = CacheAsks{cached.whole_response, cached.conditions, cached.method}](
+                                      [&request = ex.request(), writer = std::move(head_writer), asks = cached.asks](
                                           net::Buffer& out, std::optional<uint64_t> length) mutable {
                                         writer(out, request, length, asks);
                                       },

@@ -388,9 +388,9 @@ void ProxyHandler::start(const Route& route, http::Exchange& exchange) {
                   forward.hop = &ex.connection_client();
                   forward.client_certificate = ex.secure() != nullptr ? ex.secure()->peer_certificate() : nullptr;
                   forward.target = target;
-                  forward.whole_response = cached.whole_response;
-                  forward.method = cached.method;
-                  forward.added = cached.conditions;
+                  forward.whole_response = cached.asks.whole_response;
+                  forward.method = cached.asks.method;
+                  forward.added = cached.asks.conditions;
                   upstream::Call::start<proxy::HttpCodec>(ex, *now, options, std::move(cached.tap), ex.request(),
                                                           forward, options.response_head);
                 });

@@ -211,9 +211,9 @@ void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch,
   forward.status = miss.status;
   if (fill || miss.stale) {
     auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, locked, miss.stale);
-    forward.whole_response = fill;
-    if (fill && exchange.request().method() == http::Method::kHead) forward.method = "GET";
-    forward.conditions = tap->conditions();
+    forward.asks.whole_response = fill;
+    if (fill && exchange.request().method() == http::Method::kHead) forward.asks.method = "GET";
+    forward.asks.conditions = tap->conditions();
     forward.tap = std::move(tap);
   }
   fetch(exchange, std::move(forward));

@@ -5,7 +5,7 @@
 //   if (cache->answer(route, exchange, &miss)) return;  // answered from the zone
 //   cache->fetch(exchange, std::move(miss), [...](http::Exchange& ex, UpstreamCache::Forward f) {
 //     options.extra_header_value = f.status;           // Cache-Status
-//     forward.added = f.conditions;                    // a revalidation's
+//     forward.added = f.asks.conditions;               // a revalidation's
 //     Call::start<Codec>(ex, group, options, std::move(f.tap), ...);
 //   });
 //
@@ -105,22 +105,27 @@ class UpstreamCache {
     std::shared_ptr<const cache::Stored> stale;  // the key's entry, stale
     bool bypass = false;                         // `bypass` said so: no lock, no lookup
   };
-  // What the call to the application is given.
-  struct Forward {
-    // The call's tap (null: the cache has no part in the response).
-    std::unique_ptr<upstream::ResponseTap> tap;
+  // What the request to the application carries for the cache (copied
+  // into a request writer that may run again for a retry).
+  struct Asks {
     // The cache wants the whole response: the client's preconditions and
     // Range stay behind (ForwardOptions and CgiContext whole_response).
     bool whole_response = false;
     // Preconditions sent in place of the client's (a revalidation's
     // If-None-Match and If-Modified-Since); views held by the tap.
     std::span<const http::Header> conditions;
-    std::string_view status;  // the response's Cache-Status
     // The method asked of the application in place of the client's: GET
     // for a HEAD that fills the entry, so that the entry has the body a GET
     // is answered with (the client still gets the head alone), as nginx's
     // proxy_cache_convert_head. Empty: the client's.
     std::string_view method;
+  };
+  // What the call to the application is given.
+  struct Forward {
+    // The call's tap (null: the cache has no part in the response).
+    std::unique_ptr<upstream::ResponseTap> tap;
+    Asks asks;
+    std::string_view status;  // the response's Cache-Status
   };
   // Starts the call to the application for `exchange`. May run after
   // fetch() returned (a request that waited), on the exchange's loop;
