@@ -147,6 +147,13 @@ class ResponseWriter {
   bool finished() const { return finished_; }    // the response is whole
   int status() const { return status_; }         // the status started with; 0 before
   uint64_t body_bytes() const { return body_bytes_; }  // for the access log
+  // The client went away before the response was whole (its transport
+  // says so before the exchange is logged).
+  void client_closed() { client_closed_ = true; }
+  // The status the access log and the metrics see: status(), or 499 where
+  // the client went away before one was started (nginx's "client closed
+  // request").
+  int logged_status() const { return status_ != 0 ? status_ : client_closed_ ? 499 : 0; }
 
  private:
   void end_head(ResponseFraming::Kind kind, uint64_t content_length);
@@ -164,6 +171,7 @@ class ResponseWriter {
   std::unique_ptr<Compressor> compressor_;  // a compressed stream
   ErrorPageHook* error_pages_ = nullptr;
   int status_ = 0;
+  bool client_closed_ = false;
   bool finished_ = false;
   bool streaming_ = false;
   bool sized_ = false;          // begin_stream(length)

@@ -32,8 +32,14 @@ void Http1Connection::attach(net::TcpConnection* conn, bool h2c_address) {
 
 void Http1Connection::on_close() {
   timeout_.cancel();
-  // The client went away first: tell the handler, which lets go of it.
-  if (exchange_active()) exchange().cancel();
+  // The client went away first: the request is logged as it stands (499
+  // if nothing was answered, as nginx), then the handler is told, and
+  // lets go of it.
+  if (exchange_active()) {
+    exchange().response().client_closed();
+    if (shared_->on_response) shared_->on_response(req_->request, *conn_, exchange().response());
+    exchange().cancel();
+  }
   end_request();
   conn_ = nullptr;
 }

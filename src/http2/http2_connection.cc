@@ -183,10 +183,18 @@ void Http2Connection::on_close() {
   closing_ = true;
   for (auto& [id, task] : tasks_) {
     task->stream_ = nullptr;
-    if (task->exchange.active()) task->exchange.cancel();
+    if (task->exchange.active()) {
+      log_unfinished(*task, true);
+      task->exchange.cancel();
+    }
     conn_->loop()->release_after_round(task);
   }
   tasks_.clear();
+}
+
+void Http2Connection::log_unfinished(Task& task, bool client_closed) {
+  if (client_closed) task.exchange.response().client_closed();
+  if (shared_->on_response) shared_->on_response(task.exchange.request(), *conn_, task.exchange.response());
 }
 
 http::HttpConnection::Phase Http2Connection::phase() const {
@@ -446,11 +454,9 @@ void Http2Connection::on_stream_close(Stream& stream) {
   if (task->exchange.active()) {
     // A response that went out whole while its handler still ran (a
     // HEAD's, ended with its head while the handler reads the body it
-    // would have had) is logged as answered; then, as for a stream the
-    // client reset before the answer was complete, the handler lets go.
-    if (stream.response_sent() && shared_->on_response) {
-      shared_->on_response(task->exchange.request(), *conn_, task->exchange.response());
-    }
+    // would have had) is logged as answered, and a stream the client reset
+    // before the answer was whole as it stands; then the handler lets go.
+    log_unfinished(*task, !stream.response_sent());
     task->exchange.cancel();
   }
   retire(std::move(task));

@@ -75,6 +75,10 @@ class Http2Connection final : public http::HttpConnection {
   void on_body(Stream& stream, std::string_view piece, bool last);
   void on_drained(Stream& stream);
   void on_stream_close(Stream& stream);
+  // Logs the exchange of a stream that ends while its handler still runs:
+  // its response went out whole (a HEAD's), or the client went first
+  // (`client_closed`: 499 if nothing was answered, as nginx).
+  void log_unfinished(Task& task, bool client_closed);
   // A task no longer needed: destroyed as on_message or on_write_complete
   // returns (none of its methods can be running then), else at the end of
   // the round.

@@ -191,7 +191,7 @@ void Server::start() {
   // Installed even when the log is off: SIGHUP may turn it on.
   http_->set_response_callback(
       [this](const http::Request& r, const net::TcpConnection& c, const http::ResponseWriter& w) {
-        metrics_->record(c.loop(), r, w.status());
+        metrics_->record(c.loop(), r, w.logged_status());
         access_log_.log(r, c, w);
       });
   // Out of descriptors at accept: connections come before cached files.

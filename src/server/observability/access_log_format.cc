@@ -203,7 +203,7 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
     case Variable::kServerProtocol:
       return r.method_text().empty() ? out.push_back('-') : out.append(http::version_name(r.version()));
     case Variable::kStatus:
-      fmt::format_to(std::back_inserter(out), "{}", e.writer.status());
+      fmt::format_to(std::back_inserter(out), "{}", e.writer.logged_status());
       return;
     case Variable::kBodyBytesSent:
       fmt::format_to(std::back_inserter(out), "{}", e.writer.body_bytes());
@@ -251,7 +251,7 @@ void append_json(fmt::memory_buffer& out, const AccessLogEntry& e) {
   append_json_optional(out, request_uri(r));
   out.append(std::string_view(",\"server_protocol\":"));
   append_json_optional(out, parsed ? http::version_name(r.version()) : std::string_view());
-  fmt::format_to(std::back_inserter(out), ",\"status\":{},\"body_bytes_sent\":{},\"request_time\":", e.writer.status(),
+  fmt::format_to(std::back_inserter(out), ",\"status\":{},\"body_bytes_sent\":{},\"request_time\":", e.writer.logged_status(),
                  e.writer.body_bytes());
   append_seconds(out, r.received_ms() > 0 ? e.now_ms - r.received_ms() : 0);
   out.append(std::string_view(",\"host\":"));

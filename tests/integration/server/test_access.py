@@ -271,3 +271,37 @@ def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path
     lines = wait_for_lines(srv.workdir / "access.log", 2)
     assert [line.rsplit(" ", 1)[0] for line in lines] == ["from-client-8 /echo/a", f"{made} /echo/b"]
     assert all(re.fullmatch(r"\d+\.\d{3}", line.rsplit(" ", 1)[1]) for line in lines), lines
+
+
+def test_a_client_that_leaves_before_the_answer_is_logged_499(tern_factory, tmp_path):
+    """As nginx: a request whose client went away before anything was
+    answered is logged with 499, over HTTP/1.1 and over HTTP/2, and one
+    that left in the middle of its response with the response's status."""
+    import subprocess
+    from test_proxy import App, free_ports, site
+    with open(tmp_path / "app.log", "ab") as log:
+        app = App("app", free_ports(1)[0], log)
+        try:
+            srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}"}},
+                                    access_log="access.log"), listen_flags="h2c")
+            with socket.create_connection(("127.0.0.1", srv.port)) as s:
+                s.sendall(b"GET /slow?delay=2 HTTP/1.1\r\nHost: x\r\n\r\n")
+                time.sleep(0.3)
+            wait_for_lines(srv.workdir / "access.log", 1)
+            # curl gives up on its stream after half a second.
+            subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", "--max-time", "0.5",
+                            srv.url("/slow?delay=2")], check=False)
+            wait_for_lines(srv.workdir / "access.log", 2)
+            with socket.create_connection(("127.0.0.1", srv.port)) as s:
+                s.sendall(b"GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert s.recv(100).startswith(b"HTTP/1.1 200")
+                time.sleep(0.3)
+            lines = wait_for_lines(srv.workdir / "access.log", 3)
+        finally:
+            app.kill()
+    parsed = [CLF.match(line) for line in lines]
+    assert len(lines) == 3 and all(parsed), lines
+    assert [(m["request"], m["status"]) for m in parsed] == [
+        ("GET /slow?delay=2 HTTP/1.1", "499"), ("GET /slow?delay=2 HTTP/2.0", "499"),
+        ("GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1", "200")], lines
+    assert parsed[0]["bytes"] in ("0", "-") and parsed[1]["bytes"] in ("0", "-")
