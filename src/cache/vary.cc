@@ -1,5 +1,6 @@
 #include "cache/vary.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "http/field_values.h"
@@ -26,6 +27,19 @@ std::string variant_of(const http::Request& request, const std::vector<std::stri
   std::string out;
   for (const std::string& name : names) {
     out.append(request.header(name));
+    out.push_back('\n');
+  }
+  return out;
+}
+
+std::string variant_of(std::span<const std::pair<std::string, std::string>> fields,
+                       const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) {
+    // The first field of the name, as Request::header() finds it.
+    const auto found = std::find_if(fields.begin(), fields.end(),
+                                    [&name](const auto& field) { return http::iequals(field.first, name); });
+    if (found != fields.end()) out.append(found->second);
     out.push_back('\n');
   }
   return out;

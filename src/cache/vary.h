@@ -12,6 +12,7 @@
 
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cache/entry_file.h"
@@ -25,6 +26,9 @@ std::vector<std::string> vary_names(std::span<const http::Header> fields);
 
 // The request's values of the fields `names`, one a line.
 std::string variant_of(const http::Request& request, const std::vector<std::string>& names);
+// The same of a copy of a request's fields (name, value), in order.
+std::string variant_of(std::span<const std::pair<std::string, std::string>> fields,
+                       const std::vector<std::string>& names);
 
 // The name of the variant `variant` of `key`.
 KeyHash variant_hash(const std::string& key, const std::string& variant);

@@ -250,7 +250,10 @@ void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input)
         settle(codec_->error_status() != 503);
         return fail(codec_->error_status(), codec_->error());
       case Codec::Event::kHead:
-        if (exchange_ == nullptr) continue;
+        if (exchange_ == nullptr) {
+          if (!tap_response_head()) return;
+          continue;
+        }
         if (codec_->upgraded()) return start_tunnel(input);
         if (!write_response_head()) return;
         continue;
@@ -342,13 +345,32 @@ void Call::on_read_timeout() {
 }
 
 void Call::on_client_gone() {
+  const http::Exchange* exchange = exchange_;
   exchange_ = nullptr;
+  if (exchange != nullptr && read_on_for_tap(*exchange)) return;
   done();
+}
+
+bool Call::read_on_for_tap(const http::Exchange& exchange) {
+  // The request must be whole where the upstream gets it: no body, one
+  // sent whole, or one buffered whole.
+  const bool request_whole = body_done_ || (buffer_body_ && head_written_);
+  if (!tap_ || tunnel_ || upstream_done_ || !request_whole || !tap_->wants_rest()) return false;
+  owner_ = self_.lock();
+  if (!owner_) return false;
+  tap_->on_client_gone(exchange.request());
+  TERN_LOG_DEBUG("{}: the client went; reading on for the cache{}", options_.log_name, request_note());
+  // Nothing is relayed any more: what waited for the client goes, and an
+  // upstream paused for it reads on.
+  response_.clear();
+  response_sent_ = 0;
+  resume_upstream();
+  return true;
 }
 
 void Call::fail(int status, std::string_view why) {
   if (exchange_ != nullptr) {
-    if (!response_started_ && tap_ && tap_->answer_instead(*exchange_, status, {}, true)) {
+    if (!response_started_ && tap_ && tap_->answer_instead(exchange_, status, {}, true)) {
       TERN_LOG_DEBUG("{}: {} ({}) answered by the tap", options_.log_name, status, why);
       exchange_->finish();
     } else if (!response_started_) {
@@ -379,7 +401,13 @@ void Call::done() {
   // The group may go from here (a name's new addresses replaced it); the
   // call itself is destroyed after the round, perhaps after the group.
   group_.detach();
-  // The exchange ended (or is ending): it destroys this call after the round.
+  // The exchange ended (or is ending): it destroys this call after the
+  // round; a call that read on for its tap lets itself go then, and the
+  // configuration after it.
+  if (owner_) {
+    loop_->release_after_round(std::move(owner_));
+    loop_->release_after_round(std::move(kept_));
+  }
 }
 
 }  // namespace tern::upstream

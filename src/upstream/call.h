@@ -60,9 +60,19 @@
 // by max_tries and by next_server_timeout from the first. Each server's outcome goes to its
 // group's passive health (upstream/group.h).
 //
+// A client that goes away ends its call, and the upstream's connection
+// goes, unless the call's tap still wants the response (a cache filling
+// its entry): then the call reads on for the tap alone, as nginx does for
+// a cacheable response, so that the requests waiting for that fill are
+// answered from the entry rather than all sent to the upstream. That takes
+// a request whose body went out whole or was buffered, and ends as soon as
+// the tap gives up (a response it may not store, one too large); the
+// timeouts bound it as they bound any call.
+//
 // The exchange owns its Call (http::ExchangeJob) and destroys it after the
 // round in which the exchange ends: when the response has been relayed, or
-// when the client goes away. Loop thread only.
+// when the client goes away. A call that reads on for its tap holds itself,
+// and the configuration its exchange kept, until it ends. Loop thread only.
 #pragma once
 
 #include <array>
@@ -212,10 +222,20 @@ class ResponseTap {
   // that is down) and return true, leaving the exchange unfinished. The
   // call then finishes it and ends; nothing more of the upstream's is read
   // (on_end(false) follows).
-  virtual bool answer_instead(http::Exchange& /*exchange*/, int /*status*/,
+  // When the client has gone (the call reads on for the tap), `exchange`
+  // is null and only a head that is all the tap needs (a revalidation's
+  // 304) is taken: true ends the call.
+  virtual bool answer_instead(http::Exchange* /*exchange*/, int /*status*/,
                               std::span<const http::Header> /*fields*/, bool /*failure*/) {
     return false;
   }
+  // Whether the tap still wants the rest of the response: asked when the
+  // client goes away (true: the call reads on for the tap, see above), and
+  // after each step while it does.
+  virtual bool wants_rest() const { return false; }
+  // The client went away and the call reads on: `request`, valid during
+  // this call only, is copied as far as the tap still needs it.
+  virtual void on_client_gone(const http::Request& /*request*/) {}
 };
 
 // Whether a field of an upstream's response head stays between the
@@ -252,6 +272,9 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   void on_body(std::string_view piece, bool last);
   void on_client_drained();
   void on_client_gone();
+  // The client went: whether the call reads on for its tap (see above),
+  // taking what it needs of `exchange`, which is ending.
+  bool read_on_for_tap(const http::Exchange& exchange);
   // Upstream side (ConnectionPool::User).
   void on_lease(net::TcpConnection& conn) override;
   void on_lease_failed(net::ConnectionPool::Failure failure, std::string_view why) override;
@@ -276,6 +299,14 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   void tunnel_from_upstream(net::Buffer& input);
   void end_tunnel(std::string_view why);
   bool write_response_head();
+  // The response head, for the tap alone (the client went). False if the
+  // call ended.
+  bool tap_response_head();
+  // The upstream's fields the tap is shown before the head is relayed (see
+  // ResponseTap::answer_instead), into relayed_.
+  void fields_for_tap(const ResponseHead& head);
+  // A Location or Refresh value as relayed (see CallOptions::rewrite_from).
+  std::string_view relayed_value(const http::Header& field);
   bool relay(std::string_view data);
   bool pump_response();
   void pause_upstream();
@@ -303,6 +334,9 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   Group& group_;
   const CallOptions options_;
   Codec* const codec_;  // beside the call (start())
+  // With a tap: the configuration the exchange kept (options_ views it),
+  // for a call that reads on for its tap (see owner_); it goes after the tap.
+  std::shared_ptr<const void> kept_;
   std::unique_ptr<ResponseTap> tap_;
   net::EventLoop* const loop_;
   net::TcpConnection* upstream_ = nullptr;  // while leased
@@ -337,6 +371,11 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   bool retried_stale_ = false;
   bool tunnel_ = false;           // after a 101: raw bytes both ways
   bool done_ = false;
+  // The call itself (with its codec), as its exchange holds it: taken when
+  // the client goes and the call reads on for the tap, and let go after
+  // the round in which the call ends, with kept_.
+  std::weak_ptr<void> self_;
+  std::shared_ptr<void> owner_;
 };
 
 template <typename C, typename... Args>
@@ -353,6 +392,10 @@ void Call::start(http::Exchange& exchange, Group& group, const CallOptions& opti
   auto both = std::make_shared<WithCodec>(exchange, group, options, std::move(tap),
                                           std::forward<Args>(codec_args)...);
   Call& call = both->call;
+  if (call.tap_) {
+    call.self_ = both;
+    call.kept_ = exchange.kept();
+  }
   exchange.adopt(std::shared_ptr<http::ExchangeJob>(std::move(both), &call));
   call.begin();
 }

@@ -30,12 +30,68 @@ bool is_unrelayed_field(std::string_view name) {
 }
 
 bool Call::on_body_data(std::string_view data) {
-  if (exchange_ == nullptr || data.empty()) return true;  // the client went away
+  if (data.empty()) return true;
   if (tap_) {
     tap_->on_body(data);
     tapped_ += data.size();
   }
-  return relay(data);
+  if (exchange_ != nullptr) return relay(data);
+  // The client went: read on only while the tap wants the rest.
+  if (tap_ && tap_->wants_rest()) return true;
+  done();
+  return false;
+}
+
+std::string_view Call::relayed_value(const http::Header& field) {
+  if (options_.rewrite_from.empty() || !field.value.starts_with(options_.rewrite_from) ||
+      !(http::iequals(field.name, "Location") || http::iequals(field.name, "Refresh"))) {
+    return field.value;
+  }
+  return rewritten_.emplace_back(
+      std::string(options_.rewrite_to).append(field.value.substr(options_.rewrite_from.size())));
+}
+
+void Call::fields_for_tap(const ResponseHead& head) {
+  relayed_.clear();
+  for (const http::Header& field : head.headers) {
+    if ((!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) ||
+        http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) {
+      relayed_.push_back(field);
+    }
+  }
+}
+
+bool Call::tap_response_head() {
+  const ResponseHead& head = codec_->head();
+  const int status = head.status;
+  // Nothing a cache keeps: an interim response, a protocol switch, or a
+  // response the server answers in its place (X-Accel-Redirect).
+  if (!tap_ || status < 200 || codec_->upgraded() ||
+      (options_.internal_redirect && !head.header("X-Accel-Redirect").empty())) {
+    done();
+    return false;
+  }
+  fields_for_tap(head);
+  if (tap_->answer_instead(nullptr, status, relayed_, false)) {
+    settle(false);
+    done();
+    return false;
+  }
+  response_started_ = true;
+  relayed_.clear();
+  rewritten_.clear();
+  for (const http::Header& field : head.headers) {
+    if (!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) {
+      relayed_.push_back({field.name, relayed_value(field)});
+    }
+  }
+  for (const http::Header& field : head.headers) {
+    if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) relayed_.push_back(field);
+  }
+  tap_->on_head(status, relayed_);
+  if (tap_->wants_rest()) return true;
+  done();
+  return false;
 }
 
 bool Call::write_response_head() {
@@ -62,14 +118,8 @@ bool Call::write_response_head() {
     return false;
   }
   if (tap_) {
-    relayed_.clear();
-    for (const http::Header& field : head.headers) {
-      if ((!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) ||
-          http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) {
-        relayed_.push_back(field);
-      }
-    }
-    if (tap_->answer_instead(*exchange_, status, relayed_, false)) {
+    fields_for_tap(head);
+    if (tap_->answer_instead(exchange_, status, relayed_, false)) {
       // Answered by the tap: the upstream's connection goes (its body is
       // not read).
       settle(false);
@@ -101,11 +151,7 @@ bool Call::write_response_head() {
   rewritten_.clear();
   for (const http::Header& field : head.headers) {
     if (is_unrelayed_field(field.name) || codec_->hop_field(field.name)) continue;
-    std::string_view value = field.value;
-    if (!options_.rewrite_from.empty() && value.starts_with(options_.rewrite_from) &&
-        (http::iequals(field.name, "Location") || http::iequals(field.name, "Refresh"))) {
-      value = rewritten_.emplace_back(std::string(options_.rewrite_to).append(value.substr(options_.rewrite_from.size())));
-    }
+    const std::string_view value = relayed_value(field);
     if (coded && http::iequals(field.name, "ETag") && !value.starts_with("W/")) {
       // Another representation: its validator can only be weak.
       writer.header(field.name, "W/" + std::string(value));
@@ -183,6 +229,7 @@ void Call::on_client_drained() {
     return;
   }
   if (exchange_ == nullptr || !pump_response()) return;
+  if (exchange_ == nullptr) return;  // its last flush ended the client's side
   if (!response_.empty()) return;  // more when the client has taken this
   if (upstream_done_) return end_response();
   resume_upstream();

@@ -261,6 +261,11 @@ struct TapRecord {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::vector<bool> ends;  // on_end, every call
+  // What wants_rest() answers: before the head, and after it.
+  bool wants_before_head = false;
+  bool wants_after_head = false;
+  std::string gone_target;       // on_client_gone's request
+  int status_when_gone = -1;
 };
 
 class RecordingTap final : public ResponseTap {
@@ -272,6 +277,13 @@ class RecordingTap final : public ResponseTap {
   }
   void on_body(std::string_view piece) override { record_->body += piece; }
   void on_end(bool complete) override { record_->ends.push_back(complete); }
+  bool wants_rest() const override {
+    return record_->status == 0 ? record_->wants_before_head : record_->wants_after_head;
+  }
+  void on_client_gone(const http::Request& request) override {
+    record_->gone_target = request.target();
+    record_->status_when_gone = record_->status;
+  }
 
  private:
   TapRecord* const record_;
@@ -879,6 +891,70 @@ TEST_F(CallTest, TapHearsOfAClientThatLeft) {
   EXPECT_TRUE(seen.ends.empty());
   ex.disconnect();
   EXPECT_EQ(seen.ends, std::vector<bool>{false});
+}
+
+TEST_F(CallTest, TapThatWantsTheRestIsFedWhenTheClientLeavesBeforeTheHead) {
+  TapRecord seen;
+  seen.wants_before_head = seen.wants_after_head = true;
+  tap_ = std::make_unique<RecordingTap>(&seen);
+  const std::string body = pattern(100 * 1024);
+  // Half a record header at once, then 8 KiB a millisecond: no head yet
+  // when the client goes.
+  const std::string response = answer("Content-Type: text/plain\r\n\r\n" + body);
+  Reply reply = trickle(std::string_view(response).substr(4), 8 * 1024);
+  reply.pieces.insert(reply.pieces.begin(), response.substr(0, 4));
+  app_.reply(reply);
+  {
+    MemoryExchange ex(&loop_, std::string(kGet));
+    call(ex);
+    ASSERT_TRUE(turn_until([&] { return app_.has_complete_request(); }));
+    ex.disconnect();
+    EXPECT_TRUE(ex.output().empty());
+  }  // the exchange is gone: the call holds itself
+  EXPECT_EQ(seen.gone_target, "/index.php?x=1");
+  EXPECT_EQ(seen.status_when_gone, 0);
+  ASSERT_TRUE(turn_until([&] { return !seen.ends.empty(); }));
+  EXPECT_EQ(seen.status, 200);
+  EXPECT_EQ(seen.body, body);
+  EXPECT_EQ(seen.ends, std::vector<bool>{true});
+  // Read to its end: the connection goes back to the pool.
+  EXPECT_TRUE(turn_until([&] { return pool_.idle() == 1; }));
+  EXPECT_EQ(app_.closes, 0);
+}
+
+TEST_F(CallTest, TapThatWantsTheRestIsFedWhenTheClientLeavesInTheBody) {
+  TapRecord seen;
+  seen.wants_before_head = seen.wants_after_head = true;
+  tap_ = std::make_unique<RecordingTap>(&seen);
+  const std::string body = pattern(1 << 20);
+  app_.reply(trickle(answer("Content-Type: application/octet-stream\r\n\r\n" + body), 8 * 1024));
+  MemoryExchange ex(&loop_, std::string(kGet));
+  ex.set_pending_output(1 << 20);  // a client that is behind: some of the body waits in the call
+  call(ex);
+  ASSERT_TRUE(turn_until([&] { return !seen.body.empty(); }));
+  ASSERT_TRUE(seen.ends.empty());
+  ex.disconnect();
+  EXPECT_EQ(seen.status_when_gone, 200);
+  ASSERT_TRUE(turn_until([&] { return !seen.ends.empty(); }));
+  EXPECT_EQ(seen.body, body);
+  EXPECT_EQ(seen.ends, std::vector<bool>{true});
+}
+
+TEST_F(CallTest, TapThatGivesUpAfterTheClientLeftEndsTheCall) {
+  TapRecord seen;
+  seen.wants_before_head = true;  // and not once it has seen the head
+  tap_ = std::make_unique<RecordingTap>(&seen);
+  app_.reply(trickle(answer("Content-Type: text/plain\r\n\r\n" + pattern(100 * 1024)), 8 * 1024));
+  MemoryExchange ex(&loop_, std::string(kGet));
+  call(ex);
+  ASSERT_TRUE(turn_until([&] { return app_.has_complete_request(); }));
+  ex.disconnect();
+  ASSERT_TRUE(turn_until([&] { return !seen.ends.empty(); }));
+  EXPECT_EQ(seen.status, 200);
+  EXPECT_EQ(seen.ends, std::vector<bool>{false});
+  // Mid-response: the connection cannot be reused.
+  EXPECT_TRUE(turn_until([&] { return app_.closes == 1; }));
+  EXPECT_EQ(pool_.connections(), 0u);
 }
 
 }  // namespace

@@ -103,12 +103,11 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
     return false;
   }
   key_.expand(route, false, &miss->key);
-  // A HEAD fills as a GET would (go() asks the application for one), over
-  // HTTP/1: an HTTP/2 stream ends with the head of its HEAD's response, and
-  // the exchange with it, before the body could be read for the entry. A
-  // protocol switch (a WebSocket) is a tunnel, not a response to keep.
-  const bool head_fills = request.method() == http::Method::kHead && request.version() != http::Version::kHttp2;
-  miss->fill = (request.method() == http::Method::kGet || head_fills) &&
+  // A HEAD fills as a GET would (go() asks the application for one; over
+  // HTTP/2 its stream ends with the head, and the call reads on for the
+  // entry). A protocol switch (a WebSocket) is a tunnel, not a response to
+  // keep.
+  miss->fill = (request.method() == http::Method::kGet || request.method() == http::Method::kHead) &&
                !request.has_header(http::FieldId::kUpgrade) && !any_set(no_store_, route);
   if (any_set(bypass_, route)) {
     miss->status = "tern; fwd=bypass";

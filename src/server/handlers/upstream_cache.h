@@ -20,7 +20,9 @@
 //
 // Otherwise the request goes to the application, and a GET's response
 // fills the entry as it streams to the client (the Tap,
-// upstream_cache_tap.h). With `lock` (the default), one request fills a
+// upstream_cache_tap.h); a client that goes away leaves the call reading
+// on for the entry until the Tap knows it stores nothing (upstream/call.h).
+// With `lock` (the default), one request fills a
 // key at a time: the others that miss it
 // wait for that fill, up to lock_timeout, then are answered from the entry
 // it made ("fwd=uri-miss; collapsed"), or go to the application themselves

@@ -128,14 +128,24 @@ UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http:
 
 UpstreamCache::Tap::~Tap() { release(); }
 
+void UpstreamCache::Tap::on_client_gone(const http::Request& request) {
+  request_ = nullptr;
+  if (head_seen_) return;  // its Vary is read already
+  for (const http::Header& field : request.headers()) {
+    request_fields_.emplace_back(std::string(field.name), std::string(field.value));
+  }
+}
+
 void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> fields) {
+  head_seen_ = true;
   if (!fill_) return;
   const int64_t now = unix_now();
   const cache::Freshness f = cache::decide(status, fields, authorized_, cache_->policy_, now);
   if (!f.store) return release();
   head_.key = key_;
   head_.vary = cache::vary_names(fields);
-  head_.variant = cache::variant_of(*request_, head_.vary);
+  head_.variant = request_ != nullptr ? cache::variant_of(*request_, head_.vary)
+                                      : cache::variant_of(request_fields_, head_.vary);
   describe(status, fields, f, now, &head_);
   hash_ = head_.vary.empty() ? key_hash_ : cache::variant_hash(key_, head_.variant);
   if (Result<void> opened = writer_.open(zone_->options().path, hash_, head_); !opened) {
@@ -181,13 +191,16 @@ void UpstreamCache::Tap::on_end(bool complete) {
   release();
 }
 
-bool UpstreamCache::Tap::answer_instead(http::Exchange& exchange, int status, std::span<const http::Header> fields,
+bool UpstreamCache::Tap::answer_instead(http::Exchange* client, int status, std::span<const http::Header> fields,
                                         bool failure) {
   if (!stale_) return false;
   const int64_t now = unix_now();
-  if (!failure && status == 304 && conditions_size_ > 0) return refresh(exchange, fields, now);
+  if (!failure && status == 304 && conditions_size_ > 0) return refresh(client, fields, now);
   // Not an entry purged (or replaced) while the application was asked.
-  if (!cache_->may_serve_stale(stale_->head, now, status, failure) || !zone_->holds(*stale_)) return false;
+  if (client == nullptr || !cache_->may_serve_stale(stale_->head, now, status, failure) || !zone_->holds(*stale_)) {
+    return false;
+  }
+  http::Exchange& exchange = *client;
   std::string cache_status = "tern; fwd=stale";
   if (!failure) cache_status.append("; fwd-status=").append(std::to_string(status));
   cache_status.append("; ttl=").append(std::to_string(stale_->head.expires - now)).append("; detail=");
@@ -205,7 +218,7 @@ void UpstreamCache::Tap::release() {
   zone_->end_fill(key_hash_);
 }
 
-bool UpstreamCache::Tap::refresh(http::Exchange& exchange, std::span<const http::Header> fields, int64_t now) {
+bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now) {
   const EntryHead& old = stale_->head;
   std::vector<http::Header> merged;
   for (const auto& [name, value] : old.fields) {
@@ -227,17 +240,19 @@ bool UpstreamCache::Tap::refresh(http::Exchange& exchange, std::span<const http:
   const bool keep = f.store && zone_->holds(*stale_);
   auto entry = std::make_shared<Stored>(*stale_);
   describe(old.status, merged, f, now, &entry->head);
-  std::string cache_status = "tern; fwd=stale; fwd-status=304";
-  if (keep && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
-  // From the stale entry's file, open before it is replaced or removed (a
-  // file being sent stays).
-  cache_->serve(*entry, now, exchange, cache_status);
-  if (!exchange.writer().started()) {
-    // Its file went while the application was asked (evicted).
-    release();
-    TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);
-    http::write_error_page(exchange.writer(), 502);
-    return true;
+  if (exchange != nullptr) {
+    std::string cache_status = "tern; fwd=stale; fwd-status=304";
+    if (keep && !f.revalidate) cache_status.append("; ttl=").append(std::to_string(entry->head.expires - now));
+    // From the stale entry's file, open before it is replaced or removed (a
+    // file being sent stays).
+    cache_->serve(*entry, now, *exchange, cache_status);
+    if (!exchange->writer().started()) {
+      // Its file went while the application was asked (evicted).
+      release();
+      TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);
+      http::write_error_page(exchange->writer(), 502);
+      return true;
+    }
   }
   if (keep) {
     store_again(std::move(entry), now);
@@ -245,8 +260,9 @@ bool UpstreamCache::Tap::refresh(http::Exchange& exchange, std::span<const http:
     release();
     zone_->forget(*stale_);  // it may not be kept any longer
   }
-  exchange.request().set_cache_status("REVALIDATED");
-  if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange.loop()).response_cache_revalidated.add();
+  if (exchange == nullptr) return true;  // stored again for those to come
+  exchange->request().set_cache_status("REVALIDATED");
+  if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange->loop()).response_cache_revalidated.add();
   return true;  // the call finishes the exchange
 }
 

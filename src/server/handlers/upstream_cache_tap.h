@@ -41,14 +41,19 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   void on_head(int status, std::span<const http::Header> fields) override;
   void on_body(std::string_view piece) override;
   void on_end(bool complete) override;
-  bool answer_instead(http::Exchange& exchange, int status, std::span<const http::Header> fields,
+  bool answer_instead(http::Exchange* exchange, int status, std::span<const http::Header> fields,
                       bool failure) override;
+  // Until the response is known not to be stored.
+  bool wants_rest() const override { return fill_ && (!head_seen_ || writer_.is_open()); }
+  // Keeps the request's fields for a Vary the head may name.
+  void on_client_gone(const http::Request& request) override;
 
  private:
   void release();
   // The 304 to the revalidation: the stale entry, with the 304's fields and
-  // a new lifetime, answers the exchange and is stored again.
-  bool refresh(http::Exchange& exchange, std::span<const http::Header> fields, int64_t now);
+  // a new lifetime, answers the exchange (if the client is still there) and
+  // is stored again.
+  bool refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now);
   // Writes `entry` (the stale one with a new head) as a new file under its
   // name (a failure leaves the old one in place), then releases the fill:
   // off the loop when the body is in a file (CacheZones::tasks()).
@@ -60,7 +65,8 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   cache::Zone* const zone_;
   const std::string key_;
   const cache::KeyHash key_hash_;  // hashed once: the fill, the entry or the marker
-  const http::Request* const request_;
+  const http::Request* request_;  // null once the client went (request_fields_)
+  std::vector<std::pair<std::string, std::string>> request_fields_;
   const bool authorized_;
   const bool fill_;
   bool locked_;
@@ -71,6 +77,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   cache::KeyHash hash_;
   cache::EntryWriter writer_;
   std::string body_;  // while it is small enough to keep in memory
+  bool head_seen_ = false;
 };
 
 }  // namespace tern::server

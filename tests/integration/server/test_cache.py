@@ -425,6 +425,76 @@ def test_a_fill_is_kept_when_its_client_leaves_after_the_origin_answered(tern_fa
     assert is_hit(resp) and len(resp.body) == 4 << 20 and origin_count(origin) == 1
 
 
+def test_a_fill_goes_on_when_its_client_leaves_first_and_those_waiting_get_the_entry(tern_factory, origin, tmp_path):
+    """The client of a fill gives up before the origin answers (a slow page):
+    the fill reads on for the cache, as nginx does, so the requests waiting
+    for it are answered from the entry rather than all sent to the origin.
+    Its Vary is read from the request of the client that left."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/gone", "Cache-Control: max-age=600", "Vary: X-Variant", delay="1.5")
+
+    def ask(s, variant):
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nX-Variant: {variant}\r\nConnection: close\r\n\r\n"
+                  .encode())
+
+    filler = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    ask(filler, "a")
+    deadline = time.monotonic() + 5
+    while origin_count(origin) == 0:  # the fill has reached the origin
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    waiters = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(5)]
+    for w in waiters:
+        ask(w, "a")
+    time.sleep(0.2)  # all waiting for the fill
+    filler.close()
+    for w in waiters:
+        data = b""
+        while chunk := w.recv(65536):
+            data += chunk
+        w.close()
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"origin #1 /cached/gone\n"), data
+        assert b"Cache-Status: tern; fwd=uri-miss; collapsed" in data, data
+    assert origin_count(origin) == 1
+    # The entry is the variant of the request that left; another variant
+    # goes to the origin.
+    assert is_hit(srv.get(target, [("Host", "x"), ("X-Variant", "a")]))
+    other = srv.get(target, [("Host", "x"), ("X-Variant", "b")])
+    assert status(other) == "tern; fwd=vary-miss" and other.body == b"origin #2 /cached/gone\n"
+
+
+def test_a_fill_whose_client_left_ends_when_the_response_may_not_be_stored(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    # The client leaves before a head that says private: nothing is read on
+    # for a cache that keeps nothing, so those waiting go to the origin.
+    target = url("/cached/gone-private", "Cache-Control: private", delay="1")
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        time.sleep(0.3)
+    time.sleep(1.2)
+    resp = srv.get(target, [("Host", "x")])
+    assert resp.status == 200 and status(resp) == "tern; fwd=uri-miss" and origin_count(origin) == 2
+    assert not [p for p in entry_files(tmp_path / "cache") if ".tmp." not in p.name]
+
+
+def test_a_server_stops_cleanly_while_a_fill_reads_on_for_a_client_that_left(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/stopping", "Cache-Control: max-age=600", delay="3")
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        deadline = time.monotonic() + 5
+        while origin_count(origin) == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    time.sleep(0.2)
+    # The call that reads on is ended with the upstream's pools: no wait for
+    # the origin, nothing left behind (a sanitizer build checks for leaks).
+    began = time.monotonic()
+    assert srv.stop() == 0, srv.stderr()[-4000:]
+    assert time.monotonic() - began < 2.5
+    assert not [p for p in entry_files(tmp_path / "cache") if ".tmp." not in p.name]
+
+
 def test_upgrades_and_requests_with_bodies_are_not_filled_or_held(tern_factory, origin, tmp_path):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     target = url("/cached/up", "Cache-Control: max-age=600")

@@ -20,6 +20,8 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
                           given by h (repeatable), a body "NAME #K PATH\n" (K
                           counts the requests /cached has had) padded with the
                           pattern to N bytes when given, after S seconds
+                          (body_delay=S2: the head and half the body, the
+                          rest S2 seconds later)
                           When the request's If-None-Match names the ETag
                           given by h, or its If-Modified-Since is its
                           Last-Modified, the answer is 304 with the fields
@@ -176,6 +178,19 @@ def make_app(name):
         if "n" in request.query:
             n = int(request.query["n"])
             body = (body + PATTERN * (n // len(PATTERN) + 1))[:n]
+        if "body_delay" in request.query:
+            # The head and half the body, then the rest after a while.
+            response = web.StreamResponse(status=int(request.query.get("status", "200")))
+            response.content_type = "text/plain"
+            response.content_length = len(body)
+            for field_name, value in headers:
+                response.headers.add(field_name, value)
+            await response.prepare(request)
+            await response.write(body[:len(body) // 2])
+            await asyncio.sleep(float(request.query["body_delay"]))
+            await response.write(body[len(body) // 2:])
+            await response.write_eof()
+            return response
         response = web.Response(status=int(request.query.get("status", "200")), body=body,
                                 content_type="text/plain")
         for field_name, value in headers:
