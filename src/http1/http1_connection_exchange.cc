@@ -113,6 +113,9 @@ void Http1Connection::abort_exchange() {
 
 void Http1Connection::fail_exchange(int status, std::string_view log_reason) {
   const bool started = exchange().response().started();
+  // A response under way is logged as it stands; one not begun is
+  // answered `status` and logged by fail().
+  if (started && shared_->on_response) shared_->on_response(req_->request, *conn_, exchange().response());
   exchange().cancel();
   if (!started) return fail(status, log_reason, true);
   TERN_LOG_DEBUG("conn {}: {} after the response started: closing", conn_->id().slot, log_reason);

@@ -86,9 +86,11 @@ void Http2Connection::Task::finish_exchange() {
 }
 
 void Http2Connection::Task::abort_exchange() {
-  // What was written goes out; the stream ends unfinished.
-  if (stream_ != nullptr) stream_->reset(ErrorCode::kInternalError);
+  // Logged as it stands; what was written goes out, and the stream ends
+  // unfinished.
+  if (owner_->shared_->on_response) owner_->shared_->on_response(exchange.request(), *owner_->conn_, exchange.response());
   exchange.end();
+  if (stream_ != nullptr) stream_->reset(ErrorCode::kInternalError);
   owner_->flush();
 }
 

@@ -273,10 +273,11 @@ def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path
     assert all(re.fullmatch(r"\d+\.\d{3}", line.rsplit(" ", 1)[1]) for line in lines), lines
 
 
-def test_a_client_that_leaves_before_the_answer_is_logged_499(tern_factory, tmp_path):
+def test_requests_left_or_cut_short_are_logged_as_they_stand(tern_factory, tmp_path):
     """As nginx: a request whose client went away before anything was
     answered is logged with 499, over HTTP/1.1 and over HTTP/2, and one
-    that left in the middle of its response with the response's status."""
+    that left in the middle of its response with the response's status, as
+    is one that the upstream cut short."""
     import subprocess
     from test_proxy import App, free_ports, site
     with open(tmp_path / "app.log", "ab") as log:
@@ -296,12 +297,21 @@ def test_a_client_that_leaves_before_the_answer_is_logged_499(tern_factory, tmp_
                 s.sendall(b"GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1\r\nHost: x\r\n\r\n")
                 assert s.recv(100).startswith(b"HTTP/1.1 200")
                 time.sleep(0.3)
-            lines = wait_for_lines(srv.workdir / "access.log", 3)
+            wait_for_lines(srv.workdir / "access.log", 3)
+            # A response the upstream cuts short, over each.
+            subprocess.run(["curl", "-s", "-o", "/dev/null", srv.url("/cut?n=100000")], check=False)
+            wait_for_lines(srv.workdir / "access.log", 4)
+            subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", srv.url("/cut?n=100000")],
+                           check=False)
+            lines = wait_for_lines(srv.workdir / "access.log", 5)
         finally:
             app.kill()
     parsed = [CLF.match(line) for line in lines]
-    assert len(lines) == 3 and all(parsed), lines
+    assert len(lines) == 5 and all(parsed), lines
     assert [(m["request"], m["status"]) for m in parsed] == [
         ("GET /slow?delay=2 HTTP/1.1", "499"), ("GET /slow?delay=2 HTTP/2.0", "499"),
-        ("GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1", "200")], lines
+        ("GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1", "200"),
+        ("GET /cut?n=100000 HTTP/1.1", "200"), ("GET /cut?n=100000 HTTP/2.0", "200")], lines
     assert parsed[0]["bytes"] in ("0", "-") and parsed[1]["bytes"] in ("0", "-")
+    # (Over HTTP/2 what waited for the stream's window is not sent.)
+    assert 0 < int(parsed[3]["bytes"]) < 100000 and int(parsed[4]["bytes"]) < 100000, lines

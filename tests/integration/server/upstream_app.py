@@ -8,6 +8,8 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
   GET  /bytes?n=N         N bytes of a fixed pattern, with a Content-Length
   GET  /stream?n=&size=&delay=   n pieces, chunked, `delay` seconds apart
   GET  /slow?delay=S      answers after S seconds
+  GET  /cut?n=N           a head with Content-Length N, about N/2 bytes of
+                          the pattern, then the connection closes
   GET  /redirect          302 to http://app/v1/there (for Location rewriting)
   GET  /accel?to=URI      200 with X-Accel-Redirect: URI and a Content-Disposition
   *    /failon?name=N&code=C   status C if this is app N, else 200 and the name
@@ -130,6 +132,16 @@ def make_app(name):
     async def slow(request):
         await asyncio.sleep(float(request.query.get("delay", "1")))
         return web.Response(text=f"{name} slow")
+
+    async def cut(request):
+        n = int(request.query["n"])
+        response = web.StreamResponse()
+        response.content_length = n
+        await response.prepare(request)
+        await response.write((PATTERN * (n // len(PATTERN) + 1))[:n // 2])
+        await asyncio.sleep(0.1)
+        request.transport.close()
+        return response
 
     async def redirect(request):
         raise web.HTTPFound("http://app/v1/there")
@@ -313,6 +325,7 @@ def make_app(name):
     app.router.add_get("/bytes", some_bytes)
     app.router.add_get("/stream", stream)
     app.router.add_get("/slow", slow)
+    app.router.add_get("/cut", cut)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/accel", accel)
     app.router.add_route("*", "/failon", fail_on)
