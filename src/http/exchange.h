@@ -156,6 +156,9 @@ class Exchange {
   // whatever job its handlers adopt meanwhile: places a request takes under
   // a limit of requests in flight.
   void hold_until_end(std::shared_ptr<const void> value) { held_ = std::move(value); }
+  // What hold_until_end() was given: work that goes on for the request
+  // after its exchange ends (a cache fill whose client left) holds it on.
+  const std::shared_ptr<const void>& held() const { return held_; }
 
   const Request& request() const { return *request_; }  // the request's head
   // The response (see above for when it closes the connection).

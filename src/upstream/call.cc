@@ -404,6 +404,7 @@ void Call::done() {
   // The exchange ended (or is ending): it destroys this call after the
   // round; a call that read on for its tap lets itself go then, and the
   // configuration after it.
+  held_.reset();
   if (owner_) {
     loop_->release_after_round(std::move(owner_));
     loop_->release_after_round(std::move(kept_));

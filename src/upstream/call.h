@@ -223,8 +223,9 @@ class ResponseTap {
   // call then finishes it and ends; nothing more of the upstream's is read
   // (on_end(false) follows).
   // When the client has gone (the call reads on for the tap), `exchange`
-  // is null and only a head that is all the tap needs (a revalidation's
-  // 304) is taken: true ends the call.
+  // is null: true ends the call, with the tap's work done (a
+  // revalidation's 304 refreshed its entry) or nothing to do (a failure a
+  // stale entry would have answered: the entry stays).
   virtual bool answer_instead(http::Exchange* /*exchange*/, int /*status*/,
                               std::span<const http::Header> /*fields*/, bool /*failure*/) {
     return false;
@@ -335,8 +336,11 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   const CallOptions options_;
   Codec* const codec_;  // beside the call (start())
   // With a tap: the configuration the exchange kept (options_ views it),
-  // for a call that reads on for its tap (see owner_); it goes after the tap.
+  // for a call that reads on for its tap (see owner_); it goes after the
+  // tap. And the places the request holds under limits of requests in
+  // flight, which it holds on while it reads on, as nginx's limit_conn.
   std::shared_ptr<const void> kept_;
+  std::shared_ptr<const void> held_;
   std::unique_ptr<ResponseTap> tap_;
   net::EventLoop* const loop_;
   net::TcpConnection* upstream_ = nullptr;  // while leased
@@ -395,6 +399,7 @@ void Call::start(http::Exchange& exchange, Group& group, const CallOptions& opti
   if (call.tap_) {
     call.self_ = both;
     call.kept_ = exchange.kept();
+    call.held_ = exchange.held();
   }
   exchange.adopt(std::shared_ptr<http::ExchangeJob>(std::move(both), &call));
   call.begin();

@@ -113,7 +113,7 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
     miss->status = "tern; fwd=bypass";
     miss->bypass = true;
     request.set_cache_status("BYPASS");
-    if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
+    if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_bypass.add();
     return false;
   }
   return answer_key(exchange, miss, {});
@@ -223,7 +223,10 @@ void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch,
 // lock_timeout runs out (it goes to the application). On its exchange's
 // loop; whichever comes first wins.
 struct UpstreamCache::Wait {
+  // Used only while the exchange is there to hold its configuration; the
+  // zone lives as long as the server (a reload cannot make one).
   const UpstreamCache* cache;
+  cache::Zone* zone;
   http::ExchangeId exchange;
   Miss miss;
   Fetch fetch;
@@ -237,7 +240,7 @@ struct UpstreamCache::Wait {
     done = true;
     if (!timed_out) exchange.loop->cancel(timer);
     // The timer holds this wait while it runs: its wake-up can go.
-    if (timed_out) cache->zone_->leave_fill(hash, waiter);
+    if (timed_out) zone->leave_fill(hash, waiter);
     const Fetch go = std::move(fetch);
     fetch = nullptr;
     Miss mine = std::move(miss);
@@ -258,7 +261,8 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   if (!miss.fill || !lock_ || body || miss.bypass) return go(exchange, miss, fetch, miss.fill, false);
   const KeyHash hash = KeyHash::of(miss.key);
   net::EventLoop* loop = exchange.loop();
-  auto wait = std::make_shared<Wait>(Wait{this, exchange.id(), std::move(miss), std::move(fetch), hash, 0, {}});
+  auto wait =
+      std::make_shared<Wait>(Wait{this, zone_, exchange.id(), std::move(miss), std::move(fetch), hash, 0, {}});
   const bool filler = zone_->begin_fill(
       hash,
       [loop, wait] {

@@ -197,9 +197,10 @@ bool UpstreamCache::Tap::answer_instead(http::Exchange* client, int status, std:
   const int64_t now = unix_now();
   if (!failure && status == 304 && conditions_size_ > 0) return refresh(client, fields, now);
   // Not an entry purged (or replaced) while the application was asked.
-  if (client == nullptr || !cache_->may_serve_stale(stale_->head, now, status, failure) || !zone_->holds(*stale_)) {
-    return false;
-  }
+  if (!cache_->may_serve_stale(stale_->head, now, status, failure) || !zone_->holds(*stale_)) return false;
+  // The client went: the stale entry stays for those to come, rather than
+  // the failure it would have answered in place of.
+  if (client == nullptr) return true;
   http::Exchange& exchange = *client;
   std::string cache_status = "tern; fwd=stale";
   if (!failure) cache_status.append("; fwd-status=").append(std::to_string(status));

@@ -122,6 +122,7 @@ MetricsSnapshot Metrics::snapshot() const {
     s.file_cache_misses += counts.file_cache_misses.get();
     s.response_cache_hits += counts.response_cache_hits.get();
     s.response_cache_misses += counts.response_cache_misses.get();
+    s.response_cache_bypass += counts.response_cache_bypass.get();
     s.response_cache_stale += counts.response_cache_stale.get();
     s.response_cache_revalidated += counts.response_cache_revalidated.get();
     for (size_t i = 0; i < upstreams.size(); ++i) {

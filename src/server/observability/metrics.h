@@ -67,6 +67,7 @@ struct LoopMetrics {
   LoopCounter file_cache_misses;
   LoopCounter response_cache_hits;
   LoopCounter response_cache_misses;
+  LoopCounter response_cache_bypass;       // not looked up: `bypass` said so
   LoopCounter response_cache_stale;        // answered from a stale entry (the application failed, or updating)
   LoopCounter response_cache_revalidated;  // a stale entry the application confirmed (304)
   SlotTable<upstream::ServerCounters> upstreams;  // by upstream series
@@ -145,6 +146,7 @@ struct MetricsSnapshot {
   uint64_t file_cache_misses = 0;
   uint64_t response_cache_hits = 0;
   uint64_t response_cache_misses = 0;
+  uint64_t response_cache_bypass = 0;
   uint64_t response_cache_stale = 0;
   uint64_t response_cache_revalidated = 0;
   uint64_t error_log_dropped = 0;

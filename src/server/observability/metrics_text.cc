@@ -229,6 +229,8 @@ std::string prometheus_text(const MetricsSnapshot& s, std::string_view version) 
   sample(out, "tern_response_cache_hits_total", s.response_cache_hits);
   family(out, "tern_response_cache_misses_total", "counter", "GET and HEAD requests of locations with a [[cache]] that went to the application.");
   sample(out, "tern_response_cache_misses_total", s.response_cache_misses);
+  family(out, "tern_response_cache_bypass_total", "counter", "Requests of locations with a [[cache]] that went to the application without a look in it (bypass).");
+  sample(out, "tern_response_cache_bypass_total", s.response_cache_bypass);
   family(out, "tern_response_cache_stale_total", "counter", "Requests answered from a stale [[cache]] entry: the application failed (use_stale, stale-if-error), or another request was refreshing it (updating).");
   sample(out, "tern_response_cache_stale_total", s.response_cache_stale);
   family(out, "tern_response_cache_revalidated_total", "counter", "Stale [[cache]] entries the application confirmed with 304 and that answered the request.");
@@ -314,10 +316,10 @@ std::string status_json(const MetricsSnapshot& s, std::string_view version) {
     fmt::format_to(Out(out), "\",\"last_attempt\":{},\"last_issued\":{}}}", cert.last_attempt, cert.last_issued);
   }
   fmt::format_to(Out(out),
-                 "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{},\"stale\":{},\"revalidated\":{}}}}},"
+                 "],\"caches\":{{\"open_file\":{{\"hits\":{},\"misses\":{}}},\"response\":{{\"hits\":{},\"misses\":{},\"bypass\":{},\"stale\":{},\"revalidated\":{}}}}},"
                  "\"log\":{{\"dropped\":{{\"error\":{},\"access\":{}}}}}}}\n",
                  s.file_cache_hits, s.file_cache_misses, s.response_cache_hits, s.response_cache_misses,
-                 s.response_cache_stale, s.response_cache_revalidated, s.error_log_dropped, s.access_log_dropped);
+                 s.response_cache_bypass, s.response_cache_stale, s.response_cache_revalidated, s.error_log_dropped, s.access_log_dropped);
   return out;
 }
 

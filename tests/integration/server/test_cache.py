@@ -477,6 +477,49 @@ def test_a_fill_whose_client_left_ends_when_the_response_may_not_be_stored(tern_
     assert not [p for p in entry_files(tmp_path / "cache") if ".tmp." not in p.name]
 
 
+def leave_after_asking(srv, origin, target, asked_before=0):
+    """Sends a GET for target and closes the connection once the origin has it."""
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        deadline = time.monotonic() + 5
+        while origin_count(origin) == asked_before:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+
+
+def test_a_fill_that_reads_on_holds_its_place_under_a_limit_of_requests_in_flight(tern_factory, origin, tmp_path):
+    config = cached_site(origin, tmp_path / "cache", location={"limit": ["api"]})
+    config["limit"] = [{"name": "api", "connections": 1, "key": "$host"}]
+    srv = tern_factory(config)
+    target = url("/cached/limited", "Cache-Control: max-age=600", delay="1.5")
+    leave_after_asking(srv, origin, target)
+    # As nginx's limit_conn: the request is in flight until its fill ends.
+    assert srv.get(url("/cached/other", "Cache-Control: max-age=600"), [("Host", "x")]).status == 503
+    deadline = time.monotonic() + 5
+    while not is_hit(hit := srv.get(target, [("Host", "x")])):
+        assert time.monotonic() < deadline and hit.status == 503, (hit.status, status(hit))
+        time.sleep(0.1)
+    assert srv.get(url("/cached/other", "Cache-Control: max-age=600"), [("Host", "x")]).status == 200
+
+
+def test_a_failure_after_the_client_left_keeps_the_stale_entry_that_use_stale_allows(tern_factory, origin, tmp_path):
+    # A 404 would be stored (valid), but use_stale names it: with its client
+    # there, the stale entry answers in its place and stays; with its client
+    # gone, the entry stays all the same.
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"use_stale": ["404"], "valid": {"404": "1m"}}))
+    target = url("/cached/kept", "Cache-Control: max-age=1")
+    assert srv.get(target, [("Host", "x")]).body == b"origin #1 /cached/kept\n"
+    time.sleep(1.2)
+    origin.post("/cachedfail?status=404&delay=1")
+    leave_after_asking(srv, origin, target, asked_before=1)
+    time.sleep(1.3)
+    origin.post("/cachedfail?status=404")
+    resp = srv.get(target, [("Host", "x")])
+    assert resp.status == 200 and resp.body == b"origin #1 /cached/kept\n", (resp.status, status(resp))
+    assert status(resp).startswith("tern; fwd=stale; fwd-status=404")
+    origin.post("/cachedfail")
+
+
 def test_a_server_stops_cleanly_while_a_fill_reads_on_for_a_client_that_left(tern_factory, origin, tmp_path):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     target = url("/cached/stopping", "Cache-Control: max-age=600", delay="3")
@@ -854,6 +897,7 @@ def test_bypass_and_no_store_conditions_and_the_cache_status_in_the_access_log(t
     config = cached_site(origin, tmp_path / "cache",
                          cache={"bypass": ["$cookie_nocache", "$arg_fresh"], "no_store": ["$http_x_private"],
                                 "use_stale": ["503"]})
+    config["server"][0]["location"].append({"prefix": "/metrics", "metrics": "prometheus"})
     srv = tern_factory({**config, "access_log": "access.log", "access_log_format": "$uri $cache_status $status"})
     target = url("/cached/ops", "Cache-Control: max-age=2", 'ETag: "o"')
     srv.get(target)                                               # MISS, stored
@@ -877,8 +921,11 @@ def test_bypass_and_no_store_conditions_and_the_cache_status_in_the_access_log(t
     origin.post("/cachedfail")
     srv.get(target, method="POST")                                # not the cache's: "-"
     lines = wait_for_lines(srv.workdir / "access.log", 12)
-    assert [line.split()[1] for line in lines] == ["MISS", "HIT", "BYPASS", "HIT", "HIT", "MISS", "MISS", "HIT",
-                                                   "BYPASS", "REVALIDATED", "STALE", "-"], lines
+    assert [line.split()[1] for line in lines[:12]] == ["MISS", "HIT", "BYPASS", "HIT", "HIT", "MISS", "MISS",
+                                                        "HIT", "BYPASS", "REVALIDATED", "STALE", "-"], lines
+    # The metrics count the bypasses apart from the misses.
+    assert metric(srv, "tern_response_cache_bypass_total") == 2
+    assert metric(srv, "tern_response_cache_hits_total") == 4
 
 
 def test_the_json_access_log_says_what_the_cache_did(tern_factory, origin, tmp_path):

@@ -67,6 +67,7 @@ FAMILIES = {
     "tern_open_file_cache_misses_total": "counter",
     "tern_response_cache_hits_total": "counter",
     "tern_response_cache_misses_total": "counter",
+    "tern_response_cache_bypass_total": "counter",
     "tern_response_cache_stale_total": "counter",
     "tern_response_cache_revalidated_total": "counter",
     "tern_log_dropped_total": "counter",
@@ -567,7 +568,7 @@ def check_status_document(doc):
         assert isinstance(upstream["up"], bool) and upstream["failures"] <= upstream["requests"], upstream
     assert set(doc["caches"]) == {"open_file", "response"}
     assert set(doc["caches"]["open_file"]) == {"hits", "misses"}
-    assert set(doc["caches"]["response"]) == {"hits", "misses", "stale", "revalidated"}
+    assert set(doc["caches"]["response"]) == {"hits", "misses", "bypass", "stale", "revalidated"}
     assert set(doc["log"]) == {"dropped"} and set(doc["log"]["dropped"]) == {"error", "access"}
     for group in ("bytes", "connections", "tls"):
         assert all(isinstance(v, int) and v >= 0 for v in doc[group].values()), doc[group]
@@ -622,7 +623,7 @@ def test_status_json(tern_factory):
         assert exp.value("tern_upstream_failures_total", labels) == upstream["failures"], labels
         assert exp.value("tern_upstream_up", labels) == (1 if upstream["up"] else 0), labels
     for cache, key in (("open_file", "open_file_cache"), ("response", "response_cache")):
-        for what in ("hits", "misses") + (("stale", "revalidated") if cache == "response" else ()):
+        for what in ("hits", "misses") + (("bypass", "stale", "revalidated") if cache == "response" else ()):
             assert exp.value(f"tern_{key}_{what}_total") >= doc["caches"][cache][what], (cache, what)
 
 
