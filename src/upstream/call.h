@@ -306,6 +306,9 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   // The upstream's fields the tap is shown before the head is relayed (see
   // ResponseTap::answer_instead), into relayed_.
   void fields_for_tap(const ResponseHead& head);
+  // The head to the tap: relayed_ (the fields as relayed), then the
+  // upstream's Date and X-Accel-Expires.
+  void show_tap_head(const ResponseHead& head);
   // A Location or Refresh value as relayed (see CallOptions::rewrite_from).
   std::string_view relayed_value(const http::Header& field);
   bool relay(std::string_view data);

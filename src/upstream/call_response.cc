@@ -20,6 +20,16 @@ std::string_view ResponseHead::header(std::string_view name) const {
   return {};
 }
 
+namespace {
+
+// A field that is not relayed but says how fresh the response is: the tap
+// sees it (ResponseTap::on_head).
+bool is_freshness_field(std::string_view name) {
+  return http::iequals(name, "Date") || http::iequals(name, "X-Accel-Expires");
+}
+
+}  // namespace
+
 bool is_unrelayed_field(std::string_view name) {
   constexpr std::string_view kAccel = "X-Accel-";
   return http::iequals(name, "Connection") || http::iequals(name, "Keep-Alive") ||
@@ -54,11 +64,17 @@ std::string_view Call::relayed_value(const http::Header& field) {
 void Call::fields_for_tap(const ResponseHead& head) {
   relayed_.clear();
   for (const http::Header& field : head.headers) {
-    if ((!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) ||
-        http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) {
+    if ((!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) || is_freshness_field(field.name)) {
       relayed_.push_back(field);
     }
   }
+}
+
+void Call::show_tap_head(const ResponseHead& head) {
+  for (const http::Header& field : head.headers) {
+    if (is_freshness_field(field.name)) relayed_.push_back(field);
+  }
+  tap_->on_head(head.status, relayed_);
 }
 
 bool Call::tap_response_head() {
@@ -85,10 +101,7 @@ bool Call::tap_response_head() {
       relayed_.push_back({field.name, relayed_value(field)});
     }
   }
-  for (const http::Header& field : head.headers) {
-    if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) relayed_.push_back(field);
-  }
-  tap_->on_head(status, relayed_);
+  show_tap_head(head);
   if (tap_->wants_rest()) return true;
   done();
   return false;
@@ -164,12 +177,7 @@ bool Call::write_response_head() {
   if (!options_.extra_header_name.empty()) {
     writer.header(options_.extra_header_name, options_.extra_header_value);
   }
-  if (tap_) {
-    for (const http::Header& field : head.headers) {
-      if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) relayed_.push_back(field);
-    }
-    tap_->on_head(status, relayed_);
-  }
+  if (tap_) show_tap_head(head);
   buffer_response_ =
       options_.response_buffering && !http::iequals(head.header("X-Accel-Buffering"), "no");
   if (buffer_response_) response_.configure(options_.response_memory, options_.temp_dir);
