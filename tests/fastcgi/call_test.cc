@@ -114,6 +114,7 @@ struct SeenRequest {
 struct Reply {
   std::vector<std::string> pieces;
   bool close = false;
+  std::chrono::milliseconds after_first{1};  // between the first piece and the second
 };
 
 Reply send(std::string bytes) { return Reply{{std::move(bytes)}, false}; }
@@ -240,7 +241,8 @@ class ScriptedApp {
     if (conn == nullptr || !conn->connected()) return;
     if (next < r->pieces.size()) conn->send(r->pieces[next]);
     if (next + 1 < r->pieces.size()) {
-      timers_.push_back(loop_->run_after(1ms, [this, id, r, next] { send_from(id, r, next + 1); }));
+      timers_.push_back(loop_->run_after(next == 0 ? r->after_first : 1ms,
+                                         [this, id, r, next] { send_from(id, r, next + 1); }));
     } else if (r->close) {
       conn->close_after_write();
     }
@@ -898,11 +900,12 @@ TEST_F(CallTest, TapThatWantsTheRestIsFedWhenTheClientLeavesBeforeTheHead) {
   seen.wants_before_head = seen.wants_after_head = true;
   tap_ = std::make_unique<RecordingTap>(&seen);
   const std::string body = pattern(100 * 1024);
-  // Half a record header at once, then 8 KiB a millisecond: no head yet
-  // when the client goes.
+  // Half a record header at once, then after a while 8 KiB a millisecond:
+  // no head yet when the client goes.
   const std::string response = answer("Content-Type: text/plain\r\n\r\n" + body);
   Reply reply = trickle(std::string_view(response).substr(4), 8 * 1024);
   reply.pieces.insert(reply.pieces.begin(), response.substr(0, 4));
+  reply.after_first = 300ms;
   app_.reply(reply);
   {
     MemoryExchange ex(&loop_, std::string(kGet));
