@@ -242,7 +242,7 @@ Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<Stored> stored, i
   return {};
 }
 
-bool Zone::begin_fill(const KeyHash& hash, std::function<void()> wake, uint64_t* waiter) {
+bool Zone::begin_fill(const KeyHash& hash, FillWake wake, uint64_t* waiter) {
   Shard& s = shard(hash);
   std::lock_guard lock(s.mu);
   auto [it, first] = s.fills.try_emplace(hash);
@@ -254,7 +254,7 @@ bool Zone::begin_fill(const KeyHash& hash, std::function<void()> wake, uint64_t*
 }
 
 void Zone::leave_fill(const KeyHash& hash, uint64_t waiter) {
-  std::function<void()> gone;  // let go of outside the lock
+  FillWake gone;  // let go of outside the lock
   Shard& s = shard(hash);
   std::lock_guard lock(s.mu);
   auto it = s.fills.find(hash);
@@ -268,9 +268,9 @@ void Zone::leave_fill(const KeyHash& hash, uint64_t waiter) {
   }
 }
 
-void Zone::end_fill(const KeyHash& hash) {
+void Zone::end_fill(const KeyHash& hash, FillEnd end) {
   Shard& s = shard(hash);
-  std::vector<std::pair<uint64_t, std::function<void()>>> wakes;
+  std::vector<std::pair<uint64_t, FillWake>> wakes;
   {
     std::lock_guard lock(s.mu);
     auto it = s.fills.find(hash);
@@ -278,7 +278,7 @@ void Zone::end_fill(const KeyHash& hash) {
     wakes = std::move(it->second);
     s.fills.erase(it);
   }
-  for (auto& [waiter, wake] : wakes) wake();
+  for (auto& [waiter, wake] : wakes) wake(end);
 }
 
 bool Zone::erase(const KeyHash& hash) {

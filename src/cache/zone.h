@@ -21,7 +21,8 @@
 //
 // Fills: begin_fill() makes the first to miss a key its filler; those who
 // miss it meanwhile leave a wake-up, run (on the filler's thread) by
-// end_fill(), when the entry is there or the fill failed: a cold popular
+// end_fill(), when the entry is there, the response turned out not to be
+// kept, or the fill failed (then one of them fills next): a cold popular
 // key costs the origin one request, not one per waiting client.
 //
 // Sharded by hash, a mutex each, held for a moment: a lookup from any loop
@@ -97,15 +98,26 @@ class Zone {
   // the file's inode and where its body begins in *stored.
   Result<void> insert(EntryWriter& writer, std::shared_ptr<Stored> stored, int64_t now);
 
+  // How a fill ended, for those who waited for it.
+  enum class FillEnd {
+    // The entry is stored, or the response said it may not be (those
+    // waiting go to the origin at once, rather than one after another).
+    kSettled,
+    // No response to store: the origin failed (no connection, a timeout,
+    // a response cut short, a server error not kept). One of those waiting
+    // fills again, the others wait on (nginx's proxy_cache_lock).
+    kFailed,
+  };
+  using FillWake = std::function<void(FillEnd)>;
   // Whether the caller fills `hash` (true), or another fill is under way
   // and `wake` will run when it ends (false; *waiter then names the
   // wake-up for leave_fill()). Any thread.
-  bool begin_fill(const KeyHash& hash, std::function<void()> wake, uint64_t* waiter);
+  bool begin_fill(const KeyHash& hash, FillWake wake, uint64_t* waiter);
   // A waiter stops waiting (its lock_timeout ran out): its wake-up goes,
   // with what it holds.
   void leave_fill(const KeyHash& hash, uint64_t waiter);
-  // The fill of `hash` ended (stored or not): runs the wake-ups.
-  void end_fill(const KeyHash& hash);
+  // The fill of `hash` ended: runs the wake-ups with `end`.
+  void end_fill(const KeyHash& hash, FillEnd end);
 
   // Removes an entry and its file (a purge, a broken file). False: none.
   bool erase(const KeyHash& hash);
@@ -160,7 +172,7 @@ class Zone {
     Order used;
     Order loaded;
     // Keys being filled, and who waits for each.
-    std::unordered_map<KeyHash, std::vector<std::pair<uint64_t, std::function<void()>>>, KeyHashHasher> fills;
+    std::unordered_map<KeyHash, std::vector<std::pair<uint64_t, FillWake>>, KeyHashHasher> fills;
   };
   static constexpr size_t kShards = 16;
   // What a node takes beside its Stored: the node, its map entry, its

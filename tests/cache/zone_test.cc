@@ -271,27 +271,34 @@ TEST_F(ZoneTest, ThreadsFindFillAndEvictTogether) {
 // One filler a key: the others leave a wake-up that its end runs, once;
 // a waiter that stops waiting leaves, and what its wake-up held goes then.
 TEST_F(ZoneTest, OneFillAKeyAndTheOthersAreWokenWhenItEnds) {
+  using FillEnd = Zone::FillEnd;
   Zone zone(options());
   const KeyHash a = KeyHash::of("a");
   int woken = 0;
+  std::vector<FillEnd> told;
   uint64_t first = 0, second = 0, third = 0;
-  EXPECT_TRUE(zone.begin_fill(a, [&woken] { ++woken; }, &first));
-  EXPECT_FALSE(zone.begin_fill(a, [&woken] { ++woken; }, &second));
-  EXPECT_FALSE(zone.begin_fill(a, [&woken] { woken += 10; }, &third));
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, &first));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { ++woken, told.push_back(end); }, &second));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { woken += 10, told.push_back(end); }, &third));
   EXPECT_NE(second, third);
-  EXPECT_TRUE(zone.begin_fill(KeyHash::of("b"), [] {}, &first));  // another key fills beside it
+  EXPECT_TRUE(zone.begin_fill(KeyHash::of("b"), [](FillEnd) {}, &first));  // another key fills beside it
   auto held = std::make_shared<int>(7);
   uint64_t leaving = 0;
-  EXPECT_FALSE(zone.begin_fill(a, [held, &woken] { woken += 100; }, &leaving));
+  EXPECT_FALSE(zone.begin_fill(a, [held, &woken](FillEnd) { woken += 100; }, &leaving));
   zone.leave_fill(a, leaving);
   EXPECT_EQ(held.use_count(), 1);
   EXPECT_EQ(woken, 0);
-  zone.end_fill(a);
+  zone.end_fill(a, FillEnd::kFailed);
   EXPECT_EQ(woken, 11);
-  zone.end_fill(a);  // nothing under way: nothing to wake
+  EXPECT_EQ(told, (std::vector<FillEnd>{FillEnd::kFailed, FillEnd::kFailed}));  // each told how it ended
+  zone.end_fill(a, FillEnd::kSettled);  // nothing under way: nothing to wake
   zone.leave_fill(a, second);  // nor to leave
   EXPECT_EQ(woken, 11);
-  EXPECT_TRUE(zone.begin_fill(a, [] {}, &first));  // the next miss fills again
+  // The next miss fills again, and those waiting for it hear how it ended.
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, &first));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, &second));
+  zone.end_fill(a, FillEnd::kSettled);
+  EXPECT_EQ(told.back(), FillEnd::kSettled);
 }
 
 // An entry whose file an operator removed is forgotten at its first

@@ -7,6 +7,7 @@
 #include <array>
 #include <charconv>
 #include <ctime>
+#include <optional>
 #include <stdexcept>
 
 #include "base/log.h"
@@ -29,6 +30,7 @@ namespace {
 using cache::EntryHead;
 using cache::KeyHash;
 using cache::Stored;
+using FillEnd = cache::Zone::FillEnd;
 
 // A body from a file is compressed (read into memory) up to this size;
 // beyond it a hit goes out as stored, by sendfile.
@@ -185,7 +187,8 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string
     }
     miss->status = "tern; fwd=uri-miss";  // its file went
   }
-  if (metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
+  // A request that waited was counted when it missed first.
+  if (metrics_ != nullptr && collapsed.empty()) metrics_->loop(exchange.loop()).response_cache_misses.add();
   return false;
 }
 
@@ -219,9 +222,11 @@ void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch,
 }
 
 // A request waiting for the fill of its key: woken when the fill ends (it
-// is then answered from the entry, or goes to the application) or when
-// lock_timeout runs out (it goes to the application). On its exchange's
-// loop; whichever comes first wins.
+// is then answered from the entry; or fills the entry itself when the fill
+// failed and it is the first to wake, else waits on; or goes to the
+// application) or when lock_timeout, counted from its first wait, runs out
+// (it goes to the application). On its exchange's loop; whichever comes
+// first wins.
 struct UpstreamCache::Wait {
   // Used only while the exchange is there to hold its configuration; the
   // zone lives as long as the server (a reload cannot make one).
@@ -235,20 +240,39 @@ struct UpstreamCache::Wait {
   net::TimerId timer;
   bool done = false;
 
-  void resume(bool timed_out) {
-    if (done) return;
-    done = true;
-    if (!timed_out) exchange.loop->cancel(timer);
-    // The timer holds this wait while it runs: its wake-up can go.
-    if (timed_out) zone->leave_fill(hash, waiter);
-    const Fetch go = std::move(fetch);
-    fetch = nullptr;
-    Miss mine = std::move(miss);
-    miss = Miss{};
-    http::Exchange* ex = http::Exchange::find(exchange);
-    if (ex == nullptr) return;  // the client went away meanwhile
-    if (!timed_out && cache->answer_key(*ex, &mine, "tern; fwd=uri-miss; collapsed")) return;
-    cache->go(*ex, mine, go, false, false);
+  // Whether it fills the key (true), or waits for the fill under way.
+  static bool begin(const std::shared_ptr<Wait>& wait) {
+    return wait->zone->begin_fill(
+        wait->hash,
+        [wait](FillEnd end) {
+          // Queued even on its own loop: the fill's end is deep in its call.
+          wait->exchange.loop->queue_in_loop([wait, end] { resume(wait, end); });
+        },
+        &wait->waiter);
+  }
+
+  // The fill ended (`end`), or lock_timeout ran out (nullopt).
+  static void resume(const std::shared_ptr<Wait>& wait, std::optional<FillEnd> end) {
+    if (wait->done) return;
+    http::Exchange* ex = http::Exchange::find(wait->exchange);
+    if (!end) {
+      wait->zone->leave_fill(wait->hash, wait->waiter);
+    } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, "tern; fwd=uri-miss; collapsed")) {
+      ex = nullptr;  // answered
+    } else if (ex != nullptr && *end == FillEnd::kFailed && !begin(wait)) {
+      return;  // another request fills it now: this one waits on
+    }
+    // It goes: to fill the entry when it took the fill above, else on its
+    // own (the fill stored nothing, or took too long), or not at all.
+    wait->done = true;
+    if (end) wait->exchange.loop->cancel(wait->timer);  // (a timer that ran holds this wait while it runs)
+    const Fetch go = std::move(wait->fetch);
+    wait->fetch = nullptr;
+    Miss mine = std::move(wait->miss);
+    wait->miss = Miss{};
+    if (ex == nullptr) return;  // answered, or the client went away meanwhile
+    const bool filler = end && *end == FillEnd::kFailed;
+    wait->cache->go(*ex, mine, go, filler, filler);
   }
 };
 
@@ -263,13 +287,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   net::EventLoop* loop = exchange.loop();
   auto wait =
       std::make_shared<Wait>(Wait{this, zone_, exchange.id(), std::move(miss), std::move(fetch), hash, 0, {}});
-  const bool filler = zone_->begin_fill(
-      hash,
-      [loop, wait] {
-        // Queued even on its own loop: the fill's end is deep in its call.
-        loop->queue_in_loop([wait] { wait->resume(false); });
-      },
-      &wait->waiter);
+  const bool filler = Wait::begin(wait);
   const int64_t now = unix_now();
   const bool updating = wait->miss.stale && may_serve_updating(wait->miss.stale->head, now);
   if (filler) {
@@ -285,7 +303,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
     zone_->leave_fill(hash, wait->waiter);
     return exchange.finish();
   }
-  wait->timer = loop->run_after(lock_timeout_, [wait] { wait->resume(true); });
+  wait->timer = loop->run_after(lock_timeout_, [wait] { Wait::resume(wait, std::nullopt); });
 }
 
 bool UpstreamCache::serve_updating(const Stored& entry, int64_t now, http::Exchange& exchange) const {
@@ -306,7 +324,7 @@ bool UpstreamCache::refresh_in_background(http::Exchange& exchange, Miss& miss, 
         go(refresh, miss, fetch, true, true);
       });
   // No refresh: the fill is given up, and a later request makes one.
-  if (!started) zone_->end_fill(hash);
+  if (!started) zone_->end_fill(hash, FillEnd::kFailed);
   exchange.finish();
   return true;
 }

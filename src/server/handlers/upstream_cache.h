@@ -22,11 +22,13 @@
 // fills the entry as it streams to the client (the Tap,
 // upstream_cache_tap.h); a client that goes away leaves the call reading
 // on for the entry until the Tap knows it stores nothing (upstream/call.h).
-// With `lock` (the default), one request fills a
-// key at a time: the others that miss it
-// wait for that fill, up to lock_timeout, then are answered from the entry
-// it made ("fwd=uri-miss; collapsed"), or go to the application themselves
-// if it made none or took too long. A response is stored when
+// With `lock` (the default), one request fills a key at a time: the others
+// that miss it wait for that fill, up to lock_timeout, then are answered
+// from the entry it made ("fwd=uri-miss; collapsed"). When the fill failed
+// (no answer, one cut short, a server error not kept), the first of them
+// to wake fills the entry in its place and the others wait on, as nginx's
+// proxy_cache_lock; when the response was not one to keep, or lock_timeout
+// ran out, they go to the application themselves. A response is stored when
 // cache/freshness.h allows, complete, and its file could be written (a
 // full disk loses the entry, never the response: a log line says why). A
 // response with Vary is stored under its key and the request's values of

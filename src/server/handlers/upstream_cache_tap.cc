@@ -23,6 +23,7 @@ namespace tern::server {
 namespace {
 
 using cache::EntryHead;
+using FillEnd = cache::Zone::FillEnd;
 using cache::KeyHash;
 using cache::Stored;
 
@@ -126,7 +127,7 @@ UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http:
   }
 }
 
-UpstreamCache::Tap::~Tap() { release(); }
+UpstreamCache::Tap::~Tap() { release(unfilled(false)); }
 
 void UpstreamCache::Tap::on_client_gone(const http::Request& request) {
   request_ = nullptr;
@@ -138,10 +139,11 @@ void UpstreamCache::Tap::on_client_gone(const http::Request& request) {
 
 void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> fields) {
   head_seen_ = true;
+  status_ = status;
   if (!fill_) return;
   const int64_t now = unix_now();
   const cache::Freshness f = cache::decide(status, fields, authorized_, cache_->policy_, now);
-  if (!f.store) return release();
+  if (!f.store) return release(unfilled(false));
   head_.key = key_;
   head_.vary = cache::vary_names(fields);
   head_.variant = request_ != nullptr ? cache::variant_of(*request_, head_.vary)
@@ -150,7 +152,7 @@ void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> field
   hash_ = head_.vary.empty() ? key_hash_ : cache::variant_hash(key_, head_.variant);
   if (Result<void> opened = writer_.open(zone_->options().path, hash_, head_); !opened) {
     log_store_failure(zone_->options().name, opened.error());
-    release();
+    release(FillEnd::kSettled);
   }
 }
 
@@ -158,11 +160,11 @@ void UpstreamCache::Tap::on_body(std::string_view piece) {
   if (!writer_.is_open()) return;
   if (writer_.body_size() + piece.size() > zone_->options().max_size / 8) {
     writer_.abandon();  // an eighth of the zone at most
-    return release();
+    return release(FillEnd::kSettled);
   }
   if (Result<void> written = writer_.append(piece); !written) {
     log_store_failure(zone_->options().name, written.error());
-    return release();
+    return release(FillEnd::kSettled);
   }
   if (writer_.body_size() <= zone_->options().memory_body_max) {
     body_.append(piece);
@@ -173,8 +175,9 @@ void UpstreamCache::Tap::on_body(std::string_view piece) {
 
 void UpstreamCache::Tap::on_end(bool complete) {
   if (!writer_.is_open() || !complete) {
+    const bool cut_short = writer_.is_open();
     writer_.abandon();
-    return release();
+    return release(unfilled(cut_short));
   }
   const int64_t now = unix_now();
   auto stored = std::make_shared<Stored>();
@@ -188,11 +191,12 @@ void UpstreamCache::Tap::on_end(bool complete) {
   std::vector<std::string> vary = stored->head.vary;
   const int64_t expires = stored->head.expires;
   if (insert(*zone_, writer_, std::move(stored), now) && !vary.empty()) insert_marker(std::move(vary), expires, now);
-  release();
+  release(FillEnd::kSettled);
 }
 
 bool UpstreamCache::Tap::answer_instead(http::Exchange* client, int status, std::span<const http::Header> fields,
                                         bool failure) {
+  if (!failure) status_ = status;
   if (!stale_) return false;
   const int64_t now = unix_now();
   if (!failure && status == 304 && conditions_size_ > 0) return refresh(client, fields, now);
@@ -213,10 +217,16 @@ bool UpstreamCache::Tap::answer_instead(http::Exchange* client, int status, std:
   return true;  // the call finishes the exchange
 }
 
-void UpstreamCache::Tap::release() {
+FillEnd UpstreamCache::Tap::unfilled(bool cut_short) const {
+  // A server error is the origin failing as much as no answer is: the next
+  // request may well be answered, and those waiting send it one at a time.
+  return cut_short || status_ == 0 || status_ >= 500 ? FillEnd::kFailed : FillEnd::kSettled;
+}
+
+void UpstreamCache::Tap::release(FillEnd end) {
   if (!locked_) return;
   locked_ = false;
-  zone_->end_fill(key_hash_);
+  zone_->end_fill(key_hash_, end);
 }
 
 bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now) {
@@ -248,8 +258,9 @@ bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http:
     // file being sent stays).
     cache_->serve(*entry, now, *exchange, cache_status);
     if (!exchange->writer().started()) {
-      // Its file went while the application was asked (evicted).
-      release();
+      // Its file went while the application was asked (evicted): no entry,
+      // and a waiting request fills it.
+      release(FillEnd::kFailed);
       TERN_LOG_WARN("cache {}: the entry of {} went while it was revalidated", zone_->options().name, key_);
       http::write_error_page(exchange->writer(), 502);
       return true;
@@ -258,7 +269,7 @@ bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http:
   if (keep) {
     store_again(std::move(entry), now);
   } else {
-    release();
+    release(FillEnd::kSettled);
     zone_->forget(*stale_);  // it may not be kept any longer
   }
   if (exchange == nullptr) return true;  // stored again for those to come
@@ -273,7 +284,7 @@ void UpstreamCache::Tap::store_again(std::shared_ptr<Stored> entry, int64_t now)
   const bool locked = std::exchange(locked_, false);
   auto copy = [zone = zone_, stale = stale_, entry = std::move(entry), fill = key_hash_, locked, now]() mutable {
     copy_entry(*zone, *stale, std::move(entry), now);
-    if (locked) zone->end_fill(fill);
+    if (locked) zone->end_fill(fill, FillEnd::kSettled);
   };
   // A body in memory is written at once; one in a file is copied off the
   // loop, which may take a while for a body of many MiB.

@@ -27,7 +27,9 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
  public:
   // `fill`: the response may fill the entry. `locked`: the tap holds the
   // fill of its key (Zone::begin_fill), released when it knows it stores
-  // nothing, or has stored the entry. `request` (its exchange's) outlives
+  // nothing, or has stored the entry; a call that ends without a response
+  // to store (it failed) releases it as failed, and a waiting request
+  // fills next. `request` (its exchange's) outlives
   // the response head, where a Vary is read. `stale`: the key's entry,
   // stale, or null.
   Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill, bool locked,
@@ -49,7 +51,11 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   void on_client_gone(const http::Request& request) override;
 
  private:
-  void release();
+  void release(cache::Zone::FillEnd end);
+  // How the fill ends when it stores nothing: failed when the origin gave
+  // no whole answer (none, one `cut_short`, a server error), else settled
+  // (the answer is not one to keep).
+  cache::Zone::FillEnd unfilled(bool cut_short) const;
   // The 304 to the revalidation: the stale entry, with the 304's fields and
   // a new lifetime, answers the exchange (if the client is still there) and
   // is stored again.
@@ -78,6 +84,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   cache::EntryWriter writer_;
   std::string body_;  // while it is small enough to keep in memory
   bool head_seen_ = false;
+  int status_ = 0;  // of the origin's final head, once it came
 };
 
 }  // namespace tern::server

@@ -396,6 +396,32 @@ def test_waiters_go_to_the_origin_when_the_fill_stores_nothing_or_takes_too_long
     assert origin_count(origin) == 5
 
 
+def test_when_a_fill_fails_one_waiter_fills_in_its_place_and_the_others_wait_on(tern_factory, origin, tmp_path):
+    """nginx's proxy_cache_lock: a fill that gets no response to keep (here a
+    server error) hands the fill to one of those waiting, and the
+    rest are answered from what it stores, rather than all going to an
+    origin that just failed. A response that may not be kept lets them all
+    go at once, not one after another."""
+    srv = tern_factory({**cached_site(origin, tmp_path / "cache"), "workers": 2})
+    n = 10
+    target = url("/cached/flaky", "Cache-Control: max-age=60", delay="0.5", fail_first="1")
+    answers = many_at_once(srv.port, target, n)
+    assert origin_count(origin) == 2, answers
+    assert sorted(a[0] for a in answers) == [200] * (n - 1) + [503], answers
+    bodies = Counter(a[2] for a in answers if a[0] == 200)
+    assert bodies == {b"origin #2 /cached/flaky\n": n - 1}, bodies
+    statuses = Counter(a[1] for a in answers)
+    assert statuses["tern; fwd=uri-miss"] == 2, statuses  # the failed fill and the one in its place
+    assert statuses["tern; fwd=uri-miss; collapsed"] == n - 2, statuses
+    assert is_hit(srv.get(target, [("Host", "x")]))
+    # Not one to keep (private): all go at once, well inside n x 0.5 s.
+    origin.post("/cachedcount")
+    began = time.monotonic()
+    answers = many_at_once(srv.port, url("/cached/flaky-private", "Cache-Control: private", delay="0.5"), n)
+    assert origin_count(origin) == n and {a[0] for a in answers} == {200}
+    assert time.monotonic() - began < 0.5 * n / 2
+
+
 def test_a_fill_asks_for_the_whole_response_and_counts_the_origins_age(tern_factory, origin, tmp_path):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     target = url("/cached/whole", "Cache-Control: max-age=600", 'ETag: "w"', "Age: 100", n="1000")

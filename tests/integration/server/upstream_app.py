@@ -23,7 +23,8 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
                           counts the requests /cached has had) padded with the
                           pattern to N bytes when given, after S seconds
                           (body_delay=S2: the head and half the body, the
-                          rest S2 seconds later)
+                          rest S2 seconds later); fail_first=K: 503 "failing"
+                          to the first K requests since the count was reset
                           When the request's If-None-Match names the ETag
                           given by h, or its If-Modified-Since is its
                           Last-Modified, the answer is 304 with the fields
@@ -174,6 +175,8 @@ def make_app(name):
             return web.Response(text="never sent")
         if failing:
             return web.Response(status=int(failing), text="failing")
+        if state["cached"] <= int(request.query.get("fail_first", "0")):
+            return web.Response(status=503, text="failing")
         headers = []
         for field in request.query.getall("h", []):
             field_name, _, value = field.partition(":")
