@@ -194,6 +194,7 @@ class Request {
     received_ms_ = ms;
     tag_ = 0;
     upstream_ms_ = -1;
+    upstream_open_ms_ = 0;
     cache_status_ = "";
     client_known_ = false;
     remote_user_.clear();
@@ -244,9 +245,20 @@ class Request {
   uint32_t tag() const { return tag_; }
   void set_tag(uint32_t tag) const { tag_ = tag; }
   // Milliseconds its attempts on upstream servers took, summed (the access
-  // log's $upstream_response_time); -1 when it went to none.
-  int64_t upstream_ms() const { return upstream_ms_; }
-  void add_upstream_ms(int64_t ms) const { upstream_ms_ = (upstream_ms_ < 0 ? 0 : upstream_ms_) + ms; }
+  // log's $upstream_response_time), by `now_ms` (the loop's steady clock):
+  // an attempt still open (a client that left while the upstream worked)
+  // counts until then. -1 when it went to none.
+  int64_t upstream_ms(int64_t now_ms) const {
+    if (upstream_open_ms_ == 0) return upstream_ms_;
+    return (upstream_ms_ < 0 ? 0 : upstream_ms_) + std::max<int64_t>(now_ms - upstream_open_ms_, 0);
+  }
+  // An attempt on an upstream server began (at `now_ms`, not 0), and one
+  // ended, having taken `ms`.
+  void begin_upstream_attempt(int64_t now_ms) const { upstream_open_ms_ = now_ms; }
+  void add_upstream_ms(int64_t ms) const {
+    upstream_open_ms_ = 0;
+    upstream_ms_ = (upstream_ms_ < 0 ? 0 : upstream_ms_) + ms;
+  }
   // What a response cache did with the request, as nginx's
   // $upstream_cache_status says it (HIT, MISS, EXPIRED, STALE, UPDATING,
   // REVALIDATED, BYPASS): the access log's $cache_status; "" when no cache
@@ -291,6 +303,7 @@ class Request {
   mutable uint32_t tag_ = 0;
   mutable bool client_known_ = false;
   mutable int64_t upstream_ms_ = -1;
+  mutable int64_t upstream_open_ms_ = 0;  // when the open attempt began; 0: none open
   mutable const char* cache_status_ = "";
   mutable net::InetAddress client_;
   // Keeps its capacity across the pooled object's requests.

@@ -96,6 +96,7 @@ void Call::acquire() {
   ++tries_;
   attempt_open_ = true;
   attempt_began_ms_ = loop_->clock().now_ms();
+  if (exchange_ != nullptr) exchange_->request().begin_upstream_attempt(static_cast<int64_t>(attempt_began_ms_));
   group_.started(server_);
   group_.pool(server_).acquire(this, options_.proxy_client ? &*options_.proxy_client : nullptr);
 }

@@ -161,6 +161,7 @@ void AuthCheck::acquire() {
   tried_ |= uint64_t{1} << server_;
   attempt_open_ = true;
   attempt_began_ms_ = loop_->clock().now_ms();
+  if (exchange_ != nullptr) exchange_->request().begin_upstream_attempt(static_cast<int64_t>(attempt_began_ms_));
   answered_ = false;
   waiting_ = true;
   group_.started(server_);

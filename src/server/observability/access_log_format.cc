@@ -230,7 +230,10 @@ void append_variable(fmt::memory_buffer& out, Variable v, std::string_view field
       fmt::format_to(std::back_inserter(out), "{}", ::getpid());
       return;
     case Variable::kUpstreamResponseTime:
-      return r.upstream_ms() < 0 ? out.push_back('-') : append_seconds(out, r.upstream_ms());
+    {
+      const int64_t ms = r.upstream_ms(e.now_ms);
+      return ms < 0 ? out.push_back('-') : append_seconds(out, ms);
+    }
     case Variable::kCacheStatus:
       return append_text(out, r.cache_status());
     case Variable::kHttpField:
@@ -266,10 +269,10 @@ void append_json(fmt::memory_buffer& out, const AccessLogEntry& e) {
   out.append(std::string_view(",\"ssl_protocol\":"));
   append_json_optional(out, tls_value(e.conn, false));
   out.append(std::string_view(",\"upstream_response_time\":"));
-  if (r.upstream_ms() < 0) {
+  if (const int64_t ms = r.upstream_ms(e.now_ms); ms < 0) {
     out.append(std::string_view("null"));
   } else {
-    append_seconds(out, r.upstream_ms());
+    append_seconds(out, ms);
   }
   out.append(std::string_view(",\"cache_status\":"));
   append_json_optional(out, r.cache_status());

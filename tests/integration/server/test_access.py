@@ -273,6 +273,34 @@ def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path
     assert all(re.fullmatch(r"\d+\.\d{3}", line.rsplit(" ", 1)[1]) for line in lines), lines
 
 
+def test_a_request_left_while_its_upstream_worked_logs_the_time_it_took(tern_factory, tmp_path):
+    """A client that gives up on a slow upstream: its 499 line says how long
+    the upstream had worked by then ($upstream_response_time), as nginx's,
+    rather than "-" (which says it went to none)."""
+    import subprocess
+    from test_proxy import App, free_ports, site
+    with open(tmp_path / "app.log", "ab") as log:
+        app = App("app", free_ports(1)[0], log)
+        try:
+            srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}"}},
+                                    access_log="access.log",
+                                    access_log_format="$status $upstream_response_time $request_time"),
+                               listen_flags="h2c")
+            with socket.create_connection(("127.0.0.1", srv.port)) as s:
+                s.sendall(b"GET /slow?delay=3 HTTP/1.1\r\nHost: x\r\n\r\n")
+                time.sleep(0.6)
+            wait_for_lines(srv.workdir / "access.log", 1)
+            subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", "--max-time", "0.6",
+                            srv.url("/slow?delay=3")], check=False)
+            lines = wait_for_lines(srv.workdir / "access.log", 2)
+        finally:
+            app.kill()
+    for line in lines:
+        status, upstream, request = line.split()
+        assert status == "499", lines
+        assert 0.5 <= float(upstream) <= float(request) + 0.001 and float(upstream) < 2.5, lines
+
+
 def test_requests_left_or_cut_short_are_logged_as_they_stand(tern_factory, tmp_path):
     """As nginx: a request whose client went away before anything was
     answered is logged with 499, over HTTP/1.1 and over HTTP/2, and one
