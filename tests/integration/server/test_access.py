@@ -3,6 +3,7 @@ a format of nginx-style variables), request ids from the client or made
 here, the same in the log, FastCGI's REQUEST_ID and an upstream's
 X-Request-Id, and the blocked-address list."""
 
+import contextlib
 import re
 import socket
 import time
@@ -273,28 +274,39 @@ def test_request_id_reaches_an_upstream_and_the_log_alike(tern_factory, tmp_path
     assert all(re.fullmatch(r"\d+\.\d{3}", line.rsplit(" ", 1)[1]) for line in lines), lines
 
 
-def test_a_request_left_while_its_upstream_worked_logs_the_time_it_took(tern_factory, tmp_path):
-    """A client that gives up on a slow upstream: its 499 line says how long
-    the upstream had worked by then ($upstream_response_time), as nginx's,
-    rather than "-" (which says it went to none)."""
-    import subprocess
+@contextlib.contextmanager
+def behind_tern(tern_factory, tmp_path, **config):
+    """tern, with an access log and h2c, proxying / to test_proxy's App."""
     from test_proxy import App, free_ports, site
     with open(tmp_path / "app.log", "ab") as log:
         app = App("app", free_ports(1)[0], log)
         try:
-            srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}"}},
-                                    access_log="access.log",
-                                    access_log_format="$status $upstream_response_time $request_time"),
-                               listen_flags="h2c")
-            with socket.create_connection(("127.0.0.1", srv.port)) as s:
-                s.sendall(b"GET /slow?delay=3 HTTP/1.1\r\nHost: x\r\n\r\n")
-                time.sleep(0.6)
-            wait_for_lines(srv.workdir / "access.log", 1)
-            subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", "--max-time", "0.6",
-                            srv.url("/slow?delay=3")], check=False)
-            lines = wait_for_lines(srv.workdir / "access.log", 2)
+            yield tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}"}},
+                                    access_log="access.log", **config), listen_flags="h2c")
         finally:
             app.kill()
+
+
+def leave_a_slow_upstream(srv, after):
+    """A client over HTTP/1.1, then one over h2c, each giving up on an
+    upstream that takes 3 s after `after` seconds: their two log lines."""
+    import subprocess
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(b"GET /slow?delay=3 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(after)
+    wait_for_lines(srv.workdir / "access.log", 1)
+    subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", "--max-time", str(after),
+                    srv.url("/slow?delay=3")], check=False)
+    return wait_for_lines(srv.workdir / "access.log", 2)
+
+
+def test_a_request_left_while_its_upstream_worked_logs_the_time_it_took(tern_factory, tmp_path):
+    """A client that gives up on a slow upstream: its 499 line says how long
+    the upstream had worked by then ($upstream_response_time), as nginx's,
+    rather than "-" (which says it went to none)."""
+    with behind_tern(tern_factory, tmp_path,
+                     access_log_format="$status $upstream_response_time $request_time") as srv:
+        lines = leave_a_slow_upstream(srv, 0.6)
     for line in lines:
         status, upstream, request = line.split()
         assert status == "499", lines
@@ -307,37 +319,23 @@ def test_requests_left_or_cut_short_are_logged_as_they_stand(tern_factory, tmp_p
     that left in the middle of its response with the response's status, as
     is one that the upstream cut short."""
     import subprocess
-    from test_proxy import App, free_ports, site
-    with open(tmp_path / "app.log", "ab") as log:
-        app = App("app", free_ports(1)[0], log)
-        try:
-            srv = tern_factory(site({"prefix": "/", "proxy": {"pass": f"http://{app.address}"}},
-                                    access_log="access.log"), listen_flags="h2c")
-            with socket.create_connection(("127.0.0.1", srv.port)) as s:
-                s.sendall(b"GET /slow?delay=2 HTTP/1.1\r\nHost: x\r\n\r\n")
-                time.sleep(0.3)
-            wait_for_lines(srv.workdir / "access.log", 1)
-            # curl gives up on its stream after half a second.
-            subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", "--max-time", "0.5",
-                            srv.url("/slow?delay=2")], check=False)
-            wait_for_lines(srv.workdir / "access.log", 2)
-            with socket.create_connection(("127.0.0.1", srv.port)) as s:
-                s.sendall(b"GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1\r\nHost: x\r\n\r\n")
-                assert s.recv(100).startswith(b"HTTP/1.1 200")
-                time.sleep(0.3)
-            wait_for_lines(srv.workdir / "access.log", 3)
-            # A response the upstream cuts short, over each.
-            subprocess.run(["curl", "-s", "-o", "/dev/null", srv.url("/cut?n=100000")], check=False)
-            wait_for_lines(srv.workdir / "access.log", 4)
-            subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", srv.url("/cut?n=100000")],
-                           check=False)
-            lines = wait_for_lines(srv.workdir / "access.log", 5)
-        finally:
-            app.kill()
+    with behind_tern(tern_factory, tmp_path) as srv:
+        leave_a_slow_upstream(srv, 0.4)
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(b"GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 200")
+            time.sleep(0.3)
+        wait_for_lines(srv.workdir / "access.log", 3)
+        # A response the upstream cuts short, over each.
+        subprocess.run(["curl", "-s", "-o", "/dev/null", srv.url("/cut?n=100000")], check=False)
+        wait_for_lines(srv.workdir / "access.log", 4)
+        subprocess.run(["curl", "-s", "-o", "/dev/null", "--http2-prior-knowledge", srv.url("/cut?n=100000")],
+                       check=False)
+        lines = wait_for_lines(srv.workdir / "access.log", 5)
     parsed = [CLF.match(line) for line in lines]
     assert len(lines) == 5 and all(parsed), lines
     assert [(m["request"], m["status"]) for m in parsed] == [
-        ("GET /slow?delay=2 HTTP/1.1", "499"), ("GET /slow?delay=2 HTTP/2.0", "499"),
+        ("GET /slow?delay=3 HTTP/1.1", "499"), ("GET /slow?delay=3 HTTP/2.0", "499"),
         ("GET /stream?n=20&size=1000&delay=0.1 HTTP/1.1", "200"),
         ("GET /cut?n=100000 HTTP/1.1", "200"), ("GET /cut?n=100000 HTTP/2.0", "200")], lines
     assert parsed[0]["bytes"] in ("0", "-") and parsed[1]["bytes"] in ("0", "-")
