@@ -100,8 +100,8 @@ class Zone {
 
   // How a fill ended, for those who waited for it.
   enum class FillEnd {
-    // The entry is stored, or the response said it may not be (those
-    // waiting go to the origin at once, rather than one after another).
+    // The entry is stored, or the response may not be or could not be
+    // (those waiting go to the origin at once, not one after another).
     kSettled,
     // No response to store: the origin failed (no connection, a timeout,
     // a response cut short, a server error not kept). One of those waiting

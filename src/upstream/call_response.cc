@@ -80,16 +80,20 @@ void Call::show_tap_head(const ResponseHead& head) {
 bool Call::tap_response_head() {
   const ResponseHead& head = codec_->head();
   const int status = head.status;
-  // Nothing a cache keeps: an interim response, a protocol switch, or a
-  // response the server answers in its place (X-Accel-Redirect).
-  if (!tap_ || status < 200 || codec_->upgraded() ||
-      (options_.internal_redirect && !head.header("X-Accel-Redirect").empty())) {
+  // Nothing a cache keeps: an interim response, or a protocol switch.
+  if (!tap_ || status < 200 || codec_->upgraded()) {
     done();
     return false;
   }
   fields_for_tap(head);
   if (tap_->answer_instead(nullptr, status, relayed_, false)) {
     settle(false);
+    done();
+    return false;
+  }
+  // Nor a response the server answers in its place (X-Accel-Redirect),
+  // which the tap was shown as write_response_head() shows it.
+  if (options_.internal_redirect && !head.header("X-Accel-Redirect").empty()) {
     done();
     return false;
   }

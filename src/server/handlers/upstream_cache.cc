@@ -187,8 +187,7 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string
     }
     miss->status = "tern; fwd=uri-miss";  // its file went
   }
-  // A request that waited was counted when it missed first.
-  if (metrics_ != nullptr && collapsed.empty()) metrics_->loop(exchange.loop()).response_cache_misses.add();
+  miss->looked_up = true;
   return false;
 }
 
@@ -209,6 +208,8 @@ bool UpstreamCache::may_serve_updating(const EntryHead& head, int64_t now) const
 }
 
 void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, bool locked) const {
+  if (miss.looked_up && metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
+  miss.looked_up = false;
   Forward forward;
   forward.status = miss.status;
   if (fill || miss.stale) {
@@ -319,6 +320,7 @@ bool UpstreamCache::refresh_in_background(http::Exchange& exchange, Miss& miss, 
                                           int64_t now) const {
   // The client first: when the entry's file went, it fills as usual.
   if (!serve_updating(*miss.stale, now, exchange)) return false;
+  miss.looked_up = false;  // a request of the server's own: not a client's miss
   const bool started = BackgroundExchange::start(
       exchange, [this, miss = std::move(miss), fetch = std::move(fetch)](http::Exchange& refresh) mutable {
         go(refresh, miss, fetch, true, true);

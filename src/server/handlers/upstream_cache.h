@@ -108,6 +108,10 @@ class UpstreamCache {
     bool fill = false;                          // a GET or HEAD: its response may fill the entry
     std::shared_ptr<const cache::Stored> stale;  // the key's entry, stale
     bool bypass = false;                         // `bypass` said so: no lock, no lookup
+    // The key was looked up (a GET or HEAD): counted as a miss if the
+    // request goes to the application (go()), not if it waited and was
+    // answered from the entry.
+    bool looked_up = false;
   };
   // What the request to the application carries for the cache (copied
   // into a request writer that may run again for a retry).

@@ -127,7 +127,7 @@ UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http:
   }
 }
 
-UpstreamCache::Tap::~Tap() { release(unfilled(false)); }
+UpstreamCache::Tap::~Tap() { release(unfilled(writer_.is_open())); }
 
 void UpstreamCache::Tap::on_client_gone(const http::Request& request) {
   request_ = nullptr;
@@ -202,6 +202,7 @@ bool UpstreamCache::Tap::answer_instead(http::Exchange* client, int status, std:
   if (!failure && status == 304 && conditions_size_ > 0) return refresh(client, fields, now);
   // Not an entry purged (or replaced) while the application was asked.
   if (!cache_->may_serve_stale(stale_->head, now, status, failure) || !zone_->holds(*stale_)) return false;
+  failed_ = true;
   // The client went: the stale entry stays for those to come, rather than
   // the failure it would have answered in place of.
   if (client == nullptr) return true;
@@ -220,7 +221,7 @@ bool UpstreamCache::Tap::answer_instead(http::Exchange* client, int status, std:
 FillEnd UpstreamCache::Tap::unfilled(bool cut_short) const {
   // A server error is the origin failing as much as no answer is: the next
   // request may well be answered, and those waiting send it one at a time.
-  return cut_short || status_ == 0 || status_ >= 500 ? FillEnd::kFailed : FillEnd::kSettled;
+  return failed_ || cut_short || status_ == 0 || status_ >= 500 ? FillEnd::kFailed : FillEnd::kSettled;
 }
 
 void UpstreamCache::Tap::release(FillEnd end) {

@@ -53,8 +53,9 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
  private:
   void release(cache::Zone::FillEnd end);
   // How the fill ends when it stores nothing: failed when the origin gave
-  // no whole answer (none, one `cut_short`, a server error), else settled
-  // (the answer is not one to keep).
+  // no whole answer (none, one `cut_short`, a server error, one a stale
+  // entry answered in place of), else settled (an answer not to keep, or
+  // one that could not be written).
   cache::Zone::FillEnd unfilled(bool cut_short) const;
   // The 304 to the revalidation: the stale entry, with the 304's fields and
   // a new lifetime, answers the exchange (if the client is still there) and
@@ -85,6 +86,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   std::string body_;  // while it is small enough to keep in memory
   bool head_seen_ = false;
   int status_ = 0;  // of the origin's final head, once it came
+  bool failed_ = false;  // a stale entry answered in place of the origin's failure
 };
 
 }  // namespace tern::server

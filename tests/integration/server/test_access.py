@@ -310,7 +310,9 @@ def test_a_request_left_while_its_upstream_worked_logs_the_time_it_took(tern_fac
     for line in lines:
         status, upstream, request = line.split()
         assert status == "499", lines
-        assert 0.5 <= float(upstream) <= float(request) + 0.001 and float(upstream) < 2.5, lines
+        # (Over HTTP/2 $request_time counts from the real clock, the upstream's
+        # time from the loop's, which a round's work may leave behind.)
+        assert 0.5 <= float(upstream) <= float(request) + 0.05 and float(upstream) < 2.5, lines
 
 
 def test_requests_left_or_cut_short_are_logged_as_they_stand(tern_factory, tmp_path):

@@ -402,7 +402,9 @@ def test_when_a_fill_fails_one_waiter_fills_in_its_place_and_the_others_wait_on(
     rest are answered from what it stores, rather than all going to an
     origin that just failed. A response that may not be kept lets them all
     go at once, not one after another."""
-    srv = tern_factory({**cached_site(origin, tmp_path / "cache"), "workers": 2})
+    config = {**cached_site(origin, tmp_path / "cache"), "workers": 2}
+    config["server"][0]["location"].append({"prefix": "/metrics", "metrics": "prometheus"})
+    srv = tern_factory(config)
     n = 10
     target = url("/cached/flaky", "Cache-Control: max-age=60", delay="0.5", fail_first="1")
     answers = many_at_once(srv.port, target, n)
@@ -414,6 +416,10 @@ def test_when_a_fill_fails_one_waiter_fills_in_its_place_and_the_others_wait_on(
     assert statuses["tern; fwd=uri-miss"] == 2, statuses  # the failed fill and the one in its place
     assert statuses["tern; fwd=uri-miss; collapsed"] == n - 2, statuses
     assert is_hit(srv.get(target, [("Host", "x")]))
+    # Misses are the requests that went to the origin; those answered from
+    # what the second fill stored are hits.
+    assert metric(srv, "tern_response_cache_misses_total") == 2
+    assert metric(srv, "tern_response_cache_hits_total") == n - 2 + 1
     # Not one to keep (private): all go at once, well inside n x 0.5 s.
     origin.post("/cachedcount")
     began = time.monotonic()
@@ -949,9 +955,14 @@ def test_bypass_and_no_store_conditions_and_the_cache_status_in_the_access_log(t
     lines = wait_for_lines(srv.workdir / "access.log", 12)
     assert [line.split()[1] for line in lines[:12]] == ["MISS", "HIT", "BYPASS", "HIT", "HIT", "MISS", "MISS",
                                                         "HIT", "BYPASS", "REVALIDATED", "STALE", "-"], lines
-    # The metrics count the bypasses apart from the misses.
+    # The metrics count the bypasses apart from the misses (the requests
+    # that went to the origin: a MISS, an EXPIRED entry revalidated or
+    # answered stale).
     assert metric(srv, "tern_response_cache_bypass_total") == 2
     assert metric(srv, "tern_response_cache_hits_total") == 4
+    assert metric(srv, "tern_response_cache_misses_total") == 5
+    assert metric(srv, "tern_response_cache_stale_total") == 1
+    assert metric(srv, "tern_response_cache_revalidated_total") == 1
 
 
 def test_the_json_access_log_says_what_the_cache_did(tern_factory, origin, tmp_path):
