@@ -242,15 +242,21 @@ Result<void> Zone::insert(EntryWriter& writer, std::shared_ptr<Stored> stored, i
   return {};
 }
 
-bool Zone::begin_fill(const KeyHash& hash, FillWake wake, uint64_t* waiter) {
+bool Zone::begin_fill(const KeyHash& hash, FillWake wake, std::chrono::milliseconds age, uint64_t* id) {
+  const auto now = std::chrono::steady_clock::now();
   Shard& s = shard(hash);
   std::lock_guard lock(s.mu);
   auto [it, first] = s.fills.try_emplace(hash);
-  if (!first) {
-    *waiter = waiters_.fetch_add(1, std::memory_order_relaxed) + 1;
-    it->second.emplace_back(*waiter, std::move(wake));
+  Fill& fill = it->second;
+  if (first) fill.ticket = fill_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (first || now - fill.began >= age) {
+    fill.began = now;
+    *id = fill.ticket;
+    return true;
   }
-  return first;
+  *id = fill_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
+  fill.waiting.emplace_back(*id, std::move(wake));
+  return false;
 }
 
 void Zone::leave_fill(const KeyHash& hash, uint64_t waiter) {
@@ -259,7 +265,7 @@ void Zone::leave_fill(const KeyHash& hash, uint64_t waiter) {
   std::lock_guard lock(s.mu);
   auto it = s.fills.find(hash);
   if (it == s.fills.end()) return;
-  auto& waiting = it->second;
+  auto& waiting = it->second.waiting;
   for (auto w = waiting.begin(); w != waiting.end(); ++w) {
     if (w->first != waiter) continue;
     gone = std::move(w->second);
@@ -268,14 +274,14 @@ void Zone::leave_fill(const KeyHash& hash, uint64_t waiter) {
   }
 }
 
-void Zone::end_fill(const KeyHash& hash, FillEnd end) {
+void Zone::end_fill(const KeyHash& hash, uint64_t ticket, FillEnd end) {
   Shard& s = shard(hash);
   std::vector<std::pair<uint64_t, FillWake>> wakes;
   {
     std::lock_guard lock(s.mu);
     auto it = s.fills.find(hash);
-    if (it == s.fills.end()) return;
-    wakes = std::move(it->second);
+    if (it == s.fills.end() || it->second.ticket != ticket) return;
+    wakes = std::move(it->second.waiting);
     s.fills.erase(it);
   }
   for (auto& [waiter, wake] : wakes) wake(end);

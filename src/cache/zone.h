@@ -109,15 +109,19 @@ class Zone {
     kFailed,
   };
   using FillWake = std::function<void(FillEnd)>;
-  // Whether the caller fills `hash` (true), or another fill is under way
-  // and `wake` will run when it ends (false; *waiter then names the
-  // wake-up for leave_fill()). Any thread.
-  bool begin_fill(const KeyHash& hash, FillWake wake, uint64_t* waiter);
+  // Whether the caller fills `hash` (true; *id then names the fill for
+  // end_fill()), or another fill is under way and `wake` will run when it
+  // ends (false; *id then names the wake-up for leave_fill()). A fill under
+  // way for `age` or longer (its filler may be stuck: nginx's
+  // proxy_cache_lock_age) is taken over: the caller fills it too, and its
+  // waiters are woken by whichever of the two ends first. Any thread.
+  bool begin_fill(const KeyHash& hash, FillWake wake, std::chrono::milliseconds age, uint64_t* id);
   // A waiter stops waiting (its lock_timeout ran out): its wake-up goes,
   // with what it holds.
   void leave_fill(const KeyHash& hash, uint64_t waiter);
-  // The fill of `hash` ended: runs the wake-ups with `end`.
-  void end_fill(const KeyHash& hash, FillEnd end);
+  // The fill `ticket` of `hash` ended: runs its wake-ups with `end`. A fill
+  // already ended (by the filler that took it over) is left as it is.
+  void end_fill(const KeyHash& hash, uint64_t ticket, FillEnd end);
 
   // Removes an entry and its file (a purge, a broken file). False: none.
   bool erase(const KeyHash& hash);
@@ -166,13 +170,18 @@ class Zone {
     Order::iterator use;
     Order::iterator load;  // in Shard::loaded while `loaded` is set
   };
+  struct Fill {
+    uint64_t ticket = 0;
+    std::chrono::steady_clock::time_point began;  // by its latest filler
+    std::vector<std::pair<uint64_t, FillWake>> waiting;
+  };
   struct Shard {
     mutable std::mutex mu;
     std::unordered_map<KeyHash, Node, KeyHashHasher> nodes;
     Order used;
     Order loaded;
     // Keys being filled, and who waits for each.
-    std::unordered_map<KeyHash, std::vector<std::pair<uint64_t, FillWake>>, KeyHashHasher> fills;
+    std::unordered_map<KeyHash, Fill, KeyHashHasher> fills;
   };
   static constexpr size_t kShards = 16;
   // What a node takes beside its Stored: the node, its map entry, its
@@ -198,7 +207,7 @@ class Zone {
   const ZoneOptions options_;
   Shard shards_[kShards];
   std::atomic<uint64_t> inserts_{0};
-  std::atomic<uint64_t> waiters_{0};
+  std::atomic<uint64_t> fill_ids_{0};  // fills' tickets and waiters' wake-ups
   mutable std::mutex purges_mu_;
   std::vector<Purge> purges_;
   std::atomic<bool> purging_{false};  // purges_ is not empty

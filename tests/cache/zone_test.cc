@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -272,33 +273,64 @@ TEST_F(ZoneTest, ThreadsFindFillAndEvictTogether) {
 // a waiter that stops waiting leaves, and what its wake-up held goes then.
 TEST_F(ZoneTest, OneFillAKeyAndTheOthersAreWokenWhenItEnds) {
   using FillEnd = Zone::FillEnd;
+  constexpr std::chrono::milliseconds kAge = std::chrono::minutes(1);
   Zone zone(options());
   const KeyHash a = KeyHash::of("a");
   int woken = 0;
   std::vector<FillEnd> told;
-  uint64_t first = 0, second = 0, third = 0;
-  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, &first));
-  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { ++woken, told.push_back(end); }, &second));
-  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { woken += 10, told.push_back(end); }, &third));
+  uint64_t ticket = 0, second = 0, third = 0, other = 0;
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, kAge, &ticket));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { ++woken, told.push_back(end); }, kAge, &second));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { woken += 10, told.push_back(end); }, kAge, &third));
   EXPECT_NE(second, third);
-  EXPECT_TRUE(zone.begin_fill(KeyHash::of("b"), [](FillEnd) {}, &first));  // another key fills beside it
+  EXPECT_TRUE(zone.begin_fill(KeyHash::of("b"), [](FillEnd) {}, kAge, &other));  // another key fills beside it
+  EXPECT_NE(other, ticket);
   auto held = std::make_shared<int>(7);
   uint64_t leaving = 0;
-  EXPECT_FALSE(zone.begin_fill(a, [held, &woken](FillEnd) { woken += 100; }, &leaving));
+  EXPECT_FALSE(zone.begin_fill(a, [held, &woken](FillEnd) { woken += 100; }, kAge, &leaving));
   zone.leave_fill(a, leaving);
   EXPECT_EQ(held.use_count(), 1);
   EXPECT_EQ(woken, 0);
-  zone.end_fill(a, FillEnd::kFailed);
+  zone.end_fill(a, other, FillEnd::kSettled);  // another fill's ticket: not this one's end
+  EXPECT_EQ(woken, 0);
+  zone.end_fill(a, ticket, FillEnd::kFailed);
   EXPECT_EQ(woken, 11);
   EXPECT_EQ(told, (std::vector<FillEnd>{FillEnd::kFailed, FillEnd::kFailed}));  // each told how it ended
-  zone.end_fill(a, FillEnd::kSettled);  // nothing under way: nothing to wake
+  zone.end_fill(a, ticket, FillEnd::kSettled);  // nothing under way: nothing to wake
   zone.leave_fill(a, second);  // nor to leave
   EXPECT_EQ(woken, 11);
   // The next miss fills again, and those waiting for it hear how it ended.
-  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, &first));
-  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, &second));
-  zone.end_fill(a, FillEnd::kSettled);
+  uint64_t next = 0;
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, kAge, &next));
+  EXPECT_NE(next, ticket);
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, kAge, &second));
+  zone.end_fill(a, ticket, FillEnd::kFailed);  // the earlier fill's: ended already
+  EXPECT_EQ(told.size(), 2u);
+  zone.end_fill(a, next, FillEnd::kSettled);
   EXPECT_EQ(told.back(), FillEnd::kSettled);
+}
+
+// A fill under way for lock_age is taken over by the next miss, which
+// fills it too; its waiters are woken by whichever filler ends first, once.
+TEST_F(ZoneTest, AFillUnderWayForItsAgeIsTakenOver) {
+  using FillEnd = Zone::FillEnd;
+  using std::chrono::milliseconds;
+  Zone zone(options());
+  const KeyHash a = KeyHash::of("a");
+  int woken = 0;
+  uint64_t stuck = 0, waiter = 0, taker = 0, later = 0;
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, milliseconds(50), &stuck));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd) { ++woken; }, milliseconds(50), &waiter));
+  std::this_thread::sleep_for(milliseconds(80));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd) { ++woken; }, std::chrono::minutes(1), &later));  // not aged for it
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, milliseconds(50), &taker));
+  EXPECT_EQ(taker, stuck);  // the same fill, filled twice
+  // Taken over, it is young again.
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd) { ++woken; }, milliseconds(50), &later));
+  zone.end_fill(a, taker, FillEnd::kSettled);
+  EXPECT_EQ(woken, 3);
+  zone.end_fill(a, stuck, FillEnd::kFailed);  // the stuck one ends late: nothing left to wake
+  EXPECT_EQ(woken, 3);
 }
 
 // An entry whose file an operator removed is forgotten at its first

@@ -37,9 +37,12 @@ struct CacheUseConfig {
   // Store responses with Set-Cookie (without the field).
   bool store_set_cookie = false;
   // One request fills a missing key while the others wait for it, up to
-  // lock_timeout (then they go to the application themselves).
+  // lock_timeout (then they go to the application themselves). A fill
+  // under way for lock_age is taken over by the next request that misses
+  // the key (its filler may be stuck), as nginx's proxy_cache_lock_age.
   bool lock = true;
   std::chrono::milliseconds lock_timeout{5000};
+  std::chrono::milliseconds lock_age{5000};
   // A stale entry with a validator (ETag, Last-Modified) is asked for
   // with If-None-Match or If-Modified-Since; a 304 makes it fresh again
   // (nginx's proxy_cache_revalidate, on here by default).

@@ -55,7 +55,7 @@ void read_cache_zones(Section& top, const toml::node& node, Config& c) {
 }
 
 // cache = "pages", or { zone = "pages", key = "...", valid = { 200 = "10m",
-// any = "1m" }, store_set_cookie = false, lock = true, lock_timeout = "5s",
+// any = "1m" }, store_set_cookie = false, lock = true, lock_timeout = "5s", lock_age = "5s",
 // revalidate = true, background_update = true, use_stale = ["error", "timeout", "503", "updating"],
 // bypass = ["$cookie_nocache"], no_store = ["$arg_nocache"],
 // purge = ["127.0.0.1"] }.
@@ -103,6 +103,7 @@ std::optional<CacheUseConfig> read_cache_use(Section& s) {
   t.get_bool("store_set_cookie", &u.store_set_cookie);
   t.get_bool("lock", &u.lock);
   t.get_duration("lock_timeout", &u.lock_timeout);
+  t.get_duration("lock_age", &u.lock_age);
   t.get_bool("revalidate", &u.revalidate);
   t.get_bool("background_update", &u.background_update);
   if (const auto networks = t.get_strings("purge")) {

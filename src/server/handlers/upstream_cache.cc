@@ -86,6 +86,7 @@ UpstreamCache::UpstreamCache(const CacheZones* zones, cache::Zone* zone, const C
       policy_{config.valid, config.store_set_cookie},
       lock_(config.lock),
       lock_timeout_(config.lock_timeout),
+      lock_age_(config.lock_age),
       revalidate_(config.revalidate),
       background_update_(config.background_update),
       use_stale_(config.use_stale),
@@ -207,13 +208,13 @@ bool UpstreamCache::may_serve_updating(const EntryHead& head, int64_t now) const
   return use_stale_.updating || (head.stale_while_revalidate > 0 && now <= head.expires + head.stale_while_revalidate);
 }
 
-void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, bool locked) const {
+void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, uint64_t lock) const {
   if (miss.looked_up && metrics_ != nullptr) metrics_->loop(exchange.loop()).response_cache_misses.add();
   miss.looked_up = false;
   Forward forward;
   forward.status = miss.status;
   if (fill || miss.stale) {
-    auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, locked, miss.stale);
+    auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, lock, miss.stale);
     forward.asks.whole_response = fill;
     if (fill && exchange.request().method() == http::Method::kHead) forward.asks.method = "GET";
     forward.asks.conditions = tap->conditions();
@@ -237,11 +238,13 @@ struct UpstreamCache::Wait {
   Miss miss;
   Fetch fetch;
   KeyHash hash;
-  uint64_t waiter = 0;  // among the fill's wake-ups
+  // Waiting, its wake-up among the fill's; filling, the fill's ticket.
+  uint64_t id = 0;
   net::TimerId timer;
   bool done = false;
 
-  // Whether it fills the key (true), or waits for the fill under way.
+  // Whether it fills the key (true), or waits for the fill under way. While
+  // the exchange is there.
   static bool begin(const std::shared_ptr<Wait>& wait) {
     return wait->zone->begin_fill(
         wait->hash,
@@ -249,7 +252,7 @@ struct UpstreamCache::Wait {
           // Queued even on its own loop: the fill's end is deep in its call.
           wait->exchange.loop->queue_in_loop([wait, end] { resume(wait, end); });
         },
-        &wait->waiter);
+        wait->cache->lock_age_, &wait->id);
   }
 
   // The fill ended (`end`), or lock_timeout ran out (nullopt).
@@ -257,7 +260,7 @@ struct UpstreamCache::Wait {
     if (wait->done) return;
     http::Exchange* ex = http::Exchange::find(wait->exchange);
     if (!end) {
-      wait->zone->leave_fill(wait->hash, wait->waiter);
+      wait->zone->leave_fill(wait->hash, wait->id);
     } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, "tern; fwd=uri-miss; collapsed")) {
       ex = nullptr;  // answered
     } else if (ex != nullptr && *end == FillEnd::kFailed && !begin(wait)) {
@@ -273,7 +276,7 @@ struct UpstreamCache::Wait {
     wait->miss = Miss{};
     if (ex == nullptr) return;  // answered, or the client went away meanwhile
     const bool filler = end && *end == FillEnd::kFailed;
-    wait->cache->go(*ex, mine, go, filler, filler);
+    wait->cache->go(*ex, mine, go, filler, filler ? wait->id : 0);
   }
 };
 
@@ -283,7 +286,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   // would wait.
   const bool body = request.body_framing() == http::BodyFraming::kChunked ||
                     (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > 0);
-  if (!miss.fill || !lock_ || body || miss.bypass) return go(exchange, miss, fetch, miss.fill, false);
+  if (!miss.fill || !lock_ || body || miss.bypass) return go(exchange, miss, fetch, miss.fill, 0);
   const KeyHash hash = KeyHash::of(miss.key);
   net::EventLoop* loop = exchange.loop();
   auto wait =
@@ -293,15 +296,16 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   const bool updating = wait->miss.stale && may_serve_updating(wait->miss.stale->head, now);
   if (filler) {
     wait->done = true;
-    if (updating && background_update_ && refresh_in_background(exchange, wait->miss, wait->fetch, hash, now)) {
+    if (updating && background_update_ &&
+        refresh_in_background(exchange, wait->miss, wait->fetch, hash, wait->id, now)) {
       return;
     }
-    return go(exchange, wait->miss, wait->fetch, true, true);
+    return go(exchange, wait->miss, wait->fetch, true, wait->id);
   }
   // Another request refreshes the entry: this one has the stale one now.
   if (updating && serve_updating(*wait->miss.stale, now, exchange)) {
     wait->done = true;
-    zone_->leave_fill(hash, wait->waiter);
+    zone_->leave_fill(hash, wait->id);
     return exchange.finish();
   }
   wait->timer = loop->run_after(lock_timeout_, [wait] { Wait::resume(wait, std::nullopt); });
@@ -317,16 +321,16 @@ bool UpstreamCache::serve_updating(const Stored& entry, int64_t now, http::Excha
 }
 
 bool UpstreamCache::refresh_in_background(http::Exchange& exchange, Miss& miss, Fetch& fetch, const KeyHash& hash,
-                                          int64_t now) const {
+                                          uint64_t lock, int64_t now) const {
   // The client first: when the entry's file went, it fills as usual.
   if (!serve_updating(*miss.stale, now, exchange)) return false;
   miss.looked_up = false;  // a request of the server's own: not a client's miss
   const bool started = BackgroundExchange::start(
-      exchange, [this, miss = std::move(miss), fetch = std::move(fetch)](http::Exchange& refresh) mutable {
-        go(refresh, miss, fetch, true, true);
+      exchange, [this, miss = std::move(miss), fetch = std::move(fetch), lock](http::Exchange& refresh) mutable {
+        go(refresh, miss, fetch, true, lock);
       });
   // No refresh: the fill is given up, and a later request makes one.
-  if (!started) zone_->end_fill(hash, FillEnd::kFailed);
+  if (!started) zone_->end_fill(hash, lock, FillEnd::kFailed);
   exchange.finish();
   return true;
 }

@@ -155,8 +155,9 @@ class UpstreamCache {
   void purge(const Route& route, http::Exchange& exchange) const;
   // `collapsed`: the Cache-Status of a request that waited for the fill.
   bool answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed) const;
-  // Starts the call with a tap when the cache has a part in the response.
-  void go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, bool locked) const;
+  // Starts the call with a tap when the cache has a part in the response;
+  // `lock`: the ticket of the fill of its key it holds (0: none).
+  void go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, uint64_t lock) const;
   // Answers from `entry` with `status` as its Cache-Status (empty: a hit's,
   // "tern; hit; ttl=N"). Leaves the exchange unstarted when the entry's
   // file went.
@@ -174,7 +175,7 @@ class UpstreamCache {
   // server's own (background_exchange.h). False when the entry could not
   // answer: the caller fills as usual.
   bool refresh_in_background(http::Exchange& exchange, Miss& miss, Fetch& fetch, const cache::KeyHash& hash,
-                             int64_t now) const;
+                             uint64_t lock, int64_t now) const;
   // The file of `entry` (not in memory), open: the one this loop holds when
   // it is the file the index knows, else opened now. Null when it went or
   // is not as long as its head says.
@@ -186,6 +187,7 @@ class UpstreamCache {
   const cache::Policy policy_;
   const bool lock_;
   const std::chrono::milliseconds lock_timeout_;
+  const std::chrono::milliseconds lock_age_;
   const bool revalidate_;
   const bool background_update_;
   const CacheUseConfig::UseStale use_stale_;

@@ -106,7 +106,7 @@ void copy_entry(cache::Zone& zone, const Stored& stale, std::shared_ptr<Stored> 
 }  // namespace
 
 UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill,
-                        bool locked, std::shared_ptr<const Stored> stale)
+                        uint64_t lock, std::shared_ptr<const Stored> stale)
     : cache_(cache),
       zone_(cache->zone_),
       key_(std::move(key)),
@@ -114,7 +114,7 @@ UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http:
       request_(&request),
       authorized_(request.has_header(http::FieldId::kAuthorization)),
       fill_(fill),
-      locked_(locked),
+      lock_(lock),
       stale_(std::move(stale)) {
   if (fill_ && stale_ && cache_->revalidate_) {
     // Views into the stale entry's head, which the tap holds.
@@ -225,9 +225,8 @@ FillEnd UpstreamCache::Tap::unfilled(bool cut_short) const {
 }
 
 void UpstreamCache::Tap::release(FillEnd end) {
-  if (!locked_) return;
-  locked_ = false;
-  zone_->end_fill(key_hash_, end);
+  if (lock_ == 0) return;
+  zone_->end_fill(key_hash_, std::exchange(lock_, 0), end);
 }
 
 bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now) {
@@ -282,10 +281,10 @@ bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http:
 void UpstreamCache::Tap::store_again(std::shared_ptr<Stored> entry, int64_t now) {
   // The fill stays held until the new entry is indexed: those waiting for
   // it are then answered from it.
-  const bool locked = std::exchange(locked_, false);
-  auto copy = [zone = zone_, stale = stale_, entry = std::move(entry), fill = key_hash_, locked, now]() mutable {
+  const uint64_t lock = std::exchange(lock_, 0);
+  auto copy = [zone = zone_, stale = stale_, entry = std::move(entry), fill = key_hash_, lock, now]() mutable {
     copy_entry(*zone, *stale, std::move(entry), now);
-    if (locked) zone->end_fill(fill, FillEnd::kSettled);
+    if (lock != 0) zone->end_fill(fill, lock, FillEnd::kSettled);
   };
   // A body in memory is written at once; one in a file is copied off the
   // loop, which may take a while for a body of many MiB.

@@ -25,14 +25,14 @@ namespace tern::server {
 
 class UpstreamCache::Tap final : public upstream::ResponseTap {
  public:
-  // `fill`: the response may fill the entry. `locked`: the tap holds the
-  // fill of its key (Zone::begin_fill), released when it knows it stores
+  // `fill`: the response may fill the entry. `lock` (0: none): the ticket
+  // of the fill of its key the tap holds (Zone::begin_fill), released when it knows it stores
   // nothing, or has stored the entry; a call that ends without a response
   // to store (it failed) releases it as failed, and a waiting request
   // fills next. `request` (its exchange's) outlives
   // the response head, where a Vary is read. `stale`: the key's entry,
   // stale, or null.
-  Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill, bool locked,
+  Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill, uint64_t lock,
       std::shared_ptr<const cache::Stored> stale);
   ~Tap() override;
 
@@ -76,7 +76,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   std::vector<std::pair<std::string, std::string>> request_fields_;
   const bool authorized_;
   const bool fill_;
-  bool locked_;
+  uint64_t lock_;  // the fill's ticket while the tap holds it, else 0
   const std::shared_ptr<const cache::Stored> stale_;
   std::array<http::Header, 2> conditions_;
   size_t conditions_size_ = 0;

@@ -428,6 +428,41 @@ def test_when_a_fill_fails_one_waiter_fills_in_its_place_and_the_others_wait_on(
     assert time.monotonic() - began < 0.5 * n / 2
 
 
+def test_a_fill_under_way_for_lock_age_is_taken_over_by_the_next_miss(tern_factory, origin, tmp_path):
+    """nginx's proxy_cache_lock_age: a fill that has not ended after
+    lock_age (its origin request stuck) no longer holds every later miss
+    for lock_timeout; the next one fills the entry too, and those waiting
+    are answered from whichever fill ends first."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", cache={"lock_age": "1s", "lock_timeout": "10s"}))
+    target = url("/cached/stuck", "Cache-Control: max-age=60", delay_first="4")
+
+    def ask():
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=15)
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        return s, time.monotonic()
+
+    def answer(s):
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+        s.close()
+        return data
+
+    stuck, _ = ask()
+    time.sleep(0.3)
+    waiting, _ = ask()  # the fill is young: it waits
+    time.sleep(1.2)
+    taker, began = ask()  # the fill is 1.5 s old: it fills in its place
+    taken = answer(taker)
+    assert time.monotonic() - began < 1.5
+    assert b"Cache-Status: tern; fwd=uri-miss\r\n" in taken and taken.endswith(b"origin #2 /cached/stuck\n"), taken
+    waited = answer(waiting)
+    assert b"Cache-Status: tern; fwd=uri-miss; collapsed" in waited, waited
+    assert waited.endswith(b"origin #2 /cached/stuck\n"), waited
+    assert answer(stuck).startswith(b"HTTP/1.1 200")  # in the end
+    assert origin_count(origin) == 2
+
+
 def test_a_fill_asks_for_the_whole_response_and_counts_the_origins_age(tern_factory, origin, tmp_path):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     target = url("/cached/whole", "Cache-Control: max-age=600", 'ETag: "w"', "Age: 100", n="1000")

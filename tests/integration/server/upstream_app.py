@@ -24,7 +24,9 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
                           pattern to N bytes when given, after S seconds
                           (body_delay=S2: the head and half the body, the
                           rest S2 seconds later); fail_first=K: 503 "failing"
-                          to the first K requests since the count was reset
+                          to the first K requests since the count was reset;
+                          delay_first=S: the first such request waits S
+                          seconds more
                           When the request's If-None-Match names the ETag
                           given by h, or its If-Modified-Since is its
                           Last-Modified, the answer is 304 with the fields
@@ -168,6 +170,8 @@ def make_app(name):
             await asyncio.sleep(float(request.query["delay"]))
         if state.get("cached_delay"):
             await asyncio.sleep(state["cached_delay"])
+        if state["cached"] == 1 and "delay_first" in request.query:
+            await asyncio.sleep(float(request.query["delay_first"]))
         failing = state.get("cached_fail")
         if failing == "close":
             request.transport.close()
