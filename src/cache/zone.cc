@@ -250,6 +250,7 @@ bool Zone::begin_fill(const KeyHash& hash, FillWake wake, std::chrono::milliseco
   Fill& fill = it->second;
   if (first) fill.ticket = fill_ids_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (first || now - fill.began >= age) {
+    if (!first) ++fill.fillers;
     fill.began = now;
     *id = fill.ticket;
     return true;
@@ -281,6 +282,10 @@ void Zone::end_fill(const KeyHash& hash, uint64_t ticket, FillEnd end) {
     std::lock_guard lock(s.mu);
     auto it = s.fills.find(hash);
     if (it == s.fills.end() || it->second.ticket != ticket) return;
+    if (end == FillEnd::kFailed && it->second.fillers > 1) {
+      --it->second.fillers;  // another filler may yet store the entry
+      return;
+    }
     wakes = std::move(it->second.waiting);
     s.fills.erase(it);
   }

@@ -112,15 +112,17 @@ class Zone {
   // Whether the caller fills `hash` (true; *id then names the fill for
   // end_fill()), or another fill is under way and `wake` will run when it
   // ends (false; *id then names the wake-up for leave_fill()). A fill under
-  // way for `age` or longer (its filler may be stuck: nginx's
-  // proxy_cache_lock_age) is taken over: the caller fills it too, and its
-  // waiters are woken by whichever of the two ends first. Any thread.
+  // way for `age` or longer since its last filler began (that one may be
+  // stuck: nginx's proxy_cache_lock_age) is taken over: the caller fills
+  // it too. Its waiters are woken by the first of its fillers to settle it
+  // (see FillEnd), or by the last to fail. Any thread.
   bool begin_fill(const KeyHash& hash, FillWake wake, std::chrono::milliseconds age, uint64_t* id);
   // A waiter stops waiting (its lock_timeout ran out): its wake-up goes,
   // with what it holds.
   void leave_fill(const KeyHash& hash, uint64_t waiter);
-  // The fill `ticket` of `hash` ended: runs its wake-ups with `end`. A fill
-  // already ended (by the filler that took it over) is left as it is.
+  // A filler of the fill `ticket` of `hash` ended: runs its wake-ups with
+  // `end`, unless it failed while another filler goes on. A fill already
+  // woken (by another of its fillers) is left as it is.
   void end_fill(const KeyHash& hash, uint64_t ticket, FillEnd end);
 
   // Removes an entry and its file (a purge, a broken file). False: none.
@@ -173,6 +175,7 @@ class Zone {
   struct Fill {
     uint64_t ticket = 0;
     std::chrono::steady_clock::time_point began;  // by its latest filler
+    unsigned fillers = 1;                          // more when taken over
     std::vector<std::pair<uint64_t, FillWake>> waiting;
   };
   struct Shard {

@@ -311,26 +311,43 @@ TEST_F(ZoneTest, OneFillAKeyAndTheOthersAreWokenWhenItEnds) {
 }
 
 // A fill under way for lock_age is taken over by the next miss, which
-// fills it too; its waiters are woken by whichever filler ends first, once.
+// fills it too; its waiters are woken once, by the first filler to settle
+// it or by the last to fail.
 TEST_F(ZoneTest, AFillUnderWayForItsAgeIsTakenOver) {
   using FillEnd = Zone::FillEnd;
   using std::chrono::milliseconds;
+  constexpr milliseconds kLong = std::chrono::minutes(1);
   Zone zone(options());
   const KeyHash a = KeyHash::of("a");
-  int woken = 0;
+  std::vector<FillEnd> told;
   uint64_t stuck = 0, waiter = 0, taker = 0, later = 0;
-  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, milliseconds(50), &stuck));
-  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd) { ++woken; }, milliseconds(50), &waiter));
-  std::this_thread::sleep_for(milliseconds(80));
-  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd) { ++woken; }, std::chrono::minutes(1), &later));  // not aged for it
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, kLong, &stuck));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, kLong, &waiter));
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, kLong, &later));  // not aged for it
   EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, milliseconds(50), &taker));
   EXPECT_EQ(taker, stuck);  // the same fill, filled twice
-  // Taken over, it is young again.
-  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd) { ++woken; }, milliseconds(50), &later));
+  // Taken over, it is young again: 0.6 s after the take-over, 1.1 s after
+  // the first filler began.
+  std::this_thread::sleep_for(milliseconds(600));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, milliseconds(900), &later));
+  // The stuck filler fails: the taker may yet store the entry, so nobody wakes.
+  zone.end_fill(a, stuck, FillEnd::kFailed);
+  EXPECT_TRUE(told.empty());
   zone.end_fill(a, taker, FillEnd::kSettled);
-  EXPECT_EQ(woken, 3);
-  zone.end_fill(a, stuck, FillEnd::kFailed);  // the stuck one ends late: nothing left to wake
-  EXPECT_EQ(woken, 3);
+  EXPECT_EQ(told, std::vector<FillEnd>(3, FillEnd::kSettled));
+  // A fill whose every filler fails wakes its waiters as failed, once.
+  told.clear();
+  uint64_t first = 0, second = 0;
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, kLong, &first));
+  EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, kLong, &waiter));
+  EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, milliseconds(0), &second));
+  zone.end_fill(a, second, FillEnd::kFailed);
+  EXPECT_TRUE(told.empty());
+  zone.end_fill(a, first, FillEnd::kFailed);
+  EXPECT_EQ(told, std::vector<FillEnd>{FillEnd::kFailed});
+  zone.end_fill(a, first, FillEnd::kFailed);  // over: nothing more
+  EXPECT_EQ(told.size(), 1u);
 }
 
 // An entry whose file an operator removed is forgotten at its first

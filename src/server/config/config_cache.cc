@@ -104,6 +104,7 @@ std::optional<CacheUseConfig> read_cache_use(Section& s) {
   t.get_bool("lock", &u.lock);
   t.get_duration("lock_timeout", &u.lock_timeout);
   t.get_duration("lock_age", &u.lock_age);
+  if (u.lock_age.count() <= 0) t.fail(*t.node("lock_age"), "lock_age", "expected a duration above 0 (\"5s\")");
   t.get_bool("revalidate", &u.revalidate);
   t.get_bool("background_update", &u.background_update);
   if (const auto networks = t.get_strings("purge")) {

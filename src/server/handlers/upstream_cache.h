@@ -28,7 +28,9 @@
 // (no answer, one cut short, a server error not kept), the first of them
 // to wake fills the entry in its place and the others wait on, as nginx's
 // proxy_cache_lock; when the response was not one to keep, or lock_timeout
-// ran out, they go to the application themselves. A response is stored when
+// ran out, they go to the application themselves. A fill under way for
+// lock_age is taken over by the next miss, which fills it too (its first
+// filler may be stuck: nginx's proxy_cache_lock_age). A response is stored when
 // cache/freshness.h allows, complete, and its file could be written (a
 // full disk loses the entry, never the response: a log line says why). A
 // response with Vary is stored under its key and the request's values of

@@ -110,6 +110,9 @@ BAD_CONFIGS = [
     ("cache-use-stale-unknown", '[[cache]]\nname = "p"\npath = "/tmp/a"\n[[server]]\n[[server.location]]\nprefix = "/"\n'
      'proxy = { pass = "http://127.0.0.1:1", cache = { zone = "p", use_stale = ["error", "http_503"] } }\n',
      "server[0].location[0].proxy.cache.use_stale", 9),
+    ("cache-zero-lock-age", '[[cache]]\nname = "p"\npath = "/tmp/a"\n[[server]]\n[[server.location]]\nprefix = "/"\n'
+     'proxy = { pass = "http://127.0.0.1:1", cache = { zone = "p", lock_age = "0s" } }\n',
+     "server[0].location[0].proxy.cache.lock_age", 9),
     ("fastcgi-old-cache", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\ncache = true\n', "fastcgi[0].cache", 6),
     ("fastcgi-old-cache-ttl", '[[fastcgi]]\nmatch = "php$"\npass = "127.0.0.1:9000"\ncache_ttl = "60s"\n',
      "fastcgi[0].cache_ttl", 6),
