@@ -323,7 +323,7 @@ TEST_F(ZoneTest, AFillUnderWayForItsAgeIsTakenOver) {
   uint64_t stuck = 0, waiter = 0, taker = 0, later = 0;
   EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, kLong, &stuck));
   EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, kLong, &waiter));
-  std::this_thread::sleep_for(milliseconds(100));
+  std::this_thread::sleep_for(milliseconds(500));
   EXPECT_FALSE(zone.begin_fill(a, [&](FillEnd end) { told.push_back(end); }, kLong, &later));  // not aged for it
   EXPECT_TRUE(zone.begin_fill(a, [](FillEnd) {}, milliseconds(50), &taker));
   EXPECT_EQ(taker, stuck);  // the same fill, filled twice
