@@ -91,6 +91,10 @@ class Zone {
   // body) from its file when only its node was in memory.
   std::shared_ptr<const Stored> find(const KeyHash& hash, int64_t now);
 
+  // How many entries have been indexed so far: an entry whose sequence is
+  // above a count taken earlier was stored since.
+  uint64_t inserts() const { return inserts_.load(std::memory_order_relaxed); }
+
   // Finishes the writer's file, gives it its name and indexes it as
   // `stored` (in place of an entry under the same hash); then removes the
   // least recently used while the zone is beyond its bounds. An error: the

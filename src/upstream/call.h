@@ -243,6 +243,10 @@ class ResponseTap {
 // upstream and the server (see above).
 bool is_unrelayed_field(std::string_view name);
 
+// Whether an unrelayed field still says how fresh the response is (Date,
+// X-Accel-Expires): the tap sees it (ResponseTap::on_head).
+bool is_freshness_field(std::string_view name);
+
 class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
  public:
   // `group` outlives the call (it is its loop's).

@@ -20,15 +20,9 @@ std::string_view ResponseHead::header(std::string_view name) const {
   return {};
 }
 
-namespace {
-
-// A field that is not relayed but says how fresh the response is: the tap
-// sees it (ResponseTap::on_head).
 bool is_freshness_field(std::string_view name) {
   return http::iequals(name, "Date") || http::iequals(name, "X-Accel-Expires");
 }
-
-}  // namespace
 
 bool is_unrelayed_field(std::string_view name) {
   constexpr std::string_view kAccel = "X-Accel-";

@@ -154,7 +154,8 @@ void UpstreamCache::purge(const Route& route, http::Exchange& exchange) const {
   exchange.finish();
 }
 
-bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed) const {
+bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed,
+                               uint64_t waited_from) const {
   const http::Request& request = exchange.request();
   const std::string& key = miss->key;
   const int64_t now = unix_now();
@@ -172,7 +173,10 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string
     entry = nullptr;
     miss->status = "tern; fwd=request";
   }
-  if (entry && (entry->head.expires <= now || (entry->head.flags & EntryHead::kRevalidate) != 0)) {
+  // Stored by the fill a request waited for: as fresh to it as the
+  // application's answer would be.
+  const bool filled_for_it = entry && entry->sequence > waited_from;
+  if (entry && ((entry->head.expires <= now && !filled_for_it) || (entry->head.flags & EntryHead::kRevalidate) != 0)) {
     miss->stale = std::move(entry);
     entry = nullptr;
     miss->status = "tern; fwd=stale";
@@ -238,6 +242,7 @@ struct UpstreamCache::Wait {
   Miss miss;
   Fetch fetch;
   KeyHash hash;
+  uint64_t waited_from;  // the zone's inserts when it began to wait
   // Waiting, its wake-up among the fill's; filling, the fill's ticket.
   uint64_t id = 0;
   net::TimerId timer;
@@ -261,7 +266,8 @@ struct UpstreamCache::Wait {
     http::Exchange* ex = http::Exchange::find(wait->exchange);
     if (!end) {
       wait->zone->leave_fill(wait->hash, wait->id);
-    } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, "tern; fwd=uri-miss; collapsed")) {
+    } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, "tern; fwd=uri-miss; collapsed",
+                                                                  wait->waited_from)) {
       ex = nullptr;  // answered
     } else if (ex != nullptr && *end == FillEnd::kFailed && !begin(wait)) {
       return;  // another request fills it now: this one waits on
@@ -290,7 +296,8 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   const KeyHash hash = KeyHash::of(miss.key);
   net::EventLoop* loop = exchange.loop();
   auto wait =
-      std::make_shared<Wait>(Wait{this, zone_, exchange.id(), std::move(miss), std::move(fetch), hash, 0, {}});
+      std::make_shared<Wait>(Wait{this, zone_, exchange.id(), std::move(miss), std::move(fetch), hash,
+                                  zone_->inserts(), 0, {}});
   const bool filler = Wait::begin(wait);
   const int64_t now = unix_now();
   const bool updating = wait->miss.stale && may_serve_updating(wait->miss.stale->head, now);

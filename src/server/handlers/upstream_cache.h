@@ -24,7 +24,9 @@
 // on for the entry until the Tap knows it stores nothing (upstream/call.h).
 // With `lock` (the default), one request fills a key at a time: the others
 // that miss it wait for that fill, up to lock_timeout, then are answered
-// from the entry it made ("fwd=uri-miss; collapsed"). When the fill failed
+// from the entry it made ("fwd=uri-miss; collapsed"), even when that has
+// gone stale meanwhile (a short lifetime, or a slow wake-up): the response
+// came after their requests did. When the fill failed
 // (no answer, one cut short, a server error not kept), the first of them
 // to wake fills the entry in its place and the others wait on, as nginx's
 // proxy_cache_lock; when the response was not one to keep, or lock_timeout
@@ -155,8 +157,11 @@ class UpstreamCache {
 
   // Answers a PURGE (see CacheUseConfig::purge).
   void purge(const Route& route, http::Exchange& exchange) const;
-  // `collapsed`: the Cache-Status of a request that waited for the fill.
-  bool answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed) const;
+  // `collapsed`: the Cache-Status of a request that waited for the fill;
+  // an entry stored after the zone's count of inserts was `waited_from`
+  // answers it even when stale (not one of no-cache).
+  bool answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed,
+                  uint64_t waited_from = UINT64_MAX) const;
   // Starts the call with a tap when the cache has a part in the response;
   // `lock`: the ticket of the fill of its key it holds (0: none).
   void go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, uint64_t lock) const;

@@ -53,7 +53,7 @@ void describe(int status, std::span<const http::Header> fields, const cache::Fre
       if (error != std::errc() || age < 0) age = 0;
       continue;
     }
-    if (http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) continue;
+    if (upstream::is_freshness_field(field.name)) continue;
     head->fields.emplace_back(std::string(field.name), std::string(field.value));
   }
   head->stored = now - std::min<int64_t>(age, int64_t{1} << 31);
@@ -240,7 +240,7 @@ bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http:
   }
   for (const http::Header& field : fields) {
     // The 304's Date and X-Accel-Expires too: decide() reads them.
-    if (updates_stored(field) || http::iequals(field.name, "Date") || http::iequals(field.name, "X-Accel-Expires")) {
+    if (updates_stored(field) || upstream::is_freshness_field(field.name)) {
       merged.push_back(field);
     }
   }

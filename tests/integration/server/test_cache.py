@@ -428,6 +428,26 @@ def test_when_a_fill_fails_one_waiter_fills_in_its_place_and_the_others_wait_on(
     assert time.monotonic() - began < 0.5 * n / 2
 
 
+def test_those_waiting_for_a_fill_are_answered_from_it_though_it_is_already_stale(tern_factory, origin, tmp_path):
+    """The entry a fill stores answers those that waited for it even when it
+    is stale by the time they wake (here stale on arrival: Age beyond
+    max-age, kept for its ETag): the response came after their requests did.
+    Before, each went to the origin on its own, the stampede the lock is
+    there to stop."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    n = 10
+    target = url("/cached/aged", "Cache-Control: max-age=1", "Age: 5", 'ETag: "v1"', delay="0.5")
+    answers = many_at_once(srv.port, target, n)
+    assert origin_count(origin) == 1, answers
+    assert {(a[0], a[2]) for a in answers} == {(200, b"origin #1 /cached/aged\n")}, answers
+    statuses = Counter(a[1] for a in answers)
+    assert statuses == {"tern; fwd=uri-miss": 1, "tern; fwd=uri-miss; collapsed": n - 1}, statuses
+    # A later request finds the entry stale and revalidates it.
+    again = srv.get(target, [("Host", "x")])
+    assert again.status == 200 and status(again).startswith("tern; fwd=stale"), status(again)
+    assert origin_count(origin) == 2
+
+
 def test_a_fill_under_way_for_lock_age_is_taken_over_by_the_next_miss(tern_factory, origin, tmp_path):
     """nginx's proxy_cache_lock_age: a fill that has not ended after
     lock_age (its origin request stuck) no longer holds every later miss
