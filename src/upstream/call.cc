@@ -69,6 +69,12 @@ void Call::begin() {
 // of a body that is complete already.
 void Call::write_request() {
   pending_.retrieve_all();
+  if (exchange_ == nullptr) {
+    // The client went: the request as it was kept (read_on_for_tap).
+    pending_.append(replay_.data(), replay_.size());
+    body_done_ = true;
+    return;
+  }
   // Storage from the loop's pool, given back once sent: a head is written
   // field by field, and growing an empty buffer to its size would take
   // several allocations per request.
@@ -113,8 +119,12 @@ bool Call::may_send_again() const {
   return replayable_ && (idempotent_ || options_.next_non_idempotent);
 }
 
+bool Call::can_send_again() const {
+  return exchange_ != nullptr || !replay_.empty();
+}
+
 bool Call::next_server_allowed() {
-  if (!options_.next_server || exchange_ == nullptr || response_started_) return false;
+  if (!options_.next_server || !can_send_again() || response_started_) return false;
   if (options_.max_tries != 0 && tries_ >= options_.max_tries) return false;
   if (options_.next_server_timeout.count() > 0 &&
       loop_->clock().now() - first_try_ >= options_.next_server_timeout) {
@@ -288,7 +298,7 @@ void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
   // done with the request, so try once more, if what it sent can be sent
   // again. Never on a connection opened for this request: the upstream may
   // have acted on it (a POST must not run twice).
-  if (!answered_ && !retried_stale_ && stale_possible_ && exchange_ != nullptr && replayable_) {
+  if (!answered_ && !retried_stale_ && stale_possible_ && can_send_again() && replayable_) {
     retried_stale_ = true;
     settle(false);
     if (read_timer_.valid()) loop_->cancel(read_timer_);
@@ -360,6 +370,17 @@ bool Call::read_on_for_tap(const http::Exchange& exchange) {
   owner_ = self_.lock();
   if (!owner_) return false;
   tap_->on_client_gone(exchange.request());
+  // Kept for another attempt: the codec writes from the request, which
+  // goes with the client.
+  const http::Request& request = exchange.request();
+  const bool bodiless = request.body_framing() == http::BodyFraming::kNone ||
+                        (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() == 0);
+  if (bodiless && !buffer_body_) {
+    net::Buffer sent{0};
+    codec_->write_head(sent, std::nullopt);
+    codec_->write_body(sent, {}, true);
+    replay_.assign(sent.peek(), sent.readable_bytes());
+  }
   TERN_LOG_DEBUG("{}: the client went; reading on for the cache{}", options_.log_name, request_note());
   // Nothing is relayed any more: what waited for the client goes, and an
   // upstream paused for it reads on.

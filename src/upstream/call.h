@@ -67,7 +67,9 @@
 // answered from the entry rather than all sent to the upstream. That takes
 // a request whose body went out whole or was buffered, and ends as soon as
 // the tap gives up (a response it may not store, one too large); the
-// timeouts bound it as they bound any call.
+// timeouts bound it as they bound any call. A request without a body is
+// kept as it was sent, so that such a call still retries as above (a
+// server that fails it, another of the group) with the client gone.
 //
 // The exchange owns its Call (http::ExchangeJob) and destroys it after the
 // round in which the exchange ends: when the response has been relayed, or
@@ -293,6 +295,9 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   // Whether the request may go to its server again, or to another: its
   // body can be sent again, and it is idempotent (or the options allow).
   bool may_send_again() const;
+  // Whether the request is still there to send: its client's, or the one
+  // kept when the client went.
+  bool can_send_again() const;
   // Whether the options and the bounds leave another server to try.
   bool next_server_allowed();
   void write_request();
@@ -353,6 +358,7 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   net::TcpConnection* upstream_ = nullptr;  // while leased
   net::Buffer pending_{0};  // the request waiting for a connection
   Spool body_;              // a buffered request body
+  std::string replay_;      // a request without a body as sent, once the client went
   uint64_t body_sent_ = 0;  // of body_
   Spool response_;          // response bytes the client has not taken yet
   uint64_t response_sent_ = 0;

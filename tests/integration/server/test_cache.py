@@ -606,6 +606,37 @@ def test_a_failure_after_the_client_left_keeps_the_stale_entry_that_use_stale_al
     origin.post("/cachedfail")
 
 
+def test_a_fill_whose_client_left_still_tries_the_next_server(tern_factory, apps, tmp_path):
+    """A server that fails a fill whose client has gone (it closes without
+    an answer) sends the request to the next server of the group, as it
+    would with the client there, and the entry is stored from that one.
+    Before, the fill ended failed and nothing was stored."""
+    a, b = apps("a", "b")
+    upstream = {"name": "app", "servers": [{"address": a.address, "max_fails": 0},
+                                           {"address": b.address, "max_fails": 0}]}
+    config = site({"prefix": "/", "proxy": {"pass": "http://app", "cache": {"zone": "pages"}}}, [upstream],
+                  cache=[{"name": "pages", "path": str(tmp_path / "cache")}])
+    srv = tern_factory(config)
+    a.post("/cachedfail?status=close&delay=1")
+    # Two keys, one after the other: the servers take turns, so one of them
+    # is sent to a first.
+    targets = [url(f"/cached/{key}", "Cache-Control: max-age=600") for key in ("k1", "k2")]
+    for target in targets:
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            time.sleep(0.3)
+    deadline = time.monotonic() + scaled(10, 20)
+    while origin_count(b) < 2:
+        assert time.monotonic() < deadline, (origin_count(a), origin_count(b))
+        time.sleep(0.05)
+    assert origin_count(a) == 1
+    time.sleep(0.2)
+    for target in targets:
+        resp = srv.get(target, [("Host", "x")])
+        assert is_hit(resp) and resp.body.startswith(b"b #"), (status(resp), resp.body)
+    assert "connection closed before a response, trying the next server" in srv.stderr()
+
+
 def test_a_server_stops_cleanly_while_a_fill_reads_on_for_a_client_that_left(tern_factory, origin, tmp_path):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     target = url("/cached/stopping", "Cache-Control: max-age=600", delay="3")
