@@ -150,6 +150,11 @@ class Request {
   BodyFraming body_framing() const { return framing_; }
   // Valid when body_framing() is kContentLength.
   uint64_t content_length() const { return content_length_; }
+  // A body follows the head: chunked, or a Content-Length above 0
+  // ("Content-Length: 0" is no body at all).
+  bool has_body() const {
+    return framing_ == BodyFraming::kChunked || (framing_ == BodyFraming::kContentLength && content_length_ > 0);
+  }
   // "Expect: 100-continue" was sent.
   bool expect_continue() const { return expect_continue_; }
   // Bytes of the request line and header section, final CRLF included,

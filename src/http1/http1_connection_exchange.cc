@@ -14,10 +14,7 @@ namespace tern::http {
 void Http1Connection::begin_exchange(net::Buffer& input) {
   Request& request = req_->request;
   detach_head(input);
-  // "Content-Length: 0" is no body at all: nothing to stream or wait for.
-  const bool has_body =
-      request.body_framing() == BodyFraming::kChunked ||
-      (request.body_framing() == BodyFraming::kContentLength && request.content_length() > 0);
+  const bool has_body = request.has_body();
   const bool keep_alive = request.keep_alive() && !shared_->draining;
   state_ = has_body ? State::kStreamBody : State::kAwait;
   arm_timer(has_body ? shared_->limits->body_timeout : shared_->limits->send_timeout);

@@ -372,10 +372,7 @@ bool Call::read_on_for_tap(const http::Exchange& exchange) {
   tap_->on_client_gone(exchange.request());
   // Kept for another attempt: the codec writes from the request, which
   // goes with the client.
-  const http::Request& request = exchange.request();
-  const bool bodiless = request.body_framing() == http::BodyFraming::kNone ||
-                        (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() == 0);
-  if (bodiless && !buffer_body_) {
+  if (!exchange.request().has_body() && !buffer_body_) {
     net::Buffer sent{0};
     codec_->write_head(sent, std::nullopt);
     codec_->write_body(sent, {}, true);

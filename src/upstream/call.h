@@ -292,6 +292,9 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   // Takes a connection to the chosen server, or to the next one.
   void acquire();
   bool try_next_server(std::string_view why);
+  // A head of one of next_on_status, when another server may be asked: it
+  // is, and the head goes unrelayed. Whether it was.
+  bool next_server_for(int status);
   // Whether the request may go to its server again, or to another: its
   // body can be sent again, and it is idempotent (or the options allow).
   bool may_send_again() const;

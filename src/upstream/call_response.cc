@@ -71,6 +71,21 @@ void Call::show_tap_head(const ResponseHead& head) {
   tap_->on_head(head.status, relayed_);
 }
 
+bool Call::next_server_for(int status) {
+  if (std::find(options_.next_on_status.begin(), options_.next_on_status.end(), status) ==
+          options_.next_on_status.end() ||
+      !may_send_again() || !next_server_allowed()) {
+    return false;
+  }
+  // Not relayed: another server is asked. The connection goes (its body
+  // is not read).
+  if (upstream_ != nullptr) group_.pool(server_).cancel(this);
+  upstream_ = nullptr;
+  settle(true);
+  if (!try_next_server("answered " + std::to_string(status))) fail(502, "no other server to try");
+  return true;
+}
+
 bool Call::tap_response_head() {
   const ResponseHead& head = codec_->head();
   const int status = head.status;
@@ -79,6 +94,8 @@ bool Call::tap_response_head() {
     done();
     return false;
   }
+  // As with the client there: the fill goes on with the next server.
+  if (next_server_for(status)) return false;
   fields_for_tap(head);
   if (tap_->answer_instead(nullptr, status, relayed_, false)) {
     settle(false);
@@ -117,17 +134,7 @@ bool Call::write_response_head() {
     fail(502, "1xx status from the upstream");
     return false;
   }
-  if (std::find(options_.next_on_status.begin(), options_.next_on_status.end(), status) !=
-          options_.next_on_status.end() &&
-      may_send_again() && next_server_allowed()) {
-    // Not relayed: another server is asked. The connection goes (its body
-    // is not read).
-    if (upstream_ != nullptr) group_.pool(server_).cancel(this);
-    upstream_ = nullptr;
-    settle(true);
-    if (!try_next_server("answered " + std::to_string(status))) fail(502, "no other server to try");
-    return false;
-  }
+  if (next_server_for(status)) return false;
   if (tap_) {
     fields_for_tap(head);
     if (tap_->answer_instead(exchange_, status, relayed_, false)) {

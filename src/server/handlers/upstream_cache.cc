@@ -174,8 +174,9 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string
     miss->status = "tern; fwd=request";
   }
   // Stored by the fill a request waited for: as fresh to it as the
-  // application's answer would be.
-  const bool filled_for_it = entry && entry->sequence > waited_from;
+  // application's answer would be, unless the response may never be
+  // served stale (must-revalidate, s-maxage: RFC 9111 4.2.4).
+  const bool filled_for_it = entry && entry->sequence > waited_from && (entry->head.flags & EntryHead::kNoStale) == 0;
   if (entry && ((entry->head.expires <= now && !filled_for_it) || (entry->head.flags & EntryHead::kRevalidate) != 0)) {
     miss->stale = std::move(entry);
     entry = nullptr;
@@ -290,8 +291,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   const http::Request& request = exchange.request();
   // A request with a body goes at once: its body is not held while it
   // would wait.
-  const bool body = request.body_framing() == http::BodyFraming::kChunked ||
-                    (request.body_framing() == http::BodyFraming::kContentLength && request.content_length() > 0);
+  const bool body = request.has_body();
   if (!miss.fill || !lock_ || body || miss.bypass) return go(exchange, miss, fetch, miss.fill, 0);
   const KeyHash hash = KeyHash::of(miss.key);
   net::EventLoop* loop = exchange.loop();

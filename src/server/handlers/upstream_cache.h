@@ -26,7 +26,8 @@
 // that miss it wait for that fill, up to lock_timeout, then are answered
 // from the entry it made ("fwd=uri-miss; collapsed"), even when that has
 // gone stale meanwhile (a short lifetime, or a slow wake-up): the response
-// came after their requests did. When the fill failed
+// came after their requests did (not one that may never be served stale:
+// must-revalidate, s-maxage). When the fill failed
 // (no answer, one cut short, a server error not kept), the first of them
 // to wake fills the entry in its place and the others wait on, as nginx's
 // proxy_cache_lock; when the response was not one to keep, or lock_timeout
@@ -159,7 +160,7 @@ class UpstreamCache {
   void purge(const Route& route, http::Exchange& exchange) const;
   // `collapsed`: the Cache-Status of a request that waited for the fill;
   // an entry stored after the zone's count of inserts was `waited_from`
-  // answers it even when stale (not one of no-cache).
+  // answers it even when stale (not one of no-cache or must-revalidate).
   bool answer_key(http::Exchange& exchange, Miss* miss, std::string_view collapsed,
                   uint64_t waited_from = UINT64_MAX) const;
   // Starts the call with a tap when the cache has a part in the response;

@@ -436,7 +436,7 @@ def test_those_waiting_for_a_fill_are_answered_from_it_though_it_is_already_stal
     there to stop."""
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     n = 10
-    target = url("/cached/aged", "Cache-Control: max-age=1", "Age: 5", 'ETag: "v1"', delay="0.5")
+    target = url("/cached/aged", "Cache-Control: max-age=1", "Age: 5", 'ETag: "v1"', delay="1")
     answers = many_at_once(srv.port, target, n)
     assert origin_count(origin) == 1, answers
     assert {(a[0], a[2]) for a in answers} == {(200, b"origin #1 /cached/aged\n")}, answers
@@ -446,6 +446,12 @@ def test_those_waiting_for_a_fill_are_answered_from_it_though_it_is_already_stal
     again = srv.get(target, [("Host", "x")])
     assert again.status == 200 and status(again).startswith("tern; fwd=stale"), status(again)
     assert origin_count(origin) == 2
+    # must-revalidate forbids serving it stale, even to those waiting: each
+    # revalidates it.
+    origin.post("/cachedcount")
+    answers = many_at_once(srv.port, url("/cached/aged-strict", "Cache-Control: max-age=1, must-revalidate",
+                                         "Age: 5", 'ETag: "v1"', delay="1"), n)
+    assert {a[0] for a in answers} == {200} and origin_count(origin) == n, answers
 
 
 def test_a_fill_under_way_for_lock_age_is_taken_over_by_the_next_miss(tern_factory, origin, tmp_path):
@@ -608,33 +614,49 @@ def test_a_failure_after_the_client_left_keeps_the_stale_entry_that_use_stale_al
 
 def test_a_fill_whose_client_left_still_tries_the_next_server(tern_factory, apps, tmp_path):
     """A server that fails a fill whose client has gone (it closes without
-    an answer) sends the request to the next server of the group, as it
-    would with the client there, and the entry is stored from that one.
-    Before, the fill ended failed and nothing was stored."""
+    an answer, or answers a status of next_upstream) sends the request to
+    the next server of the group, as it would with the client there, and
+    the entry is stored from that one. Before, the fill ended failed and
+    nothing was stored."""
     a, b = apps("a", "b")
     upstream = {"name": "app", "servers": [{"address": a.address, "max_fails": 0},
                                            {"address": b.address, "max_fails": 0}]}
-    config = site({"prefix": "/", "proxy": {"pass": "http://app", "cache": {"zone": "pages"}}}, [upstream],
-                  cache=[{"name": "pages", "path": str(tmp_path / "cache")}])
-    srv = tern_factory(config)
-    a.post("/cachedfail?status=close&delay=1")
-    # Two keys, one after the other: the servers take turns, so one of them
-    # is sent to a first.
-    targets = [url(f"/cached/{key}", "Cache-Control: max-age=600") for key in ("k1", "k2")]
-    for target in targets:
+    proxy = {"pass": "http://app", "next_upstream": ["error", "timeout", "502"], "cache": {"zone": "pages"}}
+    srv = tern_factory(site({"prefix": "/", "proxy": proxy}, [upstream],
+                            cache=[{"name": "pages", "path": str(tmp_path / "cache")}]))
+
+    def ask_and_leave(target):
+        """Whether the request went to a first."""
+        before = origin_count(a), origin_count(b)
         with socket.create_connection(("127.0.0.1", srv.port)) as s:
             s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-            time.sleep(0.3)
-    deadline = time.monotonic() + scaled(10, 20)
-    while origin_count(b) < 2:
-        assert time.monotonic() < deadline, (origin_count(a), origin_count(b))
-        time.sleep(0.05)
-    assert origin_count(a) == 1
-    time.sleep(0.2)
-    for target in targets:
+            deadline = time.monotonic() + 5
+            while (origin_count(a), origin_count(b)) == before:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        return origin_count(a) > before[0]
+
+    for fail in ("close", "502"):
+        a.post(f"/cachedfail?status={fail}&delay=1")  # after a second
+        # The servers take turns: one of two requests goes to a first.
+        for i in range(2):
+            target = url(f"/cached/{fail}-{i}", "Cache-Control: max-age=600")
+            if ask_and_leave(target):
+                break
+        else:
+            pytest.fail("a was never asked first")
+        asked_b = origin_count(b)
+        deadline = time.monotonic() + scaled(10, 20)
+        while origin_count(b) == asked_b:  # the fill went on to b
+            assert time.monotonic() < deadline, (fail, origin_count(a), origin_count(b))
+            time.sleep(0.05)
+        # Stored from b, or about to be (this request waits for it).
         resp = srv.get(target, [("Host", "x")])
-        assert is_hit(resp) and resp.body.startswith(b"b #"), (status(resp), resp.body)
-    assert "connection closed before a response, trying the next server" in srv.stderr()
+        assert is_hit(resp) or status(resp) == "tern; fwd=uri-miss; collapsed", status(resp)
+        assert resp.body.startswith(b"b #"), resp.body
+    log = srv.stderr()
+    assert "connection closed before a response, trying the next server" in log
+    assert "answered 502, trying the next server" in log
 
 
 def test_a_server_stops_cleanly_while_a_fill_reads_on_for_a_client_that_left(tern_factory, origin, tmp_path):
