@@ -28,11 +28,12 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from tern_server import free_port
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
@@ -58,12 +59,6 @@ def _find_tool(name, beside):
         if os.access(path, os.X_OK):
             return str(path)
     return shutil.which(name)
-
-
-def free_port(host="127.0.0.1"):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def sql_string(value):

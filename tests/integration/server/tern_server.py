@@ -8,6 +8,7 @@ builds.
 
 import hashlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -121,8 +122,40 @@ def wait_until(predicate, timeout=10.0, interval=0.05):
     return None
 
 
+def _ephemeral_ports():
+    """The kernel's range for the local ports of outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_EPHEMERAL = _ephemeral_ports()
+# Ports are drawn by a generator of their own: a test that seeds `random`
+# would otherwise give both halves of the suite the same draws.
+_PORTS = random.Random()
+
+
 def free_port(host="127.0.0.1"):
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+    """A TCP port free on host now, for a server a test starts next. It is
+    drawn below the kernel's ephemeral range: a port from the range (what
+    binding port 0 gives) may be taken, before the server binds it, by the
+    local end of any connection made meanwhile, by this test or by one
+    running beside it (a CA's port written into tern's config cannot be
+    picked again). Only another test's draw can take this one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    low = 20000
+    if _EPHEMERAL[0] - low >= 1000:
+        for _ in range(100):
+            port = _PORTS.randrange(low, _EPHEMERAL[0])
+            with socket.socket(family) as s:
+                try:
+                    s.bind((host, port))
+                except OSError:
+                    continue
+                return port
+    with socket.socket(family) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from http_client import ConnectionClosed, HttpConn
-from tern_server import scaled, sha256
+from tern_server import free_port, scaled, sha256
 from test_hardening import LOW_QUARANTINE  # ASan's quarantine would count as RSS
 
 HERE = Path(__file__).resolve().parent
@@ -68,12 +68,10 @@ class App:
 
 
 def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
+    ports = []
+    while len(ports) < n:
+        if (port := free_port()) not in ports:
+            ports.append(port)
     return ports
 
 
