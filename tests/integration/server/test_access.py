@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from tern_server import wait_until
+
 CLF = re.compile(
     r'^(?P<ip>\S+) - - \[(?P<time>\d{2}/[A-Z][a-z]{2}/\d{4}:\d{2}:\d{2}:\d{2} [+-]\d{4})\] '
     r'"(?P<request>[^"\\]*(?:\\.[^"\\]*)*)" (?P<status>\d{3}) (?P<bytes>\d+|-) '
@@ -158,9 +160,11 @@ def test_connections_over_max_connections_are_closed_at_accept(tern_factory):
         second = srv.connect()
         assert second.get("/a.txt").status == 200
         assert connect_and_read(srv.port, "127.0.0.1") == b""
+        # A connection that closes gives its place back once the server has
+        # read its close.
         first.close()
-        time.sleep(0.2)
-        assert connect_and_read(srv.port, "127.0.0.1").endswith(b"\r\n\r\nalpha\n")
+        assert wait_until(lambda: connect_and_read(srv.port, "127.0.0.1").endswith(b"\r\n\r\nalpha\n"), 10,
+                          interval=0.05), "the place of a closed connection never came back"
         assert second.get("/a.txt").status == 200
     finally:
         first.close()
@@ -312,7 +316,9 @@ def test_a_request_left_while_its_upstream_worked_logs_the_time_it_took(tern_fac
         assert status == "499", lines
         # (Over HTTP/2 $request_time counts from the real clock, the upstream's
         # time from the loop's, which a round's work may leave behind.)
-        assert 0.5 <= float(upstream) <= float(request) + 0.05 and float(upstream) < 2.5, lines
+        # The upstream was asked a moment after the request came (more under
+        # a sanitizer): 0.3 s of the 0.6 the client waited.
+        assert 0.3 <= float(upstream) <= float(request) + 0.05 and float(upstream) < 2.5, lines
 
 
 def test_requests_left_or_cut_short_are_logged_as_they_stand(tern_factory, tmp_path):
