@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from http_client import ConnectionClosed, HttpConn
-from test_proxy import apps  # noqa: F401 (a fixture)
+from test_proxy import apps, wait_for_slow  # noqa: F401 (apps: a fixture)
 
 
 def limited(limit, location=None, **extra):
@@ -330,7 +330,7 @@ def test_requests_in_flight_per_key_are_limited_and_given_back(tern_factory, app
 
     with ThreadPoolExecutor(5) as pool:
         first = [pool.submit(slow, "a") for _ in range(2)]
-        time.sleep(0.5)  # both are at the application
+        wait_for_slow(app, 2)  # both are at the application
         third, elapsed = slow("a")
         assert third.status == 503 and elapsed < 1.0, (third.status, elapsed)
         assert third.header("Retry-After") is None
@@ -347,10 +347,10 @@ def test_requests_in_flight_per_key_are_limited_and_given_back(tern_factory, app
 def test_a_client_that_leaves_gives_its_places_back(tern_factory, apps):
     (app,) = apps("app")
     srv = tern_factory(in_flight(app, connections=1))
-    for _ in range(3):
+    for i in range(3):
         conn = HttpConn.open(srv.port)
         conn.send(b"GET /slow?delay=30 HTTP/1.1\r\nHost: a\r\nX-Client: a\r\n\r\n")
-        time.sleep(0.3)  # at the application, its place taken
+        wait_for_slow(app, i + 1)  # at the application, its place taken
         conn.close()
         time.sleep(0.3)
     resp, elapsed = timed_get(srv, "/slow?delay=0.1", [("X-Client", "a")])

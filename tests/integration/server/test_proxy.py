@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from http_client import ConnectionClosed, HttpConn
-from tern_server import free_port, scaled, sha256
+from tern_server import free_port, scaled, sha256, wait_until
 from test_hardening import LOW_QUARANTINE  # ASan's quarantine would count as RSS
 
 HERE = Path(__file__).resolve().parent
@@ -65,6 +65,16 @@ class App:
     def get(self, path):
         with HttpConn.open(self.port) as conn:
             return conn.get(path)
+
+
+def slow_begun(app):
+    """How many /slow requests the application has begun."""
+    return int(app.get("/slowcount").body)
+
+
+def wait_for_slow(app, count):
+    """Waits until the application has begun `count` /slow requests."""
+    assert wait_until(lambda: slow_begun(app) >= count, 10), f"{app.name} began {slow_begun(app)} /slow requests"
 
 
 def free_ports(n):
@@ -137,7 +147,7 @@ def test_least_connections_prefers_the_idle_server(tern_factory, apps):
     # A slow request holds a; while it runs every other request goes to b.
     slow = srv.connect()
     slow.send(b"GET /slow?delay=2 HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.3)
+    assert wait_until(lambda: slow_begun(a) + slow_begun(b) == 1, 10)
     with srv.connect() as conn:
         counts = names_of(conn, 20)
     first = slow.read_response()
@@ -432,7 +442,7 @@ def test_failures_are_502_503_and_504_and_tern_keeps_serving(tern_factory, apps)
     # The only connection is busy and nobody may wait: 503.
     busy = srv.connect()
     busy.send(b"GET /one/slow?delay=1.5 HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.3)
+    wait_for_slow(a, 1)
     assert srv.get("/one/name").status == 503
     assert busy.read_response().status == 200
     busy.close()

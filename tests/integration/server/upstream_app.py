@@ -8,6 +8,7 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
   GET  /bytes?n=N         N bytes of a fixed pattern, with a Content-Length
   GET  /stream?n=&size=&delay=   n pieces, chunked, `delay` seconds apart
   GET  /slow?delay=S      answers after S seconds
+  GET  /slowcount         how many /slow requests have begun
   GET  /cut?n=N           a head with Content-Length N, about N/2 bytes of
                           the pattern, then the connection closes
   GET  /redirect          302 to http://app/v1/there (for Location rewriting)
@@ -80,7 +81,7 @@ PATTERN = bytes(range(256)) * 256  # 64 KiB
 
 
 def make_app(name):
-    state = {"count": 0, "healthy": True, "cached": 0}
+    state = {"count": 0, "healthy": True, "cached": 0, "slow": 0}
     app = web.Application(client_max_size=1 << 30)
 
     async def name_handler(request):
@@ -133,6 +134,7 @@ def make_app(name):
         return response
 
     async def slow(request):
+        state["slow"] += 1
         await asyncio.sleep(float(request.query.get("delay", "1")))
         return web.Response(text=f"{name} slow")
 
@@ -332,6 +334,7 @@ def make_app(name):
     app.router.add_get("/bytes", some_bytes)
     app.router.add_get("/stream", stream)
     app.router.add_get("/slow", slow)
+    app.router.add_get("/slowcount", lambda request: web.Response(text=str(state["slow"])))
     app.router.add_get("/cut", cut)
     app.router.add_get("/redirect", redirect)
     app.router.add_get("/accel", accel)
