@@ -129,8 +129,8 @@ class Pebble:
         log = (self.dir / "pebble.log").read_text(errors="replace")
         lines = log.strip().splitlines() or ["(its log is empty)"]
         holders = subprocess.run(["ss", "-Htanp", f"sport = :{self.port}"], capture_output=True, text=True).stdout
-        raise AssertionError(f"pebble did not start: {lines[-1]}; on its port {self.port}: "
-                             f"{' | '.join(holders.split(chr(10))).strip() or 'nothing'}\n{log}")
+        held_by = holders.strip().replace("\n", " | ") or "nothing"
+        raise AssertionError(f"pebble did not start: {lines[-1]}; on its port {self.port}: {held_by}\n{log}")
 
     def offers_renewal_info(self):
         """Whether the CA's directory names renewal information (RFC 9773):
