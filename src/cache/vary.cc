@@ -1,6 +1,5 @@
 #include "cache/vary.h"
 
-#include <algorithm>
 #include <cctype>
 
 #include "http/field_values.h"
@@ -23,26 +22,41 @@ std::vector<std::string> vary_names(std::span<const http::Header> fields) {
   return names;
 }
 
-std::string variant_of(const http::Request& request, const std::vector<std::string>& names) {
+namespace {
+
+// Each name's value as RFC 9111 4.1 compares it: the field's lines joined
+// by ", " (as one line listing them), after a mark that tells a field sent
+// empty from one not sent at all.
+template <typename Fields, typename NameOf, typename ValueOf>
+std::string values_of(const Fields& fields, const std::vector<std::string>& names, NameOf name_of,
+                      ValueOf value_of) {
   std::string out;
   for (const std::string& name : names) {
-    out.append(request.header(name));
+    bool present = false;
+    for (const auto& field : fields) {
+      if (!http::iequals(name_of(field), name)) continue;
+      out.append(present ? ", " : "=");
+      out.append(value_of(field));
+      present = true;
+    }
     out.push_back('\n');
   }
   return out;
 }
 
+}  // namespace
+
+std::string variant_of(const http::Request& request, const std::vector<std::string>& names) {
+  return values_of(
+      request.headers(), names, [](const http::Header& h) { return std::string_view(h.name); },
+      [](const http::Header& h) { return std::string_view(h.value); });
+}
+
 std::string variant_of(std::span<const std::pair<std::string, std::string>> fields,
                        const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& name : names) {
-    // The first field of the name, as Request::header() finds it.
-    const auto found = std::find_if(fields.begin(), fields.end(),
-                                    [&name](const auto& field) { return http::iequals(field.first, name); });
-    if (found != fields.end()) out.append(found->second);
-    out.push_back('\n');
-  }
-  return out;
+  return values_of(
+      fields, names, [](const auto& field) { return std::string_view(field.first); },
+      [](const auto& field) { return std::string_view(field.second); });
 }
 
 KeyHash variant_hash(const std::string& key, const std::string& variant) {

@@ -24,7 +24,9 @@ namespace tern::cache {
 // (empty: the response does not vary).
 std::vector<std::string> vary_names(std::span<const http::Header> fields);
 
-// The request's values of the fields `names`, one a line.
+// The request's values of the fields `names`, one a line: the lines of a
+// field sent more than once joined by ", ", a field not sent told from one
+// sent empty.
 std::string variant_of(const http::Request& request, const std::vector<std::string>& names);
 // The same of a copy of a request's fields (name, value), in order.
 std::string variant_of(std::span<const std::pair<std::string, std::string>> fields,

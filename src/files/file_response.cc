@@ -56,6 +56,14 @@ void respond_static(StaticFiles& files, const http::Request& request, const Stat
       case http::FieldId::kRange: slot = &query.range; break;
       case http::FieldId::kIfRange: slot = &query.if_range; break;
       case http::FieldId::kAcceptEncoding: slot = &query.accept_encoding; break;
+      case http::FieldId::kOther:
+        // Rare names, without a number of their own.
+        if (http::iequals(field.name, "If-Match")) {
+          slot = &query.if_match;
+        } else if (http::iequals(field.name, "If-Unmodified-Since")) {
+          slot = &query.if_unmodified_since;
+        }
+        break;
       default: break;
     }
     if (slot != nullptr && slot->empty()) *slot = field.value;

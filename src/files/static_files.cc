@@ -68,23 +68,44 @@ bool accepts_coding(std::string_view accept_encoding, std::string_view coding) {
   return http::accepted_q(accept_encoding, coding) > 0;
 }
 
-bool etag_list_matches_weak(std::string_view list, std::string_view etag) {
+namespace {
+
+// An entity-tag list against `etag`: "*" matches any; otherwise by weak
+// comparison (W/ prefixes ignored) or by strong (both strong and equal).
+// A malformed list matches nothing.
+bool etag_list_matches(std::string_view list, std::string_view etag, bool strong) {
   list = trim(list);
   if (list == "*") return true;
+  if (strong && etag.starts_with("W/")) return false;
   etag = strip_weak(etag);
   while (!list.empty()) {
     if (list.front() == ',' || is_ows(list.front())) {
       list.remove_prefix(1);
       continue;
     }
+    const bool weak = list.starts_with("W/");
     list = strip_weak(list);
     if (list.empty() || list.front() != '"') return false;
     size_t close = list.find('"', 1);
     if (close == std::string_view::npos) return false;
-    if (list.substr(0, close + 1) == etag) return true;
+    if (!(strong && weak) && list.substr(0, close + 1) == etag) return true;
     list.remove_prefix(close + 1);
   }
   return false;
+}
+
+}  // namespace
+
+bool etag_list_matches_weak(std::string_view list, std::string_view etag) {
+  return etag_list_matches(list, etag, false);
+}
+
+bool precondition_failed(std::string_view if_match, std::string_view if_unmodified_since, std::string_view etag,
+                         std::optional<time_t> last_modified) {
+  if (!if_match.empty()) return !etag_list_matches(if_match, etag, true);
+  if (if_unmodified_since.empty() || !last_modified) return false;
+  const std::optional<time_t> since = http::parse_http_date(if_unmodified_since);
+  return since && *last_modified > *since;
 }
 
 StaticFiles::StaticFiles(StaticFilesOptions options)
@@ -120,6 +141,12 @@ StaticResult StaticFiles::serve(const StaticRequest& request, Clock::time_point 
   }
   select_encoding(request, name, now, &result);
   describe(name, &result);
+  if (precondition_failed(request.if_match, request.if_unmodified_since, result.file->etag(),
+                          result.file->mtime())) {
+    result = StaticResult{};
+    result.status = 412;
+    return result;
+  }
   if (not_modified(request, *result.file)) {
     result.status = 304;
     return result;

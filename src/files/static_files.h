@@ -22,11 +22,12 @@
 //     index is forbidden"), or with `autoindex` an HTML listing (result.listing).
 //   - Missing -> 404; unreadable, not regular, or a symlink the policy
 //     refuses -> 403 (OpenFileCache::http_status).
-//   - If-None-Match (weak comparison, "*" or a list) decides alone when
-//     present; otherwise If-Modified-Since (mtime <= date, whole seconds). A
-//     match is 304. A date later than the server's clock is invalid and
-//     ignored (RFC 9110 13.1.3). (RFC 9110 13.2.2 order; If-Match and
-//     If-Unmodified-Since are not evaluated.)
+//   - Preconditions, in RFC 9110 13.2.2's order: If-Match (strong
+//     comparison, "*" or a list), else If-Unmodified-Since (mtime > date),
+//     failing is 412. Then If-None-Match (weak comparison) decides alone
+//     when present; otherwise If-Modified-Since (mtime <= date, whole
+//     seconds). A match is 304. A date later than the server's clock is
+//     invalid and ignored (RFC 9110 13.1.3).
 //   - With deny_dotfiles, a path with a segment starting with '.' (.git/,
 //     .env, .htpasswd) is 403, except under /.well-known/ (RFC 8615).
 //   - Range applies only to GET and, when If-Range is present, only if it is
@@ -51,7 +52,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +93,8 @@ struct StaticRequest {
   // a directory's 301 goes to it plus "/". Empty: `path`.
   std::string_view uri_path;
   std::string_view query;  // after '?', without it; kept on redirects
+  std::string_view if_match;
+  std::string_view if_unmodified_since;
   std::string_view if_none_match;
   std::string_view if_modified_since;
   std::string_view range;
@@ -100,7 +105,7 @@ struct StaticRequest {
 
 // What serve() decided: the status, and what to send with it.
 struct StaticResult {
-  int status = 500;  // 200, 206, 301, 304, 400, 403, 404, 405, 416 or 500
+  int status = 500;  // 200, 206, 301, 304, 400, 403, 404, 405, 412, 416 or 500
   // The selected representation, set for 200, 206, 304 and 416 (metadata for
   // the headers even when there is no body).
   std::shared_ptr<const OpenFile> file;
@@ -193,5 +198,12 @@ bool accepts_coding(std::string_view accept_encoding, std::string_view coding);
 // equals `etag` by weak comparison (W/ prefixes ignored). A malformed list
 // matches nothing.
 bool etag_list_matches_weak(std::string_view if_none_match, std::string_view etag);
+
+// RFC 9110 13.2.2, its first two steps: If-Match (strong comparison; "*"
+// matches any representation) or, without it, If-Unmodified-Since (ignored
+// when it is not a date or `last_modified` is unknown). True when the
+// request's precondition fails: the answer is 412.
+bool precondition_failed(std::string_view if_match, std::string_view if_unmodified_since, std::string_view etag,
+                         std::optional<time_t> last_modified);
 
 }  // namespace tern::files

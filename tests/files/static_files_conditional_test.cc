@@ -60,6 +60,31 @@ TEST_F(StaticFilesTest, IfNoneMatchOverridesIfModifiedSince) {
   EXPECT_EQ(serve(conditional("\"3b9aca00-5\"", "Sun, 09 Sep 2001 01:46:39 GMT")).status, 304);
 }
 
+TEST_F(StaticFilesTest, AFailedIfMatchOrIfUnmodifiedSinceIsPreconditionFailed) {
+  // RFC 9110 13.2.2: the preconditions come first, and decide before
+  // If-None-Match; If-Match compares strongly.
+  auto with = [](std::string_view if_match, std::string_view if_unmodified_since, std::string_view inm = {}) {
+    StaticRequest request = conditional(inm, "");
+    request.if_match = if_match;
+    request.if_unmodified_since = if_unmodified_since;
+    return request;
+  };
+  for (std::string_view im : {"\"3b9aca00-5\"", "\"x\", \"3b9aca00-5\"", "*"}) {
+    EXPECT_EQ(serve(with(im, "")).status, 200) << im;
+  }
+  for (std::string_view im : {"\"3b9aca00-6\"", "W/\"3b9aca00-5\"", "3b9aca00-5"}) {
+    StaticResult r = serve(with(im, ""));
+    EXPECT_EQ(r.status, 412) << im;
+    EXPECT_FALSE(r.send_body) << im;
+  }
+  EXPECT_EQ(serve(with("\"other\"", "", "\"3b9aca00-5\"")).status, 412);
+  EXPECT_EQ(serve(with("", kMtimeText)).status, 200);
+  EXPECT_EQ(serve(with("", "Sun, 09 Sep 2001 01:46:39 GMT")).status, 412);  // modified since
+  EXPECT_EQ(serve(with("", "not a date")).status, 200);                      // ignored
+  // If-Match present: If-Unmodified-Since is not read.
+  EXPECT_EQ(serve(with("*", "Sun, 09 Sep 2001 01:46:39 GMT")).status, 200);
+}
+
 // --- Ranges ---
 
 StaticRequest ranged(std::string_view range, std::string_view if_range = {},

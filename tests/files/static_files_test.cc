@@ -326,5 +326,19 @@ TEST(EtagListMatchesWeak, ComparesOpaqueTags) {
   EXPECT_FALSE(etag_list_matches_weak("\"*\"", "\"a\""));
 }
 
+TEST(PreconditionFailed, IfMatchComparesStronglyAndIfUnmodifiedSinceNeedsADate) {
+  EXPECT_FALSE(precondition_failed("\"a\"", "", "\"a\"", std::nullopt));
+  EXPECT_FALSE(precondition_failed("*", "", "", std::nullopt));  // any representation
+  EXPECT_TRUE(precondition_failed("W/\"a\"", "", "\"a\"", std::nullopt));
+  EXPECT_TRUE(precondition_failed("\"a\"", "", "W/\"a\"", std::nullopt));
+  EXPECT_TRUE(precondition_failed("\"a\"", "", "", std::nullopt));
+  EXPECT_FALSE(precondition_failed("", "", "\"a\"", 1000));
+  const char* date = "Sun, 09 Sep 2001 01:46:40 GMT";  // 1000000000
+  EXPECT_FALSE(precondition_failed("", date, "", 1000000000));
+  EXPECT_TRUE(precondition_failed("", date, "", 1000000001));
+  EXPECT_FALSE(precondition_failed("", date, "", std::nullopt));  // no date to compare: ignored
+  EXPECT_FALSE(precondition_failed("", "garbage", "", 1000000001));
+}
+
 }  // namespace
 }  // namespace tern::files

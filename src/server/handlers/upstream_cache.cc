@@ -62,6 +62,26 @@ bool any_set(const std::vector<VariableText>& conditions, const Route& route) {
   return false;
 }
 
+// A request's Cache-Control: no-store (RFC 9111 5.2.1.5): its response is
+// not kept, though a kept one may answer it.
+bool request_forbids_store(const http::Request& request) {
+  for (const http::Header& field : request.headers()) {
+    if (field.id == http::FieldId::kCacheControl && cache::directive(field.value, "no-store")) return true;
+  }
+  return false;
+}
+
+// A stored response's field as a hit sends it: its ETag weak when the
+// body is compressed on the way, its "Vary: Accept-Encoding" left to the
+// writer when the writer adds one.
+void write_stored_field(http::ResponseWriter& w, bool coded, const std::string& name, const std::string& value) {
+  if (coded && http::iequals(name, "ETag") && !value.starts_with("W/")) {
+    w.header(name, "W/" + value);
+  } else if (!(w.varies() && http::iequals(name, "Vary") && http::iequals(value, "Accept-Encoding"))) {
+    w.header(name, value);
+  }
+}
+
 std::vector<VariableText> texts(const std::vector<std::string>& from) {
   return {from.begin(), from.end()};
 }
@@ -103,6 +123,9 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
   }
   if (request.method() != http::Method::kGet && request.method() != http::Method::kHead) {
     miss->status = "tern; fwd=method";
+    // RFC 9111 4.4: a success to an unsafe method ends the entry of its target.
+    miss->invalidate = request.method() != http::Method::kOptions && request.method() != http::Method::kTrace;
+    if (miss->invalidate) key_.expand(route, false, &miss->key);
     return false;
   }
   key_.expand(route, false, &miss->key);
@@ -111,7 +134,8 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
   // entry). A protocol switch (a WebSocket) is a tunnel, not a response to
   // keep.
   miss->fill = (request.method() == http::Method::kGet || request.method() == http::Method::kHead) &&
-               !request.has_header(http::FieldId::kUpgrade) && !any_set(no_store_, route);
+               !request.has_header(http::FieldId::kUpgrade) && !any_set(no_store_, route) &&
+               !request_forbids_store(request);
   if (any_set(bypass_, route)) {
     miss->status = "tern; fwd=bypass";
     miss->bypass = true;
@@ -120,6 +144,14 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
     return false;
   }
   return answer_key(exchange, miss, {});
+}
+
+void UpstreamCache::invalidate(const std::string& key) const {
+  const std::shared_ptr<const Stored> found = zone_->find(KeyHash::of(key), unix_now());
+  if (!found || found->head.key != key) return;
+  zone_->forget(*found);
+  // The marker of its variants: they go too, found by their key.
+  if ((found->head.flags & EntryHead::kVaryMarker) != 0) zone_->purge(key, false);
 }
 
 void UpstreamCache::purge(const Route& route, http::Exchange& exchange) const {
@@ -218,8 +250,8 @@ void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch,
   miss.looked_up = false;
   Forward forward;
   forward.status = miss.status;
-  if (fill || miss.stale) {
-    auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, lock, miss.stale);
+  if (fill || miss.stale || miss.invalidate) {
+    auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, lock, miss.stale, miss.invalidate);
     forward.asks.whole_response = fill;
     if (fill && exchange.request().method() == http::Method::kHead) forward.asks.method = "GET";
     forward.asks.conditions = tap->conditions();
@@ -355,11 +387,25 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
     writer.header("Cache-Status", status);
   };
 
-  // Conditional requests, answered from the entry's validators.
+  // Conditional requests, answered from the entry's validators (RFC 9110
+  // 13.2.2: the preconditions first, then If-None-Match or
+  // If-Modified-Since).
   const std::string_view etag = head.field("ETag");
   const std::string_view last_modified = head.field("Last-Modified");
   bool not_modified = false;
   if (head.status == 200) {
+    std::string_view if_match, if_unmodified_since;
+    for (const http::Header& field : request.headers()) {
+      if (field.id != http::FieldId::kOther) continue;
+      if (if_match.empty() && http::iequals(field.name, "If-Match")) if_match = field.value;
+      if (if_unmodified_since.empty() && http::iequals(field.name, "If-Unmodified-Since")) {
+        if_unmodified_since = field.value;
+      }
+    }
+    if ((!if_match.empty() || !if_unmodified_since.empty()) &&
+        files::precondition_failed(if_match, if_unmodified_since, etag, http::parse_http_date(last_modified))) {
+      return http::write_error_page(w, 412);
+    }
     if (const std::string_view inm = request.header(http::FieldId::kIfNoneMatch); !inm.empty()) {
       not_modified = files::etag_list_matches_weak(inm, etag);  // "*" matches an entry without ETag too
     } else if (const std::string_view ims = request.header(http::FieldId::kIfModifiedSince); !ims.empty()) {
@@ -368,11 +414,18 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
       not_modified = since && modified && *modified <= *since;
     }
   }
+  // Whether a 200 would be compressed on the way (its ETag then weak):
+  // a 304 says what the 200 would (RFC 9110 15.4.5), Vary included.
+  const bool compressible = head.status == 200 && head.field("Content-Encoding").empty() &&
+                            (entry.body_in_memory || head.body_size <= kCompressFromFile);
   if (not_modified) {
+    const bool coded =
+        compressible && w.compress_for(head.field("Content-Type"), head.body_size) != http::Coding::kIdentity;
     w.start(304);
     for (const auto& [name, value] : head.fields) {
       for (std::string_view kept : {"ETag", "Last-Modified", "Cache-Control", "Expires", "Vary", "Content-Location"}) {
-        if (http::iequals(name, kept)) w.header(name, value);
+        if (!http::iequals(name, kept)) continue;
+        write_stored_field(w, coded, name, value);
       }
     }
     common(w);
@@ -399,8 +452,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
     }
   }
   std::string read;  // a file's body, read to be compressed
-  if (range.kind == http::RangeKind::kNone && head.status == 200 && head.field("Content-Encoding").empty() &&
-      (entry.body_in_memory || head.body_size <= kCompressFromFile)) {
+  if (range.kind == http::RangeKind::kNone && compressible) {
     if (w.compress_for(head.field("Content-Type"), head.body_size) != http::Coding::kIdentity &&
         !entry.body_in_memory) {
       read.resize(head.body_size);
@@ -416,13 +468,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
                           : range.kind == http::RangeKind::kUnsatisfiable ? 416
                                                                            : head.status;
   w.start(status_code);
-  for (const auto& [name, value] : head.fields) {
-    if (coded && http::iequals(name, "ETag") && !value.starts_with("W/")) {
-      w.header(name, "W/" + value);
-    } else if (!(w.varies() && http::iequals(name, "Vary") && http::iequals(value, "Accept-Encoding"))) {
-      w.header(name, value);
-    }
-  }
+  for (const auto& [name, value] : head.fields) write_stored_field(w, coded, name, value);
   common(w);
   if (range.kind == http::RangeKind::kUnsatisfiable) {
     char buffer[32];

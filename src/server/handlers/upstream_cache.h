@@ -10,7 +10,8 @@
 //   });
 //
 // A GET or HEAD is looked up by its key (`key`, "$scheme$host$request_uri"
-// by default). A fresh entry answers it: with 304 when its validators match
+// by default). A fresh entry answers it: with 412 when If-Match or
+// If-Unmodified-Since fails, 304 when its validators match
 // If-None-Match or If-Modified-Since, a single range of its body for
 // Range (206, or 416), the head alone for HEAD; its body from memory when
 // small, else from its file by sendfile; compressed as the location would
@@ -42,7 +43,9 @@
 // A stale entry (its lifetime over, or no-cache) is revalidated: the fill
 // asks with If-None-Match / If-Modified-Since from its ETag and
 // Last-Modified (`revalidate`), and a 304 makes it fresh again with the
-// 304's fields, answering the request from it; its body is copied into
+// 304's fields, answering the request from it (a 304 naming another ETag
+// updates nothing: the entry goes, and answers this request as it was
+// stored, "detail=mismatch"); its body is copied into
 // the entry's new file, on a task thread when it is in a file (those who
 // wait for the entry wait for that copy). Any other response replaces it. While the fill runs, those who
 // wait for it may be answered from the stale entry (use_stale "updating",
@@ -55,6 +58,12 @@
 // stale-if-error (RFC 5861) for those failures and 500, 502, 503, 504;
 // never an entry that said must-revalidate, proxy-revalidate, s-maxage or
 // no-cache.
+//
+// A response below 400 to another method than GET, HEAD, OPTIONS and
+// TRACE (POST, PUT, DELETE...) ends the entry of the key its request makes,
+// variants and all (RFC 9111 4.4; nginx keeps it). A request that says
+// Cache-Control: no-store is not stored (RFC 9111 5.2.1.5), though an
+// entry may answer it.
 //
 // PURGE, from a network `purge` names, removes the entries of the key the
 // request makes (every variant of it), or with a target ending in '*' of
@@ -111,6 +120,7 @@ class UpstreamCache {
     std::string key;
     const char* status = "tern; fwd=uri-miss";  // the response's Cache-Status
     bool fill = false;                          // a GET or HEAD: its response may fill the entry
+    bool invalidate = false;                    // an unsafe method: a success ends the key's entry
     std::shared_ptr<const cache::Stored> stale;  // the key's entry, stale
     bool bypass = false;                         // `bypass` said so: no lock, no lookup
     // The key was looked up (a GET or HEAD): counted as a miss if the
@@ -156,6 +166,9 @@ class UpstreamCache {
   struct Wait;
   class Tap;
 
+  // Ends the entry of `key` (and its variants): a success to an unsafe
+  // method on it (RFC 9111 4.4). Any loop.
+  void invalidate(const std::string& key) const;
   // Answers a PURGE (see CacheUseConfig::purge).
   void purge(const Route& route, http::Exchange& exchange) const;
   // `collapsed`: the Cache-Status of a request that waited for the fill;

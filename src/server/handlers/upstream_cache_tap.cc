@@ -15,6 +15,7 @@
 #include "base/task_pool.h"
 #include "cache/freshness.h"
 #include "cache/vary.h"
+#include "files/static_files.h"
 #include "http/error_page.h"
 #include "server/cache_zones.h"
 #include "server/observability/metrics.h"
@@ -46,9 +47,12 @@ void describe(int status, std::span<const http::Header> fields, const cache::Fre
   head->status = status;
   head->fields.clear();
   int64_t age = 0;
+  bool aged = false;  // the first Age counts, as for decide()
   for (const http::Header& field : fields) {
     if (f.drop_set_cookie && http::iequals(field.name, "Set-Cookie")) continue;
     if (http::iequals(field.name, "Age")) {
+      if (aged) continue;
+      aged = true;
       const auto [end, error] = std::from_chars(field.value.data(), field.value.data() + field.value.size(), age);
       if (error != std::errc() || age < 0) age = 0;
       continue;
@@ -67,6 +71,19 @@ void describe(int status, std::span<const http::Header> fields, const cache::Fre
 // of its name (RFC 9111 3.2): not one of the hop's, nor Content-Length.
 bool updates_stored(const http::Header& field) {
   return !upstream::is_unrelayed_field(field.name) && !http::iequals(field.name, "Content-Length");
+}
+
+// Whether a 304 is about the stored response `head` (RFC 9111 4.3.4): it
+// names no ETag, or the entry's (a strong one only a strong one). One of
+// another representation updates nothing.
+bool about_stored(const EntryHead& head, std::span<const http::Header> fields) {
+  const auto etag = std::find_if(fields.begin(), fields.end(),
+                                 [](const http::Header& field) { return http::iequals(field.name, "ETag"); });
+  if (etag == fields.end() || etag->value.empty()) return true;
+  const std::string_view stored = head.field("ETag");
+  if (stored.empty()) return false;
+  if (!etag->value.starts_with("W/")) return stored == etag->value;
+  return files::etag_list_matches_weak(etag->value, stored);
 }
 
 // Indexes `entry`, the file `writer` wrote (a failure is logged).
@@ -106,7 +123,7 @@ void copy_entry(cache::Zone& zone, const Stored& stale, std::shared_ptr<Stored> 
 }  // namespace
 
 UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill,
-                        uint64_t lock, std::shared_ptr<const Stored> stale)
+                        uint64_t lock, std::shared_ptr<const Stored> stale, bool invalidate)
     : cache_(cache),
       zone_(cache->zone_),
       key_(std::move(key)),
@@ -114,6 +131,7 @@ UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http:
       request_(&request),
       authorized_(request.has_header(http::FieldId::kAuthorization)),
       fill_(fill),
+      invalidate_(invalidate),
       lock_(lock),
       stale_(std::move(stale)) {
   if (fill_ && stale_ && cache_->revalidate_) {
@@ -140,6 +158,7 @@ void UpstreamCache::Tap::on_client_gone(const http::Request& request) {
 void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> fields) {
   head_seen_ = true;
   status_ = status;
+  if (invalidate_ && status < 400) cache_->invalidate(key_);
   if (!fill_) return;
   const int64_t now = unix_now();
   const cache::Freshness f = cache::decide(status, fields, authorized_, cache_->policy_, now);
@@ -231,6 +250,7 @@ void UpstreamCache::Tap::release(FillEnd end) {
 
 bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now) {
   const EntryHead& old = stale_->head;
+  if (!about_stored(old, fields)) return mismatched(exchange, now);
   std::vector<http::Header> merged;
   for (const auto& [name, value] : old.fields) {
     const bool replaced = std::any_of(fields.begin(), fields.end(), [&name](const http::Header& field) {
@@ -275,6 +295,24 @@ bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http:
   if (exchange == nullptr) return true;  // stored again for those to come
   exchange->request().set_cache_status("REVALIDATED");
   if (cache_->metrics_ != nullptr) cache_->metrics_->loop(exchange->loop()).response_cache_revalidated.add();
+  return true;  // the call finishes the exchange
+}
+
+bool UpstreamCache::Tap::mismatched(http::Exchange* exchange, int64_t now) {
+  // The entry is outdated, and the 304 says nothing of the new response:
+  // it goes, and the next request fills the key anew (a waiting one first).
+  // This client is answered with the entry as it was stored, whose body and
+  // validators agree.
+  TERN_LOG_WARN("cache {}: {} answered a revalidation with a 304 of another ETag; its entry is dropped",
+                zone_->options().name, key_);
+  release(FillEnd::kFailed);
+  if (exchange != nullptr) {
+    std::string cache_status = "tern; fwd=stale; fwd-status=304; detail=mismatch";
+    cache_->serve(*stale_, now, *exchange, cache_status);
+    if (!exchange->writer().started()) http::write_error_page(exchange->writer(), 502);  // its file went
+    exchange->request().set_cache_status("EXPIRED");
+  }
+  zone_->forget(*stale_);
   return true;  // the call finishes the exchange
 }
 

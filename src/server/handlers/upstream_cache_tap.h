@@ -31,9 +31,10 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   // to store (it failed) releases it as failed, and a waiting request
   // fills next. `request` (its exchange's) outlives
   // the response head, where a Vary is read. `stale`: the key's entry,
-  // stale, or null.
+  // stale, or null. `invalidate` (an unsafe method): a success ends the
+  // key's entry.
   Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill, uint64_t lock,
-      std::shared_ptr<const cache::Stored> stale);
+      std::shared_ptr<const cache::Stored> stale, bool invalidate = false);
   ~Tap() override;
 
   // The preconditions the call sends in place of the client's: a
@@ -61,6 +62,9 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   // a new lifetime, answers the exchange (if the client is still there) and
   // is stored again.
   bool refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now);
+  // A 304 of another representation (another ETag): the entry goes, the
+  // exchange is answered with it as it was.
+  bool mismatched(http::Exchange* exchange, int64_t now);
   // Writes `entry` (the stale one with a new head) as a new file under its
   // name (a failure leaves the old one in place), then releases the fill:
   // off the loop when the body is in a file (CacheZones::tasks()).
@@ -76,6 +80,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   std::vector<std::pair<std::string, std::string>> request_fields_;
   const bool authorized_;
   const bool fill_;
+  const bool invalidate_;
   uint64_t lock_;  // the fill's ticket while the tap holds it, else 0
   const std::shared_ptr<const cache::Stored> stale_;
   std::array<http::Header, 2> conditions_;

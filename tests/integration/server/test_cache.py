@@ -139,6 +139,26 @@ def test_vary_keeps_one_response_per_variant(tern_factory, origin, tmp_path):
     assert is_hit(srv.get(target)) and origin_count(origin) == 3
 
 
+def test_vary_compares_every_line_of_a_field_and_tells_empty_from_absent(tern_factory, origin, tmp_path):
+    """RFC 9111 4.1: a field sent on several lines is compared whole (its
+    lines joined), so a request that shares only the first line is another
+    variant; a field sent empty is not the same as one not sent."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/vl", "Cache-Control: max-age=60", "Vary: X-Lang")
+    en_fr = [("X-Lang", "en"), ("X-Lang", "fr")]
+    assert srv.get(target, en_fr).body.startswith(b"origin #1")
+    other = srv.get(target, [("X-Lang", "en"), ("X-Lang", "de")])
+    assert status(other) == "tern; fwd=vary-miss" and other.body.startswith(b"origin #2")
+    # The same list on one line is the same value.
+    joined = srv.get(target, [("X-Lang", "en, fr")])
+    assert is_hit(joined) and joined.body.startswith(b"origin #1")
+    assert status(srv.get(target)) == "tern; fwd=vary-miss"  # not sent
+    empty = srv.get(target, [("X-Lang", "")])
+    assert status(empty) == "tern; fwd=vary-miss" and empty.body.startswith(b"origin #4")
+    assert is_hit(srv.get(target)) and is_hit(srv.get(target, [("X-Lang", "")]))
+    assert origin_count(origin) == 4
+
+
 def test_a_request_with_authorization_is_answered_only_from_a_public_response(tern_factory, origin, tmp_path):
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     auth = [("Authorization", "Bearer secret")]
@@ -176,6 +196,13 @@ def test_conditional_and_range_requests_are_answered_from_the_entry(tern_factory
             assert outside.status == 416 and outside.header("Content-Range") == f"bytes */{size}"
             stale_validator = conn.get(target, [("Range", "bytes=0-9"), ("If-Range", '"v0"')])
             assert stale_validator.status == 200 and stale_validator.body == whole
+            # The preconditions come first (RFC 9110 13.2.2): If-Match
+            # compares strongly, If-Unmodified-Since with Last-Modified.
+            assert conn.get(target, [("If-Match", '"v1"')]).status == 200
+            assert conn.get(target, [("If-Match", '"v2"'), ("If-None-Match", '"v1"')]).status == 412
+            assert conn.get(target, [("If-Match", 'W/"v1"')]).status == 412
+            assert conn.get(target, [("If-Unmodified-Since", modified)]).status == 200
+            assert conn.get(target, [("If-Unmodified-Since", "Mon, 30 Nov 2026 10:00:00 GMT")]).status == 412
             head = conn.get(target, method="HEAD")
             assert head.status == 200 and head.body == b"" and is_hit(head)
             assert conn.get(target).body == whole  # the connection is in step
@@ -499,6 +526,90 @@ def test_a_fill_asks_for_the_whole_response_and_counts_the_origins_age(tern_fact
     assert is_hit(hit) and hit.body == first.body
     assert hit.header_all("Age") == [hit.header("Age")] and 100 <= int(hit.header("Age")) <= 110
     assert 490 <= int(status(hit).split("ttl=")[1]) <= 500
+
+
+def test_a_304_that_names_another_etag_updates_nothing_and_the_entry_goes(tern_factory, origin, tmp_path):
+    """RFC 9111 4.3.4: a 304 whose strong ETag is not the entry's is about
+    another representation. The entry is not given its fields (the old body
+    would go out under the new ETag): this client has the entry as it was
+    stored, and the next request fills the key anew."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    # Stale as it comes (Age beyond max-age, kept for its ETag): each request revalidates.
+    target = url("/cached/mm", "Cache-Control: max-age=1", "Age: 5", 'ETag: "v1"', h304='ETag: "v2"')
+    assert srv.get(target).body.startswith(b"origin #1")
+    old = srv.get(target)
+    assert old.status == 200 and old.body.startswith(b"origin #1") and old.header("ETag") == '"v1"'
+    assert status(old) == "tern; fwd=stale; fwd-status=304; detail=mismatch", status(old)
+    assert srv.wait_for_log("answered a revalidation with a 304 of another ETag")
+    again = srv.get(target)
+    assert status(again) == "tern; fwd=uri-miss" and again.body.startswith(b"origin #3")
+    assert json.loads(origin.get("/cachedlast").body)["if_none_match"] is None
+    # A 304 with the entry's ETag, or none, refreshes it as before.
+    same = url("/cached/mm-same", "Cache-Control: max-age=1", "Age: 5", 'ETag: "s"', h304='ETag: "s"')
+    srv.get(same)
+    assert status(srv.get(same)).startswith("tern; fwd=stale; fwd-status=304; ttl=")
+
+
+def test_a_success_to_an_unsafe_method_ends_the_entry_of_its_target(tern_factory, origin, tmp_path):
+    """RFC 9111 4.4: after a POST, PUT or DELETE that succeeded, the next GET
+    goes to the application; a failed one, OPTIONS, and other targets leave
+    their entries."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/u", "Cache-Control: max-age=60")
+    other = url("/cached/u2", "Cache-Control: max-age=60")
+    srv.get(target), srv.get(other)
+    assert is_hit(srv.get(target)) and origin_count(origin) == 2
+    for method in ("POST", "PUT", "DELETE"):
+        changed = srv.get(target, method=method)
+        assert changed.status == 200 and status(changed) == "tern; fwd=method"
+        refilled = srv.get(target)
+        assert status(refilled) == "tern; fwd=uri-miss", (method, status(refilled))
+        assert is_hit(srv.get(target))
+    assert is_hit(srv.get(other)) and origin_count(origin) == 8
+    # A failure leaves the entry; so does OPTIONS, a safe method.
+    origin.post("/cachedfail?status=500")
+    assert srv.get(target, method="POST").status == 500
+    origin.post("/cachedfail")
+    assert srv.get(target, method="OPTIONS").status == 200
+    assert is_hit(srv.get(target))
+    # The variants of a key with Vary go with it.
+    varied = url("/cached/uv", "Cache-Control: max-age=60", "Vary: X-Lang")
+    for lang in ("en", "de"):
+        srv.get(varied, [("X-Lang", lang)])
+        assert is_hit(srv.get(varied, [("X-Lang", lang)]))
+    srv.get(varied, method="POST")
+    for lang in ("en", "de"):
+        assert not is_hit(srv.get(varied, [("X-Lang", lang)])), lang
+
+
+def test_a_304_from_the_entry_says_what_a_compressed_200_would(tern_factory, origin, tmp_path):
+    """RFC 9110 15.4.5: where the location compresses, the 200 has a weak
+    ETag and Vary: Accept-Encoding, and so has the 304 to the same request."""
+    srv = tern_factory({**cached_site(origin, tmp_path / "cache"),
+                        "compression": {"enabled": True, "min_size": "256"}})
+    target = url("/cached/z", "Cache-Control: max-age=60", 'ETag: "z1"', n="2000")
+    gzip = [("Accept-Encoding", "gzip")]
+    srv.get(target, gzip)
+    whole = srv.get(target, gzip)
+    assert is_hit(whole) and whole.header("Content-Encoding") == "gzip"
+    assert whole.header("ETag") == 'W/"z1"' and whole.header("Vary") == "Accept-Encoding"
+    same = srv.get(target, gzip + [("If-None-Match", whole.header("ETag"))])
+    assert same.status == 304 and is_hit(same)
+    assert same.header("ETag") == 'W/"z1"' and same.header("Vary") == "Accept-Encoding"
+    assert same.header("Content-Encoding") is None
+    # Without gzip, the strong ETag (the 200 is sent as stored), and still Vary.
+    plain = srv.get(target, [("If-None-Match", '"z1"')])
+    assert plain.status == 304 and plain.header("ETag") == '"z1"' and plain.header("Vary") == "Accept-Encoding"
+
+
+def test_of_two_age_fields_the_first_counts_for_the_lifetime_and_the_age_alike(tern_factory, origin, tmp_path):
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/ages", "Cache-Control: max-age=600", "Age: 10", "Age: 500")
+    srv.get(target)
+    hit = srv.get(target)
+    assert is_hit(hit) and hit.header_all("Age") == [hit.header("Age")]
+    age, ttl = int(hit.header("Age")), int(status(hit).split("ttl=")[1])
+    assert 10 <= age <= 20 and 580 <= ttl <= 590 and age + ttl == 600, (age, ttl)
 
 
 def test_a_fill_is_kept_when_its_client_leaves_after_the_origin_answered(tern_factory, origin, tmp_path):
@@ -1030,6 +1141,20 @@ def test_a_refresh_in_the_background_that_fails_keeps_the_stale_entry_and_a_stop
     assert srv.stop() == 0, srv.stderr()[-4000:]
     assert time.monotonic() - began < 5
     origin.post("/cachedfail")
+
+def test_a_request_that_says_no_store_is_not_kept_but_may_be_answered_from_the_cache(tern_factory, origin,
+                                                                                      tmp_path):
+    """RFC 9111 5.2.1.5: a request's no-store forbids keeping the response
+    to it; what is kept already may still answer it."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    target = url("/cached/rns", "Cache-Control: max-age=60")
+    no_store = [("Cache-Control", "no-transform, No-Store")]
+    assert srv.get(target, no_store).body.startswith(b"origin #1")
+    assert not entry_files(tmp_path / "cache")
+    assert status(srv.get(target)) == "tern; fwd=uri-miss"  # origin #2, kept
+    hit = srv.get(target, no_store)
+    assert is_hit(hit) and hit.body.startswith(b"origin #2") and origin_count(origin) == 2
+
 
 # -- operations: bypass, no_store, $cache_status --
 

@@ -295,6 +295,9 @@ http {{
 
 RANGE = (("Range", "bytes=2-7"),)
 SINCE = (("If-Modified-Since", MTIME_HTTP),)
+NOT_MATCHED = (("If-Match", '"not-its-etag"'),)
+CHANGED_SINCE = (("If-Unmodified-Since", "Sun, 31 Dec 2023 00:00:00 GMT"),)
+UNCHANGED_SINCE = (("If-Unmodified-Since", MTIME_HTTP),)
 
 # (Host, method, target[, more header fields]).
 REQUESTS = [
@@ -448,6 +451,10 @@ REQUESTS = [
     ("c.test", "HEAD", "/h/file.txt"),
     ("c.test", "GET", "/h/file.txt", RANGE),
     ("c.test", "GET", "/h/file.txt", SINCE),
+    ("c.test", "GET", "/h/file.txt", NOT_MATCHED),
+    ("c.test", "GET", "/h/file.txt", CHANGED_SINCE),
+    ("c.test", "GET", "/h/file.txt", UNCHANGED_SINCE),
+    ("c.test", "HEAD", "/h/file.txt", NOT_MATCHED),
     ("c.test", "GET", "/h/dir"),
     ("c.test", "GET", "/h/dir/"),
     ("c.test", "GET", "/h/missing"),

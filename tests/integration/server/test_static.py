@@ -142,6 +142,22 @@ def test_if_none_match_takes_precedence_over_if_modified_since(site):
     assert resp.status == 200 and resp.body == BODY
 
 
+def test_a_failed_if_match_or_if_unmodified_since_is_412_as_in_nginx(site):
+    first = site.get("/data.bin")
+    etag, last_modified = first.header("ETag"), first.header("Last-Modified")
+    older = email.utils.format_datetime(
+        email.utils.parsedate_to_datetime(last_modified).replace(year=2001), usegmt=True)
+    with site.connect() as conn:
+        assert conn.get("/data.bin", {"If-Match": etag}).status == 200
+        assert conn.get("/data.bin", {"If-Match": "*"}).status == 200
+        failed = conn.get("/data.bin", {"If-Match": '"other"', "If-None-Match": etag})
+        assert failed.status == 412 and b"412" in failed.body
+        assert conn.get("/data.bin", {"If-Match": "W/" + etag}).status == 412  # compared strongly
+        assert conn.get("/data.bin", {"If-Unmodified-Since": last_modified}).status == 200
+        assert conn.get("/data.bin", {"If-Unmodified-Since": older}).status == 412
+        assert conn.get("/notes.txt").body == b"plain text\n"  # the connection is in step
+
+
 # -- ranges -------------------------------------------------------------------
 
 

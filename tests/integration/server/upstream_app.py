@@ -31,7 +31,8 @@ real aiohttp server in its own process (python3 upstream_app.py NAME PORT
                           When the request's If-None-Match names the ETag
                           given by h, or its If-Modified-Since is its
                           Last-Modified, the answer is 304 with the fields
-                          and no body
+                          (those of h304=NAME:VALUE instead, when given) and
+                          no body
   GET  /cachedcount       how many requests /cached has had; POST resets it
   GET  /cachedlast        the last /cached request's method, If-None-Match and
                           If-Modified-Since, X-Probe and X-Forwarded-For
@@ -192,7 +193,8 @@ def make_app(name):
         if (inm is not None and inm == given.get("etag")) or (
                 inm is None and ims is not None and ims == given.get("last-modified")):
             response = web.Response(status=304)
-            for field_name, value in headers:
+            h304 = [field.partition(":") for field in request.query.getall("h304", [])]
+            for field_name, value in [(n, v.strip()) for n, _, v in h304] if h304 else headers:
                 response.headers.add(field_name, value)
             return response
         body = f"{name} #{state['cached']} {request.path}\n".encode()
