@@ -138,7 +138,7 @@ class Exchange {
   Exchange& operator=(const Exchange&) = delete;
 
   // The exchange with this id, if it is still in progress; loop thread of
-  // id.connection.loop only.
+  // id.loop only.
   static Exchange* find(const ExchangeId& id);
   ExchangeId id() const;
 

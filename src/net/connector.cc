@@ -1,6 +1,7 @@
 #include "net/connector.h"
 
 #include <cerrno>
+#include <utility>
 
 #include "base/log.h"
 #include "net/event_loop.h"
@@ -14,6 +15,7 @@ Connector::Connector(EventLoop* loop, const SocketAddress& server, ConnectorOpti
       options_(options),
       channel_(loop, -1),
       backoff_(options.initial_backoff),
+      backoff_before_connect_(options.initial_backoff),
       rng_(std::random_device{}()) {
   channel_.set_write_callback([this] { handle_writable(); });
   channel_.set_error_callback([this] { handle_writable(); });
@@ -82,10 +84,19 @@ void Connector::handle_writable() {
   channel_.remove();
   channel_.reset(-1);
   active_ = false;
-  failed_attempts_ = 0;
-  backoff_ = options_.initial_backoff;
+  failed_before_connect_ = std::exchange(failed_attempts_, 0);
+  backoff_before_connect_ = std::exchange(backoff_, options_.initial_backoff);
   Socket connected = std::move(socket_);
   if (connected_cb_) connected_cb_(std::move(connected));
+}
+
+void Connector::connection_failed(Error error) {
+  loop_->assert_in_loop_thread();
+  stop();
+  failed_attempts_ = failed_before_connect_;
+  backoff_ = backoff_before_connect_;
+  active_ = true;
+  attempt_failed(error);
 }
 
 void Connector::handle_timeout() { attempt_failed(Error{ETIMEDOUT, "connect"}); }

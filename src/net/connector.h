@@ -5,8 +5,10 @@
 // a connect timeout. A failed attempt is retried after a delay that doubles
 // from initial_backoff up to max_backoff, with "equal jitter" (half the delay
 // fixed, half random) so that many clients cut off together do not return in
-// lock-step. The back-off resets when a connection succeeds. A connect to a
-// local port can connect a socket to itself; that counts as a failure.
+// lock-step. The back-off resets when a connection succeeds, and comes
+// back when its owner reports that connection failed before it could be
+// used (connection_failed: a TLS handshake). A connect to a local port can
+// connect a socket to itself; that counts as a failure.
 //
 // Owned by TcpClient. Loop thread only.
 #pragma once
@@ -53,6 +55,11 @@ class Connector {
   void start(std::chrono::milliseconds delay = std::chrono::milliseconds(0));
   // Stops the attempt in progress and any scheduled retry.
   void stop();
+  // The connection it handed over last failed before its owner could use
+  // it (a TLS handshake that did not end): counted as the failed attempt it
+  // was, after those that came before the connect, and retried as one
+  // (their back-off, max_attempts); the failed callback hears of it.
+  void connection_failed(Error error);
   bool active() const { return active_; }
   int failed_attempts() const { return failed_attempts_; }
   const SocketAddress& server() const { return server_; }
@@ -75,6 +82,9 @@ class Connector {
   TimerId timeout_timer_;
   std::chrono::milliseconds backoff_;
   int failed_attempts_ = 0;
+  // As they were when the last connect succeeded (connection_failed()).
+  std::chrono::milliseconds backoff_before_connect_;
+  int failed_before_connect_ = 0;
   std::minstd_rand rng_;
   ConnectedCallback connected_cb_;
   FailedCallback failed_cb_;

@@ -42,6 +42,7 @@ void TcpClient::disconnect() {
 
 void TcpClient::stop() {
   loop_->assert_in_loop_thread();
+  wanted_ = false;
   connector_.stop();
 }
 
@@ -82,12 +83,14 @@ void TcpClient::on_closed(TcpConnection& conn) {
   if (conn.id() == connection_) connection_ = ConnectionId{};
   if (conn.secure_ && !conn.secure_->announced) {
     // Connected, but the handshake never ended: for the user, a connect
-    // that failed.
+    // that failed, retried as one (ConnectorOptions: its back-off and
+    // max_attempts), whether or not `reconnect` is set.
     handshake_failure_ = conn.secure_handshake_failure();
     TERN_LOG_DEBUG("{}: {} to {}", options_.name, handshake_failure_, connector_.server().to_string());
-    if (failed_cb_) {
-      failed_cb_(Error{conn.secure_->timed_out ? ETIMEDOUT : EPROTO, "TLS handshake"}, wanted_ && options_.reconnect);
-    }
+    const Error error{conn.secure_->timed_out ? ETIMEDOUT : EPROTO, "TLS handshake"};
+    if (wanted_) return connector_.connection_failed(error);  // it reports the failure
+    if (failed_cb_) failed_cb_(error, false);
+    return;
   }
   if (wanted_ && options_.reconnect) {
     TERN_LOG_DEBUG("{}: connection to {} closed, reconnecting", options_.name,

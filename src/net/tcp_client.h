@@ -11,7 +11,7 @@
 // connection; the connection callback runs once the handshake is over, and
 // a handshake that fails (a certificate not verified, a timeout) is
 // reported to the connect-failed callback, with handshake_failure() saying
-// why, like a connect that failed.
+// why, and retried, like a connect that failed (ConnectorOptions).
 //
 // Ownership: owned by the user; the connection lives in the loop's
 // ConnectionTable (tagged with this client). Destroying the client closes the
@@ -77,7 +77,9 @@ class TcpClient {
   void connect();
   // Half-closes the connection after its output drains and stops reconnecting.
   void disconnect();
-  // Stops connecting; an established connection stays open.
+  // Stops connecting: the attempt in progress, and any retry or reconnect
+  // to come. An established connection stays open (disconnect() closes
+  // it); connect() starts again.
   void stop();
 
   // The live connection, or nullptr.
@@ -99,7 +101,7 @@ class TcpClient {
   ConnectionId connection_;
   Connector::FailedCallback failed_cb_;
   std::string handshake_failure_;
-  bool wanted_ = false;  // connect() called, disconnect() not
+  bool wanted_ = false;  // connect() called, disconnect() and stop() not since
   int connect_count_ = 0;
 };
 

@@ -100,6 +100,7 @@ void UdpServer::handle_read() {
 
 void UdpServer::send_to(const InetAddress& peer, std::string_view data) {
   loop_->assert_in_loop_thread();
+  TERN_CHECK_MSG(socket_ != nullptr, "UdpServer::send_to before start(): no socket to send from");
   if (data.size() > options_.max_datagram) {
     // Too big for a batch slot: send it on its own.
     flush();

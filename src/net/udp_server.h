@@ -52,7 +52,8 @@ class UdpServer {
   // Binds and starts receiving.
   Result<void> start();
 
-  // One datagram to `peer`: collected during a callback's batch, else sent at once.
+  // One datagram to `peer`: collected during a callback's batch, else sent
+  // at once. After a successful start() only (before it, an abort).
   void send_to(const InetAddress& peer, std::string_view data);
   // Sends what send_to() has collected.
   void flush();

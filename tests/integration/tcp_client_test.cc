@@ -202,6 +202,29 @@ TEST(TcpClient, DisconnectClosesAndDoesNotReconnect) {
   server.reset();
 }
 
+TEST(TcpClient, StopEndsReconnectingAndLeavesTheConnectionOpen) {
+  LoopRunner server_runner;
+  LoopRunner client_runner;
+  auto server = start_echo_server(server_runner, 0);
+  TcpClientOptions options;
+  options.reconnect = true;
+  options.connector.initial_backoff = 10ms;
+  ClientProbe probe(client_runner, server->listen_address().port(), options);
+  probe.connect();
+  ASSERT_TRUE(eventually([&] { return probe.connects.load() == 1; }));
+  client_runner.run([&] { probe.client->stop(); });
+  ASSERT_TRUE(probe.send("still open"));
+  ASSERT_TRUE(eventually([&] { return probe.received_so_far() == "still open"; }));
+  // It closes: no connection follows it.
+  client_runner.run([&] { probe.client->connection()->force_close(); });
+  ASSERT_TRUE(eventually([&] { return probe.disconnects.load() == 1; }));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(probe.connects.load(), 1);
+  // connect() starts again.
+  probe.connect();
+  EXPECT_TRUE(eventually([&] { return probe.connects.load() == 2; }));
+}
+
 // A blocking Unix-domain listener made of plain system calls (there is no
 // unix-socket TcpServer): a helper thread accepts one connection and runs
 // `session` on its descriptor.

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "net/buffer.h"
@@ -48,6 +49,8 @@ struct Outcome {
   std::string sni_seen_by_server;
   std::string received;
   int failures = 0;
+  std::vector<std::chrono::steady_clock::time_point> failed_at;
+  std::vector<bool> will_retry;
   Error error;
   std::string why;
 };
@@ -88,13 +91,14 @@ class TlsClientFixture : public ::testing::Test {
     port_ = server_->listen_address().port();
   }
 
-  // A client through `context` to `port`, sending `hello` once announced.
+  // A client through `context` to `port`, sending `hello` once announced;
+  // it does not retry unless `connector` says so.
   void connect(std::shared_ptr<ClientContext> context, Outcome* outcome, uint16_t port,
-               const std::string& hello = "sni?") {
+               const std::string& hello = "sni?", net::ConnectorOptions connector = {.retry = false}) {
     runner_.run([&] {
       net::TcpClientOptions options;
       options.secure = context;
-      options.connector.retry = false;
+      options.connector = connector;
       auto client = std::make_unique<net::TcpClient>(runner_.loop(), net::InetAddress(port, true), options);
       client->set_connection_callback([outcome, hello](net::TcpConnection& conn) {
         if (!conn.connected()) return;
@@ -109,9 +113,11 @@ class TlsClientFixture : public ::testing::Test {
         outcome->received += in.retrieve_all_as_string();
       });
       net::TcpClient* raw = client.get();
-      client->set_connect_failed_callback([outcome, raw](const Error& error, bool) {
+      client->set_connect_failed_callback([outcome, raw](const Error& error, bool will_retry) {
         std::lock_guard lock(outcome->mu);
         ++outcome->failures;
+        outcome->failed_at.push_back(std::chrono::steady_clock::now());
+        outcome->will_retry.push_back(will_retry);
         outcome->error = error;
         outcome->why = raw->handshake_failure();
       });
@@ -171,6 +177,28 @@ TEST_F(TlsClientFixture, ANameTheCertificateDoesNotCarryIsAFailedConnect) {
   EXPECT_STREQ(outcome.error.what, "TLS handshake");
   EXPECT_NE(outcome.why.find("certificate verify failed"), std::string::npos) << outcome.why;
   EXPECT_NE(outcome.why.find("hostname mismatch"), std::string::npos) << outcome.why;
+}
+
+TEST_F(TlsClientFixture, AFailedHandshakeIsRetriedAsAFailedConnectWithGrowingDelaysUpToTheLimit) {
+  // The TCP connect succeeds each time; the back-off grows all the same,
+  // and max_attempts ends it, as for a connect that fails.
+  start_server();
+  Outcome outcome;
+  connect(context("other.test"), &outcome, port_, "sni?",
+          {.initial_backoff = 40ms, .max_backoff = 1000ms, .max_attempts = 3});
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(outcome.mu);
+    return outcome.failures == 3;
+  }));
+  std::this_thread::sleep_for(400ms);
+  std::lock_guard lock(outcome.mu);
+  EXPECT_EQ(outcome.failures, 3) << "kept trying past max_attempts";
+  EXPECT_EQ(outcome.connected, 0);
+  EXPECT_EQ(outcome.will_retry, (std::vector<bool>{true, true, false}));
+  // Nominal delays 40 and 80 ms; with equal jitter each is at least half.
+  EXPECT_GE(outcome.failed_at[1] - outcome.failed_at[0], 19ms);
+  EXPECT_GE(outcome.failed_at[2] - outcome.failed_at[1], 39ms);
+  EXPECT_NE(outcome.why.find("certificate verify failed"), std::string::npos) << outcome.why;
 }
 
 TEST_F(TlsClientFixture, ACertificateFromAnotherCaIsRefusedUnlessVerificationIsOff) {
