@@ -1,6 +1,8 @@
 #include "cache/vary.h"
 
 #include <cctype>
+#include <charconv>
+#include <random>
 
 #include "http/field_values.h"
 
@@ -59,11 +61,20 @@ std::string variant_of(std::span<const std::pair<std::string, std::string>> fiel
       [](const auto& field) { return std::string_view(field.second); });
 }
 
-KeyHash variant_hash(const std::string& key, const std::string& variant) {
+KeyHash variant_hash(const std::string& key, std::string_view epoch, const std::string& variant) {
   std::string text = key;
+  text.push_back('\0');
+  text.append(epoch);
   text.push_back('\0');
   text.append(variant);
   return KeyHash::of(text);
+}
+
+std::string new_epoch() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  char text[16];
+  const auto end = std::to_chars(text, text + sizeof text, random(), 16).ptr;
+  return std::string(text, end);
 }
 
 }  // namespace tern::cache

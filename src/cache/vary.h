@@ -2,10 +2,14 @@
 // stored once per combination of the request's values of those fields (its
 // variant), under the hash of its key and that variant; the key alone then
 // holds a marker entry that names the fields, so that a lookup knows which
-// of the request's values make the variant.
+// of the request's values make the variant. The marker also holds the
+// epoch its variants are stored under (its head's `variant`): a marker
+// written with a new epoch leaves the variants of the old one unfound, and
+// they age out (an unsafe method's success ends them all so, at the cost of
+// one small file).
 //
 //   names = vary_names(response_fields);           // {"accept-encoding"}
-//   hash = variant_hash(key, variant_of(request, names));
+//   hash = variant_hash(key, marker_epoch, variant_of(request, names));
 //
 // Any thread.
 #pragma once
@@ -32,7 +36,11 @@ std::string variant_of(const http::Request& request, const std::vector<std::stri
 std::string variant_of(std::span<const std::pair<std::string, std::string>> fields,
                        const std::vector<std::string>& names);
 
-// The name of the variant `variant` of `key`.
-KeyHash variant_hash(const std::string& key, const std::string& variant);
+// The name of the variant `variant` of `key` under its marker's `epoch`.
+KeyHash variant_hash(const std::string& key, std::string_view epoch, const std::string& variant);
+
+// An epoch for a marker made anew: random, so that a marker made again
+// (the last one evicted, or ended) never finds variants stored before it.
+std::string new_epoch();
 
 }  // namespace tern::cache

@@ -22,7 +22,10 @@ Connector::Connector(EventLoop* loop, const SocketAddress& server, ConnectorOpti
   channel_.set_close_callback([this] { handle_writable(); });
 }
 
-Connector::~Connector() { stop(); }
+Connector::~Connector() {
+  *alive_ = false;
+  stop();
+}
 
 void Connector::start(std::chrono::milliseconds delay) {
   loop_->assert_in_loop_thread();
@@ -109,8 +112,9 @@ void Connector::attempt_failed(Error error) {
   TERN_LOG_DEBUG("connect to {}: {} (attempt {}{})", server_.to_string(), error.message(),
                  failed_attempts_, will_retry ? ", will retry" : "");
   if (!will_retry) active_ = false;
+  const std::shared_ptr<bool> alive = alive_;
   if (failed_cb_) failed_cb_(error, will_retry);
-  if (!will_retry || !active_) return;  // the callback may have stopped us
+  if (!*alive || !will_retry || !active_) return;  // the callback may have stopped or destroyed us
   retry_timer_ = loop_->run_after(next_delay(), [this] {
     retry_timer_ = TimerId{};
     attempt();

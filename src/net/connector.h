@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <random>
 
 #include "base/result.h"
@@ -88,6 +89,8 @@ class Connector {
   std::minstd_rand rng_;
   ConnectedCallback connected_cb_;
   FailedCallback failed_cb_;
+  // False once destroyed: the failed callback may destroy its owner.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace tern::net

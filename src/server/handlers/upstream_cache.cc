@@ -147,11 +147,16 @@ bool UpstreamCache::answer(const Route& route, http::Exchange& exchange, Miss* m
 }
 
 void UpstreamCache::invalidate(const std::string& key) const {
-  const std::shared_ptr<const Stored> found = zone_->find(KeyHash::of(key), unix_now());
+  const int64_t now = unix_now();
+  const std::shared_ptr<const Stored> found = zone_->find(KeyHash::of(key), now);
   if (!found || found->head.key != key) return;
-  zone_->forget(*found);
-  // The marker of its variants: they go too, found by their key.
-  if ((found->head.flags & EntryHead::kVaryMarker) != 0) zone_->purge(key, false);
+  if ((found->head.flags & EntryHead::kVaryMarker) == 0) {
+    zone_->forget(*found);
+    return;
+  }
+  // The marker of its variants: one of a new epoch takes its place, and
+  // they are not found again (they age out of the zone).
+  store_marker(*zone_, key, found->head.vary, cache::new_epoch(), found->head.expires, now);
 }
 
 void UpstreamCache::purge(const Route& route, http::Exchange& exchange) const {
@@ -197,7 +202,7 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string
   if (entry && entry->head.key != key) entry = nullptr;  // another key under the same hash
   if (entry && (entry->head.flags & EntryHead::kVaryMarker) != 0) {
     const std::string variant = cache::variant_of(request, entry->head.vary);
-    entry = zone_->find(cache::variant_hash(key, variant), now);
+    entry = zone_->find(cache::variant_hash(key, entry->head.variant, variant), now);
     if (entry && (entry->head.key != key || entry->head.variant != variant)) entry = nullptr;
     if (!entry) miss->status = "tern; fwd=vary-miss";
   }

@@ -74,16 +74,16 @@ bool updates_stored(const http::Header& field) {
 }
 
 // Whether a 304 is about the stored response `head` (RFC 9111 4.3.4): it
-// names no ETag, or the entry's (a strong one only a strong one). One of
-// another representation updates nothing.
+// names no ETag, or the entry's. One of another representation updates
+// nothing. Compared weakly: an origin that compresses may weaken the ETag
+// of its 200 and not of its 304 (nginx's gzip does), and "x" against W/"x"
+// is the same response to it.
 bool about_stored(const EntryHead& head, std::span<const http::Header> fields) {
   const auto etag = std::find_if(fields.begin(), fields.end(),
                                  [](const http::Header& field) { return http::iequals(field.name, "ETag"); });
   if (etag == fields.end() || etag->value.empty()) return true;
   const std::string_view stored = head.field("ETag");
-  if (stored.empty()) return false;
-  if (!etag->value.starts_with("W/")) return stored == etag->value;
-  return files::etag_list_matches_weak(etag->value, stored);
+  return !stored.empty() && etag->value != "*" && files::etag_list_matches_weak(etag->value, stored);
 }
 
 // Indexes `entry`, the file `writer` wrote (a failure is logged).
@@ -168,7 +168,13 @@ void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> field
   head_.variant = request_ != nullptr ? cache::variant_of(*request_, head_.vary)
                                       : cache::variant_of(request_fields_, head_.vary);
   describe(status, fields, f, now, &head_);
-  hash_ = head_.vary.empty() ? key_hash_ : cache::variant_hash(key_, head_.variant);
+  if (!head_.vary.empty()) {
+    // Under the epoch of the key's marker, if it names the same fields;
+    // else under a new one, which its own marker will carry.
+    const std::shared_ptr<const Stored> marker = find_marker(*zone_, key_, key_hash_, now);
+    epoch_ = marker && marker->head.vary == head_.vary ? marker->head.variant : cache::new_epoch();
+  }
+  hash_ = head_.vary.empty() ? key_hash_ : cache::variant_hash(key_, epoch_, head_.variant);
   if (Result<void> opened = writer_.open(zone_->options().path, hash_, head_); !opened) {
     log_store_failure(zone_->options().name, opened.error());
     release(FillEnd::kSettled);
@@ -305,6 +311,9 @@ bool UpstreamCache::Tap::mismatched(http::Exchange* exchange, int64_t now) {
   // validators agree.
   TERN_LOG_WARN("cache {}: {} answered a revalidation with a 304 of another ETag; its entry is dropped",
                 zone_->options().name, key_);
+  // Gone before those waiting wake: the first of them fills it anew (a
+  // file being sent stays).
+  zone_->forget(*stale_);
   release(FillEnd::kFailed);
   if (exchange != nullptr) {
     std::string cache_status = "tern; fwd=stale; fwd-status=304; detail=mismatch";
@@ -312,7 +321,6 @@ bool UpstreamCache::Tap::mismatched(http::Exchange* exchange, int64_t now) {
     if (!exchange->writer().started()) http::write_error_page(exchange->writer(), 502);  // its file went
     exchange->request().set_cache_status("EXPIRED");
   }
-  zone_->forget(*stale_);
   return true;  // the call finishes the exchange
 }
 
@@ -331,19 +339,37 @@ void UpstreamCache::Tap::store_again(std::shared_ptr<Stored> entry, int64_t now)
 }
 
 void UpstreamCache::Tap::insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now) {
+  // A marker of another epoch came meanwhile (an unsafe method ended the
+  // variants): it stays, and this variant, stored under the old epoch, is
+  // never found.
+  const std::shared_ptr<const Stored> current = find_marker(*zone_, key_, key_hash_, now);
+  if (current && current->head.variant != epoch_) return;
+  store_marker(*zone_, key_, std::move(vary), epoch_, expires, now);
+}
+
+std::shared_ptr<const Stored> find_marker(cache::Zone& zone, const std::string& key, const cache::KeyHash& hash,
+                                          int64_t now) {
+  std::shared_ptr<const Stored> found = zone.find(hash, now);
+  if (!found || found->head.key != key || (found->head.flags & EntryHead::kVaryMarker) == 0) return nullptr;
+  return found;
+}
+
+void store_marker(cache::Zone& zone, const std::string& key, std::vector<std::string> vary, std::string epoch,
+                  int64_t expires, int64_t now) {
   auto marker = std::make_shared<Stored>();
-  marker->hash = key_hash_;
-  marker->head.key = key_;
+  marker->hash = KeyHash::of(key);
+  marker->head.key = key;
   marker->head.vary = std::move(vary);
+  marker->head.variant = std::move(epoch);
   marker->head.stored = now;
   marker->head.expires = expires;
   marker->head.flags = EntryHead::kVaryMarker;
   marker->body_in_memory = true;
   cache::EntryWriter writer;
-  if (Result<void> opened = writer.open(zone_->options().path, marker->hash, marker->head); !opened) {
-    return log_store_failure(zone_->options().name, opened.error());
+  if (Result<void> opened = writer.open(zone.options().path, marker->hash, marker->head); !opened) {
+    return log_store_failure(zone.options().name, opened.error());
   }
-  insert(*zone_, writer, std::move(marker), now);
+  insert(zone, writer, std::move(marker), now);
 }
 
 }  // namespace tern::server

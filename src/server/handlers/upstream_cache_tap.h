@@ -69,7 +69,9 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   // name (a failure leaves the old one in place), then releases the fill:
   // off the loop when the body is in a file (CacheZones::tasks()).
   void store_again(std::shared_ptr<cache::Stored> entry, int64_t now);
-  // The marker under the key alone that names the Vary fields.
+  // The marker under the key alone that names the Vary fields, with the
+  // epoch the variant was stored under (unless a marker of another epoch
+  // came meanwhile).
   void insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now);
 
   const UpstreamCache* const cache_;
@@ -81,6 +83,7 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   const bool authorized_;
   const bool fill_;
   const bool invalidate_;
+  std::string epoch_;  // of the marker its variant is stored under (a response with Vary)
   uint64_t lock_;  // the fill's ticket while the tap holds it, else 0
   const std::shared_ptr<const cache::Stored> stale_;
   std::array<http::Header, 2> conditions_;
@@ -93,5 +96,13 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   int status_ = 0;  // of the origin's final head, once it came
   bool failed_ = false;  // a stale entry answered in place of the origin's failure
 };
+
+// The marker of `key` (whose hash is `hash`) in `zone`, or null.
+std::shared_ptr<const cache::Stored> find_marker(cache::Zone& zone, const std::string& key, const cache::KeyHash& hash,
+                                                 int64_t now);
+// Stores the marker of `key`: the Vary fields `vary`, the variants' `epoch`
+// (a failure is logged).
+void store_marker(cache::Zone& zone, const std::string& key, std::vector<std::string> vary, std::string epoch,
+                  int64_t expires, int64_t now);
 
 }  // namespace tern::server
