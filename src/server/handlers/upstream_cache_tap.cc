@@ -311,16 +311,16 @@ bool UpstreamCache::Tap::mismatched(http::Exchange* exchange, int64_t now) {
   // validators agree.
   TERN_LOG_WARN("cache {}: {} answered a revalidation with a 304 of another ETag; its entry is dropped",
                 zone_->options().name, key_);
-  // Gone before those waiting wake: the first of them fills it anew (a
-  // file being sent stays).
-  zone_->forget(*stale_);
-  release(FillEnd::kFailed);
   if (exchange != nullptr) {
     std::string cache_status = "tern; fwd=stale; fwd-status=304; detail=mismatch";
     cache_->serve(*stale_, now, *exchange, cache_status);
     if (!exchange->writer().started()) http::write_error_page(exchange->writer(), 502);  // its file went
     exchange->request().set_cache_status("EXPIRED");
   }
+  // Gone (its file, once sent, too) before those waiting wake: the first
+  // of them fills it anew.
+  zone_->forget(*stale_);
+  release(FillEnd::kFailed);
   return true;  // the call finishes the exchange
 }
 
@@ -339,11 +339,12 @@ void UpstreamCache::Tap::store_again(std::shared_ptr<Stored> entry, int64_t now)
 }
 
 void UpstreamCache::Tap::insert_marker(std::vector<std::string> vary, int64_t expires, int64_t now) {
-  // A marker of another epoch came meanwhile (an unsafe method ended the
-  // variants): it stays, and this variant, stored under the old epoch, is
-  // never found.
+  // A marker of the same fields and another epoch came meanwhile (an
+  // unsafe method ended the variants): it stays, and this variant, stored
+  // under the old epoch, is never found. One of other fields gives way (the
+  // application's Vary changed), as before.
   const std::shared_ptr<const Stored> current = find_marker(*zone_, key_, key_hash_, now);
-  if (current && current->head.variant != epoch_) return;
+  if (current && current->head.vary == vary && current->head.variant != epoch_) return;
   store_marker(*zone_, key_, std::move(vary), epoch_, expires, now);
 }
 

@@ -532,17 +532,19 @@ def test_a_fill_asks_for_the_whole_response_and_counts_the_origins_age(tern_fact
     assert 490 <= int(status(hit).split("ttl=")[1]) <= 500
 
 
-def test_a_304_that_names_another_etag_updates_nothing_and_the_entry_goes(tern_factory, origin, tmp_path):
+@pytest.mark.parametrize("size", [100, 300_000], ids=["memory", "file"])
+def test_a_304_that_names_another_etag_updates_nothing_and_the_entry_goes(tern_factory, origin, tmp_path, size):
     """RFC 9111 4.3.4: a 304 whose strong ETag is not the entry's is about
     another representation. The entry is not given its fields (the old body
     would go out under the new ETag): this client has the entry as it was
     stored, and the next request fills the key anew."""
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     # Stale as it comes (Age beyond max-age, kept for its ETag): each request revalidates.
-    target = url("/cached/mm", "Cache-Control: max-age=1", "Age: 5", 'ETag: "v1"', h304='ETag: "v2"')
-    assert srv.get(target).body.startswith(b"origin #1")
+    target = url("/cached/mm", "Cache-Control: max-age=1", "Age: 5", 'ETag: "v1"', h304='ETag: "v2"', n=str(size))
+    first = srv.get(target).body
+    assert first.startswith(b"origin #1") and len(first) == size
     old = srv.get(target)
-    assert old.status == 200 and old.body.startswith(b"origin #1") and old.header("ETag") == '"v1"'
+    assert old.status == 200 and old.body == first and old.header("ETag") == '"v1"'
     assert status(old) == "tern; fwd=stale; fwd-status=304; detail=mismatch", status(old)
     assert srv.wait_for_log("answered a revalidation with a 304 of another ETag")
     again = srv.get(target)
@@ -586,6 +588,22 @@ def test_a_success_to_an_unsafe_method_ends_the_entry_of_its_target(tern_factory
     srv.get(varied, method="POST")
     for lang in ("en", "de"):
         assert not is_hit(srv.get(varied, [("X-Lang", lang)])), lang
+        assert is_hit(srv.get(varied, [("X-Lang", lang)])), lang  # kept again
+
+
+def test_a_key_whose_vary_changes_is_kept_under_the_new_fields(tern_factory, origin, tmp_path):
+    """The application's Vary for a key changes: the entries made after it
+    are found (the key's marker names the new fields)."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache", {"key": "$uri"}))
+    before = url("/cached/vc", "Cache-Control: max-age=60", "Vary: X-Lang")
+    after = url("/cached/vc", "Cache-Control: max-age=60", "Vary: X-Other")
+    srv.get(before, [("X-Lang", "en")])
+    assert is_hit(srv.get(before, [("X-Lang", "en")]))
+    changed = srv.get(after, [("X-Lang", "de"), ("X-Other", "1")])
+    assert status(changed) == "tern; fwd=vary-miss" and changed.body.startswith(b"origin #2")
+    again = srv.get(after, [("X-Lang", "fr"), ("X-Other", "1")])
+    assert is_hit(again) and again.body.startswith(b"origin #2")
+    assert origin_count(origin) == 2
 
 
 def test_a_304_from_the_entry_says_what_a_compressed_200_would(tern_factory, origin, tmp_path):
