@@ -232,6 +232,25 @@ class ResponseTap {
                               std::span<const http::Header> /*fields*/, bool /*failure*/) {
     return false;
   }
+  // How the client is answered from a response the call relays (a
+  // status and a range of its body). A tap that had the request go to the
+  // upstream without its preconditions and Range (a cache filling its
+  // entry wants the whole response) evaluates them on the response's head
+  // here, as the upstream would have, and as nginx does for a response it
+  // caches: 304, 412 or 416, the head alone, the call reading on for the
+  // tap as when the client goes away (see above); 206, one range of the
+  // body, the call reading on for the tap once the range has gone out.
+  // Asked after answer_instead() with the same status and fields, and the
+  // body's length when the upstream gave one; not when the client has gone.
+  struct ClientAnswer {
+    int status = 0;       // 0: the response as it comes
+    uint64_t offset = 0;  // 206: the range of the body
+    uint64_t length = 0;
+  };
+  virtual ClientAnswer client_answer(int /*status*/, std::span<const http::Header> /*fields*/,
+                                     std::optional<uint64_t> /*length*/) {
+    return {};
+  }
   // Whether the tap still wants the rest of the response: asked when the
   // client goes away (true: the call reads on for the tap, see above), and
   // after each step while it does.
@@ -312,6 +331,17 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   void tunnel_from_upstream(net::Buffer& input);
   void end_tunnel(std::string_view why);
   bool write_response_head();
+  // The client's answer is a head alone (ResponseTap::client_answer: 304,
+  // 412, 416): written, then the client is handed off. False if the call
+  // ended.
+  bool answer_head_alone(const ResponseHead& head, const ResponseTap::ClientAnswer& answer);
+  // A piece of the body at `at`, of which the client takes what lies in
+  // its range (window_); once that is whole, the client is handed off.
+  bool relay_window(std::string_view data, uint64_t at);
+  // The client's response is whole before the upstream's (a head alone, a
+  // range): it is finished, and the call reads on for the tap while the
+  // tap wants the rest. False if the call ended.
+  bool hand_off_client();
   // The response head, for the tap alone (the client went). False if the
   // call ended.
   bool tap_response_head();
@@ -321,6 +351,9 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   // The head to the tap: relayed_ (the fields as relayed), then the
   // upstream's Date and X-Accel-Expires.
   void show_tap_head(const ResponseHead& head);
+  // The same, relayed_ made first from the head: a response the client
+  // does not get as it is.
+  void show_tap_relayed_head(const ResponseHead& head);
   // A Location or Refresh value as relayed (see CallOptions::rewrite_from).
   std::string_view relayed_value(const http::Header& field);
   bool relay(std::string_view data);
@@ -370,6 +403,11 @@ class Call final : public http::ExchangeJob, private net::ConnectionPool::User {
   // they are (relayed_ views them) and which allocates nothing until used.
   std::list<std::string> rewritten_;
   uint64_t tapped_ = 0;     // body bytes the tap has seen
+  // A 206 in place of the whole response (ResponseTap::client_answer): the
+  // range of the body relayed, as [begin, end) (end 0: the whole body).
+  uint64_t window_begin_ = 0;
+  uint64_t window_end_ = 0;
+  bool window_full_ = false;  // the range went out; the client waits to be handed off
   std::vector<http::Header> relayed_;  // the head's relayed fields, for the tap
   net::TimerId read_timer_;
   std::chrono::steady_clock::time_point first_try_;

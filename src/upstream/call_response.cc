@@ -4,9 +4,12 @@
 #include "upstream/call.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "base/log.h"
+#include "http/error_page.h"
+#include "http/range.h"
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 #include "upstream/group.h"
@@ -33,13 +36,36 @@ bool is_unrelayed_field(std::string_view name) {
          (name.size() > kAccel.size() && http::iequals(name.substr(0, kAccel.size()), kAccel));
 }
 
+namespace {
+
+// A field of the upstream's head to the client. `coded`: the body is
+// compressed on the way.
+void write_field(http::ResponseWriter& writer, std::string_view name, std::string_view value, bool coded) {
+  if (coded && http::iequals(name, "ETag") && !value.starts_with("W/")) {
+    // Another representation: its validator can only be weak.
+    writer.header(name, "W/" + std::string(value));
+  } else if (!(writer.varies() && http::iequals(name, "Vary") && http::iequals(value, "Accept-Encoding"))) {
+    writer.header(name, value);
+  }
+}
+
+// Whether a 200's body is compressed on the way to the client (a
+// location's compression), unless the upstream coded it.
+bool compressed_on_the_way(http::ResponseWriter& writer, const ResponseHead& head) {
+  return head.status == 200 && head.header("Content-Encoding").empty() &&
+         writer.compress_for(head.header("Content-Type"), head.content_length) != http::Coding::kIdentity;
+}
+
+}  // namespace
+
 bool Call::on_body_data(std::string_view data) {
   if (data.empty()) return true;
+  const uint64_t at = tapped_;
   if (tap_) {
     tap_->on_body(data);
     tapped_ += data.size();
   }
-  if (exchange_ != nullptr) return relay(data);
+  if (exchange_ != nullptr) return window_end_ != 0 ? relay_window(data, at) : relay(data);
   // The client went: read on only while the tap wants the rest.
   if (tap_ && tap_->wants_rest()) return true;
   done();
@@ -69,6 +95,17 @@ void Call::show_tap_head(const ResponseHead& head) {
     if (is_freshness_field(field.name)) relayed_.push_back(field);
   }
   tap_->on_head(head.status, relayed_);
+}
+
+void Call::show_tap_relayed_head(const ResponseHead& head) {
+  relayed_.clear();
+  rewritten_.clear();
+  for (const http::Header& field : head.headers) {
+    if (!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) {
+      relayed_.push_back({field.name, relayed_value(field)});
+    }
+  }
+  show_tap_head(head);
 }
 
 bool Call::next_server_for(int status) {
@@ -109,14 +146,7 @@ bool Call::tap_response_head() {
     return false;
   }
   response_started_ = true;
-  relayed_.clear();
-  rewritten_.clear();
-  for (const http::Header& field : head.headers) {
-    if (!is_unrelayed_field(field.name) && !codec_->hop_field(field.name)) {
-      relayed_.push_back({field.name, relayed_value(field)});
-    }
-  }
-  show_tap_head(head);
+  show_tap_relayed_head(head);
   if (tap_->wants_rest()) return true;
   done();
   return false;
@@ -159,24 +189,24 @@ bool Call::write_response_head() {
       return false;
     }
   }
+  const ResponseTap::ClientAnswer answer =
+      tap_ ? tap_->client_answer(status, relayed_, head.content_length) : ResponseTap::ClientAnswer{};
+  if (answer.status != 0 && answer.status != 206) return answer_head_alone(head, answer);
+  const bool ranged = answer.status == 206;
   http::ResponseWriter& writer = exchange_->writer();
-  // Compressed on the way (a location's compression) unless the upstream coded it.
-  const bool coded = status == 200 && head.header("Content-Encoding").empty() &&
-                     writer.compress_for(head.header("Content-Type"), head.content_length) !=
-                         http::Coding::kIdentity;
-  writer.start(status, head.reason);
+  // A range is of the body as it came.
+  const bool coded = !ranged && compressed_on_the_way(writer, head);
+  if (ranged) {
+    writer.start(206);
+  } else {
+    writer.start(status, head.reason);
+  }
   relayed_.clear();
   rewritten_.clear();
   for (const http::Header& field : head.headers) {
     if (is_unrelayed_field(field.name) || codec_->hop_field(field.name)) continue;
     const std::string_view value = relayed_value(field);
-    if (coded && http::iequals(field.name, "ETag") && !value.starts_with("W/")) {
-      // Another representation: its validator can only be weak.
-      writer.header(field.name, "W/" + std::string(value));
-    } else if (!(writer.varies() && http::iequals(field.name, "Vary") &&
-                 http::iequals(value, "Accept-Encoding"))) {
-      writer.header(field.name, value);
-    }
+    write_field(writer, field.name, value, coded);
     if (tap_) relayed_.push_back({field.name, value});
   }
   if (!options_.extra_header_name.empty()) {
@@ -186,12 +216,71 @@ bool Call::write_response_head() {
   buffer_response_ =
       options_.response_buffering && !http::iequals(head.header("X-Accel-Buffering"), "no");
   if (buffer_response_) response_.configure(options_.response_memory, options_.temp_dir);
-  if (head.content_length) {
+  if (ranged) {
+    std::array<char, http::kContentRangeMaxSize> range;
+    writer.header("Content-Range", http::format_content_range(answer.offset, answer.length,
+                                                              head.content_length.value_or(0), range));
+    window_begin_ = answer.offset;
+    window_end_ = answer.offset + answer.length;
+    writer.begin_stream(answer.length);
+  } else if (head.content_length) {
     writer.begin_stream(*head.content_length);
   } else {
     writer.begin_stream();
   }
   return true;
+}
+
+bool Call::answer_head_alone(const ResponseHead& head, const ResponseTap::ClientAnswer& answer) {
+  http::ResponseWriter& writer = exchange_->writer();
+  if (answer.status == 412) {
+    http::write_error_page(writer, 412, {options_.extra_header_name, options_.extra_header_value});
+  } else {
+    // The fields the 200 would carry (its ETag weak when it would be
+    // compressed: RFC 9110 15.4.5), less those of its body, as nginx's
+    // not-modified filter keeps them.
+    const bool coded = answer.status == 304 && compressed_on_the_way(writer, head);
+    writer.start(answer.status);
+    for (const http::Header& field : head.headers) {
+      if (is_unrelayed_field(field.name) || codec_->hop_field(field.name) ||
+          http::iequals(field.name, "Content-Type") || http::iequals(field.name, "Content-Encoding") ||
+          http::iequals(field.name, "Content-Range") || http::iequals(field.name, "Accept-Ranges")) {
+        continue;
+      }
+      write_field(writer, field.name, relayed_value(field), coded);
+    }
+    if (!options_.extra_header_name.empty()) {
+      writer.header(options_.extra_header_name, options_.extra_header_value);
+    }
+    if (answer.status == 416) {
+      std::array<char, http::kContentRangeMaxSize> range;
+      writer.header("Content-Range", http::format_unsatisfied_range(head.content_length.value_or(0), range));
+    }
+    writer.end();
+  }
+  // The tap sees the response as it comes from the upstream.
+  show_tap_relayed_head(head);
+  return hand_off_client();
+}
+
+bool Call::relay_window(std::string_view data, uint64_t at) {
+  const uint64_t begin = std::max(at, window_begin_);
+  const uint64_t end = std::min(at + data.size(), window_end_);
+  if (begin < end && !relay(data.substr(begin - at, end - begin))) return false;
+  if (at + data.size() < window_end_ || window_full_) return true;
+  window_full_ = true;
+  if (!response_.empty()) return true;  // handed off once that has gone out (on_client_drained)
+  return hand_off_client();
+}
+
+bool Call::hand_off_client() {
+  http::Exchange* exchange = exchange_;
+  if (window_end_ != 0) exchange->writer().end_stream();
+  const bool reading_on = read_on_for_tap(*exchange);
+  exchange_ = nullptr;
+  if (!reading_on) done();
+  exchange->finish();
+  return reading_on;
 }
 
 // To the client if it keeps up, else into the spool behind what waits
@@ -245,6 +334,10 @@ void Call::on_client_drained() {
   if (exchange_ == nullptr) return;  // its last flush ended the client's side
   if (!response_.empty()) return;  // more when the client has taken this
   if (upstream_done_) return end_response();
+  if (window_full_) {
+    hand_off_client();
+    return;
+  }
   resume_upstream();
 }
 

@@ -268,6 +268,7 @@ struct TapRecord {
   bool wants_after_head = false;
   std::string gone_target;       // on_client_gone's request
   int status_when_gone = -1;
+  ResponseTap::ClientAnswer answer;  // what client_answer() says
 };
 
 class RecordingTap final : public ResponseTap {
@@ -285,6 +286,10 @@ class RecordingTap final : public ResponseTap {
   void on_client_gone(const http::Request& request) override {
     record_->gone_target = request.target();
     record_->status_when_gone = record_->status;
+  }
+  ClientAnswer client_answer(int /*status*/, std::span<const http::Header> /*fields*/,
+                             std::optional<uint64_t> /*length*/) override {
+    return record_->answer;
   }
 
  private:
@@ -956,6 +961,71 @@ TEST_F(CallTest, TapThatGivesUpAfterTheClientLeftEndsTheCall) {
   EXPECT_EQ(seen.status, 200);
   EXPECT_EQ(seen.ends, std::vector<bool>{false});
   // Mid-response: the connection cannot be reused.
+  EXPECT_TRUE(turn_until([&] { return app_.closes == 1; }));
+  EXPECT_EQ(pool_.connections(), 0u);
+}
+
+// ---- The client answered apart from the response (a cache's fill) ----
+
+TEST_F(CallTest, ARangeGoesToTheClientAndTheWholeBodyToTheTap) {
+  TapRecord seen;
+  seen.wants_before_head = seen.wants_after_head = true;
+  seen.answer = {206, 1000, 2000};
+  tap_ = std::make_unique<RecordingTap>(&seen);
+  const std::string body = pattern(100 * 1024);
+  app_.reply(trickle(answer("Content-Type: text/plain\r\nContent-Length: 102400\r\n\r\n" + body), 8 * 1024));
+  MemoryExchange ex(&loop_, std::string(kGet));
+  call(ex);
+  // The client has its range, whole, before the application is done.
+  ASSERT_TRUE(turn_until([&] { return ex.finished(); }));
+  EXPECT_TRUE(seen.ends.empty());
+  testing::ParsedResponse r = ex.response();
+  EXPECT_TRUE(r.head.starts_with("HTTP/1.1 206 Partial Content\r\n")) << r.head;
+  EXPECT_EQ(r.header("Content-Range"), "bytes 1000-2999/102400");
+  EXPECT_EQ(r.header("Content-Length"), "2000");
+  EXPECT_TRUE(r.complete);
+  EXPECT_TRUE(r.body == body.substr(1000, 2000)) << "the range differs";
+  // The call reads on for the tap, and the connection goes back.
+  ASSERT_TRUE(turn_until([&] { return !seen.ends.empty(); }));
+  EXPECT_EQ(seen.status, 200);
+  EXPECT_TRUE(seen.body == body) << "the tap's body differs";
+  EXPECT_EQ(seen.ends, std::vector<bool>{true});
+  EXPECT_TRUE(turn_until([&] { return pool_.idle() == 1; }));
+  EXPECT_EQ(app_.closes, 0);
+}
+
+TEST_F(CallTest, ANotModifiedGoesToTheClientAndTheWholeBodyToTheTap) {
+  TapRecord seen;
+  seen.wants_before_head = seen.wants_after_head = true;
+  seen.answer = {304};
+  tap_ = std::make_unique<RecordingTap>(&seen);
+  const std::string body = pattern(64 * 1024);
+  app_.reply(trickle(answer("Content-Type: text/plain\r\nETag: \"a\"\r\n\r\n" + body), 8 * 1024));
+  MemoryExchange ex(&loop_, std::string(kGet));
+  call(ex);
+  ASSERT_TRUE(turn_until([&] { return ex.finished(); }));
+  testing::ParsedResponse r = ex.response();
+  EXPECT_TRUE(r.head.starts_with("HTTP/1.1 304 Not Modified\r\n")) << r.head;
+  EXPECT_EQ(r.header("ETag"), "\"a\"");
+  EXPECT_EQ(r.header("Content-Type"), "");
+  EXPECT_TRUE(r.body.empty());
+  ASSERT_TRUE(turn_until([&] { return !seen.ends.empty(); }));
+  EXPECT_TRUE(seen.body == body) << "the tap's body differs";
+  EXPECT_EQ(seen.ends, std::vector<bool>{true});
+  EXPECT_TRUE(turn_until([&] { return pool_.idle() == 1; }));
+}
+
+TEST_F(CallTest, APreconditionFailedEndsTheCallWhenTheTapWantsNothingMore) {
+  TapRecord seen;
+  seen.wants_before_head = true;  // and not once it has seen the head
+  seen.answer = {412};
+  tap_ = std::make_unique<RecordingTap>(&seen);
+  app_.reply(trickle(answer("Content-Type: text/plain\r\n\r\n" + pattern(100 * 1024)), 8 * 1024));
+  MemoryExchange ex(&loop_, std::string(kGet));
+  call(ex);
+  ASSERT_TRUE(turn_until([&] { return ex.finished(); }));
+  EXPECT_TRUE(ex.response().head.starts_with("HTTP/1.1 412 ")) << ex.response().head;
+  EXPECT_EQ(seen.ends, std::vector<bool>{false});
   EXPECT_TRUE(turn_until([&] { return app_.closes == 1; }));
   EXPECT_EQ(pool_.connections(), 0u);
 }

@@ -23,6 +23,10 @@
 // fills the entry as it streams to the client (the Tap,
 // upstream_cache_tap.h); a client that goes away leaves the call reading
 // on for the entry until the Tap knows it stores nothing (upstream/call.h).
+// A request that fills goes without its preconditions and Range, which
+// are answered from the response instead, as the entry answers them (a
+// 304 or 412, the head alone; a 206 once its range has come): the call
+// then reads on for the entry as for a client that went.
 // With `lock` (the default), one request fills a key at a time: the others
 // that miss it wait for that fill, up to lock_timeout, then are answered
 // from the entry it made ("fwd=uri-miss; collapsed"), even when that has
@@ -89,12 +93,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "cache/freshness.h"
 #include "cache/zone.h"
+#include "http/range.h"
 #include "server/config/cache_config.h"
 #include "server/handlers/variable_text.h"
 #include "upstream/call.h"
@@ -179,6 +185,19 @@ class UpstreamCache {
   // Starts the call with a tap when the cache has a part in the response;
   // `lock`: the ticket of the fill of its key it holds (0: none).
   void go(http::Exchange& exchange, Miss& miss, const Fetch& fetch, bool fill, uint64_t lock) const;
+  // What a request's preconditions, conditional fields and Range make of
+  // a 200 with these validators (RFC 9110 13.2.2: If-Match and
+  // If-Unmodified-Since first, then If-None-Match or If-Modified-Since),
+  // and for a GET of a body of known size its Range (14.2: one range,
+  // If-Range compared strongly). Asked of an entry that answers, and of a
+  // fill's response, whose request went to the application without them.
+  struct Conditional {
+    enum Kind : uint8_t { kWhole, kPreconditionFailed, kNotModified, kRange, kUnsatisfiable };
+    Kind kind = kWhole;
+    http::RangeResult range;  // kRange
+  };
+  static Conditional conditional(const http::Request& request, std::string_view etag, std::string_view last_modified,
+                                 std::optional<uint64_t> body_size);
   // Answers from `entry` with `status` as its Cache-Status (empty: a hit's,
   // "tern; hit; ttl=N"). Leaves the exchange unstarted when the entry's
   // file went.

@@ -41,6 +41,42 @@ void write_stored_field(http::ResponseWriter& w, bool coded, const std::string& 
 
 }  // namespace
 
+UpstreamCache::Conditional UpstreamCache::conditional(const http::Request& request, std::string_view etag,
+                                                      std::string_view last_modified,
+                                                      std::optional<uint64_t> body_size) {
+  std::string_view if_match, if_unmodified_since;
+  for (const http::Header& field : request.headers()) {
+    if (field.id != http::FieldId::kOther) continue;
+    if (if_match.empty() && http::iequals(field.name, "If-Match")) if_match = field.value;
+    if (if_unmodified_since.empty() && http::iequals(field.name, "If-Unmodified-Since")) {
+      if_unmodified_since = field.value;
+    }
+  }
+  if ((!if_match.empty() || !if_unmodified_since.empty()) &&
+      files::precondition_failed(if_match, if_unmodified_since, etag, http::parse_http_date(last_modified))) {
+    return {Conditional::kPreconditionFailed, {}};
+  }
+  bool not_modified = false;
+  if (const std::string_view inm = request.header(http::FieldId::kIfNoneMatch); !inm.empty()) {
+    not_modified = files::etag_list_matches_weak(inm, etag);  // "*" matches a response without ETag too
+  } else if (const std::string_view ims = request.header(http::FieldId::kIfModifiedSince); !ims.empty()) {
+    const std::optional<time_t> since = http::parse_http_date(ims);
+    const std::optional<time_t> modified = http::parse_http_date(last_modified);
+    not_modified = since && modified && *modified <= *since;
+  }
+  if (not_modified) return {Conditional::kNotModified, {}};
+  if (!body_size || request.method() != http::Method::kGet) return {};
+  const std::string_view if_range = request.header(http::FieldId::kIfRange);
+  if (!if_range.empty() && !(!etag.empty() && if_range == etag && !etag.starts_with("W/")) &&
+      !(!last_modified.empty() && if_range == last_modified)) {
+    return {};
+  }
+  const http::RangeResult range = http::parse_range(request.header(http::FieldId::kRange), *body_size);
+  if (range.kind == http::RangeKind::kSingle) return {Conditional::kRange, range};
+  if (range.kind == http::RangeKind::kUnsatisfiable) return {Conditional::kUnsatisfiable, {}};
+  return {};
+}
+
 void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exchange, std::string_view given) const {
   const http::Request& request = exchange.request();
   const EntryHead& head = entry.head;
@@ -54,38 +90,16 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
     writer.header("Cache-Status", status);
   };
 
-  // Conditional requests, answered from the entry's validators (RFC 9110
-  // 13.2.2: the preconditions first, then If-None-Match or
-  // If-Modified-Since).
-  const std::string_view etag = head.field("ETag");
-  const std::string_view last_modified = head.field("Last-Modified");
-  bool not_modified = false;
-  if (head.status == 200) {
-    std::string_view if_match, if_unmodified_since;
-    for (const http::Header& field : request.headers()) {
-      if (field.id != http::FieldId::kOther) continue;
-      if (if_match.empty() && http::iequals(field.name, "If-Match")) if_match = field.value;
-      if (if_unmodified_since.empty() && http::iequals(field.name, "If-Unmodified-Since")) {
-        if_unmodified_since = field.value;
-      }
-    }
-    if ((!if_match.empty() || !if_unmodified_since.empty()) &&
-        files::precondition_failed(if_match, if_unmodified_since, etag, http::parse_http_date(last_modified))) {
-      return http::write_error_page(w, 412);
-    }
-    if (const std::string_view inm = request.header(http::FieldId::kIfNoneMatch); !inm.empty()) {
-      not_modified = files::etag_list_matches_weak(inm, etag);  // "*" matches an entry without ETag too
-    } else if (const std::string_view ims = request.header(http::FieldId::kIfModifiedSince); !ims.empty()) {
-      const std::optional<time_t> since = http::parse_http_date(ims);
-      const std::optional<time_t> modified = http::parse_http_date(last_modified);
-      not_modified = since && modified && *modified <= *since;
-    }
-  }
+  // The request's conditions, answered from the entry's validators.
+  const Conditional answer = head.status == 200
+                                 ? conditional(request, head.field("ETag"), head.field("Last-Modified"), head.body_size)
+                                 : Conditional{};
+  if (answer.kind == Conditional::kPreconditionFailed) return http::write_error_page(w, 412);
   // Whether a 200 would be compressed on the way (its ETag then weak):
   // a 304 says what the 200 would (RFC 9110 15.4.5), Vary included.
   const bool compressible = head.status == 200 && head.field("Content-Encoding").empty() &&
                             (entry.body_in_memory || head.body_size <= kCompressFromFile);
-  if (not_modified) {
+  if (answer.kind == Conditional::kNotModified) {
     const bool coded =
         compressible && w.compress_for(head.field("Content-Type"), head.body_size) != http::Coding::kIdentity;
     w.start(304);
@@ -111,13 +125,8 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
 
   // One range of a whole body.
   http::RangeResult range;
-  if (head.status == 200 && request.method() == http::Method::kGet) {
-    const std::string_view if_range = request.header(http::FieldId::kIfRange);
-    if (if_range.empty() || (!etag.empty() && if_range == etag && !etag.starts_with("W/")) ||
-        (!last_modified.empty() && if_range == last_modified)) {
-      range = http::parse_range(request.header(http::FieldId::kRange), head.body_size);
-    }
-  }
+  if (answer.kind == Conditional::kRange) range = answer.range;
+  if (answer.kind == Conditional::kUnsatisfiable) range.kind = http::RangeKind::kUnsatisfiable;
   std::string read;  // a file's body, read to be compressed
   if (range.kind == http::RangeKind::kNone && compressible) {
     if (w.compress_for(head.field("Content-Type"), head.body_size) != http::Coding::kIdentity &&

@@ -243,6 +243,32 @@ bool UpstreamCache::Tap::answer_instead(http::Exchange* client, int status, std:
   return true;  // the call finishes the exchange
 }
 
+upstream::ResponseTap::ClientAnswer UpstreamCache::Tap::client_answer(int status,
+                                                                     std::span<const http::Header> fields,
+                                                                     std::optional<uint64_t> length) {
+  // Only a fill asks for the whole response (Asks::whole_response).
+  if (!fill_ || request_ == nullptr || status != 200) return {};
+  std::string_view etag, last_modified;
+  for (const http::Header& field : fields) {
+    if (etag.empty() && http::iequals(field.name, "ETag")) etag = field.value;
+    if (last_modified.empty() && http::iequals(field.name, "Last-Modified")) last_modified = field.value;
+  }
+  const Conditional answer = conditional(*request_, etag, last_modified, length);
+  switch (answer.kind) {
+    case Conditional::kPreconditionFailed:
+      return {412};
+    case Conditional::kNotModified:
+      return {304};
+    case Conditional::kRange:
+      return {206, answer.range.offset, answer.range.length};
+    case Conditional::kUnsatisfiable:
+      return {416};
+    case Conditional::kWhole:
+      break;
+  }
+  return {};
+}
+
 FillEnd UpstreamCache::Tap::unfilled(bool cut_short) const {
   // A server error is the origin failing as much as no answer is: the next
   // request may well be answered, and those waiting send it one at a time.

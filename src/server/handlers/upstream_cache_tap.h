@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,6 +47,10 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   void on_end(bool complete) override;
   bool answer_instead(http::Exchange* exchange, int status, std::span<const http::Header> fields,
                       bool failure) override;
+  // A fill's request went without the client's preconditions and Range:
+  // they are evaluated on a 200 here (UpstreamCache::conditional()).
+  ClientAnswer client_answer(int status, std::span<const http::Header> fields,
+                             std::optional<uint64_t> length) override;
   // Until the response is known not to be stored.
   bool wants_rest() const override { return fill_ && (!head_seen_ || writer_.is_open()); }
   // Keeps the request's fields for a Vary the head may name.

@@ -214,6 +214,89 @@ def test_conditional_and_range_requests_are_answered_from_the_entry(tern_factory
 
 
 @pytest.mark.parametrize("size", [100, 300_000], ids=["memory", "file"])
+def test_a_miss_answers_the_clients_conditions_and_range_from_the_response(tern_factory, origin, tmp_path, size):
+    """The fill asks the origin for the whole response; the client's
+    preconditions, conditional fields and Range are then answered from it
+    as they would be from the entry (nginx answers a cacheable response's
+    the same way), and the entry is stored whole all the same."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    modified = "Tue, 01 Dec 2026 10:00:00 GMT"
+
+    def target(name, *fields):
+        return url(f"/cached/{name}", "Cache-Control: max-age=60", 'ETag: "m1"', f"Last-Modified: {modified}",
+                   *fields, n=str(size))
+
+    cases = [
+        ("inm", [("If-None-Match", '"m0", "m1"')], 304),
+        ("ims", [("If-Modified-Since", modified)], 304),
+        ("inm-other", [("If-None-Match", '"m2"')], 200),
+        ("if-match", [("If-Match", '"m2"')], 412),
+        ("ius", [("If-Unmodified-Since", "Mon, 30 Nov 2026 10:00:00 GMT")], 412),
+        ("range", [("Range", "bytes=10-49")], 206),
+        ("suffix", [("Range", f"bytes=-{size // 2}")], 206),
+        ("outside", [("Range", f"bytes={size}-")], 416),
+        ("if-range-other", [("Range", "bytes=0-9"), ("If-Range", '"m0"')], 200),
+        ("if-range", [("Range", "bytes=0-9"), ("If-Range", '"m1"')], 206),
+    ]
+    with srv.connect() as conn:
+        for name, fields, code in cases:
+            got = conn.get(target(name, "X-Kept: yes"), fields)
+            assert got.status == code, (name, got.status)
+            assert status(got) == "tern; fwd=uri-miss", name
+            assert json.loads(origin.get("/cachedlast").body)["if_none_match"] is None
+            hit = conn.get(target(name, "X-Kept: yes"))  # the connection is in step, and the entry whole
+            assert is_hit(hit) and len(hit.body) == size, name
+            whole = hit.body
+            assert whole.startswith(b"origin #") and f"/cached/{name}".encode() in whole
+            if code == 304:
+                assert got.body == b"" and got.header("ETag") == '"m1"' and got.header("X-Kept") == "yes"
+                assert got.header("Last-Modified") == modified and got.header("Cache-Control") == "max-age=60"
+                assert got.header("Content-Type") is None
+            if code == 206:
+                first, last = (10, 49) if name == "range" else (size - size // 2, size - 1) \
+                    if name == "suffix" else (0, 9)
+                assert got.body == whole[first:last + 1], name
+                assert got.header("Content-Range") == f"bytes {first}-{last}/{size}"
+                assert got.header("Content-Length") == str(last - first + 1)
+            if code == 416:
+                assert got.header("Content-Range") == f"bytes */{size}" and got.body == b""
+            if code == 200:
+                assert got.body == whole
+    assert origin_count(origin) == len(cases)
+    # A HEAD is answered the head of a 200, Range or not.
+    head = srv.get(target("head"), [("Range", "bytes=0-9")], method="HEAD")
+    assert head.status == 200 and head.header("Content-Length") == str(size) and head.body == b""
+    # A response that is not stored is answered the same way.
+    no_store = url("/cached/ns", "Cache-Control: no-store", 'ETag: "n1"', n=str(size))
+    part = srv.get(no_store, [("Range", "bytes=5-14")])
+    assert part.status == 206 and len(part.body) == 10
+    assert srv.get(no_store, [("If-None-Match", '"n1"')]).status == 304
+    assert origin_count(origin) == len(cases) + 3
+    assert srv.get(url("/cached/alive")).status == 200
+
+
+def test_a_range_on_a_miss_is_answered_before_the_origin_has_sent_the_rest(tern_factory, origin, tmp_path):
+    """The client's range goes out as soon as it has come; the call reads
+    on for the entry without the client, which may send its next request
+    on the same connection meanwhile."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    slow = url("/cached/slow", "Cache-Control: max-age=60", n="200000", body_delay="2")
+    with srv.connect() as conn:
+        began = time.monotonic()
+        part = conn.get(slow, [("Range", "bytes=0-99")])
+        assert part.status == 206 and part.body.startswith(b"origin #1 /cached/slow") and len(part.body) == 100
+        assert time.monotonic() - began < 1.5
+        other = conn.get(url("/cached/other", "Cache-Control: max-age=60"))
+        assert other.status == 200 and time.monotonic() - began < 1.5
+        # From the entry the call filled for the range's request (at once,
+        # or once the origin's rest has come).
+        hit = conn.get(slow)
+        assert is_hit(hit) or status(hit) == "tern; fwd=uri-miss; collapsed", status(hit)
+        assert len(hit.body) == 200_000 and hit.body[:100] == part.body
+    assert origin_count(origin) == 2
+
+
+@pytest.mark.parametrize("size", [100, 300_000], ids=["memory", "file"])
 def test_a_head_that_misses_fills_the_entry_with_a_get(tern_factory, origin, tmp_path, size):
     # nginx's proxy_cache_convert_head (on by default): the application is
     # asked GET, the entry keeps the body, the HEAD gets the head alone with
@@ -523,11 +606,13 @@ def test_a_fill_asks_for_the_whole_response_and_counts_the_origins_age(tern_fact
     srv = tern_factory(cached_site(origin, tmp_path / "cache"))
     target = url("/cached/whole", "Cache-Control: max-age=600", 'ETag: "w"', "Age: 100", n="1000")
     # A client's preconditions and Range do not go up with a fill: the
-    # origin sends the whole response, which is kept.
+    # origin sends the whole response, which is kept, and the client's
+    # If-None-Match is answered from it.
     first = srv.get(target, [("If-None-Match", '"w"'), ("Range", "bytes=0-9")])
-    assert first.status == 200 and len(first.body) == 1000
+    assert first.status == 304 and first.body == b"" and first.header("ETag") == '"w"'
+    assert json.loads(origin.get("/cachedlast").body)["if_none_match"] is None
     hit = srv.get(target)
-    assert is_hit(hit) and hit.body == first.body
+    assert is_hit(hit) and len(hit.body) == 1000 and hit.body.startswith(b"origin #1")
     assert hit.header_all("Age") == [hit.header("Age")] and 100 <= int(hit.header("Age")) <= 110
     assert 490 <= int(status(hit).split("ttl=")[1]) <= 500
 
@@ -624,6 +709,12 @@ def test_a_304_from_the_entry_says_what_a_compressed_200_would(tern_factory, ori
     # Without gzip, the strong ETag (the 200 is sent as stored), and still Vary.
     plain = srv.get(target, [("If-None-Match", '"z1"')])
     assert plain.status == 304 and plain.header("ETag") == '"z1"' and plain.header("Vary") == "Accept-Encoding"
+    # And so has the 304 a miss answers from the response it fills with.
+    cold = srv.get(url("/cached/z2", "Cache-Control: max-age=60", 'ETag: "z2"', n="2000"),
+                   gzip + [("If-None-Match", 'W/"z2"')])
+    assert cold.status == 304 and status(cold) == "tern; fwd=uri-miss"
+    assert cold.header("ETag") == 'W/"z2"' and cold.header("Vary") == "Accept-Encoding"
+    assert cold.header("Content-Encoding") is None
 
 
 def test_of_two_age_fields_the_first_counts_for_the_lifetime_and_the_age_alike(tern_factory, origin, tmp_path):

@@ -59,6 +59,14 @@ def steps():
         ("sleep", 1.5),
         ("GET after an abandoned fill", "GET", url("/cached/left", "Cache-Control: max-age=60", n="100000",
                                                    body_delay="1"), ()),
+        # A miss's client conditions and Range are answered from the
+        # response the fill asked for whole (nginx: for a cacheable one).
+        ("cold conditional", "GET", url("/cached/coldc", "Cache-Control: max-age=60", 'ETag: "c1"'),
+         (("If-None-Match", '"c1"'),)),
+        ("cold conditional then hit", "GET", url("/cached/coldc", "Cache-Control: max-age=60", 'ETag: "c1"'), ()),
+        ("cold range", "GET", url("/cached/coldr", "Cache-Control: max-age=60", "Accept-Ranges: bytes"),
+         (("Range", "bytes=-8"),)),  # the end of the body, the same from both origins
+        ("cold range then hit", "GET", url("/cached/coldr", "Cache-Control: max-age=60", "Accept-Ranges: bytes"), ()),
         ("fresh conditional", "GET", fresh, (("If-None-Match", "*"),)),
         ("fresh range", "GET", fresh, (("Range", "bytes=0-3"),)),
         ("expires", "GET", expires, ()),

@@ -227,6 +227,15 @@ def test_a_head_over_h2c_to_a_cached_location_fills_the_entry(tern_factory, tmp_
                 version, status, headers, out = h2c(server, f"/bytes?n={n}")
                 assert status == 200 and out == pattern_bytes(n)
                 assert headers["cache-status"].startswith(("tern; hit", "tern; fwd=uri-miss; collapsed")), headers
+        # A range on a miss: its stream ends with the range, and the call
+        # reads the rest on for the entry.
+        n = 3 << 20
+        version, status, headers, out = h2c(server, f"/bytes?n={n}", "-r", "1000-1999")
+        assert (version, status) == ("HTTP/2", 206) and out == pattern_bytes(n)[1000:2000]
+        assert headers["content-range"] == f"bytes 1000-1999/{n}" and headers["cache-status"] == "tern; fwd=uri-miss"
+        version, status, headers, out = h2c(server, f"/bytes?n={n}")
+        assert status == 200 and out == pattern_bytes(n)
+        assert headers["cache-status"].startswith(("tern; hit", "tern; fwd=uri-miss; collapsed")), headers
     finally:
         app.kill()
         log.close()
