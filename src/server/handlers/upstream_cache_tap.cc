@@ -283,16 +283,22 @@ void UpstreamCache::Tap::release(FillEnd end) {
 bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now) {
   const EntryHead& old = stale_->head;
   if (!about_stored(old, fields)) return mismatched(exchange, now);
+  // The entry keeps its own ETag, which the 304's may match only weakly
+  // ("x" for a stored W/"x"): the stored body is what it names.
+  const bool keeps_etag = !old.field("ETag").empty();
+  auto updates = [keeps_etag](const http::Header& field) {
+    return updates_stored(field) && !(keeps_etag && http::iequals(field.name, "ETag"));
+  };
   std::vector<http::Header> merged;
   for (const auto& [name, value] : old.fields) {
-    const bool replaced = std::any_of(fields.begin(), fields.end(), [&name](const http::Header& field) {
-      return updates_stored(field) && http::iequals(field.name, name);
+    const bool replaced = std::any_of(fields.begin(), fields.end(), [&](const http::Header& field) {
+      return updates(field) && http::iequals(field.name, name);
     });
     if (!replaced) merged.push_back({name, value});
   }
   for (const http::Header& field : fields) {
     // The 304's Date and X-Accel-Expires too: decide() reads them.
-    if (updates_stored(field) || upstream::is_freshness_field(field.name)) {
+    if (updates(field) || upstream::is_freshness_field(field.name)) {
       merged.push_back(field);
     }
   }

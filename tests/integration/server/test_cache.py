@@ -640,7 +640,10 @@ def test_a_304_that_names_another_etag_updates_nothing_and_the_entry_goes(tern_f
     for path, stored, answered in (("/cached/mm-same", '"s"', '"s"'), ("/cached/mm-weak", 'W/"s"', '"s"')):
         same = url(path, "Cache-Control: max-age=1", "Age: 5", f"ETag: {stored}", h304=f"ETag: {answered}")
         srv.get(same)
-        assert status(srv.get(same)).startswith("tern; fwd=stale; fwd-status=304; ttl="), path
+        refreshed = srv.get(same)
+        assert status(refreshed).startswith("tern; fwd=stale; fwd-status=304; ttl="), path
+        # The entry keeps the ETag of the body it stores.
+        assert refreshed.header("ETag") == stored, path
 
 
 def test_a_success_to_an_unsafe_method_ends_the_entry_of_its_target(tern_factory, origin, tmp_path):
