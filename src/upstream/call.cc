@@ -388,6 +388,19 @@ bool Call::read_on_for_tap(const http::Exchange& exchange) {
 }
 
 void Call::fail(int status, std::string_view why) {
+  if (exchange_ != nullptr && window_full_) {
+    // The client's range is whole, some of it still spooled: it goes out,
+    // and only the tap loses the rest of the response.
+    TERN_LOG_DEBUG("{}: {} after a range was whole: {}", options_.log_name, status, why);
+    if (tap_) tap_->on_end(false);
+    tap_.reset();
+    if (tries_ > 0) group_.pool(server_).cancel(this);
+    upstream_ = nullptr;
+    if (read_timer_.valid()) loop_->cancel(read_timer_);
+    read_timer_ = net::TimerId{};
+    upstream_done_ = true;
+    return exchange_->wait_for_drain();  // then end_response()
+  }
   if (exchange_ != nullptr) {
     if (!response_started_ && tap_ && tap_->answer_instead(exchange_, status, {}, true)) {
       TERN_LOG_DEBUG("{}: {} ({}) answered by the tap", options_.log_name, status, why);

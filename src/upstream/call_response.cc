@@ -269,8 +269,12 @@ bool Call::relay_window(std::string_view data, uint64_t at) {
   if (begin < end && !relay(data.substr(begin - at, end - begin))) return false;
   if (at + data.size() < window_end_ || window_full_) return true;
   window_full_ = true;
-  if (!response_.empty()) return true;  // handed off once that has gone out (on_client_drained)
-  return hand_off_client();
+  if (response_.empty()) return hand_off_client();
+  // Handed off once that has gone out (on_client_drained); until then the
+  // rest of the response waits, so that nothing of it (a failure, a
+  // timeout) comes between the client and its range.
+  pause_upstream();
+  return true;
 }
 
 bool Call::hand_off_client() {

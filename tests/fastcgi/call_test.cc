@@ -994,6 +994,30 @@ TEST_F(CallTest, ARangeGoesToTheClientAndTheWholeBodyToTheTap) {
   EXPECT_EQ(app_.closes, 0);
 }
 
+TEST_F(CallTest, ARangeThatIsWholeReachesAClientThatIsBehindThoughTheRestFails) {
+  TapRecord seen;
+  seen.wants_before_head = seen.wants_after_head = true;
+  seen.answer = {206, 100, 1000};
+  tap_ = std::make_unique<RecordingTap>(&seen);
+  // The range comes in the first 8 KiB; then the application is gone,
+  // 92 KiB short of its Content-Length.
+  const std::string body = pattern(100 * 1024);
+  app_.reply(send_then_close(
+      records(RecordType::kStdout, "Content-Type: text/plain\r\nContent-Length: 102400\r\n\r\n" + body.substr(0, 8192),
+              4096)));
+  MemoryExchange ex(&loop_, std::string(kGet));
+  ex.set_pending_output(1 << 20);  // the range waits in the call for the client
+  call(ex);
+  ASSERT_TRUE(ex.run());
+  EXPECT_TRUE(ex.finished());
+  EXPECT_FALSE(ex.aborted());
+  testing::ParsedResponse r = ex.response();
+  EXPECT_TRUE(r.head.starts_with("HTTP/1.1 206 Partial Content\r\n")) << r.head;
+  EXPECT_TRUE(r.body == body.substr(100, 1000)) << "the range differs";
+  ASSERT_TRUE(turn_until([&] { return !seen.ends.empty(); }));
+  EXPECT_EQ(seen.ends, std::vector<bool>{false});  // the tap saw the response cut short
+}
+
 TEST_F(CallTest, ANotModifiedGoesToTheClientAndTheWholeBodyToTheTap) {
   TapRecord seen;
   seen.wants_before_head = seen.wants_after_head = true;

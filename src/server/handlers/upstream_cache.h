@@ -24,8 +24,8 @@
 // upstream_cache_tap.h); a client that goes away leaves the call reading
 // on for the entry until the Tap knows it stores nothing (upstream/call.h).
 // A request that fills goes without its preconditions and Range, which
-// are answered from the response instead, as the entry answers them (a
-// 304 or 412, the head alone; a 206 once its range has come): the call
+// are answered from a response the entry takes, as the entry answers them
+// (a 304 or 412, the head alone; a 206 once its range has come): the call
 // then reads on for the entry as for a client that went.
 // With `lock` (the default), one request fills a key at a time: the others
 // that miss it wait for that fill, up to lock_timeout, then are answered

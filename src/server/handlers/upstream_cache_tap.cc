@@ -254,6 +254,13 @@ upstream::ResponseTap::ClientAnswer UpstreamCache::Tap::client_answer(int status
     if (last_modified.empty() && http::iequals(field.name, "Last-Modified")) last_modified = field.value;
   }
   const Conditional answer = conditional(*request_, etag, last_modified, length);
+  if (answer.kind == Conditional::kWhole) return {};
+  // Only for a response the entry takes (as nginx): one it will not is
+  // relayed as it comes, its connection kept.
+  if (!cache::decide(status, fields, authorized_, cache_->policy_, unix_now()).store ||
+      (length && *length > zone_->options().max_size / 8)) {
+    return {};
+  }
   switch (answer.kind) {
     case Conditional::kPreconditionFailed:
       return {412};

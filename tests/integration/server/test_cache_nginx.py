@@ -67,6 +67,8 @@ def steps():
         ("cold range", "GET", url("/cached/coldr", "Cache-Control: max-age=60", "Accept-Ranges: bytes"),
          (("Range", "bytes=-8"),)),  # the end of the body, the same from both origins
         ("cold range then hit", "GET", url("/cached/coldr", "Cache-Control: max-age=60", "Accept-Ranges: bytes"), ()),
+        ("cold conditional, not stored", "GET", url("/cached/coldn", "Cache-Control: no-store", 'ETag: "n1"'),
+         (("If-None-Match", '"n1"'),)),
         ("fresh conditional", "GET", fresh, (("If-None-Match", "*"),)),
         ("fresh range", "GET", fresh, (("Range", "bytes=0-3"),)),
         ("expires", "GET", expires, ()),
