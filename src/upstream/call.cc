@@ -399,7 +399,9 @@ void Call::fail(int status, std::string_view why) {
     if (read_timer_.valid()) loop_->cancel(read_timer_);
     read_timer_ = net::TimerId{};
     upstream_done_ = true;
-    return exchange_->wait_for_drain();  // then end_response()
+    exchange_->flush();
+    if (exchange_ != nullptr) exchange_->wait_for_drain();  // then end_response()
+    return;
   }
   if (exchange_ != nullptr) {
     if (!response_started_ && tap_ && tap_->answer_instead(exchange_, status, {}, true)) {

@@ -269,12 +269,10 @@ bool Call::relay_window(std::string_view data, uint64_t at) {
   if (begin < end && !relay(data.substr(begin - at, end - begin))) return false;
   if (at + data.size() < window_end_ || window_full_) return true;
   window_full_ = true;
-  if (response_.empty()) return hand_off_client();
-  // Handed off once that has gone out (on_client_drained); until then the
-  // rest of the response waits, so that nothing of it (a failure, a
-  // timeout) comes between the client and its range.
-  pause_upstream();
-  return true;
+  // Else handed off once what waits has gone out (on_client_drained),
+  // the rest read on meanwhile: a failure in it no longer touches the
+  // client's answer (fail()).
+  return response_.empty() ? hand_off_client() : true;
 }
 
 bool Call::hand_off_client() {
@@ -317,6 +315,7 @@ bool Call::pump_response() {
     if (!piece) {
       TERN_LOG_ERROR("{}: reading a buffered response: {}{}", options_.log_name,
                      piece.error().message(), request_note());
+      window_full_ = false;  // a range that cannot be read out is cut off too
       fail(500, "cannot read the buffered response");
       return false;
     }

@@ -160,8 +160,11 @@ void UpstreamCache::Tap::on_head(int status, std::span<const http::Header> field
   status_ = status;
   if (invalidate_ && status < 400) cache_->invalidate(key_);
   if (!fill_) return;
-  const int64_t now = unix_now();
-  const cache::Freshness f = cache::decide(status, fields, authorized_, cache_->policy_, now);
+  if (!decided_) {  // else as client_answer() found it
+    const int64_t at = unix_now();
+    decided_.emplace(cache::decide(status, fields, authorized_, cache_->policy_, at), at);
+  }
+  const auto& [f, now] = *decided_;
   if (!f.store) return release(unfilled(false));
   head_.key = key_;
   head_.vary = cache::vary_names(fields);
@@ -256,11 +259,10 @@ upstream::ResponseTap::ClientAnswer UpstreamCache::Tap::client_answer(int status
   const Conditional answer = conditional(*request_, etag, last_modified, length);
   if (answer.kind == Conditional::kWhole) return {};
   // Only for a response the entry takes (as nginx): one it will not is
-  // relayed as it comes, its connection kept.
-  if (!cache::decide(status, fields, authorized_, cache_->policy_, unix_now()).store ||
-      (length && *length > zone_->options().max_size / 8)) {
-    return {};
-  }
+  // relayed as it comes, its connection kept. on_head() keeps the verdict.
+  const int64_t now = unix_now();
+  decided_.emplace(cache::decide(status, fields, authorized_, cache_->policy_, now), now);
+  if (!decided_->first.store || (length && *length > zone_->options().max_size / 8)) return {};
   switch (answer.kind) {
     case Conditional::kPreconditionFailed:
       return {412};

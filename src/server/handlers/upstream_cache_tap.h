@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache/entry_file.h"
@@ -99,6 +100,8 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   std::string body_;  // while it is small enough to keep in memory
   bool head_seen_ = false;
   int status_ = 0;  // of the origin's final head, once it came
+  // decide()'s verdict on the head and when, as client_answer() took it.
+  std::optional<std::pair<cache::Freshness, int64_t>> decided_;
   bool failed_ = false;  // a stale entry answered in place of the origin's failure
 };
 
