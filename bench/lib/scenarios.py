@@ -67,7 +67,7 @@ TARGETS = {
     "proxy-cache": {"tern": "tern-proxy-cache", "tern" + _U: "tern-proxy-cache" + _U,
                     "nginx": "nginx-proxy-cache"},
     "proxy-cache-100k": {"tern": "tern-proxy-cache-100k", "tern" + _U: "tern-proxy-cache-100k" + _U,
-                         "nginx": "nginx-proxy-cache-100k"},
+                         "nginx": "nginx-proxy-cache-100k", "floor": "floor-file-100k"},
     "ws": {"tern": "tern-ws", "tern" + _U: "tern-ws" + _U, "nginx": "nginx-ws"},
     # HTTPS: every server with the same self-signed ECDSA P-256 certificate.
     "tls": {"tern": "tern" + servers.TLS, "tern" + _U: "tern" + servers.TLS + _U,
@@ -219,9 +219,11 @@ SCENARIOS = [
                   "disk, proxy_cache_valid 200 10m, key $scheme$host$request_uri as tern's; both "
                   "send a hit's head on its own (nginx tcp_nopush off, tern tcp_nopush = false)"),
     Scenario("proxy-cached-100k", "wrk", "req/s", path="/100k", conns=100, target="proxy-cache-100k",
-             servers=(*TERNS, "nginx"), expect_cache_hit=True,
+             servers=(*TERNS, "nginx", "floor"), expect_cache_hit=True,
              note="proxy-cached-1k with a 100 KiB entry (kept on disk by both: tern sends it "
-                  "from the entry's file with sendfile, nginx likewise)"),
+                  "from the entry's file with sendfile, nginx likewise); the floor sends the "
+                  "same 100 KiB from a file as they do, its head by a write and its body by "
+                  "sendfile (floor_server --file), with no cache, proxy or parsing"),
     Scenario("websocket-echo", "ws", "msg/s", path="/ws", target="ws", servers=(*TERNS, "nginx"),
              note="WebSocket through the proxy: 100 connections (bench/ws_echo.py, one asyncio "
                   "thread), each sending a 64-byte frame and waiting for its echo; the upstream "
@@ -333,7 +335,7 @@ def _run_load(sc, server, rnd, opts):
     _warm_up(sc, server, opts.warmup)
     cmd = _load_command(sc, server, opts.duration, opts.ab_requests)
     sample = Sample(sc.name, None, rnd, command=" ".join(loadgen.pinned(cmd)))
-    if sc.expect_cache_hit:
+    if sc.expect_cache_hit and not server.label.startswith("floor"):
         _check_cache_hit(server, sc.path, sample)
     backend = server.backend
     cpu0, backend_cpu0 = server.cpu_seconds(), backend and backend.cpu_seconds()

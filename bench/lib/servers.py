@@ -102,6 +102,15 @@ class Workspace:
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def cached_body_file(self):
+        """A file of the 100 KiB body the -100k proxies cache (outside the
+        document root): what the floor sends by sendfile in their row."""
+        path = self.path("cached-100k.bin")
+        if not os.path.exists(path):
+            with open(path, "wb") as f:
+                f.write(b"a" * CACHED_PROXY_BIG_SIZE)
+        return path
+
     def tls_files(self):
         """(certificate, key) every HTTPS server presents: one self-signed
         ECDSA P-256 certificate, made on first use."""
@@ -690,6 +699,8 @@ def _command(kind, ws, bins, port, backend):
         return [bins["floor"], str(port), str(SMALL_SIZE)], None
     elif kind == "floor-hello":
         return [bins["floor"], str(port), str(len(HELLO_BODY))], None
+    elif kind == "floor-file-100k":
+        return [bins["floor"], str(port), "--file", ws.cached_body_file()], None
     elif kind == "hello":
         return [bins["hello"], "--port", str(port), "--threads", "0", "--io", io], None
     else:
@@ -715,7 +726,7 @@ def start(kind, ws, bins):
     """Start one server of `kind` on a fresh port and wait until it listens.
 
     kind: tern | nginx | h2o | lighttpd | floor (1 KiB body) | hello (tern's
-    hello_http) | floor-hello
+    hello_http) | floor-hello | floor-file-100k (a file's 100 KiB by sendfile)
     | one of PHP_KINDS (started after a php-fpm of its own, its `backend`);
     tern's kinds + URING: the same on io_uring.
     bins: paths of the built binaries (tern, hello_http, floor_server, php-fpm)."""
