@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 namespace tern::cache {
 namespace {
@@ -71,6 +74,28 @@ TEST(KeyHash, IsTheSameForTheSameKeyAndReadsBackFromItsHex) {
   EXPECT_FALSE(KeyHash::from_hex("G" + hex.substr(1), &back));
   EXPECT_FALSE(KeyHash::from_hex("A" + hex.substr(1), &back));  // names are lowercase
   EXPECT_EQ(entry_path("/c", a), "/c/" + hex.substr(0, 2) + "/" + hex.substr(2, 2) + "/" + hex);
+}
+
+// KeyHash::of() remembers the hashes of the keys it hashed last: a key
+// asked again, or one that shares its slot, gets its own BLAKE2b all the
+// same (the names of the entries on disk depend on it).
+TEST(KeyHash, IsBlake2bOfTheKeyWhetherRememberedOrNot) {
+  auto blake2b = [](const std::string& key) {
+    KeyHash h;
+    crypto_generichash(h.bytes.data(), h.bytes.size(), reinterpret_cast<const unsigned char*>(key.data()),
+                       key.size(), nullptr, 0);
+    return h;
+  };
+  std::vector<std::string> keys = {"", std::string(512, 'k'), std::string(513, 'k'), std::string(4000, 'x')};
+  for (int i = 0; i < 2000; ++i) keys.push_back("httpexample.com/page/" + std::to_string(i));
+  for (int pass = 0; pass < 3; ++pass) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const std::string& key = pass == 1 ? keys[keys.size() - 1 - i] : keys[i];
+      ASSERT_EQ(KeyHash::of(key), blake2b(key)) << "pass " << pass << ", key of " << key.size() << " bytes";
+      ASSERT_EQ(KeyHash::of(key), blake2b(key)) << "asked again: pass " << pass;
+    }
+  }
+  EXPECT_NE(KeyHash::of(""), KeyHash{});
 }
 
 TEST_F(EntryFileTest, AnEntryReadsBackAsItWasWritten) {
