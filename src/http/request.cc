@@ -394,12 +394,29 @@ bool valid_target(std::string_view target) {
 
 }  // namespace
 
+void Request::move_head(const char* to) {
+  const auto from = reinterpret_cast<uintptr_t>(head_at_);
+  const uintptr_t end = from + head_size_;
+  auto move = [&](std::string_view& view) {
+    const auto at = reinterpret_cast<uintptr_t>(view.data());
+    // An empty view at the head's end moves too.
+    if (at >= from && at + view.size() <= end) view = std::string_view(to + (at - from), view.size());
+  };
+  for (std::string_view* view : {&method_text_, &target_, &uri_, &path_, &query_, &host_, &scheme_, &body_}) move(*view);
+  for (size_t i = 0; i < header_count_; ++i) {
+    move(headers_[i].name);
+    move(headers_[i].value);
+  }
+  head_at_ = to;
+}
+
 int Request::set_head(Version version, const DecodedHead& head, std::string_view* reason) {
   method_text_ = head.method;
   method_ = method_from_token(head.method);
   version_ = version;
   target_ = method_ == Method::kConnect ? head.authority : head.path;
   head_size_ = 0;
+  head_at_ = nullptr;
   if (target_.size() > head.max_target) {
     *reason = "request-target too long";
     return 414;

@@ -191,6 +191,15 @@ class Request {
   // *reason set. Keeps the body, the received time and the tag as they are.
   int set_head(Version version, const DecodedHead& head, std::string_view* reason);
 
+  // The text an HTTP/1 parser filled it from, head_size() bytes, was copied
+  // to `to` (the transport moves it out of its input buffer): every view
+  // into the text now views the copy; those elsewhere (a static "/", the
+  // fields replace_fields() added) stay. What parsing the copy again would
+  // give, for a fraction of the cost. Only while the text is where the
+  // parser found it: head_at() says where that is (null: no HTTP/1 head).
+  const char* head_at() const { return head_at_; }
+  void move_head(const char* to);
+
   // When its first byte arrived, in milliseconds of the steady clock (the
   // loop's cached one): what $request_time counts from. Set by the
   // transport; 0 when unknown.
@@ -302,6 +311,8 @@ class Request {
   std::string_view scheme_;
   uint64_t content_length_ = 0;
   size_t head_size_ = 0;
+  // Where the parser found the head (HTTP/1); null for HTTP/2's.
+  const char* head_at_ = nullptr;
   std::string_view body_;
   mutable size_t header_count_ = 0;
   int64_t received_ms_ = 0;

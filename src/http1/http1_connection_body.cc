@@ -103,14 +103,19 @@ bool Http1Connection::spool_body(net::Buffer& input, bool* complete) {
 }
 
 // The head moves out of the input buffer (which a body streams through, or
-// which the body leaves): parse a copy of it again, so that the request's
-// views point there.
+// which the body leaves) into a copy of its own, and the request's views
+// follow it. Where the buffer moved since the head was parsed (it grew
+// while the request waited), the views are stale: the copy is parsed again.
 void Http1Connection::detach_head(net::Buffer& input) {
   Request& request = req_->request;
   const size_t head = request.head_size();
   req_->head_copy.assign(input.peek(), head);
-  req_->parser.reset();
-  req_->parser.parse(req_->head_copy, &request);
+  if (request.head_at() == input.peek()) {
+    request.move_head(req_->head_copy.data());
+  } else {
+    req_->parser.reset();
+    req_->parser.parse(req_->head_copy, &request);
+  }
   input.retrieve(head);
 }
 

@@ -379,6 +379,7 @@ void RequestParser::fill(std::string_view data, Request* request) const {
     out[i] = {name, {base + s.value_start, s.value_len}, field_id(name)};
   }
   r.head_size_ = pos_;
+  r.head_at_ = data.data();
 }
 
 }  // namespace tern::http

@@ -129,6 +129,48 @@ TEST(RequestParser, AcceptsAbsoluteForm) {
   EXPECT_EQ(p.host, "h");
 }
 
+// The transport moves a parsed head out of its input buffer; the views
+// follow it (Request::move_head), as parsing the copy again would make them.
+TEST(RequestParser, AMovedHeadViewsItsCopy) {
+  const std::string heads[] = {
+      "GET /search?q=a%20b HTTP/1.1\r\nHost: example.com:8080\r\nAccept: */*\r\nX-Empty:\r\n\r\n",
+      "GET /p HTTP/1.1\r\nHost: a\r\n\r\n",
+      "GET http://example.com HTTP/1.1\r\nHost: h\r\n\r\n",
+      "GET HTTP://[::1]?q HTTP/1.1\r\nHost: h\r\n\r\n",
+      "GET http://a.example/x/y?z HTTP/1.0\r\n\r\n",
+      "CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n",
+      "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+      "\r\nPOST /f HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n",
+  };
+  for (const std::string& head : heads) {
+    std::string original = head;
+    RequestParser parser;
+    Request request;
+    ASSERT_EQ(parser.parse(original, &request), ParseStatus::kComplete) << head;
+    ASSERT_EQ(request.head_at(), original.data());
+    const Parsed before = snapshot(request);
+    const std::string copy = original;
+    request.move_head(copy.data());
+    original.assign(original.size(), 'x');  // the old bytes are gone
+    EXPECT_EQ(snapshot(request), before) << head;
+    EXPECT_EQ(request.head_at(), copy.data());
+    auto in_copy = [&](std::string_view view) {
+      return view.empty() || (view.data() >= copy.data() && view.data() + view.size() <= copy.data() + copy.size());
+    };
+    auto in_original = [&](std::string_view view) {
+      return !view.empty() && view.data() >= original.data() && view.data() < original.data() + original.size();
+    };
+    for (std::string_view view : {request.method_text(), request.target(), request.path(), request.query(),
+                                  request.host(), request.uri(), request.scheme()}) {
+      EXPECT_FALSE(in_original(view)) << head << ": " << view;
+    }
+    EXPECT_TRUE(in_copy(request.method_text()) && in_copy(request.target()) && in_copy(request.host())) << head;
+    for (const Header& field : request.headers()) {
+      EXPECT_TRUE(in_copy(field.name) && in_copy(field.value)) << head << ": " << field.name;
+    }
+  }
+}
+
 TEST(RequestParser, RejectsMalformedAbsoluteForm) {
   EXPECT_TRUE(fails_with("GET index.html HTTP/1.1\r\nHost: a\r\n\r\n", 400));
   EXPECT_TRUE(fails_with("GET http:/x HTTP/1.1\r\nHost: a\r\n\r\n", 400));
