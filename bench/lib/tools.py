@@ -95,7 +95,9 @@ def _first_line(cmd):
     return ((p.stdout + p.stderr).strip().splitlines() or ["?"])[0].strip()
 
 
-def versions(bins):
+def versions(bins, built=True):
+    """The versions line of a report; `built`: tern is the profile-guided
+    release this run built (else the binary found, as --no-build takes it)."""
     wrk = _first_line(["wrk", "-v"]).split(" Copyright")[0]
     ab = _first_line(["ab", "-V"]).replace("This is ApacheBench, ", "ab ")
     nginx = _first_line(["nginx", "-v"]).replace("nginx version: ", "")
@@ -105,7 +107,8 @@ def versions(bins):
     php = ""
     if "php-fpm" in bins:
         php = ", " + _first_line([bins["php-fpm"], "-n", "-v"]).split(" (built")[0]
-    return (f"{_first_line([bins['tern'], '--version'])} (scripts/build-release), {nginx}{php}, "
+    how = "scripts/build-release" if built else f"--no-build: {os.path.relpath(bins['tern'])}"
+    return (f"{_first_line([bins['tern'], '--version'])} ({how}), {nginx}{php}, "
             f"{wrk}, {ab}, floor_server built with {_first_line(['gcc', '--version'])} -O2")
 
 
