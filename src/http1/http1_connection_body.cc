@@ -104,8 +104,10 @@ bool Http1Connection::spool_body(net::Buffer& input, bool* complete) {
 
 // The head moves out of the input buffer (which a body streams through, or
 // which the body leaves) into a copy of its own, and the request's views
-// follow it. Where the buffer moved since the head was parsed (it grew
-// while the request waited), the views are stale: the copy is parsed again.
+// follow it. Nothing reads into the buffer between the parse and here, so
+// the head is where the parser found it; were it not, the copy is parsed
+// again. (Views others took into the buffer, a route's path, are not
+// moved: they hold until the next read.)
 void Http1Connection::detach_head(net::Buffer& input) {
   Request& request = req_->request;
   const size_t head = request.head_size();
