@@ -34,6 +34,13 @@ void Channel::reset(int fd) {
   events_ = 0;
   poller_state_ = PollerState::kNew;
   edge_triggered_ = false;
+  reads_itself_ = false;
+}
+
+void Channel::set_reads_itself(bool on) {
+  if (reads_itself_ == on) return;
+  reads_itself_ = on;
+  if (poller_state_ == PollerState::kAdded) loop_->update_channel(this);
 }
 
 void Channel::set_edge_triggered(bool on) {

@@ -101,8 +101,16 @@ class Channel {
   void handle_event(uint32_t revents);
   void handle_received(const char* data, ssize_t n) { handler_->received(owner_, data, n); }
   void handle_sent(ssize_t n) { handler_->sent(owner_, n); }
-  // Whether the owner takes received bytes (ChannelHandler::received).
-  bool takes_received() const { return handler_ != nullptr && handler_->received != nullptr; }
+  // Whether the owner takes received bytes (ChannelHandler::received) now.
+  bool takes_received() const { return handler_ != nullptr && handler_->received != nullptr && !reads_itself_; }
+  // An owner that takes received bytes may read them itself for a while
+  // instead, on readiness (`readable`), as owners without `received` do:
+  // a TcpConnection whose bytes come in large pieces reads them straight
+  // into its own buffer rather than have them copied out of the poller's.
+  // A poller that was receiving for the channel hands over what it had
+  // received before the channel is told it is readable. Cleared by reset().
+  void set_reads_itself(bool on);
+  bool reads_itself() const { return reads_itself_; }
   bool takes_sent() const { return handler_ != nullptr && handler_->sent != nullptr; }
 
   int fd() const { return fd_; }                   // the fd watched
@@ -143,6 +151,7 @@ class Channel {
   PollerState poller_state_ = PollerState::kNew;
   bool edge_triggered_ = false;
   bool sends_by_poller_ = false;
+  bool reads_itself_ = false;
   const ChannelHandler* handler_ = nullptr;
   void* owner_ = nullptr;
   std::unique_ptr<Callbacks> callbacks_;

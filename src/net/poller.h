@@ -72,6 +72,11 @@ class Poller {
   virtual void start_send(Channel& channel, const char* data, size_t length, bool more);
   virtual void abandon_send(Channel& channel, Buffer&& bytes);
 
+  // Where the poller receives for channels (ChannelHandler::received): a
+  // receive of this many bytes or more says that the peer sends in large
+  // pieces, which its owner reads better itself (Channel::set_reads_itself).
+  virtual size_t large_receive() const { return SIZE_MAX; }
+
   // The backend in use.
   virtual IoBackend backend() const = 0;
   // Whether poll()'s timeout is precise enough to drive the loop's timers

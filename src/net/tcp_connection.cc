@@ -13,6 +13,15 @@
 namespace tern::net {
 namespace {
 
+// Where the poller receives for connections (io_uring), a plain
+// connection whose bytes come in large pieces (Poller::large_receive: an
+// upload, a relayed body, large messages) reads them itself from then on,
+// straight into its input buffer: a receive copies them once more, out of
+// the poller's ring of buffers, which is also colder in cache than the
+// loop's buffer pool. A read of less than kSmallRead hands the connection
+// back to the poller's receives, which cost small requests no system call.
+constexpr size_t kSmallRead = 4 * 1024;
+
 bool is_peer_error(int err) {
   return err == ECONNRESET || err == EPIPE || err == ETIMEDOUT || err == EHOSTUNREACH ||
          err == ENETUNREACH;
@@ -274,11 +283,13 @@ void TcpConnection::handle_read() {
     ssize_t n = input_.read_fd(socket_.fd(), &err, &offered);
     if (n > 0) {
       count_received(static_cast<uint64_t>(n));
+      const bool back_to_receives = channel_.reads_itself() && static_cast<size_t>(n) < kSmallRead;
       if (awaiting_proxy_header_) [[unlikely]] {
         proxy_input();  // and what came after the header, once it is read
       } else {
         deliver_input();
       }
+      if (back_to_receives) return channel_.set_reads_itself(false);
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
           static_cast<size_t>(n) < offered) {
         return;
@@ -308,6 +319,7 @@ void TcpConnection::handle_received(const char* data, ssize_t n) {
   if (secure_) return secure_received(data, static_cast<size_t>(n));
   loop()->buffers().fill(input_);
   input_.append(data, static_cast<size_t>(n));
+  if (static_cast<size_t>(n) >= loop()->poller().large_receive()) channel_.set_reads_itself(true);
   // Paused, the bytes wait in input_ (as they would in the socket) until
   // start_reading().
   if (reading_) return deliver_input();

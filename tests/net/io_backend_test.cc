@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <random>
@@ -486,6 +487,60 @@ TEST_P(ReceiveBuffers, ManyConnectionsEchoEveryByteWhileSomeEndMidway) {
   }
   EXPECT_GT(echoed, size_t{10} << 20);
   clients.clear();
+  runner.run([&] { server.reset(); });
+}
+
+// Read system calls the calling thread has made (/proc/thread-self/io);
+// -1 where the kernel keeps no such count.
+long read_calls_of_this_thread() {
+  FILE* f = std::fopen("/proc/thread-self/io", "r");
+  if (f == nullptr) return -1;
+  long calls = -1;
+  char line[128];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "syscr: %ld", &calls) == 1) break;
+  }
+  std::fclose(f);
+  return calls;
+}
+
+TEST_P(ReceiveBuffers, AConnectionSentLargePiecesReadsThemItselfAndSmallOnesComeByReceivesAgain) {
+  // One connection echoes, in turns, 64 KiB messages (which it then reads
+  // itself: the loop thread's read calls grow) and 100-byte ones (which
+  // the ring receives again: they do not), each turn's messages sent back
+  // to back before any echo is read, so that a switch happens with bytes of
+  // both kinds in the socket. Every byte comes back in order.
+  LoopRunner runner(IoBackend::kIoUring);
+  if (runner.run([] { return read_calls_of_this_thread(); }) < 0) {
+    GTEST_SKIP() << "no /proc/thread-self/io here";
+  }
+  std::unique_ptr<TcpServer> server;
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
+    ASSERT_TRUE(server->start().ok());
+  });
+  tern::testing::RawClient client(server->listen_address().port());
+  ASSERT_TRUE(client.ok());
+  uint32_t seed = 1;
+  const auto echo = [&](size_t size, int count) {
+    std::string sent;
+    for (int i = 0; i < count; ++i) sent += tern::testing::random_bytes(size, seed++);
+    if (!client.send_all(sent)) return false;
+    const std::string back = client.read_exactly(sent.size());
+    return back == sent;
+  };
+  // Counted on the loop thread; each count costs a wake-up read or two.
+  const auto reads = [&] { return runner.run([] { return read_calls_of_this_thread(); }); };
+  for (int turn = 0; turn < 3; ++turn) {
+    long before = reads();
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(echo(64 * 1024, 4)) << "64 KiB echoes, turn " << turn;
+    EXPECT_GE(reads() - before, 8) << "the large pieces did not come by reads, turn " << turn;
+    ASSERT_TRUE(echo(100, 1)) << "the first small echo, turn " << turn;  // the read that hands back
+    before = reads();
+    for (int i = 0; i < 200; ++i) ASSERT_TRUE(echo(100, 1 + i % 3)) << "small echoes, turn " << turn;
+    EXPECT_LE(reads() - before, 10) << "the small pieces did not come by receives, turn " << turn;
+  }
   runner.run([&] { server.reset(); });
 }
 

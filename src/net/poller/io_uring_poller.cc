@@ -160,7 +160,6 @@ void IoUringPoller::sync(int fd, Registration& reg) {
   const uint32_t events = channel->poller_state() == Channel::PollerState::kAdded ? channel->events() : 0;
   const bool receives = receives_for(*channel, fd);
   const bool want_recv = receives && (events & kInputEvents) != 0;
-  const uint32_t poll_events = receives ? events & ~kInputEvents : events;
   const bool multishot = channel->edge_triggered();
 
   if (want_recv && !reg.recv_armed) {
@@ -169,7 +168,12 @@ void IoUringPoller::sync(int fd, Registration& reg) {
     // Bytes it received before the cancellation still reach the channel.
     cancel(recv_data(reg.generation, reg.recv_sequence, fd));
     reg.recv_armed = false;
+    // A channel that goes on to read for itself is told it is readable
+    // once the receive has ended: a read before would overtake the bytes
+    // of the receive's last completions.
+    reg.recv_ending = !receives && (events & kInputEvents) != 0;
   }
+  const uint32_t poll_events = receives || reg.recv_ending ? events & ~kInputEvents : events;
   if (reg.poll_armed && (reg.poll_events != poll_events || reg.multishot != multishot)) {
     cancel(poll_data(reg.poll_generation, fd));
     reg.poll_armed = false;
@@ -358,8 +362,8 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
       revents = EPOLLERR;
     }
     // Input of a receiving channel is the receive's to report (its end of
-    // stream and errors too).
-    if (receives_for(*reg.channel, fd)) {
+    // stream and errors too), also while a receive it gave up ends.
+    if (receives_for(*reg.channel, fd) || reg.recv_ending) {
       revents &= ~(kInputEvents | EPOLLHUP);
     }
     if (revents == 0) continue;
@@ -390,9 +394,11 @@ void IoUringPoller::collect_recv(const io_uring_cqe& cqe, std::vector<ReadyEvent
   if (reg == nullptr || reg->channel == nullptr || reg->generation != generation) {
     return;  // the channel is gone (closed): its bytes with it
   }
-  if (!(cqe.flags & IORING_CQE_F_MORE) && reg->recv_armed &&
+  if (!(cqe.flags & IORING_CQE_F_MORE) && (reg->recv_armed || reg->recv_ending) &&
       (reg->recv_sequence & 0x3f) == sequence) {
-    reg->recv_armed = false;  // ended (end of stream, an error, no buffer): re-armed if wanted
+    // Ended (end of stream, an error, no buffer, cancelled): re-armed if
+    // wanted, or input polled for where the channel reads for itself now.
+    reg->recv_armed = reg->recv_ending = false;
     completed_.push_back(fd);
   }
   if (cqe.res == -ENOBUFS && !grew_this_round_ && buffers_in_use_ < max_buffers_) {

@@ -18,7 +18,9 @@
 // request then covers output only. Such owners send through the ring as
 // well (start_send: one send request, submitted with the round's batch),
 // so a keep-alive request and its response cost no system call of their
-// own.
+// own. An owner may read for itself for a while (Channel::set_reads_itself:
+// large pieces); its receive is cancelled, and input is polled for only
+// after the receive's last completion, so its bytes come before any read.
 //
 // A completion finds its channel through a table indexed by fd (in pages
 // made as descriptors reach them, 24 bytes an entry: with ten thousand
@@ -62,6 +64,8 @@ class IoUringPoller final : public Poller {
   // TERN_IO_URING_BUFFERS=whole) rather than a small buffer each.
   bool consumes_buffers_in_parts() const { return incremental_; }
   bool drives_timers() const override { return true; }
+  // 16 KiB from large buffers; from small ones, a receive that filled one.
+  size_t large_receive() const override { return incremental_ ? 16 * 1024 : buffer_size_; }
 
  private:
   struct Registration {
@@ -77,6 +81,10 @@ class IoUringPoller final : public Poller {
     bool poll_armed : 1 = false;
     bool multishot : 1 = false;
     bool recv_armed : 1 = false;
+    // A receive cancelled because the channel now reads for itself, whose
+    // last completion has not come: input is polled for only after it, so
+    // that the bytes it received are handed over before any read.
+    bool recv_ending : 1 = false;
   };
   static_assert(sizeof(Registration) <= 24);
   static constexpr int kPageShift = 10;  // 1,024 registrations a page
