@@ -77,6 +77,7 @@ void Channel::handle_event(uint32_t revents) {
   // belongs to the old one.
   const uint32_t epoch = epoch_;
   auto live = [this, epoch] { return epoch == epoch_ && !is_none_event(); };
+  peer_end_reported_ = (revents & (EPOLLRDHUP | EPOLLHUP)) != 0;
   if (const ChannelHandler* h = handler_) {
     if ((revents & EPOLLHUP) && !(revents & EPOLLIN) && live()) h->hangup(owner_);
     if ((revents & EPOLLERR) && live()) h->error(owner_);

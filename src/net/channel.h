@@ -111,6 +111,11 @@ class Channel {
   // received before the channel is told it is readable. Cleared by reset().
   void set_reads_itself(bool on);
   bool reads_itself() const { return reads_itself_; }
+  // Whether the event being handled reported the peer's end of stream
+  // (EPOLLRDHUP or EPOLLHUP): an edge-triggered reader whose read came
+  // short has not read everything then, the end is still to be read (no
+  // later edge reports it).
+  bool peer_end_reported() const { return peer_end_reported_; }
   bool takes_sent() const { return handler_ != nullptr && handler_->sent != nullptr; }
 
   int fd() const { return fd_; }                   // the fd watched
@@ -149,9 +154,10 @@ class Channel {
   uint32_t events_ = 0;
   uint32_t epoch_ = 0;  // bumped by reset(): events for the old fd are dropped
   PollerState poller_state_ = PollerState::kNew;
-  bool edge_triggered_ = false;
-  bool sends_by_poller_ = false;
-  bool reads_itself_ = false;
+  bool edge_triggered_ : 1 = false;
+  bool sends_by_poller_ : 1 = false;
+  bool reads_itself_ : 1 = false;
+  bool peer_end_reported_ : 1 = false;
   const ChannelHandler* handler_ = nullptr;
   void* owner_ = nullptr;
   std::unique_ptr<Callbacks> callbacks_;

@@ -291,7 +291,7 @@ void TcpConnection::handle_read() {
       }
       if (back_to_receives) return channel_.set_reads_itself(false);
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
-          static_cast<size_t>(n) < offered) {
+          drained(static_cast<size_t>(n), offered)) {
         return;
       }
       if (secure_ && !awaiting_proxy_header_) return secure_read();
@@ -302,6 +302,13 @@ void TcpConnection::handle_read() {
     if (err == EAGAIN || err == EWOULDBLOCK) return;
     return fail(err, "read");
   }
+}
+
+bool TcpConnection::drained(size_t n, size_t offered) const {
+  // Edge-triggered, a read that came short drained the socket, unless the
+  // peer's end came with the bytes: it is read next (nginx's pending_eof),
+  // as no later edge would report it.
+  return n < offered && !channel_.peer_end_reported();
 }
 
 void TcpConnection::handle_received(const char* data, ssize_t n) {

@@ -282,6 +282,9 @@ class TcpConnection final : public OutputStream {
   void secure_idle();
   static void secure_timer_fired(void* self);
 
+  // After a read of n bytes of `offered`, edge-triggered: whether the
+  // socket is drained (a short read, and no end of stream reported).
+  bool drained(size_t n, size_t offered) const;
   bool has_pending_output() const {
     return send_in_flight_ || !output_.empty() || !files_.empty() || (secure_ && !secure_->out.empty());
   }

@@ -149,7 +149,7 @@ void TcpConnection::secure_read() {
       count_received(static_cast<uint64_t>(n));
       secure_input();
       if (trigger_ == TriggerMode::kLevel || !reading_ || disconnected() || close_scheduled_ ||
-          static_cast<size_t>(n) < offered) {
+          drained(static_cast<size_t>(n), offered)) {
         return;
       }
       continue;

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <any>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -414,6 +415,73 @@ TEST_P(BothBackends, BytesReceivedWhilePausedAreAllDeliveredBeforeThePeersEnd) {
     EXPECT_TRUE(received == payload) << "the bytes came changed or out of order";
     server.reset();
   });
+}
+
+TEST_P(BothBackends, AHalfClosedConnectionGetsEveryByteOfLargePiecesBeforeThePeersEnd) {
+  // The server shuts its side at once; the peer then sends 64 KiB, 100 B
+  // to 1 MiB more and its end, which with both sides shut the kernel
+  // reports as a hang-up. With io_uring the large pieces make the connection read for
+  // itself mid-stream (its receive cancelled, its poll for input armed a
+  // round later): the hang-up must not close it before it has read every
+  // byte. Both trigger modes (edge-triggered connections poll for output
+  // all along), 40 connections each. Edge-triggered, an end that comes
+  // with the last bytes must be read after them: no later edge reports it.
+  // (Before, on epoll, such a connection stayed open.)
+  for (TriggerMode trigger : {TriggerMode::kLevel, TriggerMode::kEdge}) {
+    LoopRunner runner(GetParam());
+    struct Seen {
+      std::string bytes;
+      size_t at_close = 0;
+      bool closed = false;
+    };
+    std::vector<Seen> seen(40);
+    std::atomic<int> closed{0};
+    std::unique_ptr<TcpServer> server;
+    runner.run([&] {
+      TcpServerOptions options;
+      options.trigger = trigger;
+      server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true), options);
+      server->set_connection_callback([&](TcpConnection& conn) {
+        if (conn.connected()) {
+          conn.shutdown();
+          return;
+        }
+        Seen& s = seen[static_cast<size_t>(std::any_cast<int>(conn.context()))];
+        s.at_close = s.bytes.size();
+        s.closed = true;
+        ++closed;
+      });
+      server->set_message_callback([&](TcpConnection& conn, Buffer& input) {
+        if (!conn.context().has_value()) {
+          // The first byte of each peer's bytes says which it is.
+          conn.context() = static_cast<int>(static_cast<unsigned char>(*input.peek()));
+        }
+        seen[static_cast<size_t>(std::any_cast<int>(conn.context()))].bytes.append(input.view());
+        input.retrieve_all();
+      });
+      ASSERT_TRUE(server->start().ok());
+    });
+    std::vector<std::string> sent(seen.size());
+    for (size_t i = 0; i < seen.size(); ++i) {
+      const size_t more[] = {100, 16 << 10, 64 << 10, 1 << 20};
+      sent[i] = tern::testing::random_bytes((64 << 10) + more[i % 4], static_cast<uint32_t>(i + 1));
+      sent[i][0] = static_cast<char>(i);
+      tern::testing::RawClient client(server->listen_address().port());
+      ASSERT_TRUE(client.ok());
+      bool eof = false;
+      client.read_to_eof(&eof);
+      ASSERT_TRUE(eof) << "the server did not shut its side";
+      ASSERT_TRUE(client.send_all(sent[i]));
+    }  // each closed as soon as its bytes are sent
+    EXPECT_TRUE(eventually([&] { return closed.load() == static_cast<int>(seen.size()); }, 20s));
+    runner.run([&] {
+      for (size_t i = 0; i < seen.size(); ++i) {
+        EXPECT_EQ(seen[i].at_close, sent[i].size()) << "connection " << i << ", trigger " << static_cast<int>(trigger);
+        EXPECT_TRUE(seen[i].bytes == sent[i]) << "connection " << i << ": the bytes came changed or out of order";
+      }
+      server.reset();
+    });
+  }
 }
 
 // io_uring's receive buffers, in both of their ways: large ones the kernel

@@ -165,13 +165,12 @@ void IoUringPoller::sync(int fd, Registration& reg) {
   if (want_recv && !reg.recv_armed) {
     arm_recv(fd, reg);
   } else if (!want_recv && reg.recv_armed) {
-    // Bytes it received before the cancellation still reach the channel.
+    // Bytes it received before the cancellation still reach the channel;
+    // if it goes on to read for itself, it is told it is readable only
+    // once the receive has ended (a read before could overtake them).
     cancel(recv_data(reg.generation, reg.recv_sequence, fd));
     reg.recv_armed = false;
-    // A channel that goes on to read for itself is told it is readable
-    // once the receive has ended: a read before would overtake the bytes
-    // of the receive's last completions.
-    reg.recv_ending = !receives && (events & kInputEvents) != 0;
+    reg.recv_ending = true;
   }
   const uint32_t poll_events = receives || reg.recv_ending ? events & ~kInputEvents : events;
   if (reg.poll_armed && (reg.poll_events != poll_events || reg.multishot != multishot)) {
@@ -221,7 +220,7 @@ bool IoUringPoller::drop(Channel* channel) {
   Registration* found = find(fd);
   if (found == nullptr || found->channel != channel) return false;
   Registration& reg = *found;
-  const bool armed = reg.poll_armed || reg.recv_armed;
+  const bool armed = reg.poll_armed || reg.recv_armed || reg.recv_ending;
   unregister(fd, reg);
   return armed;
 }
@@ -362,8 +361,12 @@ void IoUringPoller::collect(std::vector<ReadyEvent>* ready, int* count) {
       revents = EPOLLERR;
     }
     // Input of a receiving channel is the receive's to report (its end of
-    // stream and errors too), also while a receive it gave up ends.
-    if (receives_for(*reg.channel, fd) || reg.recv_ending) {
+    // stream and errors too). A channel that reads for itself learns of
+    // it from its poll for input, not from one without: the receive it
+    // gave up may still be ending, or have ended this round, its poll for
+    // input armed next round (which then reports the end).
+    const bool input_polled = (reg.poll_events & kInputEvents) != 0;
+    if (receives_for(*reg.channel, fd) || reg.recv_ending || (reg.channel->reads_itself() && !input_polled)) {
       revents &= ~(kInputEvents | EPOLLHUP);
     }
     if (revents == 0) continue;

@@ -81,9 +81,10 @@ class IoUringPoller final : public Poller {
     bool poll_armed : 1 = false;
     bool multishot : 1 = false;
     bool recv_armed : 1 = false;
-    // A receive cancelled because the channel now reads for itself, whose
-    // last completion has not come: input is polled for only after it, so
-    // that the bytes it received are handed over before any read.
+    // A receive was cancelled and its last completion has not come: input
+    // is polled for only after it (where the channel now reads for
+    // itself), so that the bytes it received are handed over before any
+    // read.
     bool recv_ending : 1 = false;
   };
   static_assert(sizeof(Registration) <= 24);
