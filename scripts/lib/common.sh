@@ -60,7 +60,7 @@ TEST_PACKAGES=(libgtest-dev libgmock-dev libnghttp2-dev libbenchmark-dev clang l
   curl apache2-utils python3-pip python3-brotli python3-aiohttp chromium fonts-liberation wrk nginx-light php8.2-fpm
   mariadb-server h2o lighttpd lighttpd-mod-openssl testssl.sh nghttp2-client golang-go systemd
   logrotate groff-base prometheus qemu-system-x86 busybox-static cpio kmod haproxy dnsmasq pebble
-  libboost-dev libuv1-dev libevent-dev doxygen)
+  libboost-dev libuv1-dev libevent-dev doxygen gdb)
 
 # ensure_pytest: pytest, brotli (to decode responses) and aiohttp (the
 # proxied application) for the python3 on PATH, from PyPI if it lacks them

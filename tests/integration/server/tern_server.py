@@ -294,6 +294,20 @@ class TernServer:
         except FileNotFoundError:
             return ""
 
+    def thread_stacks(self):
+        """Every thread's stack (gdb), for the message of a test that waited
+        in vain for the server to do something."""
+        if self.proc is None or self.proc.poll() is not None:
+            return "(the server is not running)"
+        if shutil.which("gdb") is None:
+            return "(no gdb here for the server's stacks)"
+        try:
+            out = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-nx", "-ex", "thread apply all bt"],
+                                 capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return "(gdb did not answer in 60 s)"
+        return "\n".join(line for line in out.stdout.splitlines() if line.startswith(("Thread", "#")))
+
     def wait_for_log(self, needle, count=1, timeout=10.0):
         """Waits until stderr holds needle at least count times (the error
         log is flushed about once a second)."""

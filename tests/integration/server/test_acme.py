@@ -498,7 +498,8 @@ def test_a_node_answers_the_challenge_another_node_asked_for(tern_factory, pebbl
     pebble.validate_http_on(a.port)
     pebble.start()
     wait_for(lambda: issued(b) >= 1, 60,
-             lambda: "b's certificate: " + a.stderr()[-3000:] + b.stderr()[-3000:] + pebble.log())
+             lambda: "b's certificate: " + a.stderr()[-3000:] + b.stderr()[-3000:] + pebble.log()
+             + "\nb's threads:\n" + b.thread_stacks())
     root = pebble.root()
     # a, which ordered nothing, finds it in the storage on its next look.
     der_a = wait_for(lambda: _verified(tls_a, root), 30, "a's certificate")
