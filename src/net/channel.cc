@@ -35,6 +35,7 @@ void Channel::reset(int fd) {
   poller_state_ = PollerState::kNew;
   edge_triggered_ = false;
   reads_itself_ = false;
+  peer_end_reported_ = false;
 }
 
 void Channel::set_reads_itself(bool on) {
