@@ -210,6 +210,9 @@ class TcpConnection final : public OutputStream {
   void handle_received(const char* data, ssize_t n);
   void handle_sent(ssize_t n);
   bool sends_by_completion() const;
+  // Whether plain bytes sent now go by a send request (queued whole, their
+  // buffer held to its completion) rather than a write at once.
+  bool queues_for_send_request() const;
   void schedule_send();
   // Edge-triggered, a writer whose socket keeps room would write on until
   // its queue is empty; after kWriteTurn bytes it lets the round's other

@@ -35,12 +35,7 @@ void TcpConnection::send(std::string_view data) {
     return;
   }
   size_t written = 0;
-  // A connection that reads for itself (large pieces, io_uring) writes at
-  // once too, as with epoll: the bytes leave while they are in cache, and
-  // the buffer goes back to the pool for the next read, where a send
-  // request would hold it until its completion (a buffer per connection
-  // in flight, more than the pool keeps).
-  if (!has_pending_output() && (!sends_by_completion() || channel_.reads_itself()) && !encrypts()) {
+  if (!has_pending_output() && !queues_for_send_request() && !encrypts()) {
     int err = 0;
     ssize_t n = sockets::write(socket_.fd(), data.data(), data.size(), &err);
     if (n < 0) {
@@ -66,7 +61,7 @@ void TcpConnection::send(Buffer& data) {
   // no memcpy.
   loop()->assert_in_loop_thread();
   if (state_ == State::kConnected && &data != &output_ && !has_pending_output() &&
-      sends_by_completion() && !channel_.reads_itself() && !encrypts() && !data.empty()) {
+      queues_for_send_request() && !encrypts() && !data.empty()) {
     output_.swap(data);
     data.retrieve_all();
     return after_queue_grew(0);
@@ -227,6 +222,15 @@ void TcpConnection::flush_output() {
 
 bool TcpConnection::sends_by_completion() const {
   return loop()->poller().can_send(channel_);
+}
+
+bool TcpConnection::queues_for_send_request() const {
+  // A connection that reads for itself (large pieces, io_uring) writes at
+  // once, as with epoll: the bytes leave while they are in cache, and the
+  // buffer goes back to the pool for the next read, where a send request
+  // would hold it until its completion (a buffer per connection in flight,
+  // more than the pool keeps).
+  return sends_by_completion() && !channel_.reads_itself();
 }
 
 void TcpConnection::schedule_send() {

@@ -498,6 +498,18 @@ class ReceiveBuffers : public ::testing::TestWithParam<const char*> {
   void TearDown() override { ::unsetenv("TERN_IO_URING_BUFFERS"); }
 };
 
+// An echo server on `runner`'s loop, on a free loopback port; null if it
+// could not start.
+std::unique_ptr<TcpServer> start_echo_server(LoopRunner& runner) {
+  std::unique_ptr<TcpServer> server;
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
+    if (!server->start().ok()) server.reset();
+  });
+  return server;
+}
+
 INSTANTIATE_TEST_SUITE_P(Io, ReceiveBuffers, ::testing::Values("incremental", "whole"),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
@@ -517,12 +529,8 @@ TEST_P(ReceiveBuffers, ManyConnectionsEchoEveryByteWhileSomeEndMidway) {
   } else if (!in_parts) {
     GTEST_SKIP() << "this kernel consumes provided buffers whole only (before 6.12)";
   }
-  std::unique_ptr<TcpServer> server;
-  runner.run([&] {
-    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
-    server->set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
-    ASSERT_TRUE(server->start().ok());
-  });
+  std::unique_ptr<TcpServer> server = start_echo_server(runner);
+  ASSERT_NE(server, nullptr);
   constexpr int kClients = 40;
   constexpr int kRounds = 12;
   std::vector<std::unique_ptr<tern::testing::RawClient>> clients;
@@ -582,12 +590,8 @@ TEST_P(ReceiveBuffers, AConnectionSentLargePiecesReadsThemItselfAndSmallOnesCome
   if (runner.run([] { return read_calls_of_this_thread(); }) < 0) {
     GTEST_SKIP() << "no /proc/thread-self/io here";
   }
-  std::unique_ptr<TcpServer> server;
-  runner.run([&] {
-    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
-    server->set_message_callback([](TcpConnection& conn, Buffer& input) { conn.send(input); });
-    ASSERT_TRUE(server->start().ok());
-  });
+  std::unique_ptr<TcpServer> server = start_echo_server(runner);
+  ASSERT_NE(server, nullptr);
   tern::testing::RawClient client(server->listen_address().port());
   ASSERT_TRUE(client.ok());
   uint32_t seed = 1;
