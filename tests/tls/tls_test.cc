@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <any>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -21,10 +23,12 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "net/event_loop.h"
 #include "net/tcp_connection.h"
 #include "net/tcp_server.h"
+#include "support/eventually.h"
 #include "support/loop_runner.h"
 #include "support/random_bytes.h"
 #include "support/raw_socket.h"
@@ -138,6 +142,12 @@ class Client {
       out.append(chunk, static_cast<size_t>(got));
     }
     return out;
+  }
+  // Ends the stream with TCP's FIN alone (no close_notify), the socket
+  // left open for reading.
+  void end_without_close_notify() {
+    socket_.shutdown_write();
+    connected_ = false;  // nothing more is written (SSL_shutdown would be)
   }
   // TLS 1.3 tickets arrive after the handshake: a read that finds none
   // waiting takes them in.
@@ -522,6 +532,60 @@ TEST_F(TlsFixture, EdgeTriggeredConnectionsCarryTlsToo) {
   EXPECT_TRUE(client.read(data.size()) == data);
   ASSERT_TRUE(client.write("file"));
   EXPECT_TRUE(client.read(content.size()) == content);
+}
+
+// Edge-triggered, a peer's end that comes with its last bytes is read
+// after them: a read that came short does not mean the socket is drained
+// when the event said the peer had ended (no later edge would report it).
+// 40 peers send 64 KiB and 100 B to 1 MiB more and end with a FIN alone;
+// each connection must close with every byte delivered.
+TEST_F(TlsFixture, EdgeTriggeredConnectionsReadThePeersEndThatCameWithTheLastBytes) {
+  struct Seen {
+    std::string bytes;
+    size_t at_close = 0;
+  };
+  std::vector<Seen> seen(40);
+  std::atomic<int> closed{0};
+  net::TcpServerOptions options;
+  options.trigger = net::TriggerMode::kEdge;
+  start(
+      one_identity(make_cert(dir(), "a.test")),
+      [&](net::TcpServer& server) {
+        server.set_connection_callback([&](net::TcpConnection& conn) {
+          if (conn.connected() || !conn.context().has_value()) return;
+          Seen& s = seen[static_cast<size_t>(std::any_cast<int>(conn.context()))];
+          s.at_close = s.bytes.size();
+          ++closed;
+        });
+        server.set_message_callback([&](net::TcpConnection& conn, net::Buffer& in) {
+          if (!conn.context().has_value()) {
+            // The first byte of each peer's bytes says which it is.
+            conn.context() = static_cast<int>(static_cast<unsigned char>(*in.peek()));
+          }
+          seen[static_cast<size_t>(std::any_cast<int>(conn.context()))].bytes.append(in.view());
+          in.retrieve_all();
+        });
+      },
+      options);
+  std::vector<std::string> sent(seen.size());
+  std::vector<std::unique_ptr<Client>> clients;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const size_t more[] = {100, 16 << 10, 64 << 10, 1 << 20};
+    sent[i] = random_bytes((64 << 10) + more[i % 4], static_cast<uint32_t>(i + 1));
+    sent[i][0] = static_cast<char>(i);
+    clients.push_back(std::make_unique<Client>(port_, Client::Options()));
+    ASSERT_TRUE(clients.back()->connected());
+    ASSERT_TRUE(clients.back()->write(sent[i]));
+    clients.back()->end_without_close_notify();
+  }
+  EXPECT_TRUE(tern::testing::eventually([&] { return closed.load() == static_cast<int>(seen.size()); }, 20s))
+      << closed.load() << " of " << seen.size() << " connections closed";
+  runner_.run([&] {
+    for (size_t i = 0; i < seen.size(); ++i) {
+      EXPECT_EQ(seen[i].at_close, sent[i].size()) << "connection " << i;
+      EXPECT_TRUE(seen[i].bytes == sent[i]) << "connection " << i << ": the bytes came changed or out of order";
+    }
+  });
 }
 
 // A reader faster than the writer (here: a socket with room for the whole
