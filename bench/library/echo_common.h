@@ -1,5 +1,6 @@
-// What the four echo servers of bench/library share, so that they take the
-// same flags, announce themselves the same way and arm the same timers:
+// What the echo servers of bench/library share, so that they take the
+// same flags, announce themselves the same way and arm the same timers
+// (and the floors, with no library, listen the same way):
 //
 //   NAME --port P --threads T    serve (port 0: the kernel picks one)
 //   NAME --timers N              time arming and cancelling N timers, exit
@@ -7,6 +8,11 @@
 // Header-only and free of any network library, so that each server still
 // builds alone against its own library.
 #pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -46,6 +52,29 @@ inline bool parse_flags(int argc, char** argv, Flags* flags) {
     }
   }
   return true;
+}
+
+// A listening socket on 127.0.0.1:*port; with port 0, *port becomes the
+// one the kernel chose; non-blocking. -1 on failure (errno set). For the
+// floors, which have no library to make one.
+inline int listen_on(int* port, bool reuse_port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  if (reuse_port) ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(*port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  *port = ntohs(address.sin_port);
+  return fd;
 }
 
 // The line the run script waits for before it starts the driver.

@@ -35,28 +35,6 @@ struct Connection {
   std::string pending;  // echoed bytes the socket has not taken yet
 };
 
-// A listening socket on 127.0.0.1:*port; with port 0, *port becomes the
-// one the kernel chose. -1 on failure (errno set).
-int listen_on(int* port, bool reuse_port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  const int on = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  if (reuse_port) ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(*port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  *port = ntohs(address.sin_port);
-  return fd;
-}
-
 void watch(int epoll_fd, int op, Connection* conn, uint32_t events) {
   epoll_event event{};
   event.events = events;
@@ -142,7 +120,7 @@ int main(int argc, char** argv) {
   std::vector<int> listeners;
   int port = flags.port;
   for (int i = 0; i < flags.threads; ++i) {
-    const int fd = listen_on(&port, flags.threads > 1);
+    const int fd = echo_bench::listen_on(&port, flags.threads > 1);
     if (fd < 0) {
       std::fprintf(stderr, "floor_echo: listen on port %d: %s\n", port, std::strerror(errno));
       return 1;
