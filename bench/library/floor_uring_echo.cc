@@ -186,10 +186,12 @@ class Worker {
       return send_front(fd);
     }
     if (res < 0) {
-      // The peer is gone: what is queued is dropped, and the receive is
-      // ended (its last completion closes the connection).
+      // The peer is gone: what is queued is dropped, and the receive, if
+      // it has not ended, is ended (its last completion closes the
+      // connection).
       for (const Piece& left : conn.queue) give_back(left.buffer);
       conn.queue.clear();
+      if (conn.ended) return close_connection(fd);
       ::shutdown(fd, SHUT_RDWR);
       return;
     }
