@@ -14,7 +14,8 @@
 // It has no timers: the timer row has no floor.
 //
 // --threads T > 1: one ring per thread, each with its own listener on the
-// same port (SO_REUSEPORT), as the other servers do.
+// same port (SO_REUSEPORT), as the other servers do. A ring is made on the
+// thread that submits to it (IORING_SETUP_SINGLE_ISSUER).
 #include <arpa/inet.h>
 #include <liburing.h>
 #include <netinet/in.h>
@@ -27,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <latch>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -35,7 +37,9 @@
 
 namespace {
 
-constexpr unsigned kBuffers = 2048;  // a power of two (the ring's mask)
+// A power of two (the ring's mask); enough for 1,000 connections each
+// with a 64 KiB message in flight.
+constexpr unsigned kBuffers = 4096;
 constexpr unsigned kBufferSize = 16 * 1024;
 constexpr unsigned kEntries = 4096;
 
@@ -92,7 +96,11 @@ class Worker {
 
   void run() {
     for (;;) {
-      io_uring_submit_and_wait(&ring_, 1);
+      const int ret = io_uring_submit_and_wait(&ring_, 1);
+      if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+        std::fprintf(stderr, "floor_uring_echo: io_uring_enter: %s\n", std::strerror(-ret));
+        std::exit(1);
+      }
       io_uring_cqe* cqe = nullptr;
       unsigned head = 0;
       unsigned seen = 0;
@@ -107,6 +115,13 @@ class Worker {
         }
       }
       io_uring_cq_advance(&ring_, seen);
+      // Receives that found the ring empty wait for a buffer to come back
+      // (re-armed at once, they would fail again and again).
+      if (returned_ && !starved_.empty()) {
+        for (int fd : starved_) arm_receive(fd);
+        starved_.clear();
+      }
+      returned_ = false;
     }
   }
 
@@ -146,6 +161,7 @@ class Worker {
   void give_back(uint16_t id) {
     io_uring_buf_ring_add(ring_buffers_, buffer(id), kBufferSize, id, io_uring_buf_ring_mask(kBuffers), 0);
     io_uring_buf_ring_advance(ring_buffers_, 1);
+    returned_ = true;
   }
 
   void accepted(const io_uring_cqe& cqe) {
@@ -173,7 +189,7 @@ class Worker {
     if (more) return;
     // Out of buffers: they come back as sends complete. Else the end of
     // the stream or an error.
-    if (cqe.res == -ENOBUFS) return arm_receive(fd);
+    if (cqe.res == -ENOBUFS) return starved_.push_back(fd);
     conn.ended = true;
     if (conn.queue.empty()) close_connection(fd);
   }
@@ -185,7 +201,7 @@ class Worker {
       piece.offset += static_cast<uint32_t>(res);  // the socket took part of it
       return send_front(fd);
     }
-    if (res < 0) {
+    if (res <= 0) {
       // The peer is gone: what is queued is dropped, and the receive, if
       // it has not ended, is ended (its last completion closes the
       // connection).
@@ -214,6 +230,8 @@ class Worker {
   std::unique_ptr<char, Free> buffers_;
   io_uring_buf_ring* ring_buffers_ = nullptr;
   std::vector<std::unique_ptr<Connection>> connections_;  // by descriptor
+  std::vector<int> starved_;  // connections whose receive found no buffer
+  bool returned_ = false;     // a buffer went back to the ring this round
 };
 
 }  // namespace
@@ -225,7 +243,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "floor_uring_echo: no timers (the floor is an echo only)\n");
     return 2;
   }
-  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<int> listeners;
   int port = flags.port;
   for (int i = 0; i < flags.threads; ++i) {
     const int fd = echo_bench::listen_on(&port, flags.threads > 1);
@@ -233,15 +251,28 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "floor_uring_echo: listen on port %d: %s\n", port, std::strerror(errno));
       return 1;
     }
-    workers.push_back(std::make_unique<Worker>());
-    int error = 0;
-    if (!workers.back()->start(fd, &error)) {
+    listeners.push_back(fd);
+  }
+  // Each ring is made on its own thread; the port is announced once all are.
+  std::vector<Worker> workers(listeners.size());
+  std::vector<int> errors(listeners.size(), 0);
+  std::latch started(static_cast<std::ptrdiff_t>(listeners.size()));
+  auto serve = [&](size_t i) {
+    const bool ok = workers[i].start(listeners[i], &errors[i]);
+    started.count_down();
+    if (ok) workers[i].run();
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < listeners.size(); ++i) threads.emplace_back(serve, i);
+  const bool ok = workers[0].start(listeners[0], &errors[0]);
+  started.count_down();
+  started.wait();
+  for (int error : errors) {
+    if (error != 0) {
       std::fprintf(stderr, "floor_uring_echo: io_uring unavailable: %s\n", std::strerror(error));
-      return 3;
+      std::_Exit(3);
     }
   }
   echo_bench::announce(port);
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < workers.size(); ++i) threads.emplace_back([&worker = *workers[i]] { worker.run(); });
-  workers[0]->run();
+  if (ok) workers[0].run();
 }
