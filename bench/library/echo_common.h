@@ -14,10 +14,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,23 @@ inline int listen_on(int* port, bool reuse_port) {
   }
   *port = ntohs(address.sin_port);
   return fd;
+}
+
+// One listener per thread on the same port (SO_REUSEPORT when more than
+// one), as listen_on makes them; *port as there. Empty, after a line on
+// stderr naming the program, when one cannot be made.
+inline std::vector<int> listen_all(int threads, int* port, const char* program) {
+  std::vector<int> listeners;
+  for (int i = 0; i < threads; ++i) {
+    const int fd = listen_on(port, threads > 1);
+    if (fd < 0) {
+      std::fprintf(stderr, "%s: listen on port %d: %s\n", program, *port, std::strerror(errno));
+      for (int open_fd : listeners) ::close(open_fd);
+      return {};
+    }
+    listeners.push_back(fd);
+  }
+  return listeners;
 }
 
 // The line the run script waits for before it starts the driver.

@@ -117,16 +117,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "floor_echo: no timers (the floor is an echo only)\n");
     return 2;
   }
-  std::vector<int> listeners;
   int port = flags.port;
-  for (int i = 0; i < flags.threads; ++i) {
-    const int fd = echo_bench::listen_on(&port, flags.threads > 1);
-    if (fd < 0) {
-      std::fprintf(stderr, "floor_echo: listen on port %d: %s\n", port, std::strerror(errno));
-      return 1;
-    }
-    listeners.push_back(fd);
-  }
+  const std::vector<int> listeners = echo_bench::listen_all(flags.threads, &port, "floor_echo");
+  if (listeners.empty()) return 1;
   echo_bench::announce(port);
   std::vector<std::thread> threads;
   for (size_t i = 1; i < listeners.size(); ++i) threads.emplace_back(serve, listeners[i]);

@@ -77,19 +77,19 @@ class Worker {
     }
     if (ret < 0) return *error = -ret, false;
     buffers_.reset(static_cast<char*>(std::aligned_alloc(4096, size_t{kBuffers} * kBufferSize)));
-    ring_buffers_ = static_cast<io_uring_buf_ring*>(std::aligned_alloc(4096, kBuffers * sizeof(io_uring_buf)));
-    io_uring_buf_ring_init(ring_buffers_);
+    ring_buffers_.reset(static_cast<io_uring_buf_ring*>(std::aligned_alloc(4096, kBuffers * sizeof(io_uring_buf))));
+    io_uring_buf_ring_init(ring_buffers_.get());
     io_uring_buf_reg reg{};
-    reg.ring_addr = reinterpret_cast<uint64_t>(ring_buffers_);
+    reg.ring_addr = reinterpret_cast<uint64_t>(ring_buffers_.get());
     reg.ring_entries = kBuffers;
     reg.bgid = 0;
     ret = io_uring_register_buf_ring(&ring_, &reg, 0);
     if (ret < 0) return *error = -ret, false;
     for (unsigned i = 0; i < kBuffers; ++i) {
-      io_uring_buf_ring_add(ring_buffers_, buffer(i), kBufferSize, static_cast<uint16_t>(i),
+      io_uring_buf_ring_add(ring_buffers_.get(), buffer(i), kBufferSize, static_cast<uint16_t>(i),
                             io_uring_buf_ring_mask(kBuffers), static_cast<int>(i));
     }
-    io_uring_buf_ring_advance(ring_buffers_, kBuffers);
+    io_uring_buf_ring_advance(ring_buffers_.get(), kBuffers);
     arm_accept();
     return true;
   }
@@ -159,8 +159,8 @@ class Worker {
   }
 
   void give_back(uint16_t id) {
-    io_uring_buf_ring_add(ring_buffers_, buffer(id), kBufferSize, id, io_uring_buf_ring_mask(kBuffers), 0);
-    io_uring_buf_ring_advance(ring_buffers_, 1);
+    io_uring_buf_ring_add(ring_buffers_.get(), buffer(id), kBufferSize, id, io_uring_buf_ring_mask(kBuffers), 0);
+    io_uring_buf_ring_advance(ring_buffers_.get(), 1);
     returned_ = true;
   }
 
@@ -224,11 +224,11 @@ class Worker {
 
   io_uring ring_{};
   int listener_ = -1;
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
+  struct Free {  // for std::aligned_alloc
+    void operator()(void* p) const { std::free(p); }
   };
   std::unique_ptr<char, Free> buffers_;
-  io_uring_buf_ring* ring_buffers_ = nullptr;
+  std::unique_ptr<io_uring_buf_ring, Free> ring_buffers_;
   std::vector<std::unique_ptr<Connection>> connections_;  // by descriptor
   std::vector<int> starved_;  // connections whose receive found no buffer
   bool returned_ = false;     // a buffer went back to the ring this round
@@ -243,16 +243,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "floor_uring_echo: no timers (the floor is an echo only)\n");
     return 2;
   }
-  std::vector<int> listeners;
   int port = flags.port;
-  for (int i = 0; i < flags.threads; ++i) {
-    const int fd = echo_bench::listen_on(&port, flags.threads > 1);
-    if (fd < 0) {
-      std::fprintf(stderr, "floor_uring_echo: listen on port %d: %s\n", port, std::strerror(errno));
-      return 1;
-    }
-    listeners.push_back(fd);
-  }
+  const std::vector<int> listeners = echo_bench::listen_all(flags.threads, &port, "floor_uring_echo");
+  if (listeners.empty()) return 1;
   // Each ring is made on its own thread; the port is announced once all are.
   std::vector<Worker> workers(listeners.size());
   std::vector<int> errors(listeners.size(), 0);
