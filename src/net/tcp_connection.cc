@@ -166,6 +166,7 @@ void TcpConnection::recycle() {
   idle_timer_on_ = false;
   if (idle_timer_) idle_timer_->cancel();
   bytes_received_ = bytes_sent_ = 0;
+  close_error_ = 0;
 }
 
 void TcpConnection::shutdown() {
@@ -389,6 +390,7 @@ void TcpConnection::defer_callback(Deferred what) {
 }
 
 void TcpConnection::fail(int err, const char* what) {
+  if (!close_scheduled_ && !disconnected()) close_error_ = static_cast<uint8_t>(std::min(err, 255));  // a close already under way keeps its cause
   if (is_peer_error(err)) {
     TERN_LOG_DEBUG("conn {} {}: {}: {}", slot_, peer_.to_ip_port(), what, std::strerror(err));
   } else {

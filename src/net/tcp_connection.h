@@ -94,6 +94,12 @@ class TcpConnection final : public OutputStream {
   State state() const { return state_; }
   bool connected() const { return state_ == State::kConnected; }
   bool disconnected() const { return state_ == State::kDisconnected; }
+  // The error (an errno value) that closed the connection: a failed read
+  // or write, a reset by the peer. 0 while it is open, and when it ended
+  // cleanly (the peer's end, a shutdown, a close of ours). Tells an end of
+  // stream from a cut one in the close callback, where a body that ends at
+  // the close is whole only if this is 0.
+  int close_error() const { return close_error_; }
 
   // Queue output. Ignored (logged at debug) unless connected.
   void send(std::string_view data);
@@ -325,7 +331,7 @@ class TcpConnection final : public OutputStream {
   // than the line it saves.) Flags are bits and counts 32-bit so that the
   // object takes a 288-byte allocation: idle connections are mostly this.
   State state_ = State::kIdle;
-  TriggerMode trigger_ = TriggerMode::kLevel;
+  TriggerMode trigger_ : 1 = TriggerMode::kLevel;
   bool reading_ : 1 = false;
   bool peer_closed_ : 1 = false;
   bool close_after_write_ : 1 = false;
@@ -340,6 +346,7 @@ class TcpConnection final : public OutputStream {
   bool idle_timer_on_ : 1 = false;  // set_idle_timeout() with a positive time
   bool awaiting_proxy_header_ : 1 = false;  // see expect_proxy_header()
   mutable bool local_known_ : 1 = false;
+  uint8_t close_error_ = 0;  // see close_error(); Linux's errno values fit
   uint32_t generation_ = 0;
   // set_idle_timeout()'s, in milliseconds (up to 49 days).
   uint32_t idle_timeout_ms_ = 0;

@@ -1,5 +1,7 @@
 #include "upstream/call.h"
 
+#include <cstring>
+
 #include "base/log.h"
 #include "http/error_page.h"
 #include "net/event_loop.h"
@@ -286,11 +288,14 @@ void Call::on_upstream_message(net::TcpConnection& /*conn*/, net::Buffer& input)
   if (!buffer_response_ || response_.size() >= options_.max_temp_file) pause_upstream();
 }
 
-void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
+void Call::on_upstream_closed(net::TcpConnection& conn) {
   upstream_ = nullptr;  // the lease ended with the connection
   if (done_) return;
   if (tunnel_) return end_tunnel("closed by the upstream");
-  if (response_started_ && codec_->ends_at_close()) {
+  // A body that ends at the close is whole only if the connection ended
+  // cleanly: one cut by a reset or a failed read is a failure (below), not
+  // stored and not passed on as whole, as nginx does.
+  if (response_started_ && codec_->ends_at_close() && conn.close_error() == 0) {
     net::Buffer empty{0};
     return on_response_end(empty);
   }
@@ -313,8 +318,10 @@ void Call::on_upstream_closed(net::TcpConnection& /*conn*/) {
       try_next_server("connection closed before a response")) {
     return;
   }
-  TERN_LOG_ERROR("{}: connection closed {}{}", group_.server_name(server_),
-                 response_started_ ? "in the middle of the response" : "before a response", request_note());
+  const int error = conn.close_error();
+  TERN_LOG_ERROR("{}: connection closed {}{}{}{}", group_.server_name(server_),
+                 response_started_ ? "in the middle of the response" : "before a response",
+                 error != 0 ? ": " : "", error != 0 ? std::strerror(error) : "", request_note());
   fail(502, "upstream closed the connection");
 }
 

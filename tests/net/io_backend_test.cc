@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <any>
 #include <atomic>
 #include <cerrno>
@@ -413,6 +414,45 @@ TEST_P(BothBackends, BytesReceivedWhilePausedAreAllDeliveredBeforeThePeersEnd) {
   runner.run([&] {
     EXPECT_EQ(received_at_close, payload.size());
     EXPECT_TRUE(received == payload) << "the bytes came changed or out of order";
+    server.reset();
+  });
+}
+
+TEST_P(BothBackends, TheCloseCallbackTellsAResetFromAnEnd) {
+  // close_error() is what lets a reader of a body that ends at the close
+  // (an HTTP/1.0 response) tell a whole body from a cut one.
+  LoopRunner runner(GetParam());
+  std::atomic<int> received{0};
+  std::atomic<int> closed{0};
+  std::vector<int> errors;  // close_error() of each
+  std::unique_ptr<TcpServer> server;
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_connection_callback([&](TcpConnection& conn) {
+      if (conn.connected()) {
+        EXPECT_EQ(conn.close_error(), 0);  // none while open
+        return;
+      }
+      errors.push_back(conn.close_error());
+      ++closed;
+    });
+    server->set_message_callback([&](TcpConnection&, Buffer& input) {
+      input.retrieve_all();
+      ++received;
+    });
+    ASSERT_TRUE(server->start().ok());
+  });
+  for (int i = 0; i < 2; ++i) {
+    tern::testing::RawClient client(server->listen_address().port());
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client.send_all("bytes"));
+    ASSERT_TRUE(eventually([&] { return received.load() == i + 1; }, 10s));
+    if (i == 1) client.reset();
+  }  // the first ends, the second is reset
+  ASSERT_TRUE(eventually([&] { return closed.load() == 2; }, 10s));
+  runner.run([&] {
+    std::sort(errors.begin(), errors.end());
+    EXPECT_EQ(errors, (std::vector<int>{0, ECONNRESET}));
     server.reset();
   });
 }

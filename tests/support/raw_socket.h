@@ -113,6 +113,14 @@ class RawClient {
 
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
 
+  // Closes with a reset (RST) instead of an end of stream (FIN).
+  void reset() {
+    const linger abort{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+    ::close(fd_);
+    fd_ = -1;
+  }
+
   // Reads until `len` bytes, EOF, error or timeout.
   std::string read_exactly(size_t len, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     std::string out;

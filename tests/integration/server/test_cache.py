@@ -8,7 +8,9 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
+import threading
 import time
 import tomllib
 import urllib.parse
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from http_client import HttpConn
+from http_client import ConnectionClosed, HttpConn
 from tern_server import scaled
 from test_proxy import apps, site  # noqa: F401 (apps is a fixture)
 
@@ -364,6 +366,66 @@ def test_kill_9_during_a_fill_leaves_no_entry_to_serve(tern_factory, origin, tmp
     assert is_hit(srv.get(kept))
     again = srv.get("/stream?n=50&size=1048576&delay=0.04")
     assert status(again) == "tern; fwd=uri-miss" and len(again.body) == 50 * 1048576
+
+
+class CloseDelimitedOrigin:
+    """An origin whose responses end at the close (no length, not chunked),
+    each cacheable: the first is reset part way through its body, the
+    others end cleanly."""
+
+    def __init__(self):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.served = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    piece = conn.recv(65536)
+                    if not piece:
+                        break
+                    data += piece
+                self.served += 1
+                conn.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nConnection: close\r\n\r\n")
+                if self.served == 1:
+                    conn.sendall(b"cut" * 1000)
+                    time.sleep(0.3)  # the head is the client's by now
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    conn.sendall(b"whole #%d " % self.served + b"w" * 5000)
+
+    def close(self):
+        self.listener.close()
+
+
+def test_a_body_that_ends_at_the_close_is_stored_only_if_the_connection_ended_cleanly(tern_factory, tmp_path):
+    """A reset in the middle of a close-delimited body cuts the response:
+    the client is not told it is whole, and nothing is stored; the next
+    request goes to the origin, whose clean end is stored."""
+    origin = CloseDelimitedOrigin()
+    try:
+        srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+        with srv.connect() as conn:
+            with pytest.raises(ConnectionClosed):
+                conn.get("/page")
+        whole = srv.get("/page")
+        assert whole.status == 200 and status(whole) == "tern; fwd=uri-miss", status(whole)
+        assert whole.body == b"whole #2 " + b"w" * 5000
+        again = srv.get("/page")
+        assert is_hit(again) and again.body == whole.body
+        assert origin.served == 2
+        assert srv.wait_for_log("connection closed in the middle of the response: Connection reset by peer")
+    finally:
+        origin.close()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs")

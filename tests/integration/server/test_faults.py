@@ -152,7 +152,7 @@ def assert_logged(srv, backend, before, needle):
 @pytest.mark.parametrize("kind,attributes,status,log", [
     ("latency", {"latency": 3000}, 504, "no response within 2000 ms"),
     ("timeout", {"timeout": 0}, 504, "no response within 2000 ms"),
-    ("reset_peer", {"timeout": 0}, 502, "connection closed before a response"),
+    ("reset_peer", {"timeout": 0}, 502, "connection closed before a response: Connection reset by peer"),
     ("limit_data", {"bytes": 20}, 502, "connection closed before a response"),
 ], ids=["latency", "stall", "reset", "cut-in-head"])
 def test_fastcgi_fault_answers_5xx_and_recovers(php_faulty, toxiproxy, kind, attributes, status, log):
@@ -233,7 +233,7 @@ def proxy_ok(srv):
 @pytest.mark.parametrize("kind,attributes,status,log", [
     ("latency", {"latency": 3000}, 504, "no response within 2000 ms"),
     ("timeout", {"timeout": 0}, 504, "no response within 2000 ms"),
-    ("reset_peer", {"timeout": 0}, 502, "connection closed before a response"),
+    ("reset_peer", {"timeout": 0}, 502, "connection closed before a response: Connection reset by peer"),
     ("limit_data", {"bytes": 10}, 502, "connection closed before a response"),
 ], ids=["latency", "stall", "reset", "cut-in-head"])
 def test_upstream_fault_answers_5xx_and_recovers(proxy_faulty, toxiproxy, kind, attributes, status, log):
