@@ -60,15 +60,13 @@ void TcpClient::on_connected(Socket socket) {
   std::unique_ptr<SecureLayer> layer;
   if (options_.secure && !(layer = options_.secure->new_layer())) {
     handshake_failure_ = "TLS handshake: no TLS session could be made";
-    if (failed_cb_) failed_cb_(Error{ENOMEM, "TLS handshake"}, false);
-    return;  // the Socket closes
+    return connect_failed(Error{ENOMEM, "TLS handshake"});  // the Socket closes
   }
   if (!options_.preamble.empty()) {
     int saved_errno = 0;
     const ssize_t n = sockets::write(socket.fd(), options_.preamble.data(), options_.preamble.size(), &saved_errno);
     if (n != static_cast<ssize_t>(options_.preamble.size())) {
-      if (failed_cb_) failed_cb_(Error{n < 0 ? saved_errno : EAGAIN, "write"}, false);
-      return;  // the Socket closes
+      return connect_failed(Error{n < 0 ? saved_errno : EAGAIN, "write"});  // the Socket closes
     }
   }
   TcpConnection* conn = table.open(std::move(socket), peer, &callbacks_, options_.trigger,
@@ -79,18 +77,21 @@ void TcpClient::on_connected(Socket socket) {
   table.establish(conn);
 }
 
+void TcpClient::connect_failed(const Error& error) {
+  // Connected, but not usable: for the user, a connect that failed, retried
+  // as one (ConnectorOptions: its back-off and max_attempts), whether or
+  // not `reconnect` is set.
+  if (wanted_) return connector_.connection_failed(error);  // it reports the failure
+  if (failed_cb_) failed_cb_(error, false);
+}
+
 void TcpClient::on_closed(TcpConnection& conn) {
   if (conn.id() == connection_) connection_ = ConnectionId{};
   if (conn.secure_ && !conn.secure_->announced) {
-    // Connected, but the handshake never ended: for the user, a connect
-    // that failed, retried as one (ConnectorOptions: its back-off and
-    // max_attempts), whether or not `reconnect` is set.
+    // Connected, but the handshake never ended.
     handshake_failure_ = conn.secure_handshake_failure();
     TERN_LOG_DEBUG("{}: {} to {}", options_.name, handshake_failure_, connector_.server().to_string());
-    const Error error{conn.secure_->timed_out ? ETIMEDOUT : EPROTO, "TLS handshake"};
-    if (wanted_) return connector_.connection_failed(error);  // it reports the failure
-    if (failed_cb_) failed_cb_(error, false);
-    return;
+    return connect_failed(Error{conn.secure_->timed_out ? ETIMEDOUT : EPROTO, "TLS handshake"});
   }
   if (wanted_ && options_.reconnect) {
     TERN_LOG_DEBUG("{}: connection to {} closed, reconnecting", options_.name,

@@ -70,12 +70,14 @@ class TcpClient {
     callbacks_.write_complete_when_asked = only_when_asked;
   }
   // A connect that failed, or a TLS handshake (then Error::what is "TLS
-  // handshake" and handshake_failure() says more).
+  // handshake" and handshake_failure() says more), or a preamble the socket
+  // did not take (Error::what "write"): each retried as ConnectorOptions say.
   void set_connect_failed_callback(Connector::FailedCallback cb) { failed_cb_ = std::move(cb); }
 
   // Starts connecting (and retrying, as the options say).
   void connect();
-  // Half-closes the connection after its output drains and stops reconnecting.
+  // Stops reconnecting and half-closes the connection after its output
+  // drains: it closes when the peer ends its side.
   void disconnect();
   // Stops connecting: the attempt in progress, and any retry or reconnect
   // to come. An established connection stays open (disconnect() closes
@@ -93,6 +95,7 @@ class TcpClient {
  private:
   void on_connected(Socket socket);
   void on_closed(TcpConnection& conn);
+  void connect_failed(const Error& error);
 
   EventLoop* const loop_;
   const TcpClientOptions options_;

@@ -185,6 +185,29 @@ TEST(TcpClient, RetryDelaysGrowExponentiallyUpToTheMaximum) {
   }
 }
 
+TEST(TcpClient, APreambleTheSocketDoesNotTakeIsAFailedConnectRetriedUpToTheLimit) {
+  // Connected, but the preamble (a PROXY header, meant to be a few bytes)
+  // does not fit the fresh socket: a failed connect, retried as any other.
+  LoopRunner server_runner;
+  LoopRunner client_runner;
+  auto server = start_echo_server(server_runner, 0);
+  TcpClientOptions options;
+  options.preamble.assign(64 << 20, 'p');
+  options.connector.initial_backoff = 10ms;
+  options.connector.max_attempts = 3;
+  ClientProbe probe(client_runner, server->listen_address().port(), options);
+  probe.connect();
+  ASSERT_TRUE(eventually([&] { return probe.failure_count() == 3; }));
+  std::this_thread::sleep_for(200ms);
+  std::lock_guard lock(probe.mu);
+  ASSERT_EQ(probe.failures.size(), 3u) << "kept trying past max_attempts";
+  EXPECT_TRUE(probe.failures[0].will_retry);
+  EXPECT_TRUE(probe.failures[1].will_retry);
+  EXPECT_FALSE(probe.failures[2].will_retry);
+  EXPECT_EQ(probe.failures[0].error_code, EAGAIN);
+  EXPECT_EQ(probe.connects.load(), 0);
+}
+
 TEST(TcpClient, DisconnectClosesAndDoesNotReconnect) {
   LoopRunner server_runner;
   LoopRunner client_runner;
