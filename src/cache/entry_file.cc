@@ -3,12 +3,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -189,6 +192,19 @@ std::string entry_path(std::string_view dir, const KeyHash& hash) {
 
 bool is_temp_name(std::string_view name) { return name.find(".tmp.") != std::string_view::npos; }
 
+const std::string& own_temp_tag() {
+  static const std::string tag = [] {
+    uint64_t random = 0;
+    if (::getrandom(&random, sizeof random, 0) != sizeof random) {
+      random = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(random));
+    return ".tmp." + std::to_string(::getpid()) + "-" + hex + ".";
+  }();
+  return tag;
+}
+
 EntryWriter::~EntryWriter() { abandon(); }
 
 void EntryWriter::abandon() {
@@ -208,7 +224,7 @@ Result<void> EntryWriter::open(std::string_view dir, const KeyHash& hash, const 
     return errno_error("cache directory", errno);
   }
   static std::atomic<uint64_t> serial{0};
-  temp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
+  temp_ = path_ + own_temp_tag() + std::to_string(serial.fetch_add(1));
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd_ < 0) return errno_error("cache entry", errno);
   head_size_ = encoded.size();

@@ -145,5 +145,9 @@ Result<EntryHead> read_entry_head(int fd, uint64_t* inode = nullptr);
 
 // Whether a name in a zone's directory is an entry's temp file.
 bool is_temp_name(std::string_view name);
+// What the names of this process's temp files hold: ".tmp.<pid>-<random>.".
+// Random for each start, so that a process whose pid repeats that of one
+// killed while filling (PID 1 in a container) takes its files for strays.
+const std::string& own_temp_tag();
 
 }  // namespace tern::cache

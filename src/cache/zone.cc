@@ -85,8 +85,8 @@ size_t Zone::load() {
     int64_t mtime;
   };
   std::vector<Found> found;
-  // Loops fill while this reads: their temp files are named with our pid.
-  const std::string own_temp = ".tmp." + std::to_string(::getpid()) + ".";
+  // Loops fill while this reads: their temp files carry our tag.
+  const std::string& own_temp = own_temp_tag();
   for (const std::string& first : list_dir(options_.path)) {
     const std::string level1 = options_.path + "/" + first;
     for (const std::string& second : list_dir(level1)) {

@@ -98,12 +98,17 @@ TEST_F(ZoneTest, LoadRebuildsTheIndexFromCompleteEntriesOnly) {
     ASSERT_TRUE(half.open(dir_.string(), KeyHash::of("half"), head));
     ASSERT_TRUE(half.append("partial"));
     // A crash of another process: its temp file stays (copied under that
-    // process's name before the writer goes).
+    // process's name before the writer goes). One had this process's pid,
+    // as a container's PID 1 killed while filling and started again does.
+    fs::path temp;
     for (const auto& e : fs::recursive_directory_iterator(dir_)) {
-      if (e.is_regular_file() && is_temp_name(e.path().filename().string())) {
-        fs::copy_file(e.path(), entry_path(dir_.string(), KeyHash::of("half")) + ".tmp.999999999.1");
-      }
+      if (e.is_regular_file() && is_temp_name(e.path().filename().string())) temp = e.path();
     }
+    ASSERT_FALSE(temp.empty());
+    const std::string half_path = entry_path(dir_.string(), KeyHash::of("half"));
+    fs::copy_file(temp, half_path + ".tmp.999999999.1");
+    fs::copy_file(temp, half_path + ".tmp." + std::to_string(::getpid()) + ".7");
+    fs::copy_file(temp, half_path + ".tmp." + std::to_string(::getpid()) + "-0123456789abcdef.8");
   }
   // A fill of this process under way while the zone loads: left alone.
   EntryWriter live;
