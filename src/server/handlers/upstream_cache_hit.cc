@@ -94,7 +94,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
   const Conditional answer = head.status == 200
                                  ? conditional(request, head.field("ETag"), head.field("Last-Modified"), head.body_size)
                                  : Conditional{};
-  if (answer.kind == Conditional::kPreconditionFailed) return http::write_error_page(w, 412);
+  if (answer.kind == Conditional::kPreconditionFailed) return http::write_error_page(w, 412, {"Cache-Status", status});
   // Whether a 200 would be compressed on the way (its ETag then weak):
   // a 304 says what the 200 would (RFC 9110 15.4.5), Vary included.
   const bool compressible = head.status == 200 && head.field("Content-Encoding").empty() &&
