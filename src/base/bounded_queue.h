@@ -32,6 +32,7 @@ class BoundedQueue {
     cells_ = std::make_unique<Cell[]>(size);
     for (size_t i = 0; i < size; ++i) cells_[i].sequence.store(i, std::memory_order_relaxed);
   }
+
   BoundedQueue(const BoundedQueue&) = delete;
   BoundedQueue& operator=(const BoundedQueue&) = delete;
 

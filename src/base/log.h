@@ -44,7 +44,7 @@ struct Options {
   std::chrono::seconds flush_interval{1};
   // Records waiting for the backend; past this the oldest are dropped.
   std::size_t queue_size = 8192;
-  bool async = true;
+  bool async = true;  // a backend thread writes the records; false: the logging thread does
   // Read TERN_LOG_LEVEL from the environment (tests turn this off).
   bool use_environment = true;
 };

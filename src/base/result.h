@@ -30,6 +30,7 @@ struct Error {
     }
     return s;
   }
+  // The same errno value and the same operation.
   friend bool operator==(const Error& a, const Error& b) {
     return a.code == b.code && std::strcmp(a.what, b.what) == 0;
   }

@@ -38,6 +38,7 @@ class Spool {
   // Takes the other's bytes (and file); the other is left empty.
   Spool(Spool&& other) noexcept;
   Spool& operator=(Spool&& other) noexcept;
+
   Spool(const Spool&) = delete;
   Spool& operator=(const Spool&) = delete;
 

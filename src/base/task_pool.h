@@ -30,17 +30,20 @@ class TaskPool {
  public:
   using Task = std::function<void()>;  // one job, run on one of the threads
 
-  // Starts `threads` threads named name-0, name-1, ...; at most
-  // `max_queued` tasks wait for them.
+  // Starts `threads` threads named name0, name1, ... (cut to 15
+  // characters); at most `max_queued` tasks wait for them.
   TaskPool(std::string name, size_t threads, size_t max_queued);
+  // shutdown(), if it has not run.
   ~TaskPool();
+
   TaskPool(const TaskPool&) = delete;
   TaskPool& operator=(const TaskPool&) = delete;
 
-  // False when the queue is full (or the pool is stopping).
+  // Queues `task` for a thread; false when the queue is full (or the pool
+  // is stopping).
   bool submit(Task task);
-  size_t threads() const { return threads_.size(); }
-  size_t queued() const;
+  size_t threads() const { return threads_.size(); }  // how many it started
+  size_t queued() const;  // tasks waiting for a thread
   // Drops the tasks that have not started, refuses new ones, and returns
   // how many were dropped. Running tasks finish.
   size_t discard_queued();

@@ -70,6 +70,7 @@ class ScriptHandler final : public http::RequestHandler {
   // '/' or an empty extension, std::system_error when the root cannot be
   // opened.
   explicit ScriptHandler(ScriptHandlerOptions options);
+
   ~ScriptHandler() override;
   ScriptHandler(const ScriptHandler&) = delete;
   ScriptHandler& operator=(const ScriptHandler&) = delete;

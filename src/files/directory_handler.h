@@ -37,6 +37,7 @@ class DirectoryHandler final : public http::RequestHandler {
   // '/', and what StaticFiles throws: std::system_error when the root
   // cannot be opened, std::invalid_argument for a bad index name.
   DirectoryHandler(std::string_view prefix, StaticFilesOptions options);
+
   DirectoryHandler(const DirectoryHandler&) = delete;
   DirectoryHandler& operator=(const DirectoryHandler&) = delete;
 
@@ -56,7 +57,7 @@ class DirectoryHandler final : public http::RequestHandler {
   // The file `path` (normalised) names beneath the root: what follows the
   // prefix ("/" for the prefix itself); false outside the prefix.
   bool beneath(std::string_view path, std::string_view* file) const;
-  LoopFiles& loop_files();
+  LoopFiles& loop_files();  // this loop's, made on first use
 
   std::string prefix_;  // normalised, without a final '/': "" for "/"
   const StaticFilesOptions options_;

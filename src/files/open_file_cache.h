@@ -73,6 +73,7 @@ class OpenFile {
  public:
   // Takes ownership of `fd`; `st` is its fstat.
   OpenFile(int fd, const struct stat& st);
+
   ~OpenFile();
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;
@@ -99,6 +100,7 @@ class OpenFile {
   // (it is changing). The cache calls it, and drop_content() to make room,
   // on the loop; a response copies what it sends from content() at once.
   bool load_content() const;
+  // Frees the content read in: has_content() is false again.
   void drop_content() const;
 
   // True if `st`, a fresh stat of the same path, still describes this file.
@@ -169,9 +171,11 @@ struct OpenFileCacheOptions {
   // contents read in. The compressed copies the static handler keeps beside
   // a content (smaller than it) are not counted.
   size_t max_bytes = 32 << 20;
+  // How long an entry is trusted: a find() after that looks at the file
+  // again (one fstatat) and opens it anew if it changed.
   std::chrono::steady_clock::duration valid_for = std::chrono::seconds(1);
-  SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;
-  bool cache_not_found = true;
+  SymlinkPolicy symlinks = SymlinkPolicy::kInsideRoot;  // which symlinks a lookup follows
+  bool cache_not_found = true;  // a path that is not there (ENOENT, ENOTDIR) is cached too
   // Hot regular files up to this size are kept in memory too (0: none).
   size_t memory_max_file_bytes = 16 * 1024;
   // Contents unused for this long may give way to a hotter file's.
@@ -191,6 +195,7 @@ class OpenFileCache {
 
   // Opens `root`. Start-up only: throws std::system_error if it cannot.
   OpenFileCache(const std::string& root, OpenFileCacheOptions options);
+
   ~OpenFileCache();
   OpenFileCache(const OpenFileCache&) = delete;
   OpenFileCache& operator=(const OpenFileCache&) = delete;
@@ -206,7 +211,8 @@ class OpenFileCache {
   // The status to answer for a failed find(): 404 for ENOENT, ENOTDIR and
   // ENAMETOOLONG; 403 for EACCES, EPERM (includes "not a regular file"),
   // ELOOP and EXDEV (a symlink the policy refuses; nginx with
-  // disable_symlinks also says 403); 500 for anything else.
+  // disable_symlinks also says 403); 503 for EMFILE and ENFILE (out of
+  // descriptors for now); 500 for anything else.
   static int http_status(const Error& error);
 
   size_t size() const { return index_.size(); }  // the entries held
@@ -254,19 +260,30 @@ class OpenFileCache {
   void refresh(List::iterator entry, FileResult& opened, Clock::time_point now);
   // A cacheable `opened` (see cacheable()) as a new entry.
   void insert(std::string_view path, FileResult& opened, Clock::time_point now);
+  // Whether `opened` is worth an entry: a file or directory, or (with
+  // remember_missing and cache_not_found) a path that is not there; never
+  // with max_entries 0.
   bool cacheable(const FileResult& opened, bool remember_missing = true) const;
+  // Counts a request for `entry`; from the second, a small regular file's
+  // bytes come into memory when room can be made for them.
   void admit_content(Entry& entry, Clock::time_point now);
   // Lets go of the least recently used contents, until `more` bytes fit;
   // with `idle_before` only of those unused since then. False if they cannot.
   bool free_contents(size_t more, Clock::time_point idle_before);
-  void drop_content(Entry& entry);
+  void drop_content(Entry& entry);  // frees `entry`'s content, if loaded, and its bytes
   // Drops least recently used entries until `more` bytes and one more entry fit.
   void evict_for_entry(size_t more);
-  void drop_last();
+  void drop_last();  // erases the least recently used entry
   // Removes `entry` (its content, its bytes, its index slot); the next one.
   List::iterator erase(List::iterator entry);
+  // Opens `path` beneath the root; when out of descriptors, sheds some
+  // (shed_descriptors()) and tries once more.
   FileResult open_path(std::string_view path);
+  // One open as the symlink policy says, and its fstat: EPERM for what is
+  // neither a regular file nor a directory.
   FileResult open_path_once(std::string_view path);
+  // `path` without its leading '/' ("." for "/"), NUL-terminated in
+  // scratch_: valid until the next call.
   const char* relative(std::string_view path);
 
   const OpenFileCacheOptions options_;

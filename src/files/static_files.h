@@ -93,6 +93,8 @@ struct StaticRequest {
   // a directory's 301 goes to it plus "/". Empty: `path`.
   std::string_view uri_path;
   std::string_view query;  // after '?', without it; kept on redirects
+  // The request's If-Match, If-Unmodified-Since, If-None-Match,
+  // If-Modified-Since, Range, If-Range and Accept-Encoding fields.
   std::string_view if_match;
   std::string_view if_unmodified_since;
   std::string_view if_none_match;
@@ -130,7 +132,7 @@ struct StaticResult {
   // inline so a copied result stays valid.
   std::string_view content_range() const { return {content_range_buf.data(), content_range_size}; }
   std::array<char, http::kContentRangeMaxSize> content_range_buf;  // the first content_range_size bytes
-  size_t content_range_size = 0;
+  size_t content_range_size = 0;  // the length of content_range()
 };
 
 class StaticFiles {
@@ -142,6 +144,7 @@ class StaticFiles {
   // be opened and std::invalid_argument for an index name that is empty or
   // holds a '/' or is "." or "..".
   explicit StaticFiles(StaticFilesOptions options);
+
   StaticFiles(const StaticFiles&) = delete;
   StaticFiles& operator=(const StaticFiles&) = delete;
 

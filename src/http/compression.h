@@ -67,6 +67,7 @@ class Compressor {
  public:
   // A stream in `coding` (gzip or brotli) at the policy's level.
   Compressor(Coding coding, const CompressionPolicy& policy);
+
   ~Compressor();
   Compressor(const Compressor&) = delete;
   Compressor& operator=(const Compressor&) = delete;

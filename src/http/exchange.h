@@ -103,6 +103,7 @@ class ExchangeTransport {
   // The connection's client: the one its PROXY protocol header named, else
   // the peer.
   virtual const net::InetAddress& connection_client() const { return peer_address(); }
+  // The address the client connected to.
   virtual const net::InetAddress& local_address() const = 0;
   // The carrier's TLS; null for plain HTTP.
   virtual const net::SecureLayer* secure() const { return nullptr; }
@@ -111,11 +112,17 @@ class ExchangeTransport {
   // be read and dropped after the response). The exchange's writer asks as
   // it writes the head.
   virtual bool must_close() const = 0;
+  // The carrier's side of the Exchange's calls of the same names: sends
+  // what the writer queued, counts the output queued, stops and resumes
+  // reading the body, calls Exchange::drained() once the client has taken
+  // the output.
   virtual void flush() = 0;
   virtual size_t pending_output_bytes() const = 0;
   virtual void pause_body() = 0;
   virtual void resume_body() = 0;
   virtual void wait_for_drain() = 0;
+  // Exchange::finish() and Exchange::abort(): the response is complete, or
+  // cannot be completed.
   virtual void finish_exchange() = 0;
   virtual void abort_exchange() = 0;
   // The 101 head is written: from now on raw bytes both ways (see
@@ -140,6 +147,7 @@ class Exchange {
   // The exchange with this id, if it is still in progress; loop thread of
   // id.loop only.
   static Exchange* find(const ExchangeId& id);
+  // What find() takes, to reach the exchange again later.
   ExchangeId id() const;
 
   // Owns `job` until the end of the round in which the exchange ends. (A
@@ -168,6 +176,7 @@ class Exchange {
   // went out whole with what was sent (a HEAD's head) closes then. A job
   // that goes on after a flush checks that it still has its exchange.
   void flush();
+  // The output queued for the client and not yet sent.
   size_t pending_output_bytes() const;
   // The TCP peer (a load balancer, where one is in front).
   const net::InetAddress& peer_address() const { return transport_->peer_address(); }
@@ -177,14 +186,19 @@ class Exchange {
   const net::InetAddress& client_address() const {
     return request_->has_client_address() ? request_->client_address() : transport_->peer_address();
   }
+  // The address the client connected to.
   const net::InetAddress& local_address() const { return transport_->local_address(); }
+  // The connection's TLS; null for plain HTTP.
   const net::SecureLayer* secure() const { return transport_->secure(); }
+  // The loop the exchange lives on.
   net::EventLoop* loop() const { return transport_->loop(); }
 
   // Pieces of the body (decoded if chunked), each valid during the call
   // only; `last` on the final call, which may have an empty piece. A request
   // without a body gets no call.
   void set_body_handler(BodyHandler handler) { body_handler_ = std::move(handler); }
+  // Stop and resume reading the body from the client; pausing does nothing
+  // once the body is complete.
   void pause_body();
   void resume_body();
   // Holds the body back for a handler that has yet to take the request (a
@@ -195,12 +209,16 @@ class Exchange {
   // both let go.
   void hold_body();
   void release_body();
+  // Whether the whole body has arrived (true for a request without one).
   bool body_complete() const { return body_complete_; }
 
   // What wait_for_drain() runs; set before calling it.
   void set_drain_handler(std::function<void()> handler) { drain_handler_ = std::move(handler); }
   // Runs the drain handler once, when the client has taken all queued output.
   void wait_for_drain();
+  // What runs when the exchange is cut off before finish() or abort(): the
+  // client went away, or the request failed. The Exchange must not be used
+  // after it.
   void set_abort_handler(std::function<void()> handler) { abort_handler_ = std::move(handler); }
 
   // The response is complete: the connection goes on to the next request.
@@ -224,6 +242,7 @@ class Exchange {
   // A new exchange for `request`, carried by `transport`.
   void begin(ExchangeTransport* transport, const Request* request,
              const ResponseWriter::Context& context, bool has_body);
+  // Whether an exchange is in progress: begun and not ended.
   bool active() const { return id_.valid(); }
   // A piece of the body arrived (see set_body_handler).
   void deliver(std::string_view piece, bool last);

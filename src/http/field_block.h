@@ -30,6 +30,7 @@ class FieldBlock {
   size_t size() const { return spans_.size(); }  // fields held
   // Every field as HTTP/1 writes it.
   std::string_view text() const { return text_; }
+  // The name and the value of field `i`, in the order added.
   std::string_view name(size_t i) const { return {text_.data() + spans_[i].name_at, spans_[i].name_size}; }
   std::string_view value(size_t i) const { return {text_.data() + spans_[i].value_at, spans_[i].value_size}; }
 

@@ -85,6 +85,7 @@ struct Protocol {
 };
 // Picks connections by the address they came in on (their local address).
 using AddressFilter = std::function<bool(const net::InetAddress& local)>;
+// The AddressFilter that picks every connection.
 inline bool any_address(const net::InetAddress& /*local*/) { return true; }
 
 // What every connection of a loop shares: set up by HttpServer.

@@ -65,6 +65,7 @@ class HttpServer {
   HttpServer(net::EventLoop* loop, const net::InetAddress& address, HttpServerOptions options = {});
   HttpServer(net::EventLoop* loop, std::vector<net::InetAddress> addresses,
              HttpServerOptions options = {});
+
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

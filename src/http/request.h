@@ -119,10 +119,11 @@ class Request {
   std::string_view path() const { return path_; }
   // The part after '?', without the '?'; empty if none.
   std::string_view query() const { return query_; }
-  Version version() const { return version_; }
+  Version version() const { return version_; }  // the HTTP version it came in
 
   std::span<const Header> headers() const { return {headers_.data(), header_count_}; }  // every field, in order
-  // The first field with this name (case-insensitive), or "" if absent.
+  // The first field with this name (case-insensitive), or "" if absent;
+  // whether there is one.
   std::string_view header(std::string_view name) const;
   bool has_header(std::string_view name) const;
   // The same for a known name, by its id: no string compares.
@@ -147,6 +148,7 @@ class Request {
   // HTTP/1.1 unless "Connection: close"; HTTP/1.0 only with
   // "Connection: keep-alive".
   bool keep_alive() const { return keep_alive_; }
+  // How the body is delimited: none, Content-Length or chunked.
   BodyFraming body_framing() const { return framing_; }
   // Valid when body_framing() is kContentLength.
   uint64_t content_length() const { return content_length_; }
@@ -181,6 +183,7 @@ class Request {
     // The body goes on past the head with no content-length to say how far
     // (read as chunked is: to its end).
     bool body_of_unknown_length = false;
+    // The longest target (then 414) and the most fields (then 431).
     size_t max_target = 8192;
     size_t max_headers = kDefaultMaxHeaders;
   };
@@ -202,7 +205,9 @@ class Request {
 
   // When its first byte arrived, in milliseconds of the steady clock (the
   // loop's cached one): what $request_time counts from. Set by the
-  // transport; 0 when unknown.
+  // transport; 0 when unknown. Setting it begins a request: the tag, the
+  // upstream times, the cache status, the client address and the remote
+  // user are reset.
   int64_t received_ms() const { return received_ms_; }
   void set_received_ms(int64_t ms) {
     received_ms_ = ms;
@@ -305,6 +310,7 @@ class Request {
   // uri() when it is not a part of the target (an absolute-form target with
   // no path); empty otherwise. Keeps its capacity, as headers_ does.
   std::string uri_made_;
+
   std::string_view path_;
   std::string_view query_;
   std::string_view host_;
@@ -313,6 +319,7 @@ class Request {
   size_t head_size_ = 0;
   // Where the parser found the head (HTTP/1); null for HTTP/2's.
   const char* head_at_ = nullptr;
+
   std::string_view body_;
   mutable size_t header_count_ = 0;
   int64_t received_ms_ = 0;

@@ -93,14 +93,17 @@ class ResponseWriter {
   // A body that stays valid while `owner` is held (a cached file's bytes):
   // a stream that queues it (HTTP/2) keeps a reference, not a copy.
   void body(std::string_view data, const BodyOwner& owner);
+  // The body from a file region, sent with its Content-Length.
   void file(net::FileRegion region);
+  // No body: the response ends with its head.
   void end();
+  // A stream of unknown length: write() its pieces, then end_stream().
   void begin_stream();
   // A stream of exactly `content_length` bytes (sent with Content-Length);
   // write() drops what goes beyond it.
   void begin_stream(uint64_t content_length);
   void write(std::string_view data);  // after begin_stream
-  void end_stream();
+  void end_stream();  // the stream is complete, and with it the response
   // A stream of known length ended before all of it was written: the
   // response is truncated, and only closing the connection says so.
   bool stream_short() const { return length_left_ > 0; }
@@ -134,6 +137,7 @@ class ResponseWriter {
   }
   // compress_for() armed the filter (for a 200).
   bool compressing_body() const { return coding_ != Coding::kIdentity; }
+  // The policy set_compression() gave; null: none.
   const CompressionPolicy* compression() const { return compression_; }
   // "Vary: Accept-Encoding" will be added (the handler need not).
   bool varies() const { return vary_; }
@@ -141,6 +145,8 @@ class ResponseWriter {
   // Close the connection after this response (must be called before the
   // finishing call to be announced in the Connection header).
   void close_after() { ctx_.keep_alive = false; }
+  // Whether the connection goes on after this response (settled once the
+  // head is written).
   bool keep_alive() const { return ctx_.keep_alive; }
 
   bool started() const { return status_ != 0; }  // start() was called

@@ -54,8 +54,11 @@ class Router final : public RequestHandler {
   };
   Match match(Method method, std::string_view path) const;  // any thread
 
-  // RequestHandler
+  // RequestHandler: a request that match() finds a handler for is answered
+  // with its body read whole, one whose path has routes for other methods
+  // only is a 405, any other passes.
   Claim claim(Route& route) override;
+  // Runs the handler claim() found, or writes the 405.
   void respond(const Route& route, ResponseWriter& writer) override;
 
  private:

@@ -42,6 +42,7 @@ class Acceptor {
 
   // Accepts on `listening_socket` (see bind_listen) on `loop`, once listen() is called.
   Acceptor(EventLoop* loop, Socket listening_socket);
+
   ~Acceptor();
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
@@ -52,8 +53,8 @@ class Acceptor {
   void set_release_callback(std::function<size_t()> cb) { release_ = std::move(cb); }
   // Starts accepting. Loop thread only.
   void listen();
-  bool listening() const { return listening_; }
-  int fd() const { return socket_.fd(); }
+  bool listening() const { return listening_; }  // listen() was called
+  int fd() const { return socket_.fd(); }         // the listening socket's
 
   // Accept errors seen, for tests and statistics.
   uint64_t exhaustion_events() const { return exhaustion_events_; }
@@ -62,7 +63,10 @@ class Acceptor {
   void handle_read();
   // Returns false when accepting should stop for this event.
   bool handle_accept_error(int err);
+  // Out of descriptors: the spare one is closed to accept a connection and
+  // close it at once, then opened again. False without a spare.
   bool shed_one();
+  // Stops reading the listening socket for 100 ms.
   void pause_accepting();
 
   EventLoop* const loop_;

@@ -46,6 +46,7 @@ class Buffer {
     Buffer(std::move(other)).swap(*this);
     return *this;
   }
+
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
@@ -59,12 +60,17 @@ class Buffer {
   const char* peek() const { return data_.get() + reader_; }
   std::string_view view() const { return {peek(), readable_bytes()}; }
 
-  // Position of the first "\r\n" at or after `start`, or nullptr.
+  // Position of the first "\r\n" at or after `start` (the first readable
+  // byte when not given), or nullptr.
   const char* find_crlf() const { return find_crlf(peek()); }
   const char* find_crlf(const char* start) const;
+  // Position of the first line feed ("\n") in the readable bytes, or
+  // nullptr.
   const char* find_eol() const;
 
-  // Consuming.
+  // Consuming: drops the first `len` readable bytes, those before `end`, or
+  // all of them; retrieve_as_string() and retrieve_all_as_string() return
+  // what they drop.
   void retrieve(size_t len);
   void retrieve_until(const char* end);
   void retrieve_all() { reader_ = writer_ = capacity_ == 0 ? 0 : kCheapPrepend; }
@@ -82,6 +88,9 @@ class Buffer {
     }
     append_slow(data, len);
   }
+  // Writing in place: ensure_writable() makes room for `len` bytes at
+  // begin_write(), has_written() counts those written there; unwrite()
+  // takes back the last `len` bytes.
   void ensure_writable(size_t len) {
     if (writable_bytes() < len) make_space(len);
   }

@@ -25,10 +25,11 @@ namespace tern::net {
 class BufferPool {
  public:
   static constexpr size_t kFreshCapacity = 4096;  // a buffer made when the pool has none
-  // Above a step of output (64 KiB of a file, with its frame headers or
-  // TLS records' overhead, and a buffer's prepend room, is a little more).
+  // The largest storage kept: above a step of output (64 KiB of a file,
+  // with its frame headers or TLS records' overhead, and a buffer's prepend
+  // room, is a little more).
   static constexpr size_t kMaxPooledCapacity = 128 * 1024;
-  static constexpr size_t kMaxPooledBytes = 4 * 1024 * 1024;
+  static constexpr size_t kMaxPooledBytes = 4 * 1024 * 1024;  // the most the pool keeps in all
 
   BufferPool() = default;
   BufferPool(const BufferPool&) = delete;

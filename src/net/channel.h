@@ -50,7 +50,9 @@ class Channel {
 
   // Watches `fd` (not owned) on `loop`; nothing until an enable_*() call.
   Channel(EventLoop* loop, int fd);
+  // Aborts if the channel is still registered: remove() or forget() first.
   ~Channel();
+
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
@@ -116,13 +118,14 @@ class Channel {
   // short has not read everything then, the end is still to be read (no
   // later edge reports it).
   bool peer_end_reported() const { return peer_end_reported_; }
+  // Whether the owner takes the ends of its sends (ChannelHandler::sent).
   bool takes_sent() const { return handler_ != nullptr && handler_->sent != nullptr; }
 
   int fd() const { return fd_; }                   // the fd watched
   EventLoop* owner_loop() const { return loop_; }  // the loop it belongs to
   // Interest set for the poller, including EPOLLET when edge-triggered.
   uint32_t poller_events() const;
-  uint32_t events() const { return events_; }
+  uint32_t events() const { return events_; }  // the same without EPOLLET
 
   // Poller bookkeeping: whether and how this channel is registered.
   enum class PollerState : uint8_t { kNew, kAdded, kDetached };

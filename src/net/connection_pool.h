@@ -90,6 +90,8 @@ class ConnectionPool {
     virtual ~User() = default;
     // A connected connection, lent until release(). Its input is empty.
     virtual void on_lease(TcpConnection& conn) = 0;
+    // No connection for this acquire(): why, with a line for the log (see
+    // above for when it runs).
     virtual void on_lease_failed(Failure failure, std::string_view why) = 0;
     // While leased: bytes arrived, the output queue drained (after
     // TcpConnection::ask_write_complete()), the connection closed (the
@@ -105,7 +107,9 @@ class ConnectionPool {
 
   // A pool on `loop` (connecting only when asked).
   ConnectionPool(EventLoop* loop, ConnectionPoolOptions options);
+  // close(), if nobody called it.
   ~ConnectionPool();
+
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
@@ -119,7 +123,7 @@ class ConnectionPool {
   // idle connections close now, a connection given back closes unless a
   // user waits for it. Users may still acquire.
   void retire();
-  bool closed() const { return destroying_; }
+  bool closed() const { return destroying_; }  // close() has run
   // Takes a user out of the queue, or takes back its connection (closing
   // it: what was in flight on it is unknown).
   void cancel(User* user);
@@ -146,17 +150,25 @@ class ConnectionPool {
 
   // A new connection; with proxy_protocol over TLS, named for `named_for`.
   void open_slot(const ProxyHeader& named_for);
+  // The slot's client connected, failed to, or its connection closed.
   void on_connected(Slot* slot, TcpConnection& conn);
   void on_connect_failed(Slot* slot, bool timed_out, std::string_view why);
   void on_closed(Slot* slot, TcpConnection& conn);
+  // Lends the slot's connection to `user`; with proxy_protocol, one not
+  // named yet is named for `client` first.
   void lend(Slot* slot, User* user, const ProxyHeader& client);
   // An idle connection `client` may have (the last given back first), out
   // of idle_; null if none.
   Slot* take_idle(const ProxyHeader& client);
+  // Lends idle connections to the users waiting, the longest waiting
+  // first, then opens connections for those left, as many as allowed.
   void serve_waiters();
+  // Takes the slot out of the pool and closes its connection (the slot is
+  // destroyed after the round).
   void drop_slot(Slot* slot);
+  // Reports `failure` to `user` after this round, never inside acquire().
   void fail_later(User* user, Failure failure, std::string why);
-  size_t connecting() const { return connecting_; }
+  size_t connecting() const { return connecting_; }  // connections being opened
 
   EventLoop* const loop_;
   const ConnectionPoolOptions options_;
@@ -166,11 +178,11 @@ class ConnectionPool {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> idle_;
   size_t connecting_ = 0;
-  std::deque<Waiter> waiting_;
-  std::deque<Failing> failing_;
-  bool destroying_ = false;
-  TimerId fail_timer_;
-  bool retired_ = false;  // reports failing_ after the round; cancelled by close()
+  std::deque<Waiter> waiting_;    // users waiting for a connection, in order
+  std::deque<Failing> failing_;   // what fail_later() is to report
+  bool destroying_ = false;       // close() has run
+  TimerId fail_timer_;            // reports failing_ after the round; cancelled by close()
+  bool retired_ = false;  // retire() has run: a connection given back is kept only for a waiter
 };
 
 }  // namespace tern::net

@@ -84,7 +84,7 @@ class ConnectionTable {
  private:
   // Fewer connections at their peak are no burst worth a trim.
   static constexpr size_t kBurst = 32;
-  static constexpr std::chrono::milliseconds kQuiet{500};
+  static constexpr std::chrono::milliseconds kQuiet{500};  // how long the fall must last
   // What the loop's buffer pool, and its pool of idle connection objects,
   // keep of what a burst left in them.
   static constexpr size_t kKeptBufferBytes = 256 * 1024;

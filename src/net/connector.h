@@ -45,6 +45,7 @@ class Connector {
 
   // Connects to `server` from `loop` when start() is called.
   Connector(EventLoop* loop, const SocketAddress& server, ConnectorOptions options);
+
   ~Connector();
   Connector(const Connector&) = delete;
   Connector& operator=(const Connector&) = delete;
@@ -61,9 +62,9 @@ class Connector {
   // was, after those that came before the connect, and retried as one
   // (their back-off, max_attempts); the failed callback hears of it.
   void connection_failed(Error error);
-  bool active() const { return active_; }
-  int failed_attempts() const { return failed_attempts_; }
-  const SocketAddress& server() const { return server_; }
+  bool active() const { return active_; }  // connecting, or waiting to retry
+  int failed_attempts() const { return failed_attempts_; }  // since the last connect that succeeded
+  const SocketAddress& server() const { return server_; }   // what it connects to
 
  private:
   void attempt();
@@ -86,6 +87,7 @@ class Connector {
   // As they were when the last connect succeeded (connection_failed()).
   std::chrono::milliseconds backoff_before_connect_;
   int failed_before_connect_ = 0;
+
   std::minstd_rand rng_;
   ConnectedCallback connected_cb_;
   FailedCallback failed_cb_;

@@ -35,7 +35,7 @@ struct DnsResolverOptions {
   // system's (/etc/resolv.conf).
   std::vector<std::string> servers;
   std::chrono::milliseconds timeout{2000};  // per try
-  int tries = 2;
+  int tries = 2;  // tries of each server before a lookup fails
 };
 
 class DnsResolver {
@@ -51,6 +51,7 @@ class DnsResolver {
 
   // Fails when c-ares cannot start, or a server is not an address.
   static Result<std::unique_ptr<DnsResolver>> make(EventLoop* loop, DnsResolverOptions options = {});
+
   ~DnsResolver();
   DnsResolver(const DnsResolver&) = delete;
   DnsResolver& operator=(const DnsResolver&) = delete;

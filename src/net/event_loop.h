@@ -49,7 +49,7 @@ struct LoopLoad {
   LoopCounter accepted;        // connections opened on this loop
   LoopCounter shed;            // connections closed as accepted (limits, out of descriptors)
   LoopCounter bytes_received;  // on its accepted connections' sockets (not its clients')
-  LoopCounter bytes_sent;
+  LoopCounter bytes_sent;      // the same, sent
 };
 
 class EventLoop {
@@ -60,6 +60,7 @@ class EventLoop {
   // io: the kernel interface to wait with (net/poller.h); io_uring falls
   // back to epoll where the kernel refuses it.
   explicit EventLoop(IoBackend io = IoBackend::kDefault);
+
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
@@ -83,7 +84,10 @@ class EventLoop {
   TimerId run_after(Millis delay, Functor f);
   // fn(arg) after delay: no std::function is kept (TimerWheel::add).
   TimerId run_after(Millis delay, TimerWheel::Function fn, void* arg);
+  // f every `interval` (positive), until cancelled.
   TimerId run_every(Millis interval, Functor f);
+  // Cancels a pending timer; false if it already fired (one-shot) or was
+  // cancelled.
   bool cancel(TimerId id);
   // Moves a pending timer's deadline to now + delay. O(1), no system call
   // when the deadline moves later. A timer pushed back on every request is
@@ -128,13 +132,16 @@ class EventLoop {
   IoBackend io_backend() const { return poller_->backend(); }
   // Loop thread only: for owners that send through the poller.
   Poller& poller() { return *poller_; }
+  // The clock read after each wait for events.
   const CachedClock& clock() const { return clock_; }
+  // The loop's connections, and its spare buffer memory. Loop thread only.
   ConnectionTable& connections() { return *connections_; }
   BufferPool& buffers() { return buffers_; }
+  // How busy it is (see LoopLoad for which thread writes what).
   LoopLoad& load() { return load_; }
   const LoopLoad& load() const { return load_; }
-  pid_t thread_id() const { return thread_id_; }
-  uint64_t iterations() const { return iterations_; }
+  pid_t thread_id() const { return thread_id_; }      // the kernel's id of the loop's thread
+  uint64_t iterations() const { return iterations_; }  // waits for events so far
 
   // Used by Channel. Loop thread only.
   void update_channel(Channel* channel);
@@ -144,7 +151,7 @@ class EventLoop {
   // the round's events: channels are rarely destroyed while dispatching,
   // whereas marking each queued one would cost a write per event).
   void forget_ready(Channel* channel);
-  bool dispatching() const { return dispatching_; }
+  bool dispatching() const { return dispatching_; }  // handling this round's ready events
 
  private:
   [[noreturn]] void abort_not_in_loop_thread() const;

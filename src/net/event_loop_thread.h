@@ -29,7 +29,9 @@ class EventLoopThread {
   // cpu < 0: no pinning. io: the loop's backend (net/poller.h).
   explicit EventLoopThread(std::string name, int cpu = -1, InitCallback init = {},
                            IoBackend io = IoBackend::kDefault);
+  // Quits the loop, if it runs, and joins the thread.
   ~EventLoopThread();
+
   EventLoopThread(const EventLoopThread&) = delete;
   EventLoopThread& operator=(const EventLoopThread&) = delete;
 

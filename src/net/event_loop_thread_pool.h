@@ -31,6 +31,7 @@ class EventLoopThreadPool {
   // cpus: CPU for loop i is cpus[i % size]; empty for no pinning.
   EventLoopThreadPool(EventLoop* base_loop, std::string name, int threads,
                       std::vector<int> cpus = {});
+
   ~EventLoopThreadPool();
   EventLoopThreadPool(const EventLoopThreadPool&) = delete;
   EventLoopThreadPool& operator=(const EventLoopThreadPool&) = delete;
@@ -38,14 +39,16 @@ class EventLoopThreadPool {
   // Starts the threads; init runs on each loop thread before its loop starts
   // (and on the base loop when there are no threads).
   void start(const InitCallback& init = {});
-  bool started() const { return started_; }
+  bool started() const { return started_; }  // start() was called
 
-  // Index into loops() of the next loop to use.
+  // Index into loops() of the next loop to use: each in turn, or the one
+  // with the least load (connections, those handed to it, and recent bytes
+  // at kBytesPerConnection each). Base loop thread, after start().
   size_t pick_round_robin();
   size_t pick_least_loaded();
   // The I/O loops (the base loop alone when there are no threads).
   const std::vector<EventLoop*>& loops() const { return loops_; }
-  EventLoop* base_loop() const { return base_loop_; }
+  EventLoop* base_loop() const { return base_loop_; }  // the loop it was made with
 
  private:
   EventLoop* const base_loop_;

@@ -17,6 +17,7 @@ class InetAddress {
  public:
   // 0.0.0.0:port (or 127.0.0.1 with loopback_only); [::]:port / [::1] with ipv6.
   explicit InetAddress(uint16_t port = 0, bool loopback_only = false, bool ipv6 = false);
+  // The address and port an IPv4 or IPv6 sockaddr holds.
   explicit InetAddress(const sockaddr_in& addr) : addr4_(addr) {}
   explicit InetAddress(const sockaddr_in6& addr) : addr6_(addr) {}
 

@@ -57,7 +57,8 @@ class LoopLocal {
     return ref;
   }
 
-  // This loop's T, or nullptr if it has none. Loop thread only.
+  // The T of `loop`, or of the calling thread's loop (current()); nullptr
+  // if it has none. Loop thread only.
   T* get(const EventLoop* loop) const { return static_cast<T*>(loop->slot(key_)); }
   T* current() const {
     EventLoop* loop = EventLoop::current();

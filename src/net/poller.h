@@ -24,12 +24,12 @@ struct ReadyEvent {
   // of them at `data` (the poller's until the next poll()), 0 for the peer's
   // end of stream, or -errno; kSent: a send (Poller::start_send) ended,
   // `result` bytes sent or -errno.
-  static constexpr uint32_t kReceived = 1u << 31;  // never poll bits (EPOLLET,
-  static constexpr uint32_t kSent = 1u << 30;      // EPOLLONESHOT)
-  Channel* channel;
-  uint32_t revents;
-  int32_t result = 0;
-  const char* data = nullptr;
+  static constexpr uint32_t kReceived = 1u << 31;  // EPOLLET's bit, never a poll's result
+  static constexpr uint32_t kSent = 1u << 30;      // EPOLLONESHOT's bit, the same
+  Channel* channel;            // the channel it is for
+  uint32_t revents;            // poll bits, or kReceived or kSent
+  int32_t result = 0;          // a completion's result (see above)
+  const char* data = nullptr;  // kReceived: where the bytes are
 };
 
 // Which kernel interface a loop waits with. kDefault: what
@@ -43,6 +43,7 @@ std::string_view to_string(IoBackend backend);
 std::optional<IoBackend> parse_io_backend(std::string_view name);
 // Process-wide choice for loops created with kDefault. Call before loops start.
 void set_default_io_backend(IoBackend backend);
+// What kDefault stands for now (see IoBackend), before any fallback.
 IoBackend default_io_backend();
 
 class Poller {
@@ -56,6 +57,7 @@ class Poller {
   // Adds or modifies the registration to match channel->poller_events().
   // A channel with no events is detached from the kernel but remembered.
   virtual void update_channel(Channel* channel) = 0;
+  // Takes the channel out of the kernel's set and forgets it.
   virtual void remove_channel(Channel* channel) = 0;
   // For an owner about to close the channel's only descriptor. Closing takes
   // an fd out of epoll by itself; an io_uring poll request holds the file

@@ -42,8 +42,8 @@ struct PeerCertificate {
   // against (tls::client_demands), for a request to be matched with the
   // site it is for.
   std::string demands;
-  bool verified() const { return verify == "SUCCESS"; }
-  bool sent() const { return verify != "NONE"; }
+  bool verified() const { return verify == "SUCCESS"; }  // sent and verified
+  bool sent() const { return verify != "NONE"; }         // the client sent one
 };
 
 class SecureLayer {

@@ -27,6 +27,7 @@ class SignalSet {
   // Blocks `signals` in the calling thread (and so in threads it starts
   // later: see above) and hands each to `handler` on `loop`.
   SignalSet(EventLoop* loop, std::initializer_list<int> signals, Handler handler);
+
   ~SignalSet();
   SignalSet(const SignalSet&) = delete;
   SignalSet& operator=(const SignalSet&) = delete;

@@ -21,6 +21,7 @@ class Socket {
     }
     return *this;
   }
+
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
 

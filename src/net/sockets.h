@@ -17,7 +17,7 @@
 
 namespace tern::net::sockets {
 
-// A non-blocking, close-on-exec TCP socket of the given family.
+// A non-blocking, close-on-exec TCP or UDP socket of the given family.
 Result<int> create_tcp(sa_family_t family);
 Result<int> create_udp(sa_family_t family);
 
@@ -35,9 +35,10 @@ int connect(int fd, const SocketAddress& addr);
 // read/readv/write/writev retrying on EINTR. Return -1 with *saved_errno set.
 ssize_t read(int fd, void* buf, size_t len, int* saved_errno);
 ssize_t readv(int fd, const iovec* iov, int iovcnt, int* saved_errno);
-// Uses send(MSG_NOSIGNAL) so a closed peer gives EPIPE, not SIGPIPE. With
-// `more`, MSG_MORE: the kernel holds a short last segment for what follows
-// (the next send, or the FIN of a close), so both leave in one packet.
+// Use send() and sendmsg() with MSG_NOSIGNAL, so a closed peer gives EPIPE,
+// not SIGPIPE. With `more`, MSG_MORE: the kernel holds a short last segment
+// for what follows (the next send, or the FIN of a close), so both leave in
+// one packet.
 ssize_t write(int fd, const void* buf, size_t len, int* saved_errno, bool more = false);
 ssize_t writev(int fd, const iovec* iov, int iovcnt, int* saved_errno);
 // sendfile(2) from a file at *offset (advanced) to a socket.
@@ -66,9 +67,9 @@ Result<void> set_notsent_lowat(int fd, size_t bytes);
 // TCP_DEFER_ACCEPT on a listening socket: accept() sees a connection once its
 // first bytes arrived, or after about `seconds` (0 turns it off).
 Result<void> set_defer_accept(int fd, int seconds);
-Result<void> set_keepalive(int fd, bool on);
-Result<void> set_reuse_addr(int fd, bool on);
-Result<void> set_reuse_port(int fd, bool on);
-Result<void> set_ipv6_only(int fd, bool on);
+Result<void> set_keepalive(int fd, bool on);    // SO_KEEPALIVE
+Result<void> set_reuse_addr(int fd, bool on);   // SO_REUSEADDR
+Result<void> set_reuse_port(int fd, bool on);   // SO_REUSEPORT
+Result<void> set_ipv6_only(int fd, bool on);    // IPV6_V6ONLY
 
 }  // namespace tern::net::sockets

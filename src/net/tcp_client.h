@@ -38,8 +38,8 @@ struct TcpClientOptions {
   ConnectorOptions connector;   // timeouts and retries of each connect
   // Connect again (after initial back-off) when an established connection closes.
   bool reconnect = false;
-  TriggerMode trigger = TriggerMode::kLevel;
-  bool tcp_nodelay = true;
+  TriggerMode trigger = TriggerMode::kLevel;  // how the connection is watched
+  bool tcp_nodelay = true;  // TCP_NODELAY on the connection (not on a Unix socket)
   // TLS (or another SecureLayer) over the connection; null: plain.
   std::shared_ptr<SecureContext> secure{};
   // Bytes written on the socket as it connects, before anything else and
@@ -52,7 +52,10 @@ class TcpClient {
  public:
   // A client of `server` on `loop`; nothing happens until connect().
   TcpClient(EventLoop* loop, const SocketAddress& server, TcpClientOptions options = {});
+  // Stops connecting and closes the connection now, running its close
+  // callbacks. Loop thread only.
   ~TcpClient();
+
   TcpClient(const TcpClient&) = delete;
   TcpClient& operator=(const TcpClient&) = delete;
 
@@ -86,8 +89,8 @@ class TcpClient {
 
   // The live connection, or nullptr.
   TcpConnection* connection();
-  const SocketAddress& server() const { return connector_.server(); }
-  int connect_count() const { return connect_count_; }
+  const SocketAddress& server() const { return connector_.server(); }  // what it connects to
+  int connect_count() const { return connect_count_; }  // connections made so far
   // Why the last TLS handshake that failed did ("TLS handshake: certificate
   // verify failed: ..."); empty if none has.
   const std::string& handshake_failure() const { return handshake_failure_; }

@@ -66,6 +66,7 @@ class TcpConnection final : public OutputStream {
 
   // Made by the loop's ConnectionTable, for slot `slot`; not by users.
   TcpConnection(EventLoop* loop, uint32_t slot);
+
   ~TcpConnection();
   TcpConnection(const TcpConnection&) = delete;
   TcpConnection& operator=(const TcpConnection&) = delete;
@@ -75,7 +76,7 @@ class TcpConnection final : public OutputStream {
   int fd() const { return socket_.fd(); }                           // its socket
   // The local end; looked up with getsockname() on first use.
   const InetAddress& local_address() const;
-  const InetAddress& peer_address() const { return peer_; }
+  const InetAddress& peer_address() const { return peer_; }  // the other end of the socket
   // The client: the source a PROXY protocol header named, else the peer.
   const InetAddress& client_address() const {
     return client_ != nullptr && client_->relayed && !client_->header.local ? client_->header.source : peer_;
@@ -91,9 +92,9 @@ class TcpConnection final : public OutputStream {
   // its protocol and cipher; null for a plain connection.
   bool secure() const { return secure_ != nullptr; }
   const SecureLayer* secure_layer() const { return secure_ ? secure_->layer.get() : nullptr; }
-  State state() const { return state_; }
-  bool connected() const { return state_ == State::kConnected; }
-  bool disconnected() const { return state_ == State::kDisconnected; }
+  State state() const { return state_; }                               // see State
+  bool connected() const { return state_ == State::kConnected; }        // state() is kConnected
+  bool disconnected() const { return state_ == State::kDisconnected; }  // state() is kDisconnected
   // The error (an errno value) that closed the connection: a failed read
   // or write, a reset by the peer. 0 while it is open, and when it ended
   // cleanly (the peer's end, a shutdown, a close of ours). Tells an end of
@@ -107,12 +108,14 @@ class TcpConnection final : public OutputStream {
   // A region of 256 KiB or more for a peer on this host is mapped first
   // (ConnectionCallbacks::map_files_for_local_peers).
   void send_file(FileRegion region) override;
+  // Output queued and not written yet: bytes, file regions, ciphertext.
   size_t pending_output_bytes() const;
 
   // Serialising in place: append to output_tail_buffer() (the end of the
   // output queue, after any queued file), then call flush(). Saves a copy
   // for protocol layers that build their messages directly.
   Buffer& output_tail_buffer() override;
+  // Writes what is queued, as far as the socket takes it now.
   void flush();
 
   // Half-close once the queued output is written; reading goes on until the
@@ -139,7 +142,10 @@ class TcpConnection final : public OutputStream {
   // Closes the connection after `timeout` without a byte in either direction.
   // Zero disables. Refreshing is O(1) and happens on every read and write.
   void set_idle_timeout(std::chrono::milliseconds timeout);
+  // TCP_NODELAY on or off: no Nagle delay for small writes.
   void set_tcp_nodelay(bool on);
+  // Queued output above which on_high_water_mark runs, in place of the
+  // callbacks' high_water_mark (at most 4 GiB).
   void set_high_water_mark(size_t bytes);
 
   Buffer& input();  // bytes received and not consumed yet
@@ -208,9 +214,11 @@ class TcpConnection final : public OutputStream {
   // input_waiting: the first bytes are probably there already (deferred
   // accept): read before registering with epoll.
   void establish(bool input_waiting);
+  // Closed: empties the object for its slot's next connection, with a new
+  // generation.
   void recycle();
 
-  static const ChannelHandler kChannelHandler;  // calls the four below
+  static const ChannelHandler kChannelHandler;  // calls the handle_*() below
 
   void handle_read();
   void handle_received(const char* data, ssize_t n);
@@ -219,23 +227,37 @@ class TcpConnection final : public OutputStream {
   // Whether plain bytes sent now go by a send request (queued whole, their
   // buffer held to its completion) rather than a write at once.
   bool queues_for_send_request() const;
+  // submit_send() at the end of this round, so that the round's bytes leave
+  // in one send request.
   void schedule_send();
   // Edge-triggered, a writer whose socket keeps room would write on until
   // its queue is empty; after kWriteTurn bytes it lets the round's other
   // connections have theirs and goes on after the loop's next poll.
   static constexpr size_t kWriteTurn = 512 * 1024;
   void yield_writing();
+  // Send requests (io_uring): submit_send() hands the queued bytes to the
+  // kernel as sending_; start_send() sends sending_ (again after a partial
+  // send); abandon_send() leaves a send in flight to the poller (on close).
   void submit_send();
   void start_send();
   void abandon_send();
+  // Hands input_ to on_message (drops it without one);
+  // deliver_waiting_input() hands over what came while reading was stopped,
+  // then the peer's end that waited behind it.
   void deliver_input();
   void deliver_waiting_input();
+  // Watches the socket with the poller, as the trigger mode says.
   void register_channel();
+  // The socket is writable, hung up or in error, or the peer ended its side;
+  // handle_close() closes now, running the close callbacks.
   void handle_write();
   void handle_close();
   void handle_error();
   void handle_peer_eof();
+  // Stops all I/O now and closes at the end of the round (the close
+  // callbacks never run inside a send() or a user callback).
   void close_at_round_end();
+  // Logs the error `what` met, keeps it for close_error(), and closes.
   void fail(int err, const char* what);
 
   // Who the client is and what let it in, for a connection relayed by a
@@ -267,8 +289,10 @@ class TcpConnection final : public OutputStream {
   // The bytes in input_ so far: the header read (and what came after it
   // handed on), more awaited, or the connection closed.
   void proxy_input();
+  // The header is read: the connection is announced, and what came after
+  // the header goes on to the TLS layer or to on_message.
   void proxy_header_read();
-  static void proxy_timer_fired(void* self);
+  static void proxy_timer_fired(void* self);  // no header in time: closes
 
   // TcpServer's and TcpClient's side: before establish(), the connection
   // speaks through `layer`, which must be established within
@@ -288,15 +312,20 @@ class TcpConnection final : public OutputStream {
   bool send_clear_records(int* err);
   // Sending is ours to encrypt (TLS in OpenSSL, not in the kernel).
   bool encrypts() const { return secure_ && !secure_->kernel; }
+  // All is written: the layer's buffers go back, now or once quiet.
   void secure_idle();
+  // The handshake did not end in time (closes), or, once established, the
+  // connection was quiet long enough (the layer's buffers go back).
   static void secure_timer_fired(void* self);
 
   // After a read of n bytes of `offered`, edge-triggered: whether the
   // socket is drained (a short read, and no end of stream reported).
   bool drained(size_t n, size_t offered) const;
+  // Whether output is queued or in flight.
   bool has_pending_output() const {
     return send_in_flight_ || !output_.empty() || !files_.empty() || (secure_ && !secure_->out.empty());
   }
+  // Where bytes queued now go: output_, or behind the last file queued.
   Buffer& output_tail() { return files_.empty() ? output_ : files_.back().after; }
   // Plain bytes queued now wait for more (MSG_MORE): a head before a file,
   // unless the owner wants heads to leave at once, or the last bytes
@@ -304,17 +333,22 @@ class TcpConnection final : public OutputStream {
   bool holds_for_more() const {
     return (!files_.empty() && callbacks_->tcp_nopush) || close_after_write_;
   }
+  // Output was queued (`before`: the bytes queued until then): the high
+  // water mark is checked, and the bytes are written or wait for the socket.
   void after_queue_grew(size_t before);
   // The front file region is sent: the bytes queued behind it move up.
   void pop_sent_file();
+  // Writes the queue in order, until it is empty or the socket is full.
   void flush_output();
+  // The queue is empty: write-complete, a close or a half-close that waited
+  // for it.
   void output_drained();
   // Bytes moved on the socket: the connection's, the loop's totals (an
   // accepted connection's), the idle timer.
   void count_received(uint64_t bytes);
   void count_sent(uint64_t bytes);
   void note_activity(uint64_t bytes);
-  static void idle_timed_out(void* self);
+  static void idle_timed_out(void* self);  // idle too long: closes
   // What defer_callback() runs at the end of the round (an enum, not a
   // member pointer: with it the closure fits std::function's inline
   // storage, and deferring allocates nothing).
@@ -352,13 +386,13 @@ class TcpConnection final : public OutputStream {
   uint32_t idle_timeout_ms_ = 0;
   // Queued output above which on_high_water_mark runs (at most 4 GiB).
   uint32_t high_water_mark_ = 0;
-  Socket socket_;
-  const uint32_t slot_;
+  Socket socket_;        // owned
+  const uint32_t slot_;  // in the loop's ConnectionTable
   // Not owned; outlives us. Its owner's (a TcpServer's, a TcpClient's):
   // tells whose connection this is (ConnectionTable::close_all).
   const ConnectionCallbacks* callbacks_ = nullptr;
-  std::any context_;
-  FileQueue files_;
+  std::any context_;  // see context()
+  FileQueue files_;   // queued behind output_
 
   Channel channel_;  // knows the loop (loop())
   uint64_t bytes_received_ = 0;
@@ -374,8 +408,8 @@ class TcpConnection final : public OutputStream {
   std::unique_ptr<Timeout> idle_timer_;
   std::unique_ptr<SecureState> secure_;  // null for a plain connection
   std::unique_ptr<ClientState> client_;  // null unless relayed or gated, in this life or a past one
-  mutable InetAddress local_;
-  InetAddress peer_;
+  mutable InetAddress local_;  // see local_address()
+  InetAddress peer_;           // see peer_address()
 };
 
 }  // namespace tern::net

@@ -66,12 +66,12 @@ struct TcpServerOptions {
   TriggerMode trigger = TriggerMode::kLevel;                     // epoll's, for the connections
   // CPU for I/O loop i is cpu_affinity[i % size]; empty: no pinning.
   std::vector<int> cpu_affinity;
-  int backlog = SOMAXCONN;
+  int backlog = SOMAXCONN;  // listen()'s
   // Connections a loop will hold; more are closed on accept. 0: no limit.
   size_t max_connections_per_loop = 0;
   // Close connections idle this long (no byte either way). 0: never.
   std::chrono::milliseconds idle_timeout{0};
-  bool tcp_nodelay = true;
+  bool tcp_nodelay = true;  // TCP_NODELAY, set on the listening sockets (accepted ones inherit it)
   // For protocols where the client speaks first (HTTP): with TCP_DEFER_ACCEPT
   // the kernel hands over a connection only once its first bytes arrived (or
   // after about this long), and the first read happens at once, without a
@@ -125,11 +125,14 @@ class TcpServer {
   // Several addresses (IPv4 and IPv6, several ports) served by one set of loops.
   TcpServer(EventLoop* loop, std::vector<InetAddress> listen_addresses,
             TcpServerOptions options = {});
+  // Stops accepting, closes every connection of the server (each on its
+  // loop's thread) and joins the I/O threads. Base loop thread.
   ~TcpServer();
+
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
 
-  // Set before start().
+  // The connections' callbacks (callbacks.h). Set before start().
   void set_connection_callback(std::function<void(TcpConnection&)> cb) {
     assert_not_started();
     callbacks_.on_connection = std::move(cb);
@@ -146,6 +149,9 @@ class TcpServer {
     callbacks_.on_write_complete = std::move(cb);
     callbacks_.write_complete_when_asked = only_when_asked;
   }
+
+  // cb(conn, queued) when a connection's queued output grows past `bytes`:
+  // once per crossing, from inside the send() that crossed it.
   void set_high_water_mark_callback(std::function<void(TcpConnection&, size_t)> cb, size_t bytes) {
     assert_not_started();
     callbacks_.on_high_water_mark = std::move(cb);
@@ -187,7 +193,8 @@ class TcpServer {
   // already in keep the gate they entered by.
   void set_gate(std::shared_ptr<ConnectionGate> gate);
 
-  // Runs on each I/O loop's thread before it serves (per-loop state lives there).
+  // Runs on each I/O loop's thread before it serves (per-loop state lives
+  // there); with io_threads = 0, on the base loop, inside start().
   void set_thread_init_callback(ThreadInitCallback cb) {
     assert_not_started();
     thread_init_ = std::move(cb);
@@ -222,10 +229,13 @@ class TcpServer {
 
   // The bound address; with port 0 in the constructor, the port the kernel chose.
   const InetAddress& listen_address() const { return listen_addresses_.front(); }
+  // Every address, as bound, in the order given.
   const std::vector<InetAddress>& listen_addresses() const { return listen_addresses_; }
-  EventLoop* base_loop() const { return loop_; }
+  EventLoop* base_loop() const { return loop_; }  // the loop given to the constructor
+  // The loops that serve connections (the base loop alone without I/O
+  // threads); empty before start().
   const std::vector<EventLoop*>& io_loops() const;
-  const TcpServerOptions& options() const { return options_; }
+  const TcpServerOptions& options() const { return options_; }  // as made
 
  private:
   // How an address's connections begin (kept by the server; never freed
@@ -243,20 +253,33 @@ class TcpServer {
 
   // Callbacks are read by I/O threads once started: set them before, on the base loop.
   void assert_not_started() const;
+  // kDispatch, on the base loop: an admitted socket goes to the loop
+  // pick_loop() chooses, opened at once on the base loop, else handed off
+  // through that loop's queue.
   void on_accepted(Socket socket, const InetAddress& peer, const Listening& how);
   // The accept filter's and the PROXY protocol's verdict on a new peer.
   bool admit(const InetAddress& peer, const Listening& how) const;
+  // On loop `index`'s thread: as it starts, its acceptors (kReusePort), its
+  // hand-off hook and its load's decay; as the server goes, the same taken
+  // down and the server's connections there closed.
   void setup_loop(size_t index);
   void teardown_loop(size_t index);
+  // Opens the connections handed off to loop `index`.
   void drain_handoffs(size_t index);
+  // Makes a connection of an accepted socket on `loop`, unless the loop is
+  // full, no TLS layer can be made or the gate refuses the client.
   void open_connection(EventLoop* loop, Socket socket, const InetAddress& peer, const Listening& how);
+  // How connections accepted on `requested` begin: the context and PROXY
+  // protocol options set last for it.
   Listening listening(const InetAddress& requested) const;
-  size_t pick_loop();
+  size_t pick_loop();  // the index of the next loop, as dispatch_policy says
   // The sockets for one address (one, or one per loop with reuseport),
   // bound and set up; *address becomes the bound one (a port 0 resolved).
   Result<std::vector<Socket>> bind_address(InetAddress* address) const;
   // Starts accepting on the sockets bind_address() made for `requested`.
   void add_acceptors(const InetAddress& requested, std::vector<Socket> sockets);
+  // A listening acceptor on `io`: its connections go to on_accepted() in
+  // kDispatch mode, else are opened on `io` itself.
   std::unique_ptr<Acceptor> make_acceptor(EventLoop* io, Socket socket, const InetAddress& requested);
 
   EventLoop* const loop_;
@@ -274,10 +297,10 @@ class TcpServer {
   // Never shrinks: acceptors and hand-offs hold raw pointers.
   std::vector<std::pair<InetAddress, std::shared_ptr<SecureContext>>> secure_contexts_;
   std::vector<std::pair<InetAddress, std::unique_ptr<ProxyProtocolOptions>>> proxy_protocols_;
-  bool started_ = false;
+  bool started_ = false;  // start() has run
   // Dispatch mode, on the base loop: the requested address and its acceptor.
   std::vector<std::pair<InetAddress, std::unique_ptr<Acceptor>>> acceptors_;
-  std::vector<std::unique_ptr<LoopState>> loop_states_;
+  std::vector<std::unique_ptr<LoopState>> loop_states_;  // one per I/O loop
   std::unique_ptr<EventLoopThreadPool> pool_;  // destroyed first
 };
 

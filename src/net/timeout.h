@@ -34,14 +34,15 @@ class Timeout {
 
   // Unarmed; when it fires, handler(owner) runs.
   Timeout(Handler handler, void* owner) : handler_(handler), owner_(owner) {}
+
   Timeout(const Timeout&) = delete;
   Timeout& operator=(const Timeout&) = delete;
 
   // Runs the handler `delay` from now on the loop's clock (1 ms
   // resolution), replacing any deadline set before, earlier or later.
   void arm(std::chrono::milliseconds delay);
-  void cancel();
-  bool armed() const { return deadline_ != 0; }
+  void cancel();                                 // unarmed again: the handler does not run
+  bool armed() const { return deadline_ != 0; }  // a deadline is set
   // Milliseconds on the loop's steady clock; 0 when not armed.
   uint64_t deadline_ms() const { return deadline_; }
 
@@ -54,6 +55,7 @@ class Timeout {
   uint64_t deadline_ = 0;  // when the handler is due; 0 when not armed
   uint64_t placed_ = 0;    // the wheel timer's deadline; 0 when not placed
   TimerId timer_;          // the wheel's timer, valid while placed
+
   const Handler handler_;
   void* const owner_;
 };

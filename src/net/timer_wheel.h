@@ -52,22 +52,23 @@ class TimerWheel {
 
   // `now` is the current tick (milliseconds on the owner's clock).
   explicit TimerWheel(uint64_t now = 0);
+
   TimerWheel(const TimerWheel&) = delete;
   TimerWheel& operator=(const TimerWheel&) = delete;
 
   // Schedules cb at tick `expire` (at the next tick if that has passed). With
   // interval > 0 it fires again every `interval` ticks until cancelled.
   TimerId add(uint64_t expire, Callback cb, uint64_t interval = 0);
+  using Function = void (*)(void* arg);  // what a one-shot add() runs: fn(arg)
   // The same for fn(arg), one-shot: no std::function is kept (Timeout's
   // form; a wheel holding a timer for each of ten thousand idle
   // connections spends 40 bytes on each).
-  using Function = void (*)(void* arg);
   TimerId add(uint64_t expire, Function fn, void* arg);
   // Returns false if the timer already fired (one-shot) or was cancelled.
   bool cancel(TimerId id);
   // Moves a pending timer to a new tick. Returns false as cancel does.
   bool refresh(TimerId id, uint64_t expire);
-  bool pending(TimerId id) const;
+  bool pending(TimerId id) const;  // whether the timer is still to run
 
   // Runs every timer due at or before `now`, in tick order (timers due on the
   // same tick run in an unspecified order), and sets the wheel's time to now.
@@ -118,7 +119,7 @@ class TimerWheel {
   uint32_t allocate();
   // A node just allocated and given its callback, made pending at expire.
   TimerId schedule(uint32_t index, uint64_t expire);
-  void release(uint32_t index);
+  void release(uint32_t index);  // frees the node (and its Callback) for reuse
 
   void insert(uint32_t index);
   void link(uint16_t list, uint32_t index);
@@ -131,7 +132,7 @@ class TimerWheel {
 
   // First slot >= from in level's bitmap, or -1.
   int find_slot(int level, int from) const;
-  void mark(uint16_t list, bool non_empty);
+  void mark(uint16_t list, bool non_empty);  // a wheel slot's bit in occupied_
 
   std::vector<Node> nodes_;
   uint32_t free_head_ = kNil;

@@ -44,6 +44,7 @@ class UdpServer {
 
   // A server on `address` and `loop`; binds at start().
   UdpServer(EventLoop* loop, const InetAddress& address, UdpServerOptions options = {});
+
   ~UdpServer();
   UdpServer(const UdpServer&) = delete;
   UdpServer& operator=(const UdpServer&) = delete;

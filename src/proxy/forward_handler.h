@@ -57,6 +57,7 @@ class ForwardHandler final : public http::RequestHandler {
   // Throws std::invalid_argument without servers, or for a prefix or path
   // that does not start with '/'.
   explicit ForwardHandler(ForwardHandlerOptions options);
+
   ForwardHandler(const ForwardHandler&) = delete;
   ForwardHandler& operator=(const ForwardHandler&) = delete;
 
