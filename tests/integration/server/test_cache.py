@@ -10,7 +10,6 @@ import signal
 import socket
 import struct
 import subprocess
-import threading
 import time
 import tomllib
 import urllib.parse
@@ -21,7 +20,7 @@ import pytest
 
 from http_client import ConnectionClosed, HttpConn
 from tern_server import scaled
-from test_proxy import apps, site  # noqa: F401 (apps is a fixture)
+from test_proxy import BadUpstream, apps, site  # noqa: F401 (apps is a fixture)
 
 
 def cached_site(app, cache_dir, cache=None, zone=None, location=None):
@@ -369,43 +368,19 @@ def test_kill_9_during_a_fill_leaves_no_entry_to_serve(tern_factory, origin, tmp
     assert status(again) == "tern; fwd=uri-miss" and len(again.body) == 50 * 1048576
 
 
-class CloseDelimitedOrigin:
+class CloseDelimitedOrigin(BadUpstream):
     """An origin whose responses end at the close (no length, not chunked),
     each cacheable: the first is reset part way through its body, the
     others end cleanly."""
 
-    def __init__(self):
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
-        self.served = 0
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    piece = conn.recv(65536)
-                    if not piece:
-                        break
-                    data += piece
-                self.served += 1
-                conn.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nConnection: close\r\n\r\n")
-                if self.served == 1:
-                    conn.sendall(b"cut" * 1000)
-                    time.sleep(0.3)  # the head is the client's by now
-                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                else:
-                    conn.sendall(b"whole #%d " % self.served + b"w" * 5000)
-
-    def close(self):
-        self.listener.close()
+    def respond(self, conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nCache-Control: max-age=600\r\nConnection: close\r\n\r\n")
+        if self.served == 1:
+            conn.sendall(b"cut" * 1000)
+            time.sleep(0.3)  # the head is the client's by now
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        else:
+            conn.sendall(b"whole #%d " % self.served + b"w" * 5000)
 
 
 def test_a_body_that_ends_at_the_close_is_stored_only_if_the_connection_ended_cleanly(tern_factory, tmp_path):

@@ -567,15 +567,18 @@ BAD_RESPONSES = {
 
 
 class BadUpstream:
-    """Answers every request with the same bytes, then closes; appends
-    `smuggled` after a valid response when asked to."""
+    """Answers every request with the same bytes, then closes (a subclass
+    answers in its own way: respond); appends `smuggled` after a valid
+    response when asked to."""
 
-    def __init__(self, answer):
+    def __init__(self, answer=b""):
         self.answer = answer
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(16)
         self.port = self.listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.served = 0  # requests read
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
@@ -592,10 +595,14 @@ class BadUpstream:
                     if not piece:
                         break
                     data += piece
+                self.served += 1
                 try:
-                    conn.sendall(self.answer)
+                    self.respond(conn)
                 except OSError:
                     pass
+
+    def respond(self, conn):
+        conn.sendall(self.answer)
 
     def close(self):
         self.listener.close()
