@@ -3,14 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -194,12 +192,12 @@ bool is_temp_name(std::string_view name) { return name.find(".tmp.") != std::str
 
 const std::string& own_temp_tag() {
   static const std::string tag = [] {
-    uint64_t random = 0;
-    if (::getrandom(&random, sizeof random, 0) != sizeof random) {
-      random = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    }
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(random));
+    // randombytes_buf() never fails: libsodium reads the kernel's generator, seeding itself
+    // on first use if sodium_init() has not run.
+    unsigned char random[8];
+    randombytes_buf(random, sizeof random);
+    char hex[2 * sizeof random + 1];
+    sodium_bin2hex(hex, sizeof hex, random, sizeof random);
     return ".tmp." + std::to_string(::getpid()) + "-" + hex + ".";
   }();
   return tag;
