@@ -390,7 +390,8 @@ void TcpConnection::defer_callback(Deferred what) {
 }
 
 void TcpConnection::fail(int err, const char* what) {
-  if (!close_scheduled_ && !disconnected()) close_error_ = static_cast<uint8_t>(std::min(err, 255));  // a close already under way keeps its cause
+  // A close already under way keeps its cause.
+  if (!close_scheduled_ && !disconnected()) close_error_ = static_cast<uint8_t>(std::min(err, 255));
   if (is_peer_error(err)) {
     TERN_LOG_DEBUG("conn {} {}: {}: {}", slot_, peer_.to_ip_port(), what, std::strerror(err));
   } else {
