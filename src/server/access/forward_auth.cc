@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -277,11 +279,13 @@ bool AuthCheck::on_head() {
   return true;
 }
 
-void AuthCheck::on_upstream_closed(net::TcpConnection& /*conn*/) {
+void AuthCheck::on_upstream_closed(net::TcpConnection& conn) {
   upstream_ = nullptr;  // the lease ended with the connection
   waiting_ = false;
   if (done_) return;
-  if (status_ != 0 && codec_.ends_at_close()) return on_answer(false);
+  // A body that ends at the close ends only at a clean one: a reset cuts it.
+  const int error = conn.close_error();
+  if (status_ != 0 && codec_.ends_at_close() && error == 0) return on_answer(false);
   // A kept-alive connection closed before it answered: the check is a GET
   // without a body, so it goes once more on a new connection.
   if (!answered_ && stale_possible_ && !retried_stale_) {
@@ -291,7 +295,10 @@ void AuthCheck::on_upstream_closed(net::TcpConnection& /*conn*/) {
     return acquire();
   }
   settle(true);
-  fail(answered_ ? "closed the connection in the middle of its answer" : "closed the connection before answering");
+  std::string why = answered_ ? "closed the connection in the middle of its answer"
+                              : "closed the connection before answering";
+  if (error != 0) why += std::string(": ") + std::strerror(error);
+  fail(why);
 }
 
 void AuthCheck::on_answer(bool reusable) {

@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import time
 import urllib.parse
@@ -28,7 +29,7 @@ import pytest
 from http_client import HttpConn, build_request
 from test_access import wait_for_lines
 from test_http2 import curl
-from test_proxy import apps, free_ports, group, site  # noqa: F401 (apps: a fixture)
+from test_proxy import BadUpstream, apps, free_ports, group, site  # noqa: F401 (apps: a fixture)
 
 COPIED = ["Remote-User", "Remote-Groups"]
 ALICE = [("Cookie", "session=alice")]  # 200, Remote-User: alice, Remote-Groups: admins,dev
@@ -288,6 +289,40 @@ def test_any_other_answer_or_none_is_500_logged_and_tern_goes_on(tern_factory, a
     # tern goes on.
     resp = srv.get("/ok/x", ALICE)
     assert (resp.status, resp.body) == (200, b"fine"), resp
+
+
+class CloseDelimitedDenials(BadUpstream):
+    """An auth service whose 401s end at the close (no length, not
+    chunked): the first is reset part way through its body, the others
+    end cleanly."""
+
+    def respond(self, conn):
+        conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+        if self.served == 1:
+            conn.sendall(b"cut" * 1000)
+            time.sleep(0.3)  # read by tern by now
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        else:
+            conn.sendall(b"whole denial " + b"d" * 3000)
+
+
+def test_a_denial_that_ends_at_the_close_is_relayed_only_if_the_connection_ended_cleanly(tern_factory, apps):
+    """A reset in the middle of a close-delimited denial cuts it: the
+    client gets tern's 500, not the cut body as a whole 401."""
+    (app,) = apps("app")
+    service = CloseDelimitedDenials()
+    try:
+        srv = tern_factory(guarded(app, auth={"pass": f"http://{service.address}/auth"}))
+        resp = srv.get("/count", ALICE)
+        assert resp.status == 500 and b"cut" not in resp.body, (resp.status, resp.body[:300])
+        lines = error_lines(srv, "Connection reset by peer")
+        assert lines and "in the middle of its answer" in lines[0], srv.stderr()[-3000:]
+        resp = srv.get("/count", ALICE)
+        assert (resp.status, resp.body) == (401, b"whole denial " + b"d" * 3000), (resp.status, resp.body[:300])
+        assert service.served == 2
+        assert app.get("/count").body == b"0"
+    finally:
+        service.close()
 
 
 # ---- Where it applies ----
