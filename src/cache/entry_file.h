@@ -30,6 +30,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,6 +67,9 @@ struct EntryHead {
   // Not a response: the key's responses vary by the request fields named in
   // `vary`, each stored under the key and its variant.
   static constexpr uint32_t kVaryMarker = 4;
+  // The last of `fields` is the origin's X-Accel-Expires: kept so that a
+  // revalidation's 304 is judged with it as the response was, never relayed.
+  static constexpr uint32_t kAccelExpires = 8;
 
   std::string key;
   std::vector<std::string> vary;  // field names of the response's Vary
@@ -82,6 +86,11 @@ struct EntryHead {
 
   // The first field with this name (case-insensitive), or "".
   std::string_view field(std::string_view name) const;
+  // The fields a response from the entry carries: `fields`, less a kept
+  // X-Accel-Expires.
+  std::span<const std::pair<std::string, std::string>> relayed_fields() const {
+    return {fields.data(), fields.size() - ((flags & kAccelExpires) != 0 && !fields.empty() ? 1 : 0)};
+  }
 };
 
 // The fixed part's size, and the most a head may take (beyond it an entry

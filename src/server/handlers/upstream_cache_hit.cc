@@ -103,7 +103,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
     const bool coded =
         compressible && w.compress_for(head.field("Content-Type"), head.body_size) != http::Coding::kIdentity;
     w.start(304);
-    for (const auto& [name, value] : head.fields) {
+    for (const auto& [name, value] : head.relayed_fields()) {
       for (std::string_view kept : {"ETag", "Last-Modified", "Cache-Control", "Expires", "Vary", "Content-Location"}) {
         if (!http::iequals(name, kept)) continue;
         write_stored_field(w, coded, name, value);
@@ -144,7 +144,7 @@ void UpstreamCache::serve(const Stored& entry, int64_t now, http::Exchange& exch
                           : range.kind == http::RangeKind::kUnsatisfiable ? 416
                                                                            : head.status;
   w.start(status_code);
-  for (const auto& [name, value] : head.fields) write_stored_field(w, coded, name, value);
+  for (const auto& [name, value] : head.relayed_fields()) write_stored_field(w, coded, name, value);
   common(w);
   if (range.kind == http::RangeKind::kUnsatisfiable) {
     char buffer[32];

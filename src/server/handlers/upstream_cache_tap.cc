@@ -39,15 +39,17 @@ void log_store_failure(std::string_view zone, const Error& error) {
 }
 
 // An entry's head for a response the cache may store (`f` its verdict):
-// the fields as relayed, less Age (counted into `stored`), Date and
-// X-Accel-Expires (for decide() only: a hit has its own Date), and
-// Set-Cookie when f says. Key, vary and variant are the caller's.
+// the fields as relayed, less Age (counted into `stored`), Date (a hit
+// has its own) and Set-Cookie when f says; and X-Accel-Expires last, not
+// relayed (EntryHead::kAccelExpires), so that decide() reads it again on a
+// revalidation. Key, vary and variant are the caller's.
 void describe(int status, std::span<const http::Header> fields, const cache::Freshness& f, int64_t now,
               EntryHead* head) {
   head->status = status;
   head->fields.clear();
   int64_t age = 0;
   bool aged = false;  // the first Age counts, as for decide()
+  const http::Header* accel_expires = nullptr;  // the first, as for decide()
   for (const http::Header& field : fields) {
     if (f.drop_set_cookie && http::iequals(field.name, "Set-Cookie")) continue;
     if (http::iequals(field.name, "Age")) {
@@ -57,14 +59,17 @@ void describe(int status, std::span<const http::Header> fields, const cache::Fre
       if (error != std::errc() || age < 0) age = 0;
       continue;
     }
+    if (accel_expires == nullptr && http::iequals(field.name, "X-Accel-Expires")) accel_expires = &field;
     if (upstream::is_freshness_field(field.name)) continue;
     head->fields.emplace_back(std::string(field.name), std::string(field.value));
   }
+  if (accel_expires != nullptr) head->fields.emplace_back("X-Accel-Expires", std::string(accel_expires->value));
   head->stored = now - std::min<int64_t>(age, int64_t{1} << 31);
   head->expires = now + f.lifetime.count();
   head->stale_while_revalidate = static_cast<uint32_t>(f.stale_while_revalidate.count());
   head->stale_if_error = static_cast<uint32_t>(f.stale_if_error.count());
-  head->flags = (f.revalidate ? EntryHead::kRevalidate : 0) | (f.no_stale ? EntryHead::kNoStale : 0);
+  head->flags = (f.revalidate ? EntryHead::kRevalidate : 0) | (f.no_stale ? EntryHead::kNoStale : 0) |
+                (accel_expires != nullptr ? EntryHead::kAccelExpires : 0);
 }
 
 // A field of a 304 that takes the place of the stored response's fields
@@ -298,18 +303,20 @@ bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http:
   auto updates = [keeps_etag](const http::Header& field) {
     return updates_stored(field) && !(keeps_etag && http::iequals(field.name, "ETag"));
   };
+  // The 304's Date and X-Accel-Expires too: decide() reads them (its
+  // X-Accel-Expires in place of the one kept with the entry).
+  auto taken = [&updates](const http::Header& field) {
+    return updates(field) || upstream::is_freshness_field(field.name);
+  };
   std::vector<http::Header> merged;
   for (const auto& [name, value] : old.fields) {
     const bool replaced = std::any_of(fields.begin(), fields.end(), [&](const http::Header& field) {
-      return updates(field) && http::iequals(field.name, name);
+      return taken(field) && http::iequals(field.name, name);
     });
     if (!replaced) merged.push_back({name, value});
   }
   for (const http::Header& field : fields) {
-    // The 304's Date and X-Accel-Expires too: decide() reads them.
-    if (updates(field) || upstream::is_freshness_field(field.name)) {
-      merged.push_back(field);
-    }
+    if (taken(field)) merged.push_back(field);
   }
   // A 304 confirms the entry's body for this request; an entry purged
   // while the application was asked is not stored again (nor one another

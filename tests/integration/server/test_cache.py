@@ -663,6 +663,35 @@ def test_a_fill_asks_for_the_whole_response_and_counts_the_origins_age(tern_fact
     assert 490 <= int(status(hit).split("ttl=")[1]) <= 500
 
 
+def test_x_accel_expires_is_kept_with_the_entry_and_judges_its_revalidation(tern_factory, origin, tmp_path):
+    """X-Accel-Expires outranks Cache-Control as nginx reads it, also when a
+    304 revalidates the entry: it is kept with the entry (never relayed),
+    so a 304 that says nothing of the lifetime leaves the entry stored for
+    X-Accel-Expires more, not dropped for the stored no-store. Before, it
+    was not kept, and the 304 made the entry go."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    # Stale as it comes (Age beyond its lifetime, kept for its ETag).
+    target = url("/cached/accel", "X-Accel-Expires: 60", "Cache-Control: no-store", "Age: 100", 'ETag: "a1"',
+                 h304='ETag: "a1"')
+    first = srv.get(target)
+    assert first.status == 200 and first.body.startswith(b"origin #1") and first.header("X-Accel-Expires") is None
+    refreshed = srv.get(target)
+    assert refreshed.body == first.body
+    assert status(refreshed).startswith("tern; fwd=stale; fwd-status=304; ttl="), status(refreshed)
+    assert 55 <= int(status(refreshed).split("ttl=")[1]) <= 60
+    hit = srv.get(target)
+    assert is_hit(hit) and hit.body == first.body, status(hit)
+    assert hit.header("X-Accel-Expires") is None and refreshed.header("X-Accel-Expires") is None
+    assert hit.header("Cache-Control") == "no-store"  # relayed as the origin sent it
+    assert origin_count(origin) == 2
+    # A 304 with an X-Accel-Expires of its own: that one counts.
+    again = url("/cached/accel2", "X-Accel-Expires: 60", "Age: 100", 'ETag: "a2"', h304="X-Accel-Expires: 0")
+    srv.get(again)
+    gone = srv.get(again)
+    assert gone.status == 200 and status(gone) == "tern; fwd=stale; fwd-status=304", status(gone)
+    assert status(srv.get(again)) == "tern; fwd=uri-miss"
+
+
 @pytest.mark.parametrize("size", [100, 300_000], ids=["memory", "file"])
 def test_a_304_that_names_another_etag_updates_nothing_and_the_entry_goes(tern_factory, origin, tmp_path, size):
     """RFC 9111 4.3.4: a 304 whose strong ETag is not the entry's is about
