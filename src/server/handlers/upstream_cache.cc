@@ -172,13 +172,15 @@ bool UpstreamCache::answer_key(http::Exchange& exchange, Miss* miss, std::string
   const http::Request& request = exchange.request();
   const std::string& key = miss->key;
   const int64_t now = unix_now();
-  std::shared_ptr<const Stored> entry = zone_->find(KeyHash::of(key), now);
+  miss->lock = KeyHash::of(key);
+  std::shared_ptr<const Stored> entry = zone_->find(miss->lock, now);
   miss->status = "tern; fwd=uri-miss";
   miss->stale = nullptr;
   if (entry && entry->head.key != key) entry = nullptr;  // another key under the same hash
   if (entry && (entry->head.flags & EntryHead::kVaryMarker) != 0) {
     const std::string variant = cache::variant_of(request, entry->head.vary);
-    entry = zone_->find(cache::variant_hash(key, entry->head.variant, variant), now);
+    miss->lock = cache::variant_hash(key, entry->head.variant, variant);
+    entry = zone_->find(miss->lock, now);
     if (entry && (entry->head.key != key || entry->head.variant != variant)) entry = nullptr;
     if (!entry) miss->status = "tern; fwd=vary-miss";
   }
@@ -232,7 +234,8 @@ void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch,
   Forward forward;
   forward.status = miss.status;
   if (fill || miss.stale || miss.invalidate) {
-    auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, lock, miss.stale, miss.invalidate);
+    auto tap = std::make_unique<Tap>(this, miss.key, exchange.request(), fill, miss.lock, lock, miss.stale,
+                                     miss.invalidate);
     forward.asks.whole_response = fill;
     if (fill && exchange.request().method() == http::Method::kHead) forward.asks.method = "GET";
     forward.asks.conditions = tap->conditions();
@@ -241,12 +244,12 @@ void UpstreamCache::go(http::Exchange& exchange, Miss& miss, const Fetch& fetch,
   fetch(exchange, std::move(forward));
 }
 
-// A request waiting for the fill of its key: woken when the fill ends (it
-// is then answered from the entry; or fills the entry itself when the fill
-// failed and it is the first to wake, else waits on; or goes to the
-// application) or when lock_timeout, counted from its first wait, runs out
-// (it goes to the application). On its exchange's loop; whichever comes
-// first wins.
+// A request waiting for the fill of its key (or of its variant): woken when
+// the fill ends (it is then answered from the entry; or fills the entry
+// itself when the fill failed, or stored another variant than its own, and
+// it is the first to wake, else waits on; or goes to the application) or
+// when lock_timeout, counted from its first wait, runs out (it goes to the
+// application). On its exchange's loop; whichever comes first wins.
 struct UpstreamCache::Wait {
   // Used only while the exchange is there to hold its configuration; the
   // zone lives as long as the server (a reload cannot make one).
@@ -255,16 +258,17 @@ struct UpstreamCache::Wait {
   http::ExchangeId exchange;
   Miss miss;
   Fetch fetch;
-  KeyHash hash;
+  KeyHash hash;          // of the fill it takes or waits for (miss.lock when it began)
   uint64_t waited_from;  // the zone's inserts when it began to wait
   // Waiting, its wake-up among the fill's; filling, the fill's ticket.
   uint64_t id = 0;
   net::TimerId timer;
   bool done = false;
 
-  // Whether it fills the key (true), or waits for the fill under way. While
-  // the exchange is there.
+  // Whether it fills its key or variant (true), or waits for the fill under
+  // way. While the exchange is there.
   static bool begin(const std::shared_ptr<Wait>& wait) {
+    wait->hash = wait->miss.lock;
     return wait->zone->begin_fill(
         wait->hash,
         [wait](FillEnd end) {
@@ -278,13 +282,17 @@ struct UpstreamCache::Wait {
   static void resume(const std::shared_ptr<Wait>& wait, std::optional<FillEnd> end) {
     if (wait->done) return;
     http::Exchange* ex = http::Exchange::find(wait->exchange);
+    bool filler = false;
     if (!end) {
       wait->zone->leave_fill(wait->hash, wait->id);
-    } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, "tern; fwd=uri-miss; collapsed",
+    } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, collapsed(wait->hash, wait->miss.key),
                                                                   wait->waited_from)) {
       ex = nullptr;  // answered
-    } else if (ex != nullptr && *end == FillEnd::kFailed && !begin(wait)) {
-      return;  // another request fills it now: this one waits on
+    } else if (ex != nullptr && (*end == FillEnd::kFailed || wait->miss.lock != wait->hash)) {
+      // The fill failed, or stored a variant not this request's: the
+      // first to wake fills (its variant), the others wait on.
+      if (!begin(wait)) return;
+      filler = true;
     }
     // It goes: to fill the entry when it took the fill above, else on its
     // own (the fill stored nothing, or took too long), or not at all.
@@ -295,8 +303,13 @@ struct UpstreamCache::Wait {
     Miss mine = std::move(wait->miss);
     wait->miss = Miss{};
     if (ex == nullptr) return;  // answered, or the client went away meanwhile
-    const bool filler = end && *end == FillEnd::kFailed;
     wait->cache->go(*ex, mine, go, filler, filler ? wait->id : 0);
+  }
+
+  // The Cache-Status of a request answered from the fill of `hash` it
+  // waited for: a variant's, or the key's.
+  static std::string_view collapsed(const KeyHash& hash, const std::string& key) {
+    return hash == KeyHash::of(key) ? "tern; fwd=uri-miss; collapsed" : "tern; fwd=vary-miss; collapsed";
   }
 };
 
@@ -306,7 +319,7 @@ void UpstreamCache::fetch(http::Exchange& exchange, Miss miss, Fetch fetch) cons
   // would wait.
   const bool body = request.has_body();
   if (!miss.fill || !lock_ || body || miss.bypass) return go(exchange, miss, fetch, miss.fill, 0);
-  const KeyHash hash = KeyHash::of(miss.key);
+  const KeyHash hash = miss.lock;
   net::EventLoop* loop = exchange.loop();
   auto wait =
       std::make_shared<Wait>(Wait{this, zone_, exchange.id(), std::move(miss), std::move(fetch), hash,

@@ -27,16 +27,20 @@
 // are answered from a response the entry takes, as the entry answers them
 // (a 304 or 412, the head alone; a 206 once its range has come): the call
 // then reads on for the entry as for a client that went.
-// With `lock` (the default), one request fills a key at a time: the others
-// that miss it wait for that fill, up to lock_timeout, then are answered
-// from the entry it made ("fwd=uri-miss; collapsed"), even when that has
+// With `lock` (the default), one request fills a key at a time, and one
+// each variant of a key with Vary: the others that miss it wait for that
+// fill, up to lock_timeout, then are answered from the entry it made
+// ("fwd=uri-miss; collapsed", "fwd=vary-miss; collapsed"), even when that has
 // gone stale meanwhile (a short lifetime, or a slow wake-up): the response
 // came after their requests did (not one that may never be served stale:
 // must-revalidate, s-maxage). When the fill failed
 // (no answer, one cut short, a server error not kept), the first of them
 // to wake fills the entry in its place and the others wait on, as nginx's
-// proxy_cache_lock; when the response was not one to keep, or lock_timeout
-// ran out, they go to the application themselves. A fill under way for
+// proxy_cache_lock. When it stored a variant other than theirs (the
+// key was cold, and its response named Vary), they wait for their own
+// variant's fill the same way, the first of each variant to wake filling
+// it. When the response was not one to keep, or lock_timeout ran out,
+// they go to the application themselves. A fill under way for
 // lock_age is taken over by the next miss, which fills it too (its first
 // filler may be stuck: nginx's proxy_cache_lock_age). A response is stored when
 // cache/freshness.h allows, complete, and its file could be written (a
@@ -128,6 +132,10 @@ class UpstreamCache {
     bool fill = false;                          // a GET or HEAD: its response may fill the entry
     bool invalidate = false;                    // an unsafe method: a success ends the key's entry
     std::shared_ptr<const cache::Stored> stale;  // the key's entry, stale
+    // The fill the request takes or waits for: its variant's when the key
+    // has a marker (Vary), so that each variant fills on its own; else the
+    // key's. Set by the lookup.
+    cache::KeyHash lock;
     bool bypass = false;                         // `bypass` said so: no lock, no lookup
     // The key was looked up (a GET or HEAD): counted as a miss if the
     // request goes to the application (go()), not if it waited and was

@@ -128,7 +128,8 @@ void copy_entry(cache::Zone& zone, const Stored& stale, std::shared_ptr<Stored> 
 }  // namespace
 
 UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill,
-                        uint64_t lock, std::shared_ptr<const Stored> stale, bool invalidate)
+                        const KeyHash& lock_hash, uint64_t lock, std::shared_ptr<const Stored> stale,
+                        bool invalidate)
     : cache_(cache),
       zone_(cache->zone_),
       key_(std::move(key)),
@@ -137,6 +138,7 @@ UpstreamCache::Tap::Tap(const UpstreamCache* cache, std::string key, const http:
       authorized_(request.has_header(http::FieldId::kAuthorization)),
       fill_(fill),
       invalidate_(invalidate),
+      lock_hash_(lock_hash),
       lock_(lock),
       stale_(std::move(stale)) {
   if (fill_ && stale_ && cache_->revalidate_) {
@@ -291,7 +293,7 @@ FillEnd UpstreamCache::Tap::unfilled(bool cut_short) const {
 
 void UpstreamCache::Tap::release(FillEnd end) {
   if (lock_ == 0) return;
-  zone_->end_fill(key_hash_, std::exchange(lock_, 0), end);
+  zone_->end_fill(lock_hash_, std::exchange(lock_, 0), end);
 }
 
 bool UpstreamCache::Tap::refresh(http::Exchange* exchange, std::span<const http::Header> fields, int64_t now) {
@@ -376,7 +378,7 @@ void UpstreamCache::Tap::store_again(std::shared_ptr<Stored> entry, int64_t now)
   // The fill stays held until the new entry is indexed: those waiting for
   // it are then answered from it.
   const uint64_t lock = std::exchange(lock_, 0);
-  auto copy = [zone = zone_, stale = stale_, entry = std::move(entry), fill = key_hash_, lock, now]() mutable {
+  auto copy = [zone = zone_, stale = stale_, entry = std::move(entry), fill = lock_hash_, lock, now]() mutable {
     copy_entry(*zone, *stale, std::move(entry), now);
     if (lock != 0) zone->end_fill(fill, lock, FillEnd::kSettled);
   };

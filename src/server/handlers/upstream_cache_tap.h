@@ -28,15 +28,17 @@ namespace tern::server {
 class UpstreamCache::Tap final : public upstream::ResponseTap {
  public:
   // `fill`: the response may fill the entry. `lock` (0: none): the ticket
-  // of the fill of its key the tap holds (Zone::begin_fill), released when it knows it stores
-  // nothing, or has stored the entry; a call that ends without a response
-  // to store (it failed) releases it as failed, and a waiting request
-  // fills next. `request` (its exchange's) outlives
+  // of the fill of `lock_hash` (its key's or its variant's) the tap holds
+  // (Zone::begin_fill), released when it knows it stores nothing, or has
+  // stored the entry; a call that ends without a response to store (it
+  // failed) releases it as failed, and a waiting request fills next.
+  // `request` (its exchange's) outlives
   // the response head, where a Vary is read. `stale`: the key's entry,
   // stale, or null. `invalidate` (an unsafe method): a success ends the
   // key's entry.
-  Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill, uint64_t lock,
-      std::shared_ptr<const cache::Stored> stale, bool invalidate = false);
+  Tap(const UpstreamCache* cache, std::string key, const http::Request& request, bool fill,
+      const cache::KeyHash& lock_hash, uint64_t lock, std::shared_ptr<const cache::Stored> stale,
+      bool invalidate = false);
   ~Tap() override;
 
   // The preconditions the call sends in place of the client's: a
@@ -83,14 +85,15 @@ class UpstreamCache::Tap final : public upstream::ResponseTap {
   const UpstreamCache* const cache_;
   cache::Zone* const zone_;
   const std::string key_;
-  const cache::KeyHash key_hash_;  // hashed once: the fill, the entry or the marker
+  const cache::KeyHash key_hash_;  // hashed once: the entry or the marker
   const http::Request* request_;  // null once the client went (request_fields_)
   std::vector<std::pair<std::string, std::string>> request_fields_;
   const bool authorized_;
   const bool fill_;
   const bool invalidate_;
   std::string epoch_;  // of the marker its variant is stored under (a response with Vary)
-  uint64_t lock_;  // the fill's ticket while the tap holds it, else 0
+  const cache::KeyHash lock_hash_;  // of the fill it holds
+  uint64_t lock_;                   // the fill's ticket while the tap holds it, else 0
   const std::shared_ptr<const cache::Stored> stale_;
   std::array<http::Header, 2> conditions_;
   size_t conditions_size_ = 0;

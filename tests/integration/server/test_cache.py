@@ -494,19 +494,19 @@ def test_two_workers_fill_hit_and_evict_one_zone_together(tern_factory, origin, 
     assert not any(".tmp." in p.name for p in entry_files(cache_dir))
 
 
-def many_at_once(port, target, n):
+def many_at_once(port, target, n, fields=lambda i: ""):
     """n requests for target on n connections, all sent before any answer is
-    read: (status, Cache-Status, body) of each."""
+    read: (status, Cache-Status, body) of each. fields(i): the head lines
+    ("Name: value\r\n") the i-th request adds."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < n + 100:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
-    request = f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
     socks = []
-    for _ in range(n):
+    for i in range(n):
         s = socket.create_connection(("127.0.0.1", port), timeout=60)
-        s.sendall(request)
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n{fields(i)}Connection: close\r\n\r\n".encode())
         socks.append(s)
     answers = []
     for s in socks:
@@ -609,6 +609,42 @@ def test_those_waiting_for_a_fill_are_answered_from_it_though_it_is_already_stal
     answers = many_at_once(srv.port, url("/cached/aged-strict", "Cache-Control: max-age=1, must-revalidate",
                                          "Age: 5", 'ETag: "v1"', delay="1"), n)
     assert {a[0] for a in answers} == {200} and origin_count(origin) == n, answers
+
+
+def test_each_variant_of_a_cold_key_is_filled_once_while_the_others_wait(tern_factory, origin, tmp_path):
+    """The lock holds each variant of a key with Vary on its own, as nginx's
+    proxy_cache_lock does: of many requests at once for a cold key in two
+    languages, one fills the key (its response names Vary), and those of
+    the other language wait for one of them to fill their variant. Before,
+    they all went to the origin when the first fill ended, and none of
+    their responses was stored."""
+    srv = tern_factory({**cached_site(origin, tmp_path / "cache"), "workers": 2})
+    n = 20
+    target = url("/cached/vary-cold", "Cache-Control: max-age=60", "Vary: Accept-Language", delay="1")
+    language = ["de", "fr"]
+    answers = many_at_once(srv.port, target, n, lambda i: f"Accept-Language: {language[i % 2]}\r\n")
+    assert origin_count(origin) == 2, answers
+    assert {a[0] for a in answers} == {200}
+    bodies = [{a[2] for a in answers[lang::2]} for lang in range(2)]
+    assert all(len(b) == 1 for b in bodies) and bodies[0] != bodies[1], bodies
+    statuses = Counter(a[1] for a in answers)
+    assert statuses["tern; fwd=uri-miss"] == 1 and statuses["tern; fwd=vary-miss"] == 1, statuses
+    hits = sum(count for name, count in statuses.items() if name.startswith("tern; hit"))
+    waited = statuses["tern; fwd=uri-miss; collapsed"] + statuses["tern; fwd=vary-miss; collapsed"]
+    assert waited + hits == n - 2, statuses
+    for lang in language:
+        hit = srv.get(target, [("Host", "x"), ("Accept-Language", lang)])
+        assert is_hit(hit) and hit.body in bodies[language.index(lang)], status(hit)
+    # A warm key: new variants asked at once each fill on their own.
+    origin.post("/cachedcount")
+    more = ["en", "it"]
+    answers = many_at_once(srv.port, target, n, lambda i: f"Accept-Language: {more[i % 2]}\r\n")
+    assert origin_count(origin) == 2, answers
+    statuses = Counter(a[1] for a in answers)
+    assert statuses["tern; fwd=vary-miss"] == 2, statuses
+    hits = sum(count for name, count in statuses.items() if name.startswith("tern; hit"))
+    assert statuses["tern; fwd=vary-miss; collapsed"] + hits == n - 2, statuses
+    assert origin_count(origin) == 2
 
 
 def test_a_fill_under_way_for_lock_age_is_taken_over_by_the_next_miss(tern_factory, origin, tmp_path):
