@@ -75,24 +75,26 @@ void Channel::handle_event(uint32_t revents) {
   // the channel again: a handler may have closed it, in which case the rest
   // of the event is dropped (the owner object stays alive until the round
   // ends, see EventLoop), or rebound it to a new fd, in which case the event
-  // belongs to the old one.
+  // belongs to the old one. An error comes before a hang-up: a reset
+  // reported to a channel that polls for output alone comes as both, and
+  // it is the error that says why the connection ended.
   const uint32_t epoch = epoch_;
   auto live = [this, epoch] { return epoch == epoch_ && !is_none_event(); };
   peer_end_reported_ = (revents & (EPOLLRDHUP | EPOLLHUP)) != 0;
   if (const ChannelHandler* h = handler_) {
-    if ((revents & EPOLLHUP) && !(revents & EPOLLIN) && live()) h->hangup(owner_);
     if ((revents & EPOLLERR) && live()) h->error(owner_);
+    if ((revents & EPOLLHUP) && !(revents & EPOLLIN) && live()) h->hangup(owner_);
     if ((revents & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) && live() && is_reading()) h->readable(owner_);
     if ((revents & EPOLLOUT) && live()) h->writable(owner_);
     return;
   }
   if (!callbacks_) return;
   const Callbacks& cb = *callbacks_;
-  if ((revents & EPOLLHUP) && !(revents & EPOLLIN)) {
-    if (cb.close && live()) cb.close();
-  }
   if (revents & EPOLLERR) {
     if (cb.error && live()) cb.error();
+  }
+  if ((revents & EPOLLHUP) && !(revents & EPOLLIN)) {
+    if (cb.close && live()) cb.close();
   }
   if (revents & (EPOLLIN | EPOLLPRI | EPOLLRDHUP)) {
     if (cb.read && live() && is_reading()) cb.read();

@@ -457,6 +457,42 @@ TEST_P(BothBackends, TheCloseCallbackTellsAResetFromAnEnd) {
   });
 }
 
+TEST_P(BothBackends, AResetWhileReadingIsPausedIsAResetNotAnEnd) {
+  // A connection that reads nothing (a proxy holding back its upstream)
+  // while its output waits for room polls for output alone: a reset comes
+  // as an error and a hang-up without input. The error is the cause, not
+  // the hang-up: before, on epoll, the hang-up closed it first as a clean end.
+  LoopRunner runner(GetParam());
+  std::atomic<int> opened{0};
+  std::atomic<int> closed{0};
+  int error = -1;  // close_error() when it closed
+  std::unique_ptr<TcpServer> server;
+  runner.run([&] {
+    server = std::make_unique<TcpServer>(runner.loop(), InetAddress(0, true));
+    server->set_connection_callback([&](TcpConnection& conn) {
+      if (conn.connected()) {
+        conn.stop_reading();
+        conn.send(std::string(8 << 20, 'x'));  // more than the sockets hold: output waits for room
+        ++opened;
+        return;
+      }
+      error = conn.close_error();
+      ++closed;
+    });
+    ASSERT_TRUE(server->start().ok());
+  });
+  tern::testing::RawClient client(server->listen_address().port());
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(eventually([&] { return opened.load() == 1; }, 10s));
+  std::this_thread::sleep_for(100ms);  // the socket's buffers fill
+  client.reset();
+  ASSERT_TRUE(eventually([&] { return closed.load() == 1; }, 10s));
+  runner.run([&] {
+    EXPECT_NE(error, 0) << "a reset taken for a clean end";
+    server.reset();
+  });
+}
+
 TEST_P(BothBackends, AHalfClosedConnectionGetsEveryByteOfLargePiecesBeforeThePeersEnd) {
   // The server shuts its side at once; the peer then sends 64 KiB, 100 B
   // to 1 MiB more and its end, which with both sides shut the kernel
