@@ -389,9 +389,12 @@ void TcpConnection::defer_callback(Deferred what) {
   });
 }
 
-void TcpConnection::fail(int err, const char* what) {
-  // A close already under way keeps its cause.
+void TcpConnection::keep_close_error(int err) {
   if (!close_scheduled_ && !disconnected()) close_error_ = static_cast<uint8_t>(std::min(err, 255));
+}
+
+void TcpConnection::fail(int err, const char* what) {
+  keep_close_error(err);
   if (is_peer_error(err)) {
     TERN_LOG_DEBUG("conn {} {}: {}: {}", slot_, peer_.to_ip_port(), what, std::strerror(err));
   } else {

@@ -196,11 +196,13 @@ void TcpConnection::secure_input() {
   if (status == SecureLayer::Status::kFailed) {
     TERN_LOG_DEBUG("conn {} {}: TLS {}", slot_, peer_.to_ip_port(), status_name(status));
     loop()->buffers().drain(input_);
+    keep_close_error(EPROTO);  // what came may have been cut: not a clean end
     return close_at_round_end();
   }
   if (status == SecureLayer::Status::kFinish) {
     // Its last words (an alert, or the answer to plain HTTP), then the end.
     TERN_LOG_DEBUG("conn {} {}: TLS {}", slot_, peer_.to_ip_port(), status_name(status));
+    keep_close_error(EPROTO);
     input_.retrieve_all();
     loop()->buffers().drain(input_);
     output_.retrieve_all();

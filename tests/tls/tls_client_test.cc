@@ -53,6 +53,7 @@ struct Outcome {
   std::vector<bool> will_retry;
   Error error;
   std::string why;
+  int close_error = -1;  // the connection's close_error() when it closed (connect()'s watch_close)
 };
 
 class TlsClientFixture : public ::testing::Test {
@@ -83,6 +84,12 @@ class TlsClientFixture : public ::testing::Test {
       server_->set_message_callback([](net::TcpConnection& conn, net::Buffer& in) {
         std::string text = in.retrieve_all_as_string();
         if (text == "sni?") text = "sni:" + std::string(conn.secure_layer()->server_name());
+        if (text == "garble") {
+          // An application data record whose bytes no key made.
+          const char record[] = "\x17\x03\x03\x00\x20garbled garbled garbled garbled!";
+          ASSERT_EQ(::write(conn.fd(), record, sizeof record - 1), static_cast<ssize_t>(sizeof record - 1));
+          return;
+        }
         conn.send(text);
       });
       auto started = server_->start();
@@ -92,16 +99,23 @@ class TlsClientFixture : public ::testing::Test {
   }
 
   // A client through `context` to `port`, sending `hello` once announced;
-  // it does not retry unless `connector` says so.
+  // it does not retry unless `connector` says so. With `watch_close`, its
+  // close is recorded too (the outcome must then outlive the connection).
   void connect(std::shared_ptr<ClientContext> context, Outcome* outcome, uint16_t port,
-               const std::string& hello = "sni?", net::ConnectorOptions connector = {.retry = false}) {
+               const std::string& hello = "sni?", net::ConnectorOptions connector = {.retry = false},
+               bool watch_close = false) {
     runner_.run([&] {
       net::TcpClientOptions options;
       options.secure = context;
       options.connector = connector;
       auto client = std::make_unique<net::TcpClient>(runner_.loop(), net::InetAddress(port, true), options);
-      client->set_connection_callback([outcome, hello](net::TcpConnection& conn) {
-        if (!conn.connected()) return;
+      client->set_connection_callback([outcome, hello, watch_close](net::TcpConnection& conn) {
+        if (!conn.connected()) {
+          if (!watch_close) return;
+          std::lock_guard lock(outcome->mu);
+          outcome->close_error = conn.close_error();
+          return;
+        }
         std::lock_guard lock(outcome->mu);
         ++outcome->connected;
         outcome->established_when_announced = conn.secure() && conn.secure_layer()->established();
@@ -165,6 +179,22 @@ TEST_F(TlsClientFixture, AVerifiedServerIsAnnouncedAfterTheHandshakeAndHearsTheN
   EXPECT_EQ(outcome.connected, 1);
   EXPECT_TRUE(outcome.established_when_announced);
   EXPECT_EQ(outcome.failures, 0);
+}
+
+TEST_F(TlsClientFixture, ARecordThatFailsItsCheckClosesWithAnErrorNotAsAnEnd) {
+  // A reader of a body that ends at the close must not take a session
+  // broken mid-stream for the end of the body.
+  start_server();
+  Outcome outcome;
+  connect(context("up.test"), &outcome, port_, "garble", {.retry = false}, true);
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard lock(outcome.mu);
+    return outcome.close_error != -1;
+  }));
+  std::lock_guard lock(outcome.mu);
+  EXPECT_EQ(outcome.connected, 1);
+  EXPECT_EQ(outcome.close_error, EPROTO);
+  EXPECT_EQ(outcome.received, "");
 }
 
 TEST_F(TlsClientFixture, ANameTheCertificateDoesNotCarryIsAFailedConnect) {
