@@ -283,9 +283,11 @@ void AuthCheck::on_upstream_closed(net::TcpConnection& conn) {
   upstream_ = nullptr;  // the lease ended with the connection
   waiting_ = false;
   if (done_) return;
-  // A body that ends at the close ends only at a clean one: a reset cuts it.
+  // A body that ends at the close ends only at a clean one: a reset cuts
+  // it. A 2xx's body is not used: its status is the answer.
   const int error = conn.close_error();
-  if (status_ != 0 && codec_.ends_at_close() && error == 0) return on_answer(false);
+  const bool granted = status_ >= 200 && status_ < 300;
+  if (status_ != 0 && codec_.ends_at_close() && (error == 0 || granted)) return on_answer(false);
   // A kept-alive connection closed before it answered: the check is a GET
   // without a body, so it goes once more on a new connection.
   if (!answered_ && stale_possible_ && !retried_stale_) {

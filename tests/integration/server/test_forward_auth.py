@@ -291,13 +291,17 @@ def test_any_other_answer_or_none_is_500_logged_and_tern_goes_on(tern_factory, a
     assert (resp.status, resp.body) == (200, b"fine"), resp
 
 
-class CloseDelimitedDenials(BadUpstream):
-    """An auth service whose 401s end at the close (no length, not
-    chunked): the first is reset part way through its body, the others
-    end cleanly."""
+class CloseDelimitedAnswers(BadUpstream):
+    """An auth service whose answers (401 unless `status` says) end at the
+    close (no length, not chunked): the first is reset part way through its
+    body, the others end cleanly."""
+
+    def __init__(self, status=b"401 Unauthorized"):
+        self.status = status
+        super().__init__()
 
     def respond(self, conn):
-        conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+        conn.sendall(b"HTTP/1.1 " + self.status + b"\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
         if self.served == 1:
             conn.sendall(b"cut" * 1000)
             time.sleep(0.3)  # read by tern by now
@@ -310,7 +314,7 @@ def test_a_denial_that_ends_at_the_close_is_relayed_only_if_the_connection_ended
     """A reset in the middle of a close-delimited denial cuts it: the
     client gets tern's 500, not the cut body as a whole 401."""
     (app,) = apps("app")
-    service = CloseDelimitedDenials()
+    service = CloseDelimitedAnswers()
     try:
         srv = tern_factory(guarded(app, auth={"pass": f"http://{service.address}/auth"}))
         resp = srv.get("/count", ALICE)
@@ -321,6 +325,20 @@ def test_a_denial_that_ends_at_the_close_is_relayed_only_if_the_connection_ended
         assert (resp.status, resp.body) == (401, b"whole denial " + b"d" * 3000), (resp.status, resp.body[:300])
         assert service.served == 2
         assert app.get("/count").body == b"0"
+    finally:
+        service.close()
+
+
+def test_a_grant_whose_body_is_cut_by_a_reset_still_lets_the_request_through(tern_factory, apps):
+    """A 2xx's body is not used, whole or cut: its status is the answer."""
+    (app,) = apps("app")
+    service = CloseDelimitedAnswers(b"200 OK")
+    try:
+        srv = tern_factory(guarded(app, auth={"pass": f"http://{service.address}/auth"}))
+        for _ in range(2):
+            resp = srv.get("/count", ALICE)
+            assert (resp.status, resp.body) == (200, b"0"), (resp.status, resp.body[:300])
+        assert service.served == 2
     finally:
         service.close()
 
