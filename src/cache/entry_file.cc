@@ -192,8 +192,11 @@ bool is_temp_name(std::string_view name) { return name.find(".tmp.") != std::str
 
 const std::string& own_temp_tag() {
   static const std::string tag = [] {
-    // randombytes_buf() never fails: libsodium reads the kernel's generator, seeding itself
-    // on first use if sodium_init() has not run.
+    // The server initialises libsodium before its threads start; a program
+    // of its own may not have. Where the kernel gives no random bytes at
+    // all, libsodium aborts the process (in randombytes_buf()), as it would
+    // for the server's keys.
+    (void)sodium_init();
     unsigned char random[8];
     randombytes_buf(random, sizeof random);
     char hex[2 * sizeof random + 1];

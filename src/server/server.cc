@@ -144,6 +144,9 @@ const std::vector<net::InetAddress>& Server::listen_addresses() const {
 void Server::start() {
   loop_->assert_in_loop_thread();
   const Config& config = *config_;
+  // Before any thread of ours: libsodium's set-up (its generator, the
+  // hash functions it picks for this CPU) is not safe against their use.
+  if (sodium_init() < 0) throw std::runtime_error("libsodium failed to initialise");
   // Signals first: SignalSet blocks them in this thread, and the I/O threads
   // started below inherit the mask (main() blocks them earlier still).
   signals_ = std::make_unique<net::SignalSet>(
@@ -252,7 +255,6 @@ void Server::start() {
 
 void Server::start_users_app(const Config& config) {
   const AuthConfig& a = config.auth;
-  if (sodium_init() < 0) throw std::runtime_error("libsodium failed to initialise");
   auto store = auth::open_user_store(a.store, a.db_pool);
   if (!store) throw std::runtime_error("auth.store " + a.store + ": " + store.error().message());
   auth::UsersOptions options;
