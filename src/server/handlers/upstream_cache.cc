@@ -264,11 +264,15 @@ struct UpstreamCache::Wait {
   uint64_t id = 0;
   net::TimerId timer;
   bool done = false;
+  // Its Cache-Status if the fill it waits for answers it: the lookup's
+  // that chose `hash`, collapsed onto the fill.
+  std::string_view collapsed_status = "tern; fwd=uri-miss; collapsed";
 
   // Whether it fills its key or variant (true), or waits for the fill under
   // way. While the exchange is there.
   static bool begin(const std::shared_ptr<Wait>& wait) {
     wait->hash = wait->miss.lock;
+    wait->collapsed_status = collapsed(wait->miss.status);
     return wait->zone->begin_fill(
         wait->hash,
         [wait](FillEnd end) {
@@ -285,8 +289,7 @@ struct UpstreamCache::Wait {
     bool filler = false;
     if (!end) {
       wait->zone->leave_fill(wait->hash, wait->id);
-    } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, collapsed(wait->hash, wait->miss.key),
-                                                                  wait->waited_from)) {
+    } else if (ex != nullptr && wait->cache->answer_key(*ex, &wait->miss, wait->collapsed_status, wait->waited_from)) {
       ex = nullptr;  // answered
     } else if (ex != nullptr && (*end == FillEnd::kFailed || wait->miss.lock != wait->hash)) {
       // The fill failed, or stored a variant not this request's: the
@@ -306,10 +309,12 @@ struct UpstreamCache::Wait {
     wait->cache->go(*ex, mine, go, filler, filler ? wait->id : 0);
   }
 
-  // The Cache-Status of a request answered from the fill of `hash` it
-  // waited for: a variant's, or the key's.
-  static std::string_view collapsed(const KeyHash& hash, const std::string& key) {
-    return hash == KeyHash::of(key) ? "tern; fwd=uri-miss; collapsed" : "tern; fwd=vary-miss; collapsed";
+  // The Cache-Status of a request whose lookup said `status`, answered
+  // from the fill it waited for.
+  static std::string_view collapsed(std::string_view status) {
+    if (status == "tern; fwd=vary-miss") return "tern; fwd=vary-miss; collapsed";
+    if (status == "tern; fwd=stale") return "tern; fwd=stale; collapsed";
+    return "tern; fwd=uri-miss; collapsed";
   }
 };
 

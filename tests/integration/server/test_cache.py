@@ -611,6 +611,23 @@ def test_those_waiting_for_a_fill_are_answered_from_it_though_it_is_already_stal
     assert {a[0] for a in answers} == {200} and origin_count(origin) == n, answers
 
 
+def test_those_waiting_for_a_stale_entrys_refresh_are_answered_from_it(tern_factory, origin, tmp_path):
+    """The lock holds the refresh of a stale entry as it does a fill: one
+    request revalidates it, and those that found it stale meanwhile are
+    answered from the refreshed entry, "fwd=stale; collapsed"."""
+    srv = tern_factory(cached_site(origin, tmp_path / "cache"))
+    # Stale as it comes (Age beyond max-age, kept for its ETag), refreshed slowly.
+    target = url("/cached/refresh-wait", "Cache-Control: max-age=1", "Age: 5", 'ETag: "r1"', delay="1")
+    assert srv.get(target, [("Host", "x")]).body.startswith(b"origin #1")
+    n = 5
+    answers = many_at_once(srv.port, target, n)
+    assert origin_count(origin) == 2, answers
+    assert {(a[0], a[2]) for a in answers} == {(200, b"origin #1 /cached/refresh-wait\n")}, answers
+    statuses = Counter(a[1] for a in answers)
+    assert statuses["tern; fwd=stale; collapsed"] == n - 1, statuses
+    assert json.loads(origin.get("/cachedlast").body)["if_none_match"] == '"r1"'
+
+
 def test_each_variant_of_a_cold_key_is_filled_once_while_the_others_wait(tern_factory, origin, tmp_path):
     """The lock holds each variant of a key with Vary on its own, as nginx's
     proxy_cache_lock does: of many requests at once for a cold key in two
