@@ -195,8 +195,8 @@ const std::string& own_temp_tag() {
     // The server initialises libsodium before its threads start; a program
     // of its own may not have. Where the kernel gives no random bytes at
     // all, libsodium aborts the process (in randombytes_buf()), as it would
-    // for the server's keys.
-    (void)sodium_init();
+    // for the server's keys: the result needs no check here.
+    [[maybe_unused]] const int initialised = sodium_init();
     unsigned char random[8];
     randombytes_buf(random, sizeof random);
     char hex[2 * sizeof random + 1];
