@@ -390,6 +390,9 @@ void TcpConnection::defer_callback(Deferred what) {
 }
 
 void TcpConnection::keep_close_error(int err) {
+  // After the peer's end was read, what it sent is whole: an error of our
+  // writes to it since (EPIPE, a reset) cuts nothing.
+  if (peer_closed_) return;
   if (!close_scheduled_ && !disconnected()) close_error_ = static_cast<uint8_t>(std::min(err, 255));
 }
 

@@ -98,7 +98,8 @@ class TcpConnection final : public OutputStream {
   // The error (an errno value) that closed the connection: a failed read
   // or write, a reset by the peer, EPROTO for a TLS session that failed
   // (a bad record, a fatal alert). 0 while it is open, and when it ended
-  // cleanly (the peer's end or close_notify, a shutdown, a close of ours). Tells an end of
+  // cleanly (the peer's end or close_notify, a shutdown, a close of ours),
+  // also when a write failed after the peer's end was read. Tells an end of
   // stream from a cut one in the close callback, where a body that ends at
   // the close is whole only if this is 0.
   int close_error() const { return close_error_; }
@@ -261,7 +262,7 @@ class TcpConnection final : public OutputStream {
   // Logs the error `what` met, keeps it for close_error(), and closes.
   void fail(int err, const char* what);
   // Keeps `err` for close_error(), unless a close is already under way
-  // (that one keeps its own cause).
+  // (that one keeps its own cause) or the peer's end was read.
   void keep_close_error(int err);
 
   // Who the client is and what let it in, for a connection relayed by a
