@@ -283,11 +283,13 @@ void AuthCheck::on_upstream_closed(net::TcpConnection& conn) {
   upstream_ = nullptr;  // the lease ended with the connection
   waiting_ = false;
   if (done_) return;
-  // A body that ends at the close ends only at a clean one: a reset cuts
-  // it. A 2xx's body is not used: its status is the answer.
+  // A 2xx's body is not used: once its head came, its status is the
+  // answer, however the body ends (as nginx's auth_request). Another's body
+  // goes to the client: one that ends at the close ends only at a clean
+  // close, which a reset is not.
   const int error = conn.close_error();
-  const bool granted = status_ >= 200 && status_ < 300;
-  if (status_ != 0 && codec_.ends_at_close() && (error == 0 || granted)) return on_answer(false);
+  if (status_ >= 200 && status_ < 300) return on_answer(false);
+  if (status_ != 0 && codec_.ends_at_close() && error == 0) return on_answer(false);
   // A kept-alive connection closed before it answered: the check is a GET
   // without a body, so it goes once more on a new connection.
   if (!answered_ && stale_possible_ && !retried_stale_) {
