@@ -314,6 +314,7 @@ struct UpstreamCache::Wait {
   static std::string_view collapsed(std::string_view status) {
     if (status == "tern; fwd=vary-miss") return "tern; fwd=vary-miss; collapsed";
     if (status == "tern; fwd=stale") return "tern; fwd=stale; collapsed";
+    if (status == "tern; fwd=request") return "tern; fwd=request; collapsed";
     return "tern; fwd=uri-miss; collapsed";
   }
 };
