@@ -77,6 +77,9 @@ class TlsClientFixture : public ::testing::Test {
     identity.pairs.push_back({cert_.cert, cert_.key});
     settings.identities.push_back(identity);
     settings.tickets = std::make_shared<TicketKeys>();
+    // Records of its own making only: "garble" writes one on the socket, which
+    // the kernel would encrypt as a good one.
+    settings.kernel_tls = false;
     auto context = std::make_shared<ServerContext>(std::move(settings));
     runner_.run([&] {
       server_ = std::make_unique<net::TcpServer>(runner_.loop(), net::InetAddress(0, true));
@@ -100,7 +103,8 @@ class TlsClientFixture : public ::testing::Test {
 
   // A client through `context` to `port`, sending `hello` once announced;
   // it does not retry unless `connector` says so. With `watch_close`, its
-  // close is recorded too (the outcome must then outlive the connection).
+  // close is recorded too: the outcome must then outlive the clients
+  // (watched_).
   void connect(std::shared_ptr<ClientContext> context, Outcome* outcome, uint16_t port,
                const std::string& hello = "sni?", net::ConnectorOptions connector = {.retry = false},
                bool watch_close = false) {
@@ -165,6 +169,9 @@ class TlsClientFixture : public ::testing::Test {
   std::unique_ptr<tern::testing::TempDir> dir_;
   TestCert cert_;
   LoopRunner runner_;
+  // A client that records its close (connect()'s watch_close) reports to an
+  // outcome that outlives it: this one, kept until the clients go.
+  Outcome watched_;
   std::unique_ptr<net::TcpServer> server_;
   std::vector<std::unique_ptr<net::TcpClient>> clients_;
   uint16_t port_ = 0;
@@ -185,7 +192,7 @@ TEST_F(TlsClientFixture, ARecordThatFailsItsCheckClosesWithAnErrorNotAsAnEnd) {
   // A reader of a body that ends at the close must not take a session
   // broken mid-stream for the end of the body.
   start_server();
-  Outcome outcome;
+  Outcome& outcome = watched_;
   connect(context("up.test"), &outcome, port_, "garble", {.retry = false}, true);
   ASSERT_TRUE(eventually([&] {
     std::lock_guard lock(outcome.mu);
